@@ -1,0 +1,5 @@
+import sys
+
+from evalkit.cli import main
+
+sys.exit(main())

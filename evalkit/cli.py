@@ -1,0 +1,81 @@
+"""The `evalkit` command line: common options, one subcommand module per command, contract exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from evalkit import __version__
+from evalkit.errors import UsageError
+
+# name -> module under evalkit.commands exposing add_arguments(parser) and run(args) -> int
+COMMANDS: dict[str, str] = {
+    "sim": "the simulated OpenAI-compatible inference server",
+    "capability": "the pinned 140-question capability set (GSM8K, MATH-500, MuSR, HumanEval+)",
+    "stress": "the seeded long-prefill / short-insert / cancel / concurrent stress scheduler",
+    "bench": "code / math / prose decode throughput, single and concurrent",
+    "report": "markdown before/after tables from run directories",
+    "gate": "release gate: check run summaries against TOML rules",
+    "demo": "start a sim, run bench + stress + capability against it, render a report",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line and exit 2, as the contract asks, instead of argparse's usage block.
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        raise SystemExit(2)
+
+
+def add_server_options(p: argparse.ArgumentParser) -> None:
+    """Options every command that talks to a server takes (contract)."""
+    g = p.add_argument_group("server")
+    g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
+                   "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)")
+    g.add_argument("--model", help="model id (default: the first id /v1/models lists)")
+    g.add_argument("--api-key-env", help="name of the environment variable holding the API key "
+                   "(default OPENAI_API_KEY); the key itself is never a flag")
+    g.add_argument("--server", help="a server profile named in the config file")
+    g.add_argument("--config", type=Path, help="config file with server profiles (default ./evalkit.toml)")
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where a run directory goes."""
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, default=Path("results"), help="parent of run directories (default results/)")
+    g.add_argument("--name", help="run name (default: kind + timestamp); an existing name resumes that run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every subcommand."""
+    parser = _Parser(prog="evalkit", description="Before/after checks for self-hosted OpenAI-compatible LLM servers.")
+    parser.add_argument("--version", action="version", version=f"evalkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, help_text in COMMANDS.items():
+        mod = importlib.import_module(f"evalkit.commands.{name}")
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        mod.add_arguments(sp)
+        sp.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as e:
+        sys.stderr.write(f"evalkit {args.command}: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("evalkit: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""A timed streaming chat client: one request in, one `RequestRecord` out, never an exception.
+
+Timing follows the lessons of vLLM's serve benchmark, done better: one clock, the first token stamped when a
+chunk that actually carries text (content or reasoning) arrives, not on the role-only or empty first chunk,
+and every chunk's arrival kept so rates are computed from raw samples later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from evalkit.clock import Clock
+from evalkit.records import RequestRecord
+from evalkit.thinking_text import split_inline_reasoning
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What to ask: messages and sampling, plus the id and labels to record it under."""
+
+    messages: list[dict[str, Any]]
+    max_tokens: int | None = None
+    temperature: float | None = 0.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None
+    timeout_s: float = 900.0
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+def new_request_id(prefix: str = "ek") -> str:
+    """A fresh unique request id."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _reasoning_delta(delta: Any) -> str | None:
+    # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and
+    # OpenRouter-style servers use `reasoning`. The SDK keeps unknown fields as model extras.
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
+        if value is None and getattr(delta, "model_extra", None):
+            value = delta.model_extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+class ChatClient:
+    """Sends chat requests to one OpenAI-compatible server through the official `openai` SDK."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.clock = clock or Clock()
+        self._oai = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or "EMPTY",
+            max_retries=0,  # a retry would hide exactly the failures we count
+            timeout=900.0,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._oai.close()
+
+    async def __aenter__(self) -> "ChatClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def chat(
+        self,
+        request: ChatRequest,
+        *,
+        cancel_after_s: float | None = None,
+        cancel_event: asyncio.Event | None = None,
+    ) -> RequestRecord:
+        """Stream one chat completion; cancel it (close the stream) after a delay or when the event is set."""
+        rid = request.request_id or new_request_id()
+        rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=dict(request.tags))
+        task = asyncio.ensure_future(self._stream(request, rec))
+        waiters: list[asyncio.Future[Any]] = [task]
+        timer = asyncio.ensure_future(asyncio.sleep(request.timeout_s))
+        waiters.append(timer)
+        cancel_timer = None
+        if cancel_after_s is not None:
+            cancel_timer = asyncio.ensure_future(asyncio.sleep(max(0.0, cancel_after_s - (self.clock.now() - rec.t_sent))))
+            waiters.append(cancel_timer)
+        event_wait = None
+        if cancel_event is not None:
+            event_wait = asyncio.ensure_future(cancel_event.wait())
+            waiters.append(event_wait)
+        try:
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The caller was cancelled (Ctrl-C): close the stream, keep what we saw.
+            await self._stop(task)
+            self._finish(rec, "cancelled", "client interrupted")
+            raise
+        finally:
+            for w in waiters[1:]:
+                w.cancel()
+        if task not in done:
+            await self._stop(task)
+            if timer in done:
+                self._finish(rec, "timeout", f"no completion within {request.timeout_s:g} s")
+            else:
+                self._finish(rec, "cancelled", None)
+        else:
+            exc = task.exception()
+            if exc is not None:  # _stream catches everything it expects; this is a bug guard
+                self._finish(rec, "error", f"{type(exc).__name__}: {exc}")
+        if rec.usage_source is None:
+            self._fill_usage_from_chunks(rec)
+        return rec
+
+    async def _stop(self, task: asyncio.Future[Any]) -> None:
+        task.cancel()
+        try:
+            await task
+        except BaseException:  # noqa: BLE001 - the task's own outcome no longer matters
+            pass
+
+    def _finish(self, rec: RequestRecord, status: str, error: str | None) -> None:
+        rec.status = status
+        rec.error = error
+        if rec.t_done is None:
+            rec.t_done = self.clock.now()
+
+    @staticmethod
+    def _fill_usage_from_chunks(rec: RequestRecord) -> None:
+        # Documented fallback: without `usage`, one content/reasoning chunk counts as one token, which holds
+        # for llama.cpp and vLLM's default streaming; prompt tokens stay unknown.
+        if rec.content_chunks or rec.reasoning_chunks:
+            rec.completion_tokens = rec.content_chunks + rec.reasoning_chunks
+            rec.usage_source = "chunks"
+
+    async def _stream(self, request: ChatRequest, rec: RequestRecord) -> None:
+        clock = self.clock
+        body: dict[str, Any] = dict(request.extra_body)
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "extra_headers": {"X-Request-Id": rec.request_id},
+            "extra_body": body,
+        }
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        content: list[str] = []
+        reasoning: list[str] = []
+        stream = None
+        try:
+            rec.t_sent = clock.now()
+            stream = await self._oai.chat.completions.create(**kwargs)
+            rec.t_first_byte = clock.now()
+            rec.http_status = stream.response.status_code
+            async for chunk in stream:
+                now = clock.now()
+                extra = chunk.model_extra or {}
+                if isinstance(extra.get("timings"), dict):
+                    rec.server_timings = extra["timings"]
+                if chunk.usage is not None:
+                    rec.prompt_tokens = chunk.usage.prompt_tokens
+                    rec.completion_tokens = chunk.usage.completion_tokens
+                    rec.usage_source = "server"
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    text = delta.content if delta is not None else None
+                    think = _reasoning_delta(delta) if delta is not None else None
+                    if think:
+                        reasoning.append(think)
+                        rec.reasoning_chunks += 1
+                    if text:
+                        content.append(text)
+                        rec.content_chunks += 1
+                    if text or think:
+                        rec.chunk_times.append(now)
+                        if rec.t_first_token is None:
+                            rec.t_first_token = now
+                    if choice.finish_reason:
+                        rec.finish_reason = choice.finish_reason
+            rec.t_done = clock.now()
+            if rec.finish_reason is None:
+                rec.status, rec.error = "error", "stream ended without a finish_reason (broken stream)"
+        except openai.APITimeoutError as e:
+            rec.status, rec.error = "timeout", f"APITimeoutError: {e}"
+        except openai.APIStatusError as e:
+            rec.status, rec.http_status = "error", e.status_code
+            rec.error = f"HTTP {e.status_code}: {_short(e.message)}"
+        except openai.APIError as e:  # connection errors and error events inside the stream
+            rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e))}"
+        except Exception as e:  # noqa: BLE001 - a stream broken mid-way surfaces as the HTTP library's own error
+            rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e)) or 'stream broken'}"
+        finally:
+            if rec.t_done is None and rec.status != "ok":
+                rec.t_done = clock.now()
+            text = "".join(content)
+            if reasoning:
+                rec.content, rec.reasoning = text, "".join(reasoning)
+            else:
+                rec.reasoning, rec.content = split_inline_reasoning(text)
+            if stream is not None:
+                await asyncio.shield(stream.close())
+
+    async def list_models(self) -> list[str]:
+        """Model ids from `GET /v1/models`, in the server's order."""
+        page = await self._oai.models.list()
+        return [m.id for m in page.data]
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

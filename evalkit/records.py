@@ -1,0 +1,76 @@
+"""The per-request record every command writes to `requests.jsonl`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATUSES = ("ok", "error", "cancelled", "timeout")
+
+
+@dataclass
+class RequestRecord:
+    """What the client saw of one chat request; times are epoch seconds from one `Clock`."""
+
+    request_id: str
+    t_sent: float
+    t_first_byte: float | None = None
+    t_first_token: float | None = None
+    t_done: float | None = None
+    status: str = "ok"
+    error: str | None = None
+    http_status: int | None = None
+    content: str = ""
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    # "server" when the server sent usage, "chunks" when counted from content/reasoning chunks.
+    usage_source: str | None = None
+    # Arrival time of every chunk that carried content or reasoning text (one per token on most servers).
+    chunk_times: list[float] = field(default_factory=list)
+    reasoning_chunks: int = 0
+    content_chunks: int = 0
+    # Server-specific timing extras (llama.cpp `timings`), kept verbatim.
+    server_timings: dict[str, Any] | None = None
+    # Caller-supplied labels: cycle, scenario, question id, run number ...
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token (content or reasoning), from the moment the request was sent."""
+        if self.t_first_token is None:
+            return None
+        return self.t_first_token - self.t_sent
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """Completion tokens after the first over the time from first to last token."""
+        if not self.chunk_times or self.completion_tokens is None or self.completion_tokens < 2:
+            return None
+        span = self.chunk_times[-1] - self.chunk_times[0]
+        if span <= 0:
+            return None
+        return (self.completion_tokens - 1) / span
+
+    @property
+    def request_tok_s(self) -> float | None:
+        """Completion tokens over the whole request, from send to done."""
+        if self.t_done is None or self.completion_tokens is None:
+            return None
+        span = self.t_done - self.t_sent
+        return self.completion_tokens / span if span > 0 else None
+
+    def to_json(self, with_chunk_times: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict with the contract's fields (`ttft_s` included)."""
+        d = asdict(self)
+        if not with_chunk_times:
+            d.pop("chunk_times")
+        d["ttft_s"] = self.ttft_s
+        d["decode_tok_s"] = self.decode_tok_s
+        d["request_tok_s"] = self.request_tok_s
+        d["t_last_token"] = self.chunk_times[-1] if self.chunk_times else None
+        # Labels go to the top level so a line reads flat (`cycle`, `scenario`, `qid` ...).
+        tags = d.pop("tags")
+        d.update({k: v for k, v in tags.items() if k not in d})
+        return d

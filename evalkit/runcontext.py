@@ -1,0 +1,57 @@
+"""What every server-facing command does first and last: resolve the server, open the run directory, print its path."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from evalkit.client import ChatClient
+from evalkit.clock import Clock
+from evalkit.config import ServerProfile, manifest_fields, resolve_profile
+from evalkit.connect import open_client
+from evalkit.rundir import RunDir, default_run_name
+
+
+@dataclass
+class RunContext:
+    """The open run: its directory, a connected client, the resolved server profile and the run's clock."""
+
+    rundir: RunDir
+    client: ChatClient
+    profile: ServerProfile
+    clock: Clock
+
+
+def profile_from_args(args: argparse.Namespace) -> ServerProfile:
+    """The server profile the common flags (`--server`, `--base-url`, ...) describe."""
+    return resolve_profile(
+        getattr(args, "config", None),
+        getattr(args, "server", None),
+        getattr(args, "base_url", None),
+        getattr(args, "model", None),
+        getattr(args, "api_key_env", None),
+    )
+
+
+@asynccontextmanager
+async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]) -> AsyncIterator[RunContext]:
+    """Connect to the server (exit 2 when unreachable), create or resume `OUT/NAME`, close the client at the end.
+
+    The caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is printed as the
+    last line of standard output by `print_run_path`.
+    """
+    clock = Clock()
+    client, profile = await open_client(profile_from_args(args), clock)
+    try:
+        name = getattr(args, "name", None) or default_run_name(kind)
+        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**manifest_fields(profile), **manifest})
+        yield RunContext(rundir=rundir, client=client, profile=profile, clock=clock)
+    finally:
+        await client.aclose()
+
+
+def print_run_path(rundir: RunDir) -> None:
+    """The contract's last line of standard output: the run directory's path."""
+    print(rundir.path, flush=True)

@@ -1,0 +1,1 @@
+"""Capability evals: datasets, prompts, extraction and scoring (imported as `evalkit_evals`)."""

@@ -1,0 +1,1 @@
+"""Jinja templates for `evalkit report` (`evalkit_report_templates`)."""

@@ -1,0 +1,1 @@
+"""Stress scenarios, schedule and metrics (imported as `evalkit_stress`)."""
