@@ -83,12 +83,12 @@ def load_profiles(path: Path | None) -> dict[str, ServerProfile]:
 def _profile_from_table(path: Path, name: str, raw: Any) -> ServerProfile:
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: servers.{name} must be a table")
+    if "api_key" in raw:
+        raise UsageError(f"{path}: put the key in an environment variable and name it with api_key_env")
     known = set(ServerProfile.__dataclass_fields__) - {"name"}
     unknown = set(raw) - known
     if unknown:
         raise UsageError(f"{path}: servers.{name} has unknown key(s): {', '.join(sorted(unknown))}")
-    if "api_key" in raw:
-        raise UsageError(f"{path}: put the key in an environment variable and name it with api_key_env")
     thinking = raw.get("thinking", "auto")
     if thinking not in THINKING_STYLES:
         raise UsageError(f"{path}: servers.{name}.thinking must be one of {', '.join(THINKING_STYLES)}")

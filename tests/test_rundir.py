@@ -1,0 +1,59 @@
+"""Run directories: manifest, append-only JSONL, torn-line recovery, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalkit.errors import UsageError
+from evalkit.rundir import RunDir, iter_runs, read_jsonl
+
+
+def test_create_writes_manifest_with_version_and_times(tmp_path):
+    rd = RunDir.create(tmp_path, "r1", "bench", {"model": "m", "seed": 7})
+    man = json.loads((tmp_path / "r1" / "manifest.json").read_text())
+    assert man["kind"] == "bench" and man["model"] == "m" and man["seed"] == 7
+    assert man["evalkit_version"] and man["started"] and man["finished"] is None
+    assert not rd.resumed
+    rd.finish(requests=3)
+    man = rd.manifest
+    assert man["finished"] and man["requests"] == 3
+
+
+def test_append_is_line_per_record_and_readable(tmp_path):
+    rd = RunDir.create(tmp_path, "r", "stress", {})
+    for i in range(5):
+        rd.append("requests.jsonl", {"request_id": f"x{i}", "status": "ok" if i % 2 == 0 else "error"})
+    lines = (rd.path / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and all(json.loads(ln)["request_id"] for ln in lines)
+    assert rd.done_keys("requests.jsonl", "request_id") == {"x0", "x2", "x4"}
+    assert rd.done_keys("requests.jsonl", "request_id", where=()) == {f"x{i}" for i in range(5)}
+
+
+def test_reopen_resumes_and_cuts_a_torn_last_line(tmp_path):
+    rd = RunDir.create(tmp_path, "r", "capability", {})
+    rd.append("graded.jsonl", {"id": "gsm8k:1"})
+    with open(rd.path / "graded.jsonl", "a") as f:
+        f.write('{"id": "gsm8k:2", "corr')  # what a SIGKILL mid-write leaves
+    assert [r["id"] for r in read_jsonl(rd.path / "graded.jsonl")] == ["gsm8k:1"]
+    again = RunDir.create(tmp_path, "r", "capability", {})
+    assert again.resumed
+    again.append("graded.jsonl", {"id": "gsm8k:2"})
+    assert [r["id"] for r in again.read("graded.jsonl")] == ["gsm8k:1", "gsm8k:2"]
+    assert len(again.manifest["resumes"]) == 1
+
+
+def test_reopen_as_another_kind_is_a_usage_error(tmp_path):
+    RunDir.create(tmp_path, "r", "bench", {})
+    with pytest.raises(UsageError):
+        RunDir.create(tmp_path, "r", "stress", {})
+
+
+def test_iter_runs_needs_summary(tmp_path):
+    rd = RunDir.create(tmp_path, "r", "bench", {})
+    with pytest.raises(UsageError):
+        list(iter_runs([rd.path]))
+    rd.write_summary({"kind": "bench"})
+    [(path, man, summ)] = list(iter_runs([rd.path]))
+    assert path == rd.path and man["kind"] == "bench" and summ == {"kind": "bench"}
