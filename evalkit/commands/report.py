@@ -1,16 +1,46 @@
-"""`evalkit report` (not yet built)."""
+"""`evalkit report`: markdown before/after tables (and PNG plots beside them) from run directories."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
+from evalkit.bisect import read_log
 from evalkit.errors import UsageError
+from evalkit.report.build import build_context
+from evalkit.report.noise import DEFAULT_NOISE_FLOOR
+from evalkit.report.render import render
+from evalkit.report.runs import label_runs
+from evalkit.summaries import load_runs
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit report`."""
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="run directories; the first is the baseline")
+    p.add_argument("--labels", help="comma-separated column labels, one per run (default: each run's build label)")
+    p.add_argument("-o", "--output", type=Path, default=Path("report.md"), help="markdown file (default report.md); "
+                   "plots are written beside it")
+    p.add_argument("--template", type=Path, help="your own Jinja template (may import the packaged tables.md.j2)")
+    p.add_argument("--bisect-log", type=Path, action="append", default=[],
+                   help="JSONL log written by `evalkit bench --bisect-log`; rendered as the commit table")
+    p.add_argument("--cycle", type=int, help="stress cycle to draw as a timeline (default: the first)")
+    p.add_argument("--noise-floor", type=float, default=DEFAULT_NOISE_FLOOR,
+                   help=f"smallest relative rate change ever called beyond noise (default {DEFAULT_NOISE_FLOOR})")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit report`."""
-    raise UsageError("evalkit report is not built yet")
+    if not args.runs and not args.bisect_log:
+        raise UsageError("give at least one run directory or --bisect-log")
+    labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
+    runs = label_runs(load_runs(args.runs), labels)
+    entries = [e for log in args.bisect_log for e in read_log(log)]
+    out = args.output
+    out.parent.mkdir(parents=True, exist_ok=True)
+    context = build_context(runs, entries, out, args.noise_floor, args.cycle)
+    out.write_text(render(context, args.template), encoding="utf-8")
+    for p in context["plots"]:
+        sys.stderr.write(f"wrote {out.with_name(p['file'])}\n")
+    print(out, flush=True)
+    return 0

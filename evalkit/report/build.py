@@ -1,0 +1,58 @@
+"""From run directories to the report's context: runs, sections of tables, and the plots beside the markdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalkit.report import noise, plots, tables
+from evalkit.report.runs import LabelledRun
+
+SECTION_ORDER = ("bench", "capability", "stress")
+HEADINGS = {"bench": "Throughput (bench)", "capability": "Capability", "stress": "Latency under load (stress)"}
+
+
+def build_context(
+    runs: list[LabelledRun],
+    bisect_entries: list[dict[str, Any]] | None,
+    out_md: Path,
+    noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
+    cycle: Any = None,
+) -> dict[str, Any]:
+    """Everything a template needs; plots are written now, next to `out_md`, and referenced by file name."""
+    by_kind: dict[str, list[LabelledRun]] = {}
+    for r in runs:
+        by_kind.setdefault(r.kind, []).append(r)
+    sections = []
+    for kind in sorted(by_kind, key=lambda k: (SECTION_ORDER.index(k) if k in SECTION_ORDER else 99, k)):
+        group = by_kind[kind]
+        if kind == "bench":
+            tbls = tables.bench_tables(group, noise_floor)
+        elif kind == "capability":
+            tbls = tables.capability_tables(group)
+        elif kind == "stress":
+            tbls = [tables.stress_table(group, noise_floor)]
+        else:
+            continue
+        sections.append({"kind": kind, "heading": HEADINGS[kind], "tables": tbls})
+    if bisect_entries:
+        sections.append({"kind": "bisect", "heading": "Bisect", "tables": [tables.bisect_table(bisect_entries)]})
+    stem = out_md.stem
+    made = []
+    if "stress" in by_kind:
+        p = plots.stress_timeline(by_kind["stress"], out_md.with_name(f"{stem}-stress-timeline.png"), cycle)
+        if p:
+            made.append({"title": "One stress cycle: each request from sent to first token to done", "file": p.name})
+    p = plots.ttft_distributions(runs, out_md.with_name(f"{stem}-ttft.png"))
+    if p:
+        made.append({"title": "Time to first token per run", "file": p.name})
+    return {
+        "title": "evalkit report: " + " vs ".join(dict.fromkeys(r.label for r in runs)) if runs else "evalkit report",
+        "runs": [{"label": r.label, "kind": r.kind, "path": str(r.run.path), "model": r.run.manifest.get("model"),
+                  "started": r.run.manifest.get("started"), "build_label": r.run.manifest.get("build_label")}
+                 for r in runs],
+        "sections": sections,
+        "tables": {t.key: t for s in sections for t in s["tables"]},
+        "plots": made,
+        "summaries": {r.label: r.summary for r in runs},
+    }

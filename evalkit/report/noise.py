@@ -1,0 +1,114 @@
+"""Is a before/after change beyond noise? McNemar's exact test for paired answers, bootstrap CIs for rates.
+
+Marks: `▲` beyond noise and better, `▼` beyond noise and worse, `≈` within noise, `?` too few samples to tell.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from evalkit.stats import percentile
+
+BETTER, WORSE, WITHIN, UNKNOWN = "▲", "▼", "≈", "?"
+ALPHA = 0.05
+# Fewer samples than this per side and the bootstrap cannot tell a change from luck.
+MIN_BOOTSTRAP_SAMPLES = 3
+# Client-timed rates of one build wander by about a percent from run to run (clocks, other load); a change
+# smaller than this is never called real, however tight its interval.
+DEFAULT_NOISE_FLOOR = 0.02
+
+
+@dataclass(frozen=True)
+class NoiseVerdict:
+    """The mark for one change and how it was decided."""
+
+    mark: str
+    method: str
+    detail: str
+
+    @property
+    def beyond(self) -> bool:
+        """True when the change is beyond noise (either direction)."""
+        return self.mark in (BETTER, WORSE)
+
+
+def mcnemar_exact_p(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (right only before, right only after)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_answers_verdict(before: dict[str, bool], after: dict[str, bool], alpha: float = ALPHA) -> NoiseVerdict:
+    """McNemar's exact test over the question ids both runs answered."""
+    common = sorted(set(before) & set(after))
+    if not common:
+        return NoiseVerdict(UNKNOWN, "mcnemar", "no question answered by both runs")
+    only_a = sum(1 for q in common if before[q] and not after[q])
+    only_b = sum(1 for q in common if after[q] and not before[q])
+    p = mcnemar_exact_p(only_a, only_b)
+    detail = f"{len(common)} paired, {only_a} lost, {only_b} gained, p={p:.3g}"
+    if p >= alpha:
+        return NoiseVerdict(WITHIN, "mcnemar", detail)
+    return NoiseVerdict(BETTER if only_b > only_a else WORSE, "mcnemar", detail)
+
+
+def _median(xs: Sequence[float]) -> float:
+    return percentile(xs, 50)  # type: ignore[return-value]
+
+
+def bootstrap_diff_ci(
+    before: Sequence[float], after: Sequence[float], n_resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(after) - median(before); seeded so a report renders the same twice."""
+    rng = random.Random(seed)
+    diffs = []
+    for _ in range(n_resamples):
+        a = [rng.choice(before) for _ in before]
+        b = [rng.choice(after) for _ in after]
+        diffs.append(_median(b) - _median(a))
+    lo = percentile(diffs, 100 * (1 - level) / 2)
+    hi = percentile(diffs, 100 * (1 + level) / 2)
+    return lo, hi  # type: ignore[return-value]
+
+
+def samples_verdict(
+    before: Sequence[float],
+    after: Sequence[float],
+    higher_is_better: bool,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
+) -> NoiseVerdict:
+    """Beyond noise when the bootstrap CI of the median difference excludes 0 and the change passes the floor."""
+    before = [x for x in before if x is not None]
+    after = [x for x in after if x is not None]
+    if len(before) < MIN_BOOTSTRAP_SAMPLES or len(after) < MIN_BOOTSTRAP_SAMPLES:
+        return NoiseVerdict(UNKNOWN, "bootstrap", f"{len(before)} and {len(after)} samples; need {MIN_BOOTSTRAP_SAMPLES}")
+    lo, hi = bootstrap_diff_ci(before, after)
+    base = _median(before)
+    rel = (_median(after) - base) / abs(base) if base else math.inf
+    detail = f"95% CI of the difference [{lo:.3g}, {hi:.3g}], n={len(before)}/{len(after)}"
+    if lo <= 0 <= hi or abs(rel) < noise_floor:
+        return NoiseVerdict(WITHIN, "bootstrap", detail)
+    up = lo > 0
+    return NoiseVerdict(BETTER if up == higher_is_better else WORSE, "bootstrap", detail)
+
+
+def distribution_verdict(before: dict, after: dict, higher_is_better: bool) -> NoiseVerdict:
+    """Without raw samples: beyond noise only when one run's median lies past the other's maximum."""
+    try:
+        b50, bmax, a50, amax = (float(before["p50"]), float(before["max"]), float(after["p50"]), float(after["max"]))
+    except (KeyError, TypeError, ValueError):
+        return NoiseVerdict(UNKNOWN, "range", "no p50/max to compare")
+    if a50 > bmax:
+        up = True
+    elif b50 > amax:
+        up = False
+    else:
+        return NoiseVerdict(WITHIN, "range", "medians inside each other's range")
+    return NoiseVerdict(BETTER if up == higher_is_better else WORSE, "range", "median beyond the other run's max")

@@ -1,0 +1,48 @@
+"""Rendering a report context through a Jinja template: the packaged one or a user's own file."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from evalkit.errors import UsageError
+
+DEFAULT_TEMPLATE = "report.md.j2"
+
+
+def _md_cell(value: Any) -> str:
+    # A pipe inside a cell would split the markdown table.
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def environment(template_dir: Path | None = None) -> jinja2.Environment:
+    """A Jinja environment that finds a user's template directory first, then the packaged templates."""
+    packaged = files("evalkit_report_templates")
+
+    def load_packaged(name: str) -> str | None:
+        res = packaged / name
+        return res.read_text(encoding="utf-8") if res.is_file() else None
+
+    loaders: list[jinja2.BaseLoader] = []
+    if template_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(str(template_dir)))
+    loaders.append(jinja2.FunctionLoader(load_packaged))
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["md_cell"] = _md_cell
+    return env
+
+
+def render(context: dict[str, Any], template: Path | None = None) -> str:
+    """Render the report; a user template may `{% import "tables.md.j2" as t %}` to reuse the table macro."""
+    try:
+        if template is None:
+            return environment().get_template(DEFAULT_TEMPLATE).render(**context)
+        if not template.is_file():
+            raise UsageError(f"template not found: {template}")
+        return environment(template.parent).get_template(template.name).render(**context)
+    except jinja2.TemplateError as e:
+        raise UsageError(f"template error: {type(e).__name__}: {e}") from None

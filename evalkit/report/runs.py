@@ -1,0 +1,47 @@
+"""The runs a report compares: each finished run with its column label and its per-request files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.errors import UsageError
+from evalkit.rundir import read_jsonl
+from evalkit.summaries import FinishedRun
+
+
+@dataclass(frozen=True)
+class LabelledRun:
+    """A run and the label of its column."""
+
+    label: str
+    run: FinishedRun
+
+    @property
+    def kind(self) -> str:
+        """The run's kind."""
+        return self.run.kind
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The run's summary.json."""
+        return self.run.summary
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The run's requests.jsonl lines (empty when it has none)."""
+        return read_jsonl(self.run.path / "requests.jsonl")
+
+    def graded(self) -> list[dict[str, Any]]:
+        """The run's graded.jsonl lines (empty when it has none)."""
+        return read_jsonl(self.run.path / "graded.jsonl")
+
+
+def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[LabelledRun]:
+    """Labels from `--labels` in run order, else each manifest's `build_label`, else the directory name."""
+    if labels is not None and len(labels) != len(runs):
+        raise UsageError(f"--labels has {len(labels)} labels for {len(runs)} runs")
+    out = []
+    for i, r in enumerate(runs):
+        label = labels[i] if labels else (r.manifest.get("build_label") or r.path.name)
+        out.append(LabelledRun(str(label), r))
+    return out

@@ -1,0 +1,234 @@
+"""The write-up's before/after tables built from run summaries: one column per run, deltas against the first.
+
+Each table holds formatted cells; templates only lay them out. A cell reads `116.1 (+15.8%) ▲`: the value as in
+summary.json (rounded for display), its change against the first column and the noise mark (see noise.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from evalkit.report import noise
+from evalkit.report.runs import LabelledRun
+
+CAPABILITY_ORDER = ("gsm8k", "math500", "musr", "humanevalplus")
+STRESS_ORDER = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s", "long_prefill_s",
+                "concurrent_combined_tok_s")
+STATS = ("p50", "p95", "max")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One markdown table: a title, column labels, rows of (name, cells) and notes printed under it."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[tuple[str, list[str]]]
+    notes: list[str] = field(default_factory=list)
+    row_header: str = ""
+
+
+def _num(v: Any, digits: int) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _rel(value: float | None, base: float | None) -> str:
+    if value is None or base is None or base == 0:
+        return ""
+    return f" ({(value - base) / abs(base) * 100:+.1f}%)"
+
+
+def _cells(
+    values: Sequence[float | None],
+    digits: int,
+    verdicts: Sequence[noise.NoiseVerdict | None],
+    delta: Callable[[float | None, float | None], str] = _rel,
+) -> list[str]:
+    out = []
+    for i, v in enumerate(values):
+        text = _num(v, digits)
+        if i and v is not None:
+            text += delta(v, values[0])
+            if verdicts[i] is not None:
+                text += f" {verdicts[i].mark}"
+        out.append(text)
+    return out
+
+
+def _get(d: Any, *path: str) -> Any:
+    for k in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _ordered(keys_per_run: Sequence[Sequence[str]], preferred: Sequence[str] = ()) -> list[str]:
+    seen: list[str] = [k for k in preferred if any(k in ks for ks in keys_per_run)]
+    for ks in keys_per_run:
+        seen.extend(k for k in ks if k not in seen)
+    return seen
+
+
+def _legend(noise_floor: float) -> str:
+    return (f"{noise.BETTER} better beyond noise, {noise.WORSE} worse beyond noise, {noise.WITHIN} within noise, "
+            f"{noise.UNKNOWN} too few samples; rates by a bootstrap 95% CI of the median difference over runs "
+            f"(and never under a {noise_floor:.0%} change), answers by McNemar's exact test on paired questions.")
+
+
+def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> list[Table]:
+    """Decode tok/s per prompt (headline), request tok/s per prompt, and the concurrency table."""
+    cols = [r.label for r in runs]
+    prompts = _ordered([list((r.summary.get("prompts") or {}).keys()) for r in runs], ("code", "math", "prose"))
+    decode_rows, request_rows, notes = [], [], []
+    for name in prompts:
+        entries = [_get(r.summary, "prompts", name) or {} for r in runs]
+        values = [e.get("tok_s") for e in entries]
+        verdicts = [None] + [
+            noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
+            for e in entries[1:]
+        ]
+        decode_rows.append((name, _cells(values, 1, verdicts)))
+        req = [e.get("request_tok_s") for e in entries]
+        if any(v is not None for v in req):
+            rverdicts = [None] + [
+                noise.samples_verdict(entries[0].get("request_runs") or [], e.get("request_runs") or [], True,
+                                      noise_floor)
+                for e in entries[1:]
+            ]
+            request_rows.append((name, _cells(req, 1, rverdicts)))
+    for r in runs:
+        early = r.summary.get("stopped_early") or []
+        if early:
+            notes.append(f"{r.label}: {len(early)} request(s) stopped before max_tokens; their rates are less "
+                         "comparable.")
+    tables = [Table("bench", "Decode throughput, tok/s (completion tokens after the first over first→last token)",
+                    cols, decode_rows, notes + [_legend(noise_floor)], row_header="prompt")]
+    if request_rows:
+        tables.append(Table("bench_request", "Request throughput, tok/s (completion tokens over send→done)", cols,
+                            request_rows, row_header="prompt"))
+    conc = [r.summary.get("concurrent") for r in runs]
+    if any(isinstance(c, dict) for c in conc):
+        conc = [c if isinstance(c, dict) else {} for c in conc]
+        streams = [c.get("streams") for c in conc]
+        combined = [c.get("combined_tok_s") for c in conc]
+        verdicts = [None] + [
+            noise.samples_verdict(conc[0].get("runs") or [], c.get("runs") or [], True, noise_floor) for c in conc[1:]
+        ]
+        per_stream = [" / ".join(_num(x, 1) for x in (c.get("per_stream_tok_s") or [])) or "–" for c in conc]
+        rows = [("streams", [_num(s, 0) for s in streams]),
+                ("combined tok/s", _cells(combined, 1, verdicts)),
+                ("per stream tok/s", per_stream)]
+        tables.append(Table("concurrency", "Concurrent streams (combined: all streams' tokens over the union of "
+                            "their first→last token windows)", cols, rows, row_header="concurrency"))
+    return tables
+
+
+def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
+    # Raw samples behind a stress metric: requests.jsonl lines tagged `metric: <name>` carry the value in a field
+    # of the same name, else in `ttft_s` (for the *_ttft_s / long_prefill_s metrics).
+    out = []
+    for line in run.requests():
+        if line.get("metric") != metric or line.get("status", "ok") != "ok":
+            continue
+        v = line.get(metric, line.get("ttft_s"))
+        if isinstance(v, (int, float)):
+            out.append(float(v))
+    return out
+
+
+def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
+    """The latency-under-load table: each metric's p50 / p95 / max, errors and wrong answers."""
+    cols = [r.label for r in runs]
+    metrics = _ordered([list((r.summary.get("metrics") or {}).keys()) for r in runs], STRESS_ORDER)
+    rows: list[tuple[str, list[str]]] = []
+    for m in metrics:
+        higher = m.endswith("tok_s")
+        dists = [_get(r.summary, "metrics", m) or {} for r in runs]
+        verdicts: list[noise.NoiseVerdict | None] = [None]
+        base_samples = _stress_samples(runs[0], m)
+        for r, d in zip(runs[1:], dists[1:]):
+            samples = _stress_samples(r, m)
+            if len(base_samples) >= noise.MIN_BOOTSTRAP_SAMPLES and len(samples) >= noise.MIN_BOOTSTRAP_SAMPLES:
+                verdicts.append(noise.samples_verdict(base_samples, samples, higher, noise_floor))
+            else:
+                verdicts.append(noise.distribution_verdict(dists[0], d, higher))
+        digits = 1 if higher else 2
+        for stat in STATS:
+            rows.append((f"{m} {stat}", _cells([d.get(stat) for d in dists], digits, verdicts)))
+    for key in ("requests", "errors", "wrong_answers"):
+        vals = [r.summary.get(key) for r in runs]
+        if any(v is not None for v in vals):
+            rows.append((key, _cells(vals, 0, [None] * len(vals), _count_delta)))
+    notes = ["Latency in seconds, throughput in tok/s. Marks: bootstrap over the requests behind each metric where "
+             "the run tags them, else beyond noise only when one run's median lies past the other's maximum."]
+    return Table("stress", "Latency under a long prefill: p50 / p95 / max over all cycles", cols, rows, notes,
+                 row_header="metric")
+
+
+def _count_delta(value: float | None, base: float | None) -> str:
+    if value is None or base is None:
+        return ""
+    return f" ({value - base:+g})"
+
+
+def _correct_by_id(run: LabelledRun) -> dict[str, bool]:
+    return {str(g["id"]): bool(g.get("correct")) for g in run.graded() if "id" in g}
+
+
+def capability_tables(runs: list[LabelledRun]) -> list[Table]:
+    """Correct answers by dataset with a total, one table per thinking mode, McNemar marks on paired ids."""
+    modes: dict[str, list[LabelledRun]] = {}
+    for r in runs:
+        modes.setdefault(str(r.summary.get("thinking", "–")), []).append(r)
+    tables = []
+    for mode, group in modes.items():
+        cols = [r.label for r in group]
+        answers = [_correct_by_id(r) for r in group]
+        datasets = _ordered([list((r.summary.get("scores") or {}).keys()) for r in group], CAPABILITY_ORDER)
+        rows = []
+        for ds in [*datasets, "total"]:
+            scores = [(_get(r.summary, "total") if ds == "total" else _get(r.summary, "scores", ds)) or {}
+                      for r in group]
+            subset = [{q: c for q, c in a.items() if ds == "total" or q.startswith(ds + ":")} for a in answers]
+            verdicts: list[noise.NoiseVerdict | None] = [None]
+            for s in subset[1:]:
+                verdicts.append(noise.paired_answers_verdict(subset[0], s) if subset[0] and s else None)
+            cells = []
+            for i, sc in enumerate(scores):
+                c, t = sc.get("correct"), sc.get("total")
+                text = "–" if c is None else f"{c}/{t}"
+                if i and c is not None:
+                    text += _count_delta(c, scores[0].get("correct"))
+                    text += f" {verdicts[i].mark}" if verdicts[i] else f" {noise.UNKNOWN}"
+                cells.append(text)
+            rows.append((ds, cells))
+        tables.append(Table(f"capability_{mode}", f"Capability, thinking {mode}: correct answers", cols, rows,
+                            ["Marks by McNemar's exact test on the questions both runs answered (graded.jsonl); "
+                             "? when a run has no graded.jsonl."], row_header="dataset"))
+    return tables
+
+
+def bisect_table(entries: list[dict[str, Any]]) -> Table:
+    """The write-up's commit table from a bisect log: commit, note, measured tok/s and verdict."""
+    by_commit: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        by_commit[str(e.get("commit"))] = e  # a commit measured twice keeps its last verdict
+    ordered = list(by_commit.values())
+    if all(isinstance(e.get("commit_time"), (int, float)) for e in ordered):
+        ordered.sort(key=lambda e: e["commit_time"])
+    metric = next((e.get("metric") for e in ordered if e.get("metric")), "code")
+    rows = [(str(e.get("commit")), [str(e.get("note") or ""), _num(e.get("tok_s"), 1), str(e.get("verdict"))])
+            for e in ordered]
+    notes = []
+    if ordered:
+        e = ordered[0]
+        notes.append(f"good at ≥ {e.get('good_at_least')} tok/s, bad at ≤ {e.get('bad_at_most')} tok/s, "
+                     "skip in between.")
+    return Table("bisect", "Bisect", ["note", f"{metric} tok/s", "verdict"], rows, notes, row_header="commit")

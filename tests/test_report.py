@@ -1,0 +1,162 @@
+"""`evalkit report` on contract-shaped run directories: numbers equal the summaries', noise marks, plots."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pytest
+
+from evalkit.cli import main
+from evalkit.report.noise import mcnemar_exact_p
+from runfixtures import bench_run, capability_run, stress_run
+
+NUM = re.compile(r"^-?\d+(?:\.\d+)?")
+
+
+def parse_tables(md: str) -> dict[str, dict[str, list[str]]]:
+    """{table title: {row name: [cells]}} from every `### title` followed by a pipe table."""
+    tables: dict[str, dict[str, list[str]]] = {}
+    title = None
+    for line in md.splitlines():
+        if line.startswith("### "):
+            title = line[4:].strip()
+            tables[title] = {}
+        elif title and line.startswith("|") and not line.startswith("| ---"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            tables[title][cells[0]] = cells[1:]
+    return tables
+
+
+def table(tables: dict[str, dict[str, list[str]]], starts: str) -> dict[str, list[str]]:
+    (key,) = [k for k in tables if k.startswith(starts)]
+    return tables[key]
+
+
+def num(cell: str) -> float:
+    m = NUM.match(cell)
+    assert m, cell
+    return float(m.group())
+
+
+def report(tmp_path: Path, *args: str) -> str:
+    out = tmp_path / "out" / "report.md"
+    assert main(["report", *args, "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def test_bench_tables_equal_summaries_and_mark_planted_change(tmp_path: Path) -> None:
+    before = bench_run(tmp_path / "b1", "before", {"code": 100.3, "math": 118.6, "prose": 64.8}, 117.0, seed=1)
+    # code +20% planted, math -20% planted, prose unchanged (an A/A row).
+    after = bench_run(tmp_path / "b2", "after", {"code": 120.36, "math": 94.88, "prose": 64.8}, 186.0, seed=2)
+    t = parse_tables(report(tmp_path, str(before), str(after)))
+    decode = table(t, "Decode throughput")
+    sb, sa = (json.loads((p / "summary.json").read_text()) for p in (before, after))
+    for prompt in ("code", "math", "prose"):
+        assert num(decode[prompt][0]) == pytest.approx(sb["prompts"][prompt]["tok_s"], abs=0.051)
+        assert num(decode[prompt][1]) == pytest.approx(sa["prompts"][prompt]["tok_s"], abs=0.051)
+    assert decode["code"][1].endswith("▲")
+    assert decode["math"][1].endswith("▼")
+    assert decode["prose"][1].endswith("≈")
+    assert "(+20.0%)" in decode["code"][1] or "(+19." in decode["code"][1] or "(+20." in decode["code"][1]
+    conc = table(t, "Concurrent streams")
+    assert num(conc["combined tok/s"][1]) == pytest.approx(sa["concurrent"]["combined_tok_s"], abs=0.051)
+    assert conc["combined tok/s"][1].endswith("▲")
+
+
+def test_aa_pair_is_within_noise(tmp_path: Path) -> None:
+    rates = {"code": 116.1, "math": 135.5, "prose": 74.2}
+    a1 = bench_run(tmp_path / "a1", "A", rates, 186.0, jitter=0.01, seed=11)
+    a2 = bench_run(tmp_path / "a2", "A again", rates, 186.0, jitter=0.01, seed=12)
+    t = parse_tables(report(tmp_path, str(a1), str(a2)))
+    decode = table(t, "Decode throughput")
+    for prompt in rates:
+        assert decode[prompt][1].endswith("≈"), decode[prompt]
+
+
+def test_labels_flag_and_build_label(tmp_path: Path) -> None:
+    b1 = bench_run(tmp_path / "x1", "14f849af", {"code": 100.0})
+    b2 = bench_run(tmp_path / "x2", "a2bf07fd", {"code": 85.0})
+    md = report(tmp_path, str(b1), str(b2))
+    assert "| prompt | 14f849af | a2bf07fd |" in md
+    md = report(tmp_path, str(b1), str(b2), "--labels", "previous,upstream")
+    assert "| prompt | previous | upstream |" in md
+    assert main(["report", str(b1), str(b2), "--labels", "one", "-o", str(tmp_path / "r.md")]) == 2
+
+
+def test_capability_table_and_mcnemar(tmp_path: Path) -> None:
+    # before misses 12 musr questions; after gets all musr right and loses one gsm8k: 12 vs 1 discordant.
+    before = capability_run(tmp_path / "c1", "before", {f"musr:{i}" for i in range(12)} | {"gsm8k:3"})
+    after = capability_run(tmp_path / "c2", "after", {"gsm8k:3", "gsm8k:4"})
+    t = parse_tables(report(tmp_path, str(before), str(after)))
+    cap = table(t, "Capability, thinking off")
+    sb, sa = (json.loads((p / "summary.json").read_text()) for p in (before, after))
+    for ds in ("gsm8k", "math500", "musr", "humanevalplus"):
+        assert cap[ds][0] == f"{sb['scores'][ds]['correct']}/{sb['scores'][ds]['total']}"
+        assert cap[ds][1].startswith(f"{sa['scores'][ds]['correct']}/{sa['scores'][ds]['total']}")
+    assert cap["total"][1].startswith(f"{sa['total']['correct']}/140 (+11)")
+    assert cap["musr"][1].endswith("▲")  # 12 gained, 0 lost: p = 2/4096
+    assert cap["gsm8k"][1].endswith("≈")  # 0 gained, 1 lost
+    assert cap["total"][1].endswith("▲")
+
+
+@pytest.mark.parametrize(
+    "only_a,only_b,expected",
+    [(0, 0, 1.0), (1, 0, 1.0), (0, 5, 0.0625), (0, 6, 0.03125), (3, 3, 1.0), (1, 12, 2 * 14 / 8192)],
+)
+def test_mcnemar_exact(only_a: int, only_b: int, expected: float) -> None:
+    assert mcnemar_exact_p(only_a, only_b) == pytest.approx(expected)
+
+
+def test_stress_table_and_plots(tmp_path: Path) -> None:
+    before = stress_run(tmp_path / "s1", "before", 39.5, seed=1)
+    after = stress_run(tmp_path / "s2", "after", 1.13, seed=2)
+    md = report(tmp_path, str(before), str(after))
+    t = parse_tables(md)
+    lat = table(t, "Latency under a long prefill")
+    sb, sa = (json.loads((p / "summary.json").read_text()) for p in (before, after))
+    for stat in ("p50", "p95", "max"):
+        row = lat[f"short_insert_ttft_s {stat}"]
+        assert num(row[0]) == pytest.approx(sb["metrics"]["short_insert_ttft_s"][stat], abs=0.0051)
+        assert num(row[1]) == pytest.approx(sa["metrics"]["short_insert_ttft_s"][stat], abs=0.0051)
+        assert row[1].endswith("▲")
+        assert lat[f"long_prefill_s {stat}"][1].endswith("≈")
+    assert lat["errors"] == ["0", "0 (+0)"]
+    out = tmp_path / "out"
+    for name in ("report-stress-timeline.png", "report-ttft.png"):
+        assert f"]({name})" in md
+        img = mpimg.imread(out / name)
+        assert img.shape[0] >= 300 and img.shape[1] >= 600, img.shape
+        assert img.std() > 0.05  # not a blank canvas
+
+
+def test_bisect_log_renders_commit_table(tmp_path: Path) -> None:
+    log = tmp_path / "bisect.jsonl"
+    steps = [("90fc11e4", "removed switches", 102.2, "good", 5), ("d4b04876", "RMSNorm reduction", 84.7, "bad", 6),
+             ("14f849af", "previous base", 100.2, "good", 1)]
+    log.write_text("".join(json.dumps({"commit": c, "note": n, "metric": "code", "tok_s": v, "verdict": d,
+                                       "good_at_least": 96, "bad_at_most": 89, "commit_time": ct}) + "\n"
+                           for c, n, v, d, ct in steps))
+    t = parse_tables(report(tmp_path, "--bisect-log", str(log)))
+    bis = table(t, "Bisect")
+    assert list(bis) == ["commit", "14f849af", "90fc11e4", "d4b04876"]  # header, then by commit time
+    assert bis["d4b04876"] == ["RMSNorm reduction", "84.7", "bad"]
+
+
+def test_user_template(tmp_path: Path) -> None:
+    b1 = bench_run(tmp_path / "x1", "one", {"code": 100.0}, jitter=0.0)
+    tpl = tmp_path / "mine.md.j2"
+    tpl.write_text('{% import "tables.md.j2" as t %}MY REPORT {{ runs | length }}\n'
+                   '{{ t.table(tables["bench"]) }}code={{ summaries["one"]["prompts"]["code"]["tok_s"] }}\n')
+    md = report(tmp_path, str(b1), "--template", str(tpl))
+    assert md.startswith("MY REPORT 1")
+    assert "| code | 100.0 |" in md
+    assert "code=100.0\n" in md
+
+
+def test_bad_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path / "nope"), "-o", str(tmp_path / "r.md")]) == 2
+    assert "not a finished run directory" in capsys.readouterr().err
+    assert main(["report", "--bisect-log", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "r.md")]) == 2
