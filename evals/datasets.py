@@ -32,7 +32,7 @@ class HubSource:
 
 
 SOURCES: dict[str, list[HubSource]] = {
-    "gsm8k": [HubSource("openai/gsm8k", "main", "test", None, "openai__gsm8k/test.jsonl")],
+    "gsm8k": [HubSource("openai/gsm8k", "main", "test", "cc7b047b6e5bb11b4f1af84efc572db110a51b3c", "openai__gsm8k/test.jsonl")],
     "math500": [HubSource("HuggingFaceH4/MATH-500", None, "test", "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be",
                           "HuggingFaceH4__MATH-500/test.jsonl")],
     "musr": [HubSource("TAUR-Lab/MuSR", None, s, "7c365b439a222150f317764d4f16ae6c96d7d94a",

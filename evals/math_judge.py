@@ -1,0 +1,72 @@
+"""math-verify checks with a hard time limit that works from any thread.
+
+math-verify's own timeout uses `signal.alarm`, which only works on a process's main thread. The checks therefore
+run in one worker process (a `ProcessPoolExecutor` worker runs tasks on its main thread, so math-verify's own
+alarms still work there) and the caller waits for each with a deadline; a check that overruns it has its worker
+killed and replaced, and is judged `error` ("time limit"), never left hanging.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import threading
+from typing import Any
+
+CHECK_TIMEOUT_S = 20.0
+
+
+def _verify(gold: str, answer: str, inner_timeout: int) -> dict[str, Any]:
+    # Runs in the worker process, on its main thread.
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    gold_p = parse(gold, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
+                   parsing_timeout=inner_timeout)
+    pred_p = parse(answer, extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
+                   parsing_timeout=inner_timeout)
+    ok = bool(gold_p) and bool(pred_p) and verify(gold_p, pred_p, timeout_seconds=inner_timeout)
+    return {"ok": ok, "gold": str(gold_p[0]) if gold_p else None, "pred": str(pred_p[0]) if pred_p else None}
+
+
+class MathJudge:
+    """A long-lived worker that answers `check(gold, answer)`; safe to call from several threads."""
+
+    def __init__(self, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def _ensure(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            # forkserver/spawn: forking a process that runs asyncio and threads is unsafe.
+            self._pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    def check(self, gold: str, answer: str) -> dict[str, Any]:
+        """{"ok", "gold", "pred"} for a LaTeX gold and answer, or {"error": reason} on a time limit or crash."""
+        with self._lock:
+            pool = self._ensure()
+            fut = pool.submit(_verify, gold, answer, max(1, int(self.timeout_s / 4)))
+            try:
+                return fut.result(timeout=self.timeout_s)
+            except cf.TimeoutError:
+                self._kill()
+                return {"error": f"math-verify time limit ({self.timeout_s:g} s)"}
+            except Exception as e:  # noqa: BLE001 - a crash in the worker is one question's error
+                self._kill()
+                return {"error": f"math-verify failed: {type(e).__name__}: {e}"}
+
+    def _kill(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the worker."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None

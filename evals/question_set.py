@@ -1,0 +1,76 @@
+"""The pinned question set: read a manifest from `evalkit_prompts`, hash it, and pick the items a run asks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UsageError
+from evalkit_evals.datasets import DATASETS, DatasetItem, load_items
+
+DEFAULT_MANIFEST = "capability-140-v1"
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """A manifest by name, its sha256, and its chosen ids per dataset."""
+
+    name: str
+    sha256: str
+    ids: dict[str, list[str]]
+    raw: dict[str, Any]
+
+
+def load_manifest(name: str = DEFAULT_MANIFEST) -> QuestionSet:
+    """A manifest shipped under `prompts/` by name, or a path to a JSON file."""
+    path = Path(name)
+    blob = path.read_bytes() if path.suffix == ".json" and path.exists() else None
+    if blob is None:
+        res = files("evalkit_prompts") / f"{name}.json"
+        if not res.is_file():
+            raise UsageError(f"question manifest not found: {name} (looked in evalkit_prompts/{name}.json)")
+        blob = res.read_bytes()
+    raw = json.loads(blob)
+    ids = {d: list(v["ids"]) for d, v in raw["datasets"].items()}
+    return QuestionSet(raw["name"], hashlib.sha256(blob).hexdigest(), ids, raw)
+
+
+def parse_datasets(value: str | None) -> list[str]:
+    """`--datasets gsm8k,musr` as a list in canonical order; unknown names are usage errors."""
+    if not value:
+        return list(DATASETS)
+    asked = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [a for a in asked if a not in DATASETS]
+    if unknown:
+        raise UsageError(f"unknown dataset(s) {', '.join(unknown)} (known: {', '.join(DATASETS)})")
+    return [d for d in DATASETS if d in asked]
+
+
+def select_items(qset: QuestionSet, datasets: list[str], limit: int | None,
+                 data_dir: str | Path | None) -> list[DatasetItem]:
+    """The set's items for the datasets asked, the first `limit` of each when given, in manifest order."""
+    out: list[DatasetItem] = []
+    for dataset in datasets:
+        by_id = {it.qid: it for it in load_items(dataset, data_dir)}
+        ids = qset.ids.get(dataset, [])
+        if limit is not None:
+            ids = ids[:limit]
+        missing = [q for q in ids if q not in by_id]
+        if missing:
+            raise UsageError(f"{dataset}: manifest names {missing[0]} which the loaded data does not hold")
+        out.extend(by_id[q] for q in ids)
+    return out
+
+
+def items_by_id(qids: list[str], data_dir: str | Path | None) -> dict[str, DatasetItem]:
+    """Any items of the four datasets by contract id (for replay); unknown ids are simply absent."""
+    wanted = {q.split(":", 1)[0] for q in qids}
+    out: dict[str, DatasetItem] = {}
+    for dataset in DATASETS:
+        if dataset in wanted:
+            out.update({it.qid: it for it in load_items(dataset, data_dir)})
+    return out
