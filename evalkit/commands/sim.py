@@ -1,16 +1,149 @@
-"""`evalkit sim` (not yet built)."""
+"""`evalkit sim`: run the simulated OpenAI-compatible inference server until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.sim.profiles import PROFILES, profile_settings
+from evalkit.sim.settings import REASONING_FORMATS, SimSettings, field_names
+
+EPILOG = """\
+engine model (all durations divided by --time-scale):
+  prefill runs at --prefill-rate tok/s in --prefill-chunk chunks; decode gives each running request one token
+  per step, a step lasting b/R(b) for b requests, R going linearly from --decode-rate (one stream) to
+  --batch-decode-rate (full batch). --max-batch slots; --clamp-batch silently serves one at a time and logs
+  "explicit-token safety max_batch limited N -> 1" once at start-up. Prompts longer than --long-threshold are
+  long: with --no-yield their prefill runs every chunk back to back (head-of-line blocking); with --yield the
+  engine admits queued short requests between chunks and runs --yield-decode-steps decode steps per chunk.
+  A client that disconnects is noticed between chunks/steps; --cancel-aborts stops its prefill at the next chunk
+  boundary, --no-cancel-aborts lets the prefill run on. Events at GET /sim/events are the ground truth.
+
+token rule: tokens = re.findall(r"\\s*\\w+|\\s*[^\\w\\s]", text); a chat prompt costs sum(tokens(content) + 4)
+  over messages, plus 2; every streamed chunk is one token.
+
+answers: capability questions (GSM8K, MATH-500, MuSR, HumanEval+ from --data-dir / $EVALKIT_DATA_DIR) get a
+  correct answer in one of several styles, or a wrong one for a fraction 1 - --accuracy chosen by hashing the
+  question id with --seed; stress questions get their known answer; anything else gets filler.
+  "ignore_eos": true pads to max_tokens. Thinking (enable_thinking, reasoning_effort, /think) streams reasoning
+  first in --reasoning-format; effort low/medium/high ~60/150/300 tokens.
+
+profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 54K prefill ~40 s) and
+  dual-2080ti-after (2 slots, 116/186 tok/s, yield every 1536-token chunk ~1.15 s, cancel aborting). Flags given
+  explicitly override the profile.
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags of `evalkit sim`."""
+    """Flags of `evalkit sim`; defaults are None so a profile can fill what the user did not set."""
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = EPILOG
+    d = SimSettings()
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default 8000)")
+    p.add_argument("--profile", choices=sorted(PROFILES), help="preset engine figures from the reference write-up")
+    p.add_argument("--model", help=f"model id served (default {d.model})")
+    p.add_argument("--data-dir", help="local copies of the capability datasets (default $EVALKIT_DATA_DIR)")
+    p.add_argument("--time-scale", type=float, help="run everything F times faster (default 1)")
+    g = p.add_argument_group("engine")
+    g.add_argument("--prefill-rate", type=float, help=f"prefill tokens/s (default {d.prefill_rate:g})")
+    g.add_argument("--prefill-chunk", type=int, help=f"tokens per prefill chunk (default {d.prefill_chunk})")
+    g.add_argument("--decode-rate", type=float, help=f"decode tokens/s of one stream (default {d.decode_rate:g})")
+    g.add_argument("--batch-decode-rate", type=float,
+                   help=f"combined decode tokens/s with every slot busy (default {d.batch_decode_rate:g})")
+    g.add_argument("--max-batch", type=int, help=f"concurrent requests (default {d.max_batch})")
+    g.add_argument("--clamp-batch", action="store_true", default=None,
+                   help="fault: serve one request at a time whatever --max-batch says, logging one line")
+    g.add_argument("--yield", dest="yield_prefill", action="store_true", default=None,
+                   help="long prefill yields between chunks (default)")
+    g.add_argument("--no-yield", dest="yield_prefill", action="store_false",
+                   help="long prefill runs all its chunks first (head-of-line blocking)")
+    g.add_argument("--yield-decode-steps", type=int,
+                   help=f"decode steps between two chunks of a long prefill (default {d.yield_decode_steps})")
+    g.add_argument("--long-threshold", type=int, help=f"prompts longer than this are long (default {d.long_threshold})")
+    g.add_argument("--cancel-aborts", dest="cancel_aborts", action="store_true", default=None,
+                   help="cancel stops prefill at the next chunk boundary (default)")
+    g.add_argument("--no-cancel-aborts", dest="cancel_aborts", action="store_false",
+                   help="a cancelled prefill runs to the end, occupying the engine")
+    g.add_argument("--default-max-tokens", type=int, help=f"limit when a request names none ({d.default_max_tokens})")
+    g.add_argument("--filler-tokens", type=int,
+                   help=f"filler length when a request names no max_tokens (default {d.filler_tokens})")
+    a = p.add_argument_group("answers and thinking")
+    a.add_argument("--accuracy", type=float, help="fraction of capability questions answered right (default 1.0)")
+    a.add_argument("--seed", type=int, help="seed for wrong answers, styles and faults (default 0)")
+    a.add_argument("--reasoning-format", choices=REASONING_FORMATS, help="how reasoning is streamed")
+    a.add_argument("--default-thinking", choices=("off", "on"), help="thinking when the request does not say")
+    f = p.add_argument_group("faults (chosen per request from --seed and its X-Request-Id)")
+    f.add_argument("--fail-rate", type=float, help="fraction answered HTTP 500 before streaming")
+    f.add_argument("--disconnect-rate", type=float, help="fraction whose connection is dropped mid-stream")
+    f.add_argument("--stall-rate", type=float, help="fraction whose stream pauses mid-way")
+    f.add_argument("--stall-s", type=float, help="length of a stall in model seconds (default 5)")
+    f.add_argument("--wrong-when-batched", action="store_true", default=None,
+                   help="answer wrong whenever the batch holds more than one request")
+
+
+def settings_from_args(args: argparse.Namespace) -> SimSettings:
+    """Defaults, then the profile, then every flag the user gave."""
+    values: dict[str, Any] = profile_settings(args.profile)
+    for name in field_names():
+        v = getattr(args, name, None)
+        if v is not None:
+            values[name] = v
+    s = SimSettings(**values)
+    _check(s)
+    return s
+
+
+def _check(s: SimSettings) -> None:
+    positive = {"time_scale": s.time_scale, "prefill_rate": s.prefill_rate, "decode_rate": s.decode_rate,
+                "batch_decode_rate": s.batch_decode_rate, "prefill_chunk": s.prefill_chunk, "max_batch": s.max_batch}
+    for name, v in positive.items():
+        if v <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    for name in ("accuracy", "fail_rate", "disconnect_rate", "stall_rate"):
+        v = getattr(s, name)
+        if not 0.0 <= v <= 1.0:
+            raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")
+    if s.fail_rate + s.disconnect_rate + s.stall_rate > 1.0:
+        raise UsageError("--fail-rate + --disconnect-rate + --stall-rate must not exceed 1")
+
+
+async def _serve(settings: SimSettings, host: str, port: int) -> None:
+    from aiohttp import web
+
+    from evalkit.sim.server import SimServer
+
+    server = SimServer(settings)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the only way to learn port 0's pick
+    real_port = sockets[0].getsockname()[1] if sockets else port
+    if settings.clamp_batch and settings.max_batch > 1:
+        sys.stderr.write(f"explicit-token safety max_batch limited {settings.max_batch} -> 1\n")
+        sys.stderr.flush()
+    print(f"evalkit sim listening on http://{host}:{real_port}/v1", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run `evalkit sim`."""
-    raise UsageError("evalkit sim is not built yet")
+    """Run `evalkit sim` until SIGTERM or SIGINT."""
+    settings = settings_from_args(args)
+    asyncio.run(_serve(settings, args.host, args.port))
+    return 0

@@ -1,0 +1,271 @@
+"""The simulated inference engine: one asyncio loop stepping through time like a continuous-batching server.
+
+Model (every duration is divided by `--time-scale`):
+- A request waits in a FIFO queue until a slot is free (`--max-batch`; `--clamp-batch` makes it 1).
+- Prefill runs at `--prefill-rate` tok/s in chunks of `--prefill-chunk` tokens. When a request's prefill ends the
+  engine sends the role-only first chunk and the request joins the decode batch.
+- A decode step gives every decoding request one token. Its length is b / R(b) for b requests, where the combined
+  rate R goes linearly from `--decode-rate` (b = 1) to `--batch-decode-rate` (b = max batch).
+- The engine looks at the queue only between steps. A prompt longer than `--long-threshold` tokens is long:
+  with `--no-yield` its prefill runs every chunk back to back (head-of-line blocking: nothing else is admitted,
+  nobody decodes); with `--yield` it pauses after each chunk, admits queued short requests (the paused long
+  request does not hold a slot), prefills them, and runs `--yield-decode-steps` decode steps before the next chunk,
+  so short requests get a first token within about one chunk and then decode slowly.
+- A client that closes its connection is noticed between chunks and steps (the transport is closing) and when a
+  write fails. `--cancel-aborts` stops a prefill at the next chunk boundary; `--no-cancel-aborts` lets it run to
+  the end, still occupying the engine. Either way the event says `cancelled: true`.
+- Engine time is kept against absolute deadlines, so sleep overshoot never accumulates into rate drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from evalkit.clock import Clock
+from evalkit.sim.faults import Fault
+from evalkit.sim.output import Output
+from evalkit.sim.settings import SimSettings
+from evalkit.sim.trace import RequestTrace
+
+# Messages from the engine to a request's handler.
+PREFILLED, TOKEN, END, CANCELLED = "prefilled", "token", "end", "cancelled"
+# Below this the engine does not sleep (the event loop cannot sleep that precisely) but still yields now and then.
+_MIN_SLEEP = 0.0005
+_YIELD_EVERY = 0.002
+# The engine never runs more than this far behind its schedule (a busy event loop would otherwise make it burst).
+_MAX_LAG = 0.05
+
+
+@dataclass(eq=False)
+class Job:
+    """A request inside the engine: its prompt size, how to write its output, and where it stands."""
+
+    trace: RequestTrace
+    prompt_tokens: int
+    long: bool
+    make_output: Callable[[bool], Output]  # argument: whether the batch holds another request
+    client_gone: Callable[[], bool]
+    fault: Fault | None = None
+    outbox: asyncio.Queue[tuple[Any, ...]] = field(default_factory=asyncio.Queue)
+    prefilled: int = 0
+    output: Output | None = None
+    emitted: int = 0
+    state: str = "queued"  # queued | prefill | decode | done
+    stall_until: float = 0.0
+    stalled: bool = False
+    write_failed: bool = False
+
+    def gone(self) -> bool:
+        """The client has left (connection closed or a write failed)."""
+        return self.write_failed or self.client_gone()
+
+
+class Engine:
+    """Runs jobs through prefill and decode on one simulated accelerator."""
+
+    def __init__(self, settings: SimSettings, clock: Clock) -> None:
+        self.s = settings
+        self.clock = clock
+        self.queue: deque[Job] = deque()
+        self.active: list[Job] = []  # slot holders: prefilling or decoding
+        self.long_job: Job | None = None  # yield mode: the paused long prefill (holds no slot)
+        self._steps_since_chunk = 0
+        self._wake = asyncio.Event()
+        self._t = time.perf_counter()
+        self._last_yield = self._t
+        self._task: asyncio.Task[None] | None = None
+
+    # -- public --------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the engine loop on the running event loop."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the engine loop."""
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def submit(self, job: Job) -> None:
+        """Queue a job; the engine picks it up at its next step boundary."""
+        self.queue.append(job)
+        self._wake.set()
+
+    def clear(self) -> None:
+        """Forget queued and running jobs (used by /sim/reset; their handlers are told they were cancelled)."""
+        for job in list(self.queue) + self.active + ([self.long_job] if self.long_job else []):
+            self._cancel(job)
+        self.queue.clear()
+        self.active.clear()
+        self.long_job = None
+
+    # -- time ----------------------------------------------------------------------------------------------
+    async def _advance(self, model_seconds: float) -> None:
+        now = time.perf_counter()
+        self._t = max(self._t, now - _MAX_LAG) + model_seconds / self.s.time_scale
+        delay = self._t - now
+        if delay > _MIN_SLEEP:
+            await asyncio.sleep(delay)
+            self._last_yield = time.perf_counter()
+        elif now - self._last_yield > _YIELD_EVERY:
+            await asyncio.sleep(0)
+            self._last_yield = time.perf_counter()
+
+    async def _idle(self, timeout: float | None) -> None:
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        self._t = time.perf_counter()
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------
+    def _cancel(self, job: Job) -> None:
+        job.state = "done"
+        if job.trace.end("cancelled", self.clock.now()):
+            job.trace.completion_tokens = job.emitted
+        job.outbox.put_nowait((CANCELLED,))
+
+    def _remove(self, job: Job) -> None:
+        if job in self.active:
+            self.active.remove(job)
+        if job is self.long_job:
+            self.long_job = None
+
+    def _slots_used(self) -> int:
+        return len(self.active)
+
+    def _admit(self) -> None:
+        for job in [j for j in self.queue if j.gone()]:
+            self.queue.remove(job)
+            self._cancel(job)
+        if not self.s.yield_prefill:
+            while self.queue and self._slots_used() < self.s.slots:
+                self._start(self.queue.popleft())
+            return
+        for job in list(self.queue):
+            if self._slots_used() >= self.s.slots:
+                break
+            if not job.long:
+                self.queue.remove(job)
+                self._start(job)
+            elif self.long_job is None:
+                # A long prompt starts with a slot like any request, then releases it while it is paused.
+                self.queue.remove(job)
+                self.long_job = job
+                job.state = "prefill"
+            # else: a second long prompt waits; short ones behind it may still be admitted
+
+    def _start(self, job: Job) -> None:
+        job.state = "prefill"
+        self.active.append(job)
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            self._admit()
+            if await self._work():
+                continue
+            stalled = [j.stall_until for j in self.active if j.state == "decode" and j.stalled]
+            timeout = max(0.0, min(stalled) - time.perf_counter()) if stalled else None
+            await self._idle(timeout)
+
+    async def _work(self) -> bool:
+        pending = next((j for j in self.active if j.state == "prefill"), None)
+        if pending is not None:
+            await self._prefill_all(pending)
+            return True
+        if self.long_job is not None:
+            if self._decoders() and self._steps_since_chunk < self.s.yield_decode_steps:
+                self._steps_since_chunk += 1
+                await self._decode_step()
+            else:
+                self._steps_since_chunk = 0
+                await self._prefill_chunk(self.long_job)
+            return True
+        if self._decoders():
+            await self._decode_step()
+            return True
+        return False
+
+    def _decoders(self) -> list[Job]:
+        now = time.perf_counter()
+        out = []
+        for j in self.active:
+            if j.state != "decode":
+                continue
+            if j.stalled and now >= j.stall_until:
+                j.stalled = False
+            if not j.stalled:
+                out.append(j)
+        return out
+
+    async def _prefill_all(self, job: Job) -> None:
+        while job.state == "prefill":
+            await self._prefill_chunk(job)
+
+    async def _prefill_chunk(self, job: Job) -> None:
+        if job.trace.prefill_start is None:
+            job.trace.prefill_start = self.clock.now()
+        n = min(self.s.prefill_chunk, job.prompt_tokens - job.prefilled)
+        await self._advance(n / self.s.prefill_rate)
+        job.prefilled += n
+        if job.prefilled >= job.prompt_tokens:
+            self._prefill_done(job)
+        elif self.s.cancel_aborts and job.gone():
+            self._remove(job)
+            self._cancel(job)
+
+    def _prefill_done(self, job: Job) -> None:
+        job.trace.prefill_done = self.clock.now()
+        if job.gone():  # also reached when the cancelled prefill was allowed to run on
+            self._remove(job)
+            self._cancel(job)
+            return
+        others = len([j for j in self.active if j is not job]) + (
+            1 if self.long_job is not None and self.long_job is not job else 0)
+        job.output = job.make_output(others > 0)
+        if job is self.long_job:
+            self.long_job = None
+            self.active.append(job)
+        job.state = "decode"
+        job.outbox.put_nowait((PREFILLED,))
+
+    def _combined_rate(self, b: int) -> float:
+        slots = self.s.slots
+        if slots <= 1:
+            return self.s.decode_rate
+        frac = (min(b, slots) - 1) / (slots - 1)
+        return self.s.decode_rate + (self.s.batch_decode_rate - self.s.decode_rate) * frac
+
+    async def _decode_step(self) -> None:
+        for j in [j for j in self.active if j.state == "decode" and j.gone()]:
+            self._remove(j)
+            self._cancel(j)
+        batch = self._decoders()
+        if not batch:
+            return
+        await self._advance(len(batch) / self._combined_rate(len(batch)))
+        now = time.perf_counter()
+        for job in batch:
+            if job.state != "decode":
+                continue
+            assert job.output is not None
+            channel, text = job.output.tokens[job.emitted]
+            job.emitted += 1
+            job.outbox.put_nowait((TOKEN, channel, text))
+            if job.emitted >= len(job.output.tokens):
+                job.state = "done"
+                self._remove(job)
+                job.outbox.put_nowait((END, job.output.finish_reason))
+            elif job.fault is not None and job.fault.kind == "stall" and job.emitted == job.fault.at_token(
+                    len(job.output.tokens)):
+                job.stalled = True
+                job.stall_until = now + self.s.stall_s / self.s.time_scale

@@ -1,0 +1,77 @@
+"""The token stream one request produces: reasoning first (in the configured format), then the answer.
+
+Each element is one streamed token `(channel, text)` with channel `reasoning` or `content`. `max_tokens` counts
+reasoning and answer together; a plan cut short ends with `length`, one that ran out of answer with `stop`, and
+`ignore_eos` pads with filler to exactly `max_tokens` (`length`). Unrecognised prompts get filler up to
+`max_tokens` (or `--filler-tokens` and `stop` when the request names no limit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evalkit.sim.answers import filler_tokens
+from evalkit.sim.thinking import Thinking, reasoning_tokens
+from evalkit.sim.tokens import tokenize
+
+Token = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Output:
+    """The tokens to stream and the finish reason once they are all sent."""
+
+    tokens: tuple[Token, ...]
+    finish_reason: str
+
+    @property
+    def reasoning_text(self) -> str:
+        """Reasoning sent in a separate field (empty for inline formats)."""
+        return "".join(t for ch, t in self.tokens if ch == "reasoning")
+
+    @property
+    def content_text(self) -> str:
+        """Everything sent as content."""
+        return "".join(t for ch, t in self.tokens if ch == "content")
+
+
+def _reasoning_part(thinking: Thinking, fmt: str) -> list[Token]:
+    if not thinking.on:
+        return []
+    toks = reasoning_tokens(thinking.budget)
+    if fmt in ("reasoning_content", "reasoning"):
+        return [("reasoning", t) for t in toks]
+    inline = [("content", t) for t in toks]
+    if fmt == "think_tags":
+        return [("content", "<think>"), ("content", "\n")] + inline + [("content", "\n"), ("content", "</think>")]
+    return inline + [("content", "\n"), ("content", "</think>")]  # think_close_only: the template opened the tag
+
+
+def build_output(
+    answer: str | None,
+    thinking: Thinking,
+    fmt: str,
+    max_tokens: int | None,
+    ignore_eos: bool,
+    default_max_tokens: int,
+    default_filler: int,
+) -> Output:
+    """The plan for one request; `answer` None means filler."""
+    head = _reasoning_part(thinking, fmt)
+    limit = max(1, max_tokens) if max_tokens is not None else default_max_tokens
+    if answer is None:
+        want = limit if max_tokens is not None else min(limit, len(head) + default_filler)
+        body = filler_tokens(max(0, want - len(head)))
+    else:
+        body = tokenize(answer)
+    if head and body and fmt in ("think_tags", "think_close_only"):
+        body[0] = "\n\n" + body[0].lstrip()
+    seq = head + [("content", t) for t in body]
+    if len(seq) > limit:
+        return Output(tuple(seq[:limit]), "length")
+    if ignore_eos and max_tokens is not None and len(seq) < limit:
+        pad = filler_tokens(limit - len(seq), offset=1)
+        return Output(tuple(seq + [("content", t) for t in pad]), "length")
+    if answer is None and max_tokens is not None:
+        return Output(tuple(seq), "length")
+    return Output(tuple(seq), "stop")

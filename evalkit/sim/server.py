@@ -1,0 +1,271 @@
+"""The sim's HTTP face (aiohttp): OpenAI chat completions with llama.cpp-style SSE, plus ground-truth endpoints.
+
+Routes: `GET /v1/models`, `POST /v1/chat/completions` (streaming and not; usage in a final `choices: []` chunk only
+with `stream_options.include_usage`), `GET /health`, `POST /tokenize`, `GET /sim/events`, `POST /sim/reset`,
+`GET /sim/config`. Headers go out at once; the role-only chunk follows when the prefill ends, then one chunk per
+token. `arrived` is stamped as the handler starts, before the body is read, and `first_token` as the first token's
+chunk is handed to the socket, so `first_token - arrived` is what a client should measure as TTFT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+import zlib
+from typing import Any
+
+from aiohttp import web
+
+from evalkit.clock import Clock
+from evalkit.sim.answers import answer_text
+from evalkit.sim.determinism import unit_draw
+from evalkit.sim.engine import CANCELLED, END, PREFILLED, TOKEN, Engine, Job
+from evalkit.sim.faults import choose_fault
+from evalkit.sim.output import Output, build_output
+from evalkit.sim.questions import Question, QuestionIndex, recognise, stress_question, user_texts
+from evalkit.sim.settings import SimSettings
+from evalkit.sim.thinking import decide
+from evalkit.sim.tokens import prompt_tokens, tokenize
+from evalkit.sim.trace import RequestTrace
+
+# What aiohttp raises when writing to a connection the client has closed.
+_WRITE_ERRORS = (ConnectionError, RuntimeError)
+
+
+class SimServer:
+    """Holds the engine, the question index and the event log; builds the aiohttp application."""
+
+    def __init__(self, settings: SimSettings) -> None:
+        self.s = settings
+        self.clock = Clock()
+        self.index = QuestionIndex(settings.data_dir)
+        self.traces: list[RequestTrace] = []
+        self.engine: Engine | None = None
+        self._arrivals = 0
+        self._index_loading: asyncio.Future[None] | None = None
+
+    def app(self) -> web.Application:
+        """The aiohttp application."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/health", self.health)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_get("/sim/events", self.events)
+        app.router.add_post("/sim/reset", self.reset)
+        app.router.add_get("/sim/config", self.config)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _on_startup(self, app: web.Application) -> None:
+        self.engine = Engine(self.s, self.clock)
+        self.engine.start()
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        if self.engine:
+            await self.engine.stop()
+
+    # -- small endpoints -----------------------------------------------------------------------------------
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": self.s.model, "object": "model", "created": 0, "owned_by": "evalkit-sim"}]})
+
+    async def config(self, request: web.Request) -> web.Response:
+        return web.json_response(self.s.to_json())
+
+    async def events(self, request: web.Request) -> web.Response:
+        return web.json_response({"events": [t.to_json() for t in self.traces]})
+
+    async def reset(self, request: web.Request) -> web.Response:
+        self.traces = []
+        self._arrivals = 0
+        if self.engine:
+            self.engine.clear()
+        return web.json_response({"ok": True})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        if body is None:
+            return _error(400, "body must be JSON")
+        if isinstance(body.get("content"), str):  # llama.cpp
+            return web.json_response({"tokens": _token_ids(body["content"])})
+        if isinstance(body.get("messages"), list):  # vLLM, chat form
+            msgs = body["messages"]
+            text = "".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+            return web.json_response({"count": prompt_tokens(msgs), "tokens": _token_ids(text),
+                                      "max_model_len": 262144})
+        if isinstance(body.get("prompt"), str):  # vLLM, completion form
+            ids = _token_ids(body["prompt"])
+            return web.json_response({"count": len(ids), "tokens": ids, "max_model_len": 262144})
+        return _error(400, "expected 'content', 'prompt' or 'messages'")
+
+    # -- chat ----------------------------------------------------------------------------------------------
+    async def _recognise(self, messages: list[dict[str, Any]]) -> Question:
+        # Stress phrasings need no datasets; only other prompts wait for the (once, lazily loaded) index.
+        for t in user_texts(messages):
+            q = stress_question(t)
+            if q:
+                return q
+        if self.s.data_dir is None and not os.environ.get("EVALKIT_DATA_DIR"):
+            return Question("filler")
+        if self._index_loading is None:
+            self._index_loading = asyncio.get_running_loop().run_in_executor(None, self.index.ensure_loaded)
+        await self._index_loading
+        return recognise(messages, self.index)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        arrived = self.clock.now()
+        arrival_index = self._arrivals
+        self._arrivals += 1
+        header_id = request.headers.get("X-Request-Id")
+        rid = header_id or f"sim-{uuid.uuid4().hex[:16]}"
+        body = await _json_body(request)
+        stream = bool(body.get("stream")) if isinstance(body, dict) else False
+        trace = RequestTrace(rid, arrival_index, arrived, stream)
+        self.traces.append(trace)
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+            trace.end("error", self.clock.now())
+            return _error(400, "body must be JSON with a non-empty 'messages' list")
+        messages = [m for m in body["messages"] if isinstance(m, dict)]
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        trace.max_tokens = max_tokens if isinstance(max_tokens, int) else None
+        trace.prompt_tokens = prompt_tokens(messages)
+        thinking = decide(body, self.s.default_thinking == "on")
+        trace.thinking = thinking.on
+        fault = choose_fault(self.s, header_id or f"#{arrival_index}")
+        question = await self._recognise(messages)
+        trace.kind, trace.question_id = question.kind, question.qid
+        if fault is not None and fault.kind == "http_500":
+            trace.fault = fault.kind
+            trace.end("error", self.clock.now())
+            return _error(500, "simulated internal server error (fault http_500)")
+        ignore_eos = bool(body.get("ignore_eos"))
+
+        def make_output(batched: bool) -> Output:
+            answer: str | None = None
+            if question.kind != "filler":
+                correct = True
+                if question.kind == "capability":
+                    correct = unit_draw(self.s.seed, question.qid, "wrong") >= 1.0 - self.s.accuracy
+                if self.s.wrong_when_batched and batched:
+                    correct = False
+                    trace.fault = trace.fault or "wrong_when_batched"
+                trace.intended_correct = correct
+                answer = answer_text(question, correct, self.s.seed)
+            return build_output(answer, thinking, self.s.reasoning_format, trace.max_tokens, ignore_eos,
+                                self.s.default_max_tokens, self.s.filler_tokens)
+
+        if fault is not None:
+            trace.fault = fault.kind
+        job = Job(trace, trace.prompt_tokens, trace.prompt_tokens > self.s.long_threshold, make_output,
+                  lambda: request.transport is None or request.transport.is_closing(), fault)
+        assert self.engine is not None
+        self.engine.submit(job)
+        if stream:
+            return await self._stream(request, job, body)
+        return await self._complete(job)
+
+    async def _complete(self, job: Job) -> web.Response:
+        trace = job.trace
+        while True:
+            msg = await job.outbox.get()
+            if msg[0] == TOKEN and trace.first_token is None:
+                trace.first_token = self.clock.now()
+            elif msg[0] == CANCELLED:
+                return _error(499, "request cancelled")
+            elif msg[0] == END:
+                break
+        assert job.output is not None
+        out = job.output
+        trace.completion_tokens = len(out.tokens)
+        trace.finish_reason = out.finish_reason
+        message: dict[str, Any] = {"role": "assistant", "content": out.content_text}
+        if out.reasoning_text:
+            message[self.s.reasoning_format] = out.reasoning_text
+        resp = web.json_response({
+            "id": f"chatcmpl-{trace.request_id}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.s.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": out.finish_reason}],
+            "usage": _usage(trace.prompt_tokens, len(out.tokens)),
+        })
+        trace.end("ok", self.clock.now())
+        return resp
+
+    async def _stream(self, request: web.Request, job: Job, body: dict[str, Any]) -> web.StreamResponse:
+        trace = job.trace
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no", "X-Request-Id": trace.request_id})
+        opts = body.get("stream_options") or {}
+        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        base = {"id": f"chatcmpl-{trace.request_id}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self.s.model}
+        field = self.s.reasoning_format
+
+        async def send(obj: dict[str, Any] | str) -> None:
+            data = obj if isinstance(obj, str) else json.dumps({**base, **obj}, separators=(",", ":"))
+            await resp.write(f"data: {data}\n\n".encode())
+
+        try:
+            await resp.prepare(request)
+            while True:
+                msg = await job.outbox.get()
+                kind = msg[0]
+                if kind == PREFILLED:
+                    await send({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None},
+                                             "finish_reason": None}]})
+                elif kind == TOKEN:
+                    _, channel, text = msg
+                    delta = {"content": text} if channel == "content" else {field: text}
+                    if trace.first_token is None:
+                        trace.first_token = self.clock.now()
+                    await send({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                    trace.completion_tokens = job.emitted
+                    if job.fault is not None and job.fault.kind == "disconnect" and job.output is not None \
+                            and job.emitted >= job.fault.at_token(len(job.output.tokens)):
+                        trace.end("disconnected", self.clock.now())
+                        job.write_failed = True  # the engine drops it at its next step
+                        if request.transport is not None:
+                            request.transport.abort()
+                        return resp
+                elif kind == END:
+                    trace.finish_reason = msg[1]
+                    await send({"choices": [{"index": 0, "delta": {}, "finish_reason": msg[1]}]})
+                    if include_usage:
+                        await send({"choices": [], "usage": _usage(trace.prompt_tokens, job.emitted)})
+                    await send("[DONE]")
+                    await resp.write_eof()
+                    trace.end("ok", self.clock.now())
+                    return resp
+                elif kind == CANCELLED:
+                    return resp
+        except _WRITE_ERRORS:
+            job.write_failed = True
+            trace.completion_tokens = job.emitted
+            trace.end("cancelled", self.clock.now())
+            return resp
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _token_ids(text: str) -> list[int]:
+    return [zlib.crc32(t.encode()) % 151936 for t in tokenize(text)]
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "type": "evalkit_sim", "code": status}}, status=status)
+
+
+async def _json_body(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read() or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return None

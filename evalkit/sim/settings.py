@@ -1,0 +1,55 @@
+"""The engine's knobs, one frozen record; `evalkit sim` builds it from defaults, a profile, then explicit flags."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+REASONING_FORMATS = ("reasoning_content", "reasoning", "think_tags", "think_close_only")
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Every setting of the simulated engine; durations are model seconds, divided by `time_scale` when run."""
+
+    model: str = "evalkit-sim"
+    time_scale: float = 1.0
+    prefill_rate: float = 2000.0  # prompt tokens per second
+    prefill_chunk: int = 2048  # tokens per prefill chunk (and the yield granularity)
+    decode_rate: float = 100.0  # tokens per second for one stream
+    batch_decode_rate: float = 250.0  # combined tokens per second with every slot busy
+    max_batch: int = 4
+    clamp_batch: bool = False  # fault: silently serve one request at a time
+    yield_prefill: bool = True  # long prefill yields between chunks
+    yield_decode_steps: int = 2  # decode steps run between two chunks of a long prefill
+    long_threshold: int = 2048  # prompts longer than this are "long"
+    cancel_aborts: bool = True  # cancel stops prefill at the next chunk boundary
+    accuracy: float = 1.0
+    seed: int = 0
+    data_dir: str | None = None
+    reasoning_format: str = "reasoning_content"
+    default_thinking: str = "off"
+    fail_rate: float = 0.0
+    disconnect_rate: float = 0.0
+    stall_rate: float = 0.0
+    stall_s: float = 5.0
+    wrong_when_batched: bool = False
+    default_max_tokens: int = 4096  # a request without max_tokens stops here at the latest
+    filler_tokens: int = 200  # filler length when the request names no max_tokens
+    profile: str | None = None
+
+    @property
+    def slots(self) -> int:
+        """Requests the engine really serves at once."""
+        return 1 if self.clamp_batch else max(1, self.max_batch)
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as `/sim/config` shows them (plus the effective slot count)."""
+        d = asdict(self)
+        d["effective_max_batch"] = self.slots
+        return d
+
+
+def field_names() -> list[str]:
+    """Names of every setting."""
+    return [f.name for f in fields(SimSettings)]

@@ -1,0 +1,48 @@
+"""The sim's own record of one request, filled in as it moves through the engine: the ground truth.
+
+This is the one mutable record in the sim, because it is written by the request handler and the engine over
+the request's life; `/sim/events` serves snapshots of it. Times are epoch seconds from `evalkit.clock.Clock`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class RequestTrace:
+    """Ground truth of one chat request (`status` is `running` until it ends)."""
+
+    request_id: str
+    arrival_index: int
+    arrived: float
+    stream: bool
+    prompt_tokens: int = 0
+    max_tokens: int | None = None
+    kind: str = "filler"
+    question_id: str | None = None
+    intended_correct: bool | None = None
+    thinking: bool = False
+    fault: str | None = None
+    prefill_start: float | None = None
+    prefill_done: float | None = None
+    first_token: float | None = None
+    done: float | None = None
+    cancelled: bool = False
+    status: str = "running"  # running | ok | error | cancelled | disconnected
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+    def end(self, status: str, at: float) -> bool:
+        """Mark the request ended (once); True when this call ended it."""
+        if self.status != "running":
+            return False
+        self.status = status
+        self.done = at
+        self.cancelled = status == "cancelled"
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as `/sim/events` lists it."""
+        return asdict(self)

@@ -1,0 +1,41 @@
+"""Shared fixtures: the datasets' location and a factory of `evalkit sim` subprocesses stopped at teardown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from evalkit.sim.launch import SimProcess, start_sim
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point EVALKIT_DATA_DIR at ../shared/datasets unless the caller set it (datasets are never copied in)."""
+    if not os.environ.get("EVALKIT_DATA_DIR") and SHARED_DATASETS.is_dir():
+        os.environ["EVALKIT_DATA_DIR"] = str(SHARED_DATASETS)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The capability datasets' directory ($EVALKIT_DATA_DIR, by default <repo>/../shared/datasets)."""
+    return Path(os.environ.get("EVALKIT_DATA_DIR") or SHARED_DATASETS)
+
+
+@pytest.fixture
+def sim() -> Iterator[Callable[..., SimProcess]]:
+    """A factory: `sim("--time-scale", "50", ...)` starts an `evalkit sim` and returns its `SimProcess`."""
+    started: list[SimProcess] = []
+
+    def _start(*flags: str) -> SimProcess:
+        proc = start_sim(list(flags))
+        started.append(proc)
+        return proc
+
+    yield _start
+    for proc in started:
+        proc.stop()
