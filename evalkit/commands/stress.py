@@ -1,16 +1,142 @@
-"""`evalkit stress` (not yet built)."""
+"""`evalkit stress`: the seeded long-prefill / short-insert / cancel / concurrent scheduler."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
 
+from evalkit.cli import add_output_options, add_server_options
 from evalkit.errors import UsageError
+from evalkit.runcontext import open_run, print_run_path
+from evalkit_stress.diagnose import diagnosis_lines
+from evalkit_stress.gpu_memory import nvidia_smi
+from evalkit_stress.runner import RunOptions, StressRunner
+from evalkit_stress.schedule import build_schedule, render_schedule
+from evalkit_stress.summary import build_summary
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit stress`."""
+    add_server_options(p)
+    add_output_options(p)
+    g = p.add_argument_group("schedule")
+    g.add_argument("--cycles", type=int, default=18, help="cycles to run (default 18)")
+    g.add_argument("--seed", type=int, default=42, help="fixes every prompt, delay and choice (default 42)")
+    g.add_argument("--long-tokens", type=int, default=54000, help="long prompt length in server tokens (default 54000)")
+    g.add_argument("--shuffle", action="store_true", help="shuffle the scenario order in each cycle (from the seed)")
+    g.add_argument("--reuse-long-prompt", action="store_true",
+                   help="send the same long prompt every time (tests the prefix cache instead of defeating it)")
+    g.add_argument("--time-scale", type=float, default=1.0,
+                   help="divide every planned delay by F (for a server run with `evalkit sim --time-scale F`)")
+    g.add_argument("--dry-run", action="store_true", help="print the schedule and exit; needs no server")
+    r = p.add_argument_group("requests")
+    r.add_argument("--short-max-tokens", type=int, default=64, help="max_tokens of short requests (default 64)")
+    r.add_argument("--long-max-tokens", type=int, default=64, help="max_tokens of long requests (default 64)")
+    r.add_argument("--gen-tokens", type=int, default=512, help="tokens per concurrent generation (default 512)")
+    r.add_argument("--timeout-s", type=float, default=900.0, help="per-request timeout in seconds (default 900)")
+    r.add_argument("--max-minutes", type=float, help="end the run cleanly after this many minutes")
+    r.add_argument("--gpu-interval", type=float, default=1.0, help="seconds between nvidia-smi samples (default 1)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars on standard error")
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.cycles < 1:
+        raise UsageError("--cycles must be at least 1")
+    if args.long_tokens < 100:
+        raise UsageError("--long-tokens must be at least 100")
+    if args.time_scale <= 0:
+        raise UsageError("--time-scale must be positive")
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        raise UsageError("--max-minutes must be positive")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run `evalkit stress`."""
-    raise UsageError("evalkit stress is not built yet")
+    """Run `evalkit stress` (or print its schedule with `--dry-run`)."""
+    _check(args)
+    schedule = build_schedule(args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt)
+    if args.dry_run:
+        sys.stdout.write(render_schedule(schedule, args.time_scale))
+        return 0
+    return asyncio.run(_run(args, schedule))
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "long_tokens": args.long_tokens, "time_scale": args.time_scale, "shuffle": args.shuffle,
+        "reuse_long_prompt": args.reuse_long_prompt, "short_max_tokens": args.short_max_tokens,
+        "long_max_tokens": args.long_max_tokens, "gen_tokens": args.gen_tokens, "timeout_s": args.timeout_s,
+        "max_minutes": args.max_minutes,
+    }
+
+
+async def _run(args: argparse.Namespace, schedule: Any) -> int:
+    options = _options(args)
+    async with open_run(args, "stress", {"seed": args.seed, "cycles": args.cycles, "stress": options}) as ctx:
+        if ctx.rundir.resumed:
+            raise UsageError(f"{ctx.rundir.path} already holds a stress run; stress runs do not resume, pick a new --name")
+        stop = asyncio.Event()
+        reason: dict[str, str] = {}
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            # First Ctrl-C: stop cleanly and keep everything; a second one falls back to the default.
+            reason.setdefault("stopped", "interrupted")
+            stop.set()
+            loop.remove_signal_handler(signal.SIGINT)
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        timer = None
+        if args.max_minutes:
+            def on_time() -> None:
+                reason.setdefault("stopped", "max_minutes")
+                stop.set()
+            timer = loop.call_later(args.max_minutes * 60, on_time)
+        opts = RunOptions(
+            time_scale=args.time_scale, short_max_tokens=args.short_max_tokens, long_max_tokens=args.long_max_tokens,
+            gen_tokens=args.gen_tokens, timeout_s=args.timeout_s, gpu_interval_s=args.gpu_interval,
+            extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress,
+        )
+        exe = nvidia_smi()
+        runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe)
+        ctx.rundir.update_manifest(gpu_memory_sampler=exe)
+        try:
+            await runner.run()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            try:
+                loop.remove_signal_handler(signal.SIGINT)
+            except (ValueError, RuntimeError):
+                pass
+        stopped = reason.get("stopped", "completed")
+        summary = build_summary(ctx.rundir.path, args.seed, args.cycles, runner.cycles_done, options, stopped)
+        ctx.rundir.write_summary(summary)
+        ctx.rundir.finish(stopped=stopped)
+        _print_summary(summary)
+        print_run_path(ctx.rundir)
+    return 130 if stopped == "interrupted" else 0
+
+
+def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:
+    if not d or d.get("p50") is None:
+        return "-"
+    return f"p50 {d['p50']:.{digits}g}  p95 {d['p95']:.{digits}g}  max {d['max']:.{digits}g}  (n={d['n']})"
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    out = [f"stress seed {s['seed']}: {s['cycles']}/{s['cycles_planned']} cycles, {s['requests']} requests, "
+           f"{s['errors']} errors, {s['wrong_answers']} wrong answers, {s['divergent']} divergent"
+           + (f"  [{s['stopped']}: partial]" if s["partial"] else "")]
+    for name, d in s["metrics"].items():
+        out.append(f"  {name:<28} {_fmt(d)}")
+    out.extend("  " + line for line in diagnosis_lines(s["diagnoses"], s["metrics"]))
+    for e in s["error_requests"][:10]:
+        out.append(f"  error {e['kind']}: {e['request_id']} ({e['scenario']}) {e.get('error') or ''}"[:160])
+    for w in s["wrong_answer_requests"][:10]:
+        out.append(f"  wrong: {w['request_id']} ({w['scenario']}) expected {w['expected'][:20]} got {w['extracted']}")
+    if s["client"]["distorted"]:
+        out.extend("  client distorted the run: " + r for r in s["client"]["distortion_reasons"])
+    print("\n".join(out), flush=True)

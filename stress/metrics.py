@@ -1,0 +1,113 @@
+"""Stress metrics from the raw `requests.jsonl` lines: every sample kept, percentiles taken at the end.
+
+A timing sample comes from any request that finished (`status` ok), right or wrong: a wrong answer is
+counted elsewhere and its timing is still the server's timing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable
+
+from evalkit.stats import distribution
+
+Line = dict[str, Any]
+
+
+def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:
+    return [
+        r for r in lines
+        if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
+        and r.get("ttft_s") is not None
+    ]
+
+
+def _by_cycle(lines: Iterable[Line]) -> dict[int, list[Line]]:
+    out: dict[int, list[Line]] = {}
+    for r in lines:
+        out.setdefault(int(r["cycle"]), []).append(r)
+    return out
+
+
+def pair_stats(pair: list[Line], solos: list[Line]) -> dict[str, float | None]:
+    """Combined rate, overlap and effective concurrency of one cycle's two concurrent generations.
+
+    `overlap` is the mean number of streams emitting tokens over the pair's decode window (2 when they run
+    together, 1 when one waits for the other). `speedup` is the combined rate over the same prompts' rate alone.
+    Streams that interleave token by token without a speedup are still taking turns, so the effective
+    concurrency is the smaller of the two, rounded.
+    """
+    spans = [(r["t_first_token"], r["t_last_token"]) for r in pair if r.get("t_last_token") is not None]
+    tokens = sum(int(r.get("completion_tokens") or 0) for r in pair)
+    if len(spans) < 2:
+        return {"combined_tok_s": None, "overlap": None, "speedup": None, "effective_concurrency": None}
+    lo, hi = min(s[0] for s in spans), max(s[1] for s in spans)
+    window = hi - lo
+    combined = tokens / window if window > 0 else None
+    overlap = sum(e - s for s, e in spans) / window if window > 0 else None
+    solo_rates = [r["decode_tok_s"] for r in solos if r.get("decode_tok_s")]
+    speedup = combined / statistics.median(solo_rates) if combined and solo_rates else None
+    eff_raw = overlap if speedup is None or overlap is None else min(overlap, max(1.0, speedup))
+    return {
+        "combined_tok_s": combined,
+        "overlap": overlap,
+        "speedup": speedup,
+        "effective_concurrency": eff_raw,
+    }
+
+
+def compute_metrics(lines: list[Line]) -> dict[str, Any]:
+    """Every stress metric's distribution (`p50`, `p95`, `max`, `n`) over all cycles."""
+    shorts_ins = _ok(lines, "short_insert", "short")
+    pairs = _by_cycle(_ok(lines, "concurrent_gen", "gen_pair"))
+    solos = _by_cycle(_ok(lines, "concurrent_gen", "gen_solo"))
+    per_cycle = [pair_stats(p, solos.get(c, [])) for c, p in sorted(pairs.items())]
+    return {
+        "long_prefill_s": distribution(r["ttft_s"] for r in _ok(lines, "long_alone", "long")),
+        "long_prefill_with_inserts_s": distribution(
+            r["ttft_s"] for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")
+        ),
+        "short_insert_ttft_s": distribution(r["ttft_s"] for r in shorts_ins),
+        "short_insert_done_s": distribution(r["t_done"] - r["t_sent"] for r in shorts_ins),
+        "double_insert_ttft_s": distribution(r["ttft_s"] for r in _ok(lines, "double_insert", "short")),
+        "post_cancel_ttft_s": distribution(r["ttft_s"] for r in _ok(lines, "cancel_then_short", "short")),
+        "short_alone_ttft_s": distribution(r["ttft_s"] for r in _ok(lines, "short_baseline", "short")),
+        "concurrent_combined_tok_s": distribution(p["combined_tok_s"] for p in per_cycle),
+        "concurrent_stream_tok_s": distribution(r.get("decode_tok_s") for p in pairs.values() for r in p),
+        "gen_alone_tok_s": distribution(r.get("decode_tok_s") for s in solos.values() for r in s),
+        "effective_concurrency": distribution(p["effective_concurrency"] for p in per_cycle),
+    }
+
+
+def insert_wait_fractions(lines: list[Line]) -> list[float]:
+    """For each inserted short: its TTFT over the long prefill still left when it was sent (1 = waited it all)."""
+    out = []
+    for scen in ("short_insert", "double_insert"):
+        longs = {r["cycle"]: r for r in _ok(lines, scen, "long")}
+        for s in _ok(lines, scen, "short"):
+            long = longs.get(s["cycle"])
+            if long is None:
+                continue
+            left = long["t_first_token"] - s["t_sent"]
+            if left > 0:
+                out.append(s["ttft_s"] / left)
+    return out
+
+
+def cancel_samples(lines: list[Line]) -> list[dict[str, float | bool]]:
+    """Per cycle: when the long request was cancelled, whether it had already produced a token, the next TTFT."""
+    cancelled = {
+        r["cycle"]: r for r in lines
+        if r.get("scenario") == "cancel_then_short" and r.get("role") == "long" and not r.get("interrupted")
+    }
+    out = []
+    for s in _ok(lines, "cancel_then_short", "short"):
+        c = cancelled.get(s["cycle"])
+        if c is None or c.get("t_done") is None:
+            continue
+        out.append({
+            "cancel_after_s": c["t_done"] - c["t_sent"],
+            "cancelled_after_first_token": c.get("t_first_token") is not None,
+            "next_ttft_s": s["ttft_s"],
+        })
+    return out

@@ -1,0 +1,230 @@
+"""Running a stress schedule against a live server: send each planned request at its time, judge it, write it.
+
+Every request's line goes to `requests.jsonl` as it completes, so a Ctrl-C or a time limit loses nothing
+measured; the summary is computed afterwards from the files alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from tqdm import tqdm
+
+from evalkit.client import ChatClient, ChatRequest
+from evalkit.clock import Clock
+from evalkit.rundir import REQUESTS, RunDir
+from evalkit_stress.checks import judge
+from evalkit_stress.gpu_memory import GpuMemorySampler
+from evalkit_stress.prompts import LongSpec
+from evalkit_stress.scenarios import PlannedRequest, Scenario
+from evalkit_stress.schedule import Schedule
+from evalkit_stress.selfcheck import LoopLagSampler
+from evalkit_stress.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
+
+LAG_FILE = "loop_lag.jsonl"
+GPU_FILE = "gpu_memory.jsonl"
+PROMPTS_FILE = "long_prompts.jsonl"
+
+# Which summary metric a request's timing feeds (the report reads this tag to find raw samples).
+METRIC_OF = {
+    ("long_alone", "long"): "long_prefill_s",
+    ("short_insert", "long"): "long_prefill_with_inserts_s",
+    ("double_insert", "long"): "long_prefill_with_inserts_s",
+    ("short_insert", "short"): "short_insert_ttft_s",
+    ("double_insert", "short"): "double_insert_ttft_s",
+    ("cancel_then_short", "short"): "post_cancel_ttft_s",
+    ("short_baseline", "short"): "short_alone_ttft_s",
+    ("concurrent_gen", "gen_pair"): "concurrent_stream_tok_s",
+    ("concurrent_gen", "gen_solo"): "gen_alone_tok_s",
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to send the schedule: time scale, token limits, timeouts and body extras."""
+
+    time_scale: float = 1.0
+    short_max_tokens: int = 64
+    long_max_tokens: int = 64
+    gen_tokens: int = 512
+    timeout_s: float = 900.0
+    gpu_interval_s: float = 1.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+
+class StressRunner:
+    """Sends a `Schedule` cycle by cycle; `stop` (Ctrl-C, `--max-minutes`) ends it cleanly at any moment."""
+
+    def __init__(
+        self, rundir: RunDir, client: ChatClient, clock: Clock, schedule: Schedule, opts: RunOptions,
+        stop: asyncio.Event, gpu_exe: str | None = None,
+    ) -> None:
+        self.rundir = rundir
+        self.client = client
+        self.clock = clock
+        self.schedule = schedule
+        self.opts = opts
+        self.stop = stop
+        self.nonce = uuid.uuid4().hex[:6]  # request ids stay unique across runs of the same seed
+        self.gpu_exe = gpu_exe
+        self.fitted: dict[LongSpec, FittedPrompt] = {}
+        self.counter: TokenCounter | None = None
+        self.cycles_done = 0
+
+    # --- token counting -------------------------------------------------------------------------------
+    async def _usage_probe(self, messages: list[dict[str, str]]) -> int | None:
+        # A tiny request read only for `usage.prompt_tokens`; retried because a faulty server may fail it.
+        for attempt in range(3):
+            rec = await self.client.chat(ChatRequest(
+                messages=messages, max_tokens=1, extra_body=dict(self.opts.extra_body),
+                request_id=f"{self.nonce}-calibration-{uuid.uuid4().hex[:6]}", timeout_s=self.opts.timeout_s,
+                tags={"scenario": "calibration", "role": "calibration", "cycle": 0, "outcome": "calibration"},
+            ))
+            line = rec.to_json()
+            if rec.status != "ok":
+                line.update(outcome="error", error_kind="http" if rec.http_status else "broken_stream")
+            self.rundir.append(REQUESTS, line)
+            if rec.prompt_tokens is not None and rec.usage_source == "server":
+                return rec.prompt_tokens
+        return None
+
+    async def prepare_tokens(self, session: aiohttp.ClientSession) -> TokenCounter:
+        """Find how the server counts tokens (recorded in the manifest)."""
+        self.counter = await probe_counter(session, self.client.base_url, self.client.model, self._usage_probe)
+        self.rundir.update_manifest(tokenization=self.counter.describe())
+        return self.counter
+
+    async def _fit_cycle(self, session: aiohttp.ClientSession, cycle: int) -> None:
+        assert self.counter is not None
+        for sc in self.schedule.cycle(cycle):
+            for r in sc.requests:
+                q = r.question
+                if isinstance(q, LongSpec) and q not in self.fitted:
+                    fp = await fit_long_prompt(q, self.schedule.long_tokens, self.counter, session)
+                    self.fitted[q] = fp
+                    self.rundir.append(PROMPTS_FILE, {
+                        "plan_id": r.plan_id, "cycle": cycle, "first_word": q.first_word, "code": q.code,
+                        "sentences": fp.sentences, "counted_tokens": fp.counted_tokens,
+                        "target_tokens": self.schedule.long_tokens, "method": self.counter.method,
+                    })
+
+    # --- sending --------------------------------------------------------------------------------------
+    def _request(self, r: PlannedRequest) -> ChatRequest:
+        q = r.question
+        body = dict(self.opts.extra_body)
+        if isinstance(q, LongSpec):
+            text, max_tokens = self.fitted[q].text, self.opts.long_max_tokens
+        elif r.role.startswith("gen"):
+            # ignore_eos makes every generation run its full length; servers that ignore it still get checked.
+            text, max_tokens = q.text, self.opts.gen_tokens
+            body["ignore_eos"] = True
+        else:
+            text, max_tokens = q.text, self.opts.short_max_tokens
+        return ChatRequest(
+            messages=messages_for(text), max_tokens=max_tokens, temperature=0.0, extra_body=body,
+            request_id=f"{self.nonce}-{r.plan_id}", timeout_s=self.opts.timeout_s,
+        )
+
+    async def _one(
+        self, r: PlannedRequest, start: float, done_at: dict[str, float], events: dict[str, asyncio.Event],
+        bar: tqdm,
+    ) -> None:
+        if r.after:
+            waits = [asyncio.ensure_future(events[a].wait()) for a in r.after]
+            stop_wait = asyncio.ensure_future(self.stop.wait())
+            await asyncio.wait([asyncio.gather(*waits), stop_wait], return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            for w in waits:
+                w.cancel()
+            if self.stop.is_set():
+                events[r.plan_id].set()
+                return
+            base = max(done_at[a] for a in r.after)
+        else:
+            base = start
+        planned = base + r.offset_s / self.opts.time_scale
+        delay = planned - self.clock.now()
+        if delay > 0:
+            try:
+                await asyncio.wait_for(self.stop.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass
+        if self.stop.is_set():
+            events[r.plan_id].set()
+            return
+        cancel_after = None if r.cancel_after_s is None else r.cancel_after_s / self.opts.time_scale
+        rec = await self.client.chat(self._request(r), cancel_after_s=cancel_after, cancel_event=self.stop)
+        done_at[r.plan_id] = self.clock.now()
+        events[r.plan_id].set()
+        interrupted = self.stop.is_set() and rec.status == "cancelled"
+        verdict = judge(rec, r.role, r.expected, planned_cancel=r.cancel_after_s is not None)
+        line = rec.to_json()
+        metric = METRIC_OF.get((r.scenario, r.role))
+        line.update(
+            cycle=r.cycle, scenario=r.scenario, role=r.role, plan_id=r.plan_id, expected=r.expected,
+            t_planned=planned, cancel_after_s=cancel_after, metric=metric,
+            outcome="interrupted" if interrupted else verdict.outcome,
+            error_kind=None if interrupted else verdict.error_kind, extracted=verdict.extracted,
+            interrupted=interrupted,
+        )
+        if isinstance(r.question, LongSpec):
+            line["planned_prompt_tokens"] = self.fitted[r.question].counted_tokens
+        if metric == "concurrent_stream_tok_s" or metric == "gen_alone_tok_s":
+            line[metric] = rec.decode_tok_s
+        self.rundir.append(REQUESTS, line)
+        bar.update(1)
+
+    async def run_scenario(self, sc: Scenario, bar: tqdm) -> None:
+        """Send one scenario's requests at their planned times and wait for all of them."""
+        bar.set_postfix_str(sc.name)
+        events = {r.plan_id: asyncio.Event() for r in sc.requests}
+        done_at: dict[str, float] = {}
+        start = self.clock.now()
+        await asyncio.gather(*(self._one(r, start, done_at, events, bar) for r in sc.requests))
+
+    async def run(self) -> None:
+        """Every cycle of the schedule until done or `stop` is set."""
+        lag = LoopLagSampler(self.clock)
+        gpu = None
+        if self.gpu_exe:
+            gpu = GpuMemorySampler(self.gpu_exe, self.clock, lambda s: self.rundir.append(GPU_FILE, s),
+                                   self.opts.gpu_interval_s)
+            gpu.start()
+        async with aiohttp.ClientSession() as session:
+            await self.prepare_tokens(session)
+            lag.start()
+            try:
+                for cycle in range(1, self.schedule.cycles + 1):
+                    if self.stop.is_set():
+                        break
+                    await self._fit_cycle(session, cycle)
+                    lag.take()  # tokenizing is not part of the measured cycle
+                    if gpu is not None:
+                        gpu.cycle = cycle
+                    scenarios = self.schedule.cycle(cycle)
+                    with tqdm(total=sum(len(s.requests) for s in scenarios), desc=f"cycle {cycle}/"
+                              f"{self.schedule.cycles}", file=sys.stderr, disable=not self.opts.progress,
+                              leave=True, dynamic_ncols=True) as bar:
+                        for sc in scenarios:
+                            if self.stop.is_set():
+                                break
+                            await self.run_scenario(sc, bar)
+                    samples = lag.take()
+                    self.rundir.append(LAG_FILE, {
+                        "cycle": cycle, "n": len(samples),
+                        "lag_p95_s": statistics.quantiles(samples, n=20)[-1] if len(samples) >= 2 else None,
+                        "lag_max_s": max(samples) if samples else None,
+                    })
+                    if not self.stop.is_set():
+                        self.cycles_done = cycle
+            finally:
+                await lag.stop()
+                if gpu is not None:
+                    await gpu.stop()

@@ -1,0 +1,77 @@
+"""The client checking itself: event-loop lag sampling and send lateness, and whether they distort the run.
+
+A stress metric is a difference of timestamps taken by this process; if the event loop was busy (tokenizing,
+writing files, a slow machine) a short request goes out late and its TTFT looks better or worse than it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from evalkit.clock import Clock
+from evalkit.stats import distribution
+
+DISTORTION_SHARE = 0.10  # lateness or lag beyond 10% of the smallest latency metric distorts it
+LATENCY_METRICS = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s")
+
+
+class LoopLagSampler:
+    """Sleeps `interval_s` again and again and records how late each wake-up was."""
+
+    def __init__(self, clock: Clock, interval_s: float = 0.02) -> None:
+        self.clock = clock
+        self.interval_s = interval_s
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        while True:
+            t0 = self.clock.now()
+            await asyncio.sleep(self.interval_s)
+            self.samples.append(max(0.0, self.clock.now() - t0 - self.interval_s))
+
+    def start(self) -> None:
+        """Begin sampling in the running loop."""
+        self._task = asyncio.ensure_future(self._loop())
+
+    def take(self) -> list[float]:
+        """The samples since the last call (and forget them)."""
+        out, self.samples = self.samples, []
+        return out
+
+    async def stop(self) -> None:
+        """Stop sampling."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+
+def client_health(lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
+    """Send lateness and loop lag distributions, and `distorted` with its reasons."""
+    lateness = [r["t_sent"] - r["t_planned"] for r in lines if r.get("t_planned") is not None and r.get("t_sent")]
+    lag_p95 = [row["lag_p95_s"] for row in lag_rows if row.get("lag_p95_s") is not None]
+    lag_max = [row["lag_max_s"] for row in lag_rows if row.get("lag_max_s") is not None]
+    late = distribution(lateness)
+    smallest = min(
+        (metrics[m]["p50"] for m in LATENCY_METRICS if (metrics.get(m) or {}).get("p50")), default=None
+    )
+    reasons = []
+    if smallest is not None:
+        limit = DISTORTION_SHARE * smallest
+        if late["p95"] is not None and late["p95"] > limit:
+            reasons.append(f"send lateness p95 {late['p95'] * 1000:.1f} ms exceeds 10% of the smallest latency "
+                           f"metric's p50 ({smallest * 1000:.1f} ms)")
+        if lag_max and max(lag_max) > limit:
+            reasons.append(f"event-loop lag max {max(lag_max) * 1000:.1f} ms exceeds 10% of the smallest latency "
+                           f"metric's p50 ({smallest * 1000:.1f} ms)")
+    return {
+        "send_lateness_s": late,
+        "loop_lag_p95_s": max(lag_p95) if lag_p95 else None,
+        "loop_lag_max_s": max(lag_max) if lag_max else None,
+        "distorted": bool(reasons),
+        "distortion_reasons": reasons,
+    }

@@ -1,0 +1,78 @@
+"""`summary.json` of a stress run, computed from its files alone (so it can be recomputed from an old run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalkit.rundir import REQUESTS, read_jsonl
+from evalkit_stress.diagnose import diagnose
+from evalkit_stress.gpu_memory import summarize_gpu
+from evalkit_stress.metrics import compute_metrics
+from evalkit_stress.runner import GPU_FILE, LAG_FILE, PROMPTS_FILE
+from evalkit_stress.selfcheck import client_health
+from evalkit.stats import distribution
+
+
+def _brief(r: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"request_id": r["request_id"], "cycle": r.get("cycle"), "scenario": r.get("scenario"),
+            "role": r.get("role"), **extra}
+
+
+def divergent_generations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Concurrent generations whose text differs from the same prompt run alone (temperature 0)."""
+    solos = {(r["cycle"], r["expected"]): r for r in lines if r.get("role") == "gen_solo" and r.get("status") == "ok"}
+    out = []
+    for r in lines:
+        if r.get("role") != "gen_pair" or r.get("status") != "ok":
+            continue
+        solo = solos.get((r["cycle"], r["expected"]))
+        if solo is not None and solo.get("content") != r.get("content"):
+            out.append(_brief(r, alone_request_id=solo["request_id"]))
+    return out
+
+
+def build_summary(run_path: Path, seed: int, cycles_planned: int, cycles_done: int, options: dict[str, Any],
+                  stopped: str | None) -> dict[str, Any]:
+    """The contract's stress summary plus diagnoses, error and wrong-answer lists, client health, GPU memory."""
+    lines = read_jsonl(run_path / REQUESTS)
+    stress_lines = [r for r in lines if r.get("scenario") != "calibration"]
+    metrics = compute_metrics(stress_lines)
+    errors = [_brief(r, kind=r.get("error_kind"), error=r.get("error"), http_status=r.get("http_status"))
+              for r in lines if r.get("outcome") == "error"]
+    wrong = [_brief(r, expected=r.get("expected"), extracted=r.get("extracted"))
+             for r in stress_lines if r.get("outcome") == "wrong"]
+    kinds: dict[str, int] = {}
+    for e in errors:
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+    prompts = read_jsonl(run_path / PROMPTS_FILE)
+    target = options.get("long_tokens")
+    reported = [r["prompt_tokens"] for r in stress_lines if r.get("role") == "long" and r.get("prompt_tokens")]
+    divergent = divergent_generations(stress_lines)
+    return {
+        "kind": "stress",
+        "seed": seed,
+        "cycles": cycles_done,
+        "cycles_planned": cycles_planned,
+        "partial": stopped not in (None, "completed"),
+        "stopped": stopped or "completed",
+        "requests": len(stress_lines),
+        "errors": len(errors),
+        "wrong_answers": len(wrong),
+        "divergent": len(divergent),
+        "metrics": metrics,
+        "diagnoses": diagnose(metrics, stress_lines),
+        "error_kinds": kinds,
+        "error_requests": errors,
+        "wrong_answer_requests": wrong,
+        "divergent_requests": divergent,
+        "long_prompt_tokens": {
+            "target": target,
+            "counted": distribution(p["counted_tokens"] for p in prompts),
+            "reported_by_server": distribution(reported),
+            "max_error_vs_target": (max(abs(v - target) / target for v in reported) if reported and target else None),
+        },
+        "client": client_health(stress_lines, read_jsonl(run_path / LAG_FILE), metrics),
+        "gpu_memory": summarize_gpu(read_jsonl(run_path / GPU_FILE)),
+        "options": options,
+    }
