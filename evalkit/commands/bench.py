@@ -1,16 +1,143 @@
-"""`evalkit bench` (not yet built)."""
+"""`evalkit bench`: code / math / prose decode throughput, single and concurrent; bisect mode for `git bisect run`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
 
+from tqdm import tqdm
+
+from evalkit import bisect
+from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
+from evalkit.cli import add_output_options, add_server_options
+from evalkit.connect import discover_model
 from evalkit.errors import UsageError
+from evalkit.rundir import REQUESTS
+from evalkit.runcontext import RunContext, open_run, print_run_path, profile_from_args
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit bench`."""
+    add_server_options(p)
+    add_output_options(p)
+    p.add_argument("--runs", type=int, default=3, help="runs per prompt; the median is reported (default 3)")
+    p.add_argument("--max-tokens", type=int, default=512, help="completion tokens per request (default 512)")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="also run this many streams at once and report combined and per-stream rates (e.g. 2)")
+    p.add_argument("--prompts", type=Path, help="your own prompts: TOML [[prompt]] name/text, or JSONL name/prompt")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="short requests sent first and not counted (default 1)")
+    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                   help="do not send ignore_eos (for servers that reject unknown fields)")
+    g = p.add_argument_group("bisect mode (exit 0 good, 1 bad, 125 skip, for `git bisect run`)")
+    g.add_argument("--bisect-good-at-least", type=float, metavar="X", help="good when the metric is >= X tok/s")
+    g.add_argument("--bisect-bad-at-most", type=float, metavar="Y", help="bad when the metric is <= Y tok/s")
+    g.add_argument("--metric", default="code",
+                   help="prompt name whose decode tok/s is judged, or 'concurrent' for the combined rate")
+    g.add_argument("--bisect-log", type=Path,
+                   help="JSONL log to append each step to (default $EVALKIT_BISECT_LOG, else OUT/bisect-log.jsonl)")
+    g.add_argument("--bisect-commit", help="commit to log (default: git HEAD of the working directory)")
+    g.add_argument("--bisect-note", help="note to log (default: the commit's subject)")
+
+
+def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
+    if args.runs < 1 or args.max_tokens < 2 or args.concurrency < 1:
+        raise UsageError("--runs and --concurrency must be >= 1 and --max-tokens >= 2")
+    prompts = load_prompts(args.prompts) if args.prompts else packaged_prompts()
+    concurrency = args.concurrency
+    if bisecting:
+        # A bisect step measures only what it judges: the write-up ran the code prompt 3 times per commit.
+        if args.metric == "concurrent":
+            concurrency = max(2, concurrency)
+            prompts = prompts[:1]
+        else:
+            chosen = [p for p in prompts if p.name == args.metric]
+            if not chosen:
+                raise UsageError(f"--metric {args.metric!r} names no prompt ({', '.join(p.name for p in prompts)})")
+            prompts, concurrency = chosen, 1
+    return BenchPlan(prompts=tuple(prompts), runs=args.runs, max_tokens=args.max_tokens, concurrency=concurrency,
+                     ignore_eos=args.ignore_eos, warmup=max(0, args.warmup))
+
+
+async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContext, dict]:
+    total = plan.runs * len(plan.prompts) + (plan.runs * plan.concurrency if plan.concurrency > 1 else 0)
+    async with open_run(args, "bench", {"bench": {"prompts": [p.name for p in plan.prompts], "runs": plan.runs,
+                                                  "max_tokens": plan.max_tokens, "concurrency": plan.concurrency,
+                                                  "ignore_eos": plan.ignore_eos}}) as ctx:
+        plan = BenchPlan(**{**plan.__dict__, "extra_body": tuple(ctx.profile.extra_body.items())})
+        with tqdm(total=total, desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
+            await run_bench(ctx.client, ctx.rundir, plan, bar.update)
+        summary = summarize(ctx.rundir.read(REQUESTS), plan)
+        ctx.rundir.write_summary(summary)
+        ctx.rundir.finish()
+        return ctx, summary
+
+
+def _print_table(summary: dict) -> None:
+    lines = ["prompt      decode tok/s   request tok/s   runs"]
+    for name, p in summary["prompts"].items():
+        runs = ", ".join(f"{r:.1f}" for r in p["runs"])
+        dec = f"{p['tok_s']:.1f}" if p["tok_s"] is not None else "–"
+        req = f"{p['request_tok_s']:.1f}" if p["request_tok_s"] is not None else "–"
+        lines.append(f"{name:<11} {dec:>12} {req:>15}   [{runs}]")
+    c = summary.get("concurrent")
+    if c:
+        per = " / ".join(f"{x:.1f}" for x in c["per_stream_tok_s"] if x is not None)
+        comb = f"{c['combined_tok_s']:.1f}" if c["combined_tok_s"] is not None else "–"
+        lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per} per stream)")
+    if summary["stopped_early"]:
+        lines.append(f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "
+                     "(the server may ignore ignore_eos)")
+    if summary["errors"]:
+        lines.append(f"warning: {summary['errors']} request(s) failed, e.g. {summary['error_samples'][0]['error']}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _metric_value(summary: dict, metric: str) -> float | None:
+    if metric == "concurrent":
+        return (summary.get("concurrent") or {}).get("combined_tok_s")
+    return (summary["prompts"].get(metric) or {}).get("tok_s")
+
+
+def _bisect(args: argparse.Namespace, plan: BenchPlan) -> int:
+    good, bad = args.bisect_good_at_least, args.bisect_bad_at_most
+    bisect.check_thresholds(good, bad)
+    log = args.bisect_log or Path(os.environ.get("EVALKIT_BISECT_LOG") or Path(args.out) / "bisect-log.jsonl")
+
+    def record(value: float | None, code: int, run_dir: Path | None, reason: str | None) -> int:
+        bisect.append_step(log, bisect.make_step(args.bisect_commit, args.bisect_note, args.metric, value, code,
+                                                 good, bad, run_dir, reason))
+        shown = f"{value:.1f} tok/s" if value is not None else "nothing measured"
+        print(f"bisect: {args.metric} {shown} -> {bisect.VERDICTS[code]} (exit {code})"
+              + (f": {reason}" if reason else ""), file=sys.stderr)
+        return code
+
+    try:
+        asyncio.run(discover_model(profile_from_args(args)))
+    except UsageError as e:  # unreachable server: git bisect must skip this commit, not call it bad
+        return record(None, bisect.SKIP, None, str(e))
+    ctx, summary = asyncio.run(_measure(args, plan))
+    _print_table(summary)
+    value = _metric_value(summary, args.metric)
+    code = bisect.exit_code(value, good, bad)
+    reason = "no successful request" if value is None else None
+    record(value, code, ctx.rundir.path, reason)
+    print_run_path(ctx.rundir)
+    return code
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit bench`."""
-    raise UsageError("evalkit bench is not built yet")
+    bisecting = args.bisect_good_at_least is not None or args.bisect_bad_at_most is not None
+    if bisecting and (args.bisect_good_at_least is None or args.bisect_bad_at_most is None):
+        raise UsageError("bisect mode needs both --bisect-good-at-least and --bisect-bad-at-most")
+    plan = _plan(args, bisecting)
+    if bisecting:
+        return _bisect(args, plan)
+    ctx, summary = asyncio.run(_measure(args, plan))
+    _print_table(summary)
+    print_run_path(ctx.rundir)
+    return 0

@@ -1,0 +1,209 @@
+"""Throughput bench: three prompts at temperature 0, fixed completion length, median of client-timed rates.
+
+Rates (every one from client timestamps of one `Clock`):
+- decode tok/s, the headline: (completion_tokens - 1) / (last token - first token) of one request. The first
+  token's wait (queueing, prefill) is left out, so this is the speed a reader watches the text appear.
+- request tok/s: completion_tokens / (done - sent), the whole request with its prefill.
+- combined tok/s for N concurrent streams: (sum of completion_tokens - 1) / (latest last token - earliest first
+  token), i.e. every token the streams produced over the union of their decode windows. A stream that waits for
+  the other's prefill, or finishes early, lowers it: that is the point, it is what the server delivers together.
+Every prompt asks for `max_tokens` tokens with `ignore_eos` so all runs decode the same length; a run that stops
+short anyway is listed in `stopped_early`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Callable
+
+from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.config import read_toml
+from evalkit.errors import UsageError
+from evalkit.rundir import REQUESTS, RunDir, read_jsonl
+
+DEFAULT_PROMPTS = ("code", "math", "prose")
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    """A named prompt sent as one user message."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What one bench run measures."""
+
+    prompts: tuple[BenchPrompt, ...]
+    runs: int = 3
+    max_tokens: int = 512
+    concurrency: int = 1
+    ignore_eos: bool = True
+    warmup: int = 1
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+    def keys(self) -> list[str]:
+        """Every measurement's key in the order it is taken: singles first, then concurrent groups."""
+        singles = [f"single:{p.name}:{i}" for i in range(1, self.runs + 1) for p in self.prompts]
+        groups = [f"concurrent:{i}" for i in range(1, self.runs + 1)] if self.concurrency > 1 else []
+        return singles + groups
+
+
+def packaged_prompts() -> list[BenchPrompt]:
+    """The three packaged prompts: code with heavy comments and explanation, math, prose."""
+    base = files("evalkit_prompts") / "bench"
+    return [BenchPrompt(n, (base / f"{n}.txt").read_text(encoding="utf-8").strip()) for n in DEFAULT_PROMPTS]
+
+
+def load_prompts(path: Path) -> list[BenchPrompt]:
+    """A user's prompts: TOML `[[prompt]] name=.. text=..`, or JSONL lines `{"name": .., "prompt": ..}`."""
+    if not path.is_file():
+        raise UsageError(f"prompts file not found: {path}")
+    if path.suffix == ".toml":
+        raw = read_toml(path).get("prompt")
+        items = [(r.get("name"), r.get("text")) for r in raw] if isinstance(raw, list) else []
+    else:
+        try:
+            lines = read_jsonl(path)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{path}: not JSONL ({e})") from None
+        items = [(r.get("name"), r.get("prompt", r.get("text"))) for r in lines]
+    prompts = []
+    for i, (name, text) in enumerate(items, 1):
+        if not isinstance(name, str) or not name or not isinstance(text, str) or not text.strip():
+            raise UsageError(f"{path}: prompt {i} needs a non-empty name and text")
+        prompts.append(BenchPrompt(name, text.strip()))
+    if not prompts:
+        raise UsageError(f"{path}: no prompts ([[prompt]] tables in TOML, or JSONL lines with name and prompt)")
+    if len({p.name for p in prompts}) != len(prompts):
+        raise UsageError(f"{path}: prompt names must be unique")
+    return prompts
+
+
+def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> ChatRequest:
+    body = dict(plan.extra_body)
+    if plan.ignore_eos:
+        body["ignore_eos"] = True  # vLLM, SGLang and llama.cpp honour it; others ignore unknown fields
+    return ChatRequest(messages=[{"role": "user", "content": prompt.text}], max_tokens=plan.max_tokens,
+                       temperature=0.0, extra_body=body, request_id=new_request_id("bench"), tags=tags)
+
+
+def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
+    ok: dict[str, int] = {}
+    for line in lines:
+        if line.get("status") == "ok" and line.get("bench_key"):
+            ok[line["bench_key"]] = ok.get(line["bench_key"], 0) + 1
+    need = {k: (plan.concurrency if k.startswith("concurrent:") else 1) for k in plan.keys()}
+    return {k for k, n in ok.items() if n >= need.get(k, 1)}
+
+
+async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done: Callable[[int], None]) -> None:
+    """Take every measurement not already in `requests.jsonl` (a resumed run skips what it has)."""
+    done = _completed(rundir.read(REQUESTS), plan)
+    by_name = {p.name: p for p in plan.prompts}
+    # Warm-up requests are sent and thrown away: a first request pays one-off costs on both sides (connection
+    # setup, lazy imports, a server's graph capture or cache fill) that bunch up its token arrivals.
+    for i in range(plan.warmup if len(done) < len(plan.keys()) else 0):
+        warm = _request(plan, plan.prompts[0], {"phase": "warmup", "run": i + 1})
+        rec = await client.chat(ChatRequest(**{**warm.__dict__, "max_tokens": min(plan.max_tokens, 32)}))
+        rundir.append(REQUESTS, rec.to_json())  # kept for the record; it has no bench_key, so no rate uses it
+    skipped = sum(plan.concurrency if k.startswith("concurrent:") else 1 for k in done)
+    if skipped:
+        on_done(skipped)
+    for key in plan.keys():
+        if key in done:
+            continue
+        if key.startswith("single:"):
+            _, name, run = key.split(":")
+            reqs = [_request(plan, by_name[name], {"bench_key": key, "phase": "single", "prompt": name,
+                                                   "run": int(run)})]
+        else:
+            run = key.split(":")[1]
+            first = plan.prompts[0]
+            reqs = [_request(plan, first, {"bench_key": key, "phase": "concurrent", "prompt": first.name,
+                                           "run": int(run), "stream": s}) for s in range(plan.concurrency)]
+        records = await asyncio.gather(*(client.chat(r) for r in reqs))
+        for rec in records:
+            rundir.append(REQUESTS, rec.to_json())
+        on_done(len(records))
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+    """(combined decode tok/s over the union of decode windows, combined tok/s over the union of request windows)."""
+    tokens = sum(g.get("completion_tokens") or 0 for g in group)
+    firsts = [g["t_first_token"] for g in group if g.get("t_first_token") is not None]
+    lasts = [g["t_last_token"] for g in group if g.get("t_last_token") is not None]
+    decode = None
+    if firsts and lasts and max(lasts) > min(firsts) and tokens > 1:
+        decode = (tokens - 1) / (max(lasts) - min(firsts))
+    span = max(g["t_done"] for g in group) - min(g["t_sent"] for g in group)
+    return decode, (tokens / span if span > 0 else None)
+
+
+def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
+    """summary.json from requests.jsonl (contract shape plus request rates, TTFT and early stops)."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in lines:
+        if line.get("status") == "ok" and line.get("bench_key"):
+            latest[(line["bench_key"], line.get("stream", 0))] = line  # a re-measured key keeps its last result
+    ok = list(latest.values())
+    prompts: dict[str, Any] = {}
+    for p in plan.prompts:
+        mine = sorted((x for x in ok if x.get("phase") == "single" and x.get("prompt") == p.name),
+                      key=lambda x: x.get("run", 0))
+        runs = [x["decode_tok_s"] for x in mine if x.get("decode_tok_s") is not None]
+        req = [x["request_tok_s"] for x in mine if x.get("request_tok_s") is not None]
+        prompts[p.name] = {
+            "tok_s": _median(runs), "runs": runs,
+            "request_tok_s": _median(req), "request_runs": req,
+            "ttft_s": _median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
+            "completion_tokens": [x.get("completion_tokens") for x in mine],
+        }
+    concurrent = None
+    if plan.concurrency > 1:
+        groups: dict[int, list[dict[str, Any]]] = {}
+        for x in ok:
+            if x.get("phase") == "concurrent":
+                groups.setdefault(x.get("run", 0), []).append(x)
+        full = [sorted(g, key=lambda x: x.get("stream", 0)) for _, g in sorted(groups.items())
+                if len(g) == plan.concurrency]
+        combined = [c for c in (combined_rates(g)[0] for g in full) if c is not None]
+        combined_req = [c for c in (combined_rates(g)[1] for g in full) if c is not None]
+        per_stream = [[g[s]["decode_tok_s"] for g in full if g[s].get("decode_tok_s") is not None]
+                      for s in range(plan.concurrency)]
+        concurrent = {
+            "streams": plan.concurrency, "prompt": plan.prompts[0].name,
+            "combined_tok_s": _median(combined), "runs": combined,
+            "combined_request_tok_s": _median(combined_req), "request_runs": combined_req,
+            "per_stream_tok_s": [_median(s) for s in per_stream], "per_stream_runs": per_stream,
+        }
+    early = [{"request_id": x["request_id"], "prompt": x.get("prompt"), "run": x.get("run"),
+              "completion_tokens": x.get("completion_tokens"), "finish_reason": x.get("finish_reason")}
+             for x in ok if (x.get("completion_tokens") or 0) < plan.max_tokens]
+    failed = [x for x in lines if x.get("status") != "ok"]
+    return {
+        "kind": "bench",
+        "max_tokens": plan.max_tokens,
+        "runs_per_prompt": plan.runs,
+        "ignore_eos": plan.ignore_eos,
+        "rate": "tok_s = median over runs of (completion_tokens - 1) / (last token - first token); "
+                "request_tok_s = completion_tokens / (done - sent); combined_tok_s = (sum of completion_tokens - 1)"
+                " / (latest last token - earliest first token)",
+        "prompts": prompts,
+        "concurrent": concurrent,
+        "stopped_early": early,
+        "errors": len(failed),
+        "error_samples": [{"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")}
+                          for x in failed[:5]],
+    }
