@@ -1,16 +1,132 @@
-"""`evalkit capability` (not yet built)."""
+"""`evalkit capability`: the pinned 140-question set against a server, or `--replay` of recorded answers."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
 
+from evalkit.cli import add_output_options, add_server_options
+from evalkit.config import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
+from evalkit.rundir import RunDir, default_run_name
+from evalkit.runcontext import open_run, print_run_path
+
+# Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
+DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit capability`."""
+    add_server_options(p)
+    add_output_options(p)
+    g = p.add_argument_group("capability")
+    g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server (live runs)")
+    g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all)")
+    g.add_argument("--limit", type=int, help="only the first N questions of each dataset in the manifest")
+    g.add_argument("--concurrency", type=int, help="requests in flight (default: the server profile's, else 1)")
+    g.add_argument("--data-dir", help="local dataset files in the Hub's columns (default $EVALKIT_DATA_DIR, "
+                   "else the Hugging Face Hub)")
+    g.add_argument("--max-tokens", type=int, help="per-request limit (default by mode: "
+                   + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_TOKENS.items()) + ")")
+    g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
+    g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")
+
+
+def _revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+    from evalkit_evals.datasets import revision_info
+
+    full = {ds: revision_info(ds, data_dir) for ds in datasets}
+    short = {}
+    for ds, info in full.items():
+        parts = [v.get("revision") or f"local sha256:{(v.get('sha256') or 'missing')[:16]}" for v in info.values()]
+        short[ds] = ",".join(dict.fromkeys(parts))
+    return full, short
+
+
+def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, extra: dict[str, Any]) -> int:
+    from evalkit_evals.scoreboard import latest_per_id, summarize, table, thinking_warning
+
+    latest = latest_per_id(lines)
+    warning = thinking_warning(latest, thinking)
+    truncated = sum(1 for ln in latest if ln.get("finish_reason") == "length")
+    summary = summarize(latest, thinking, truncated_answers=truncated, thinking_warning=warning,
+                        thinking_seen=sum(1 for ln in latest if ln.get("thinking")), **extra)
+    rundir.write_summary(summary)
+    rundir.finish()
+    print(table(summary))
+    if truncated:
+        print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
+    if warning:
+        sys.stderr.write(f"warning: {warning}\n")
+        print(f"warning: {warning}")
+    print_run_path(rundir)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from evalkit_evals.grader import Grader
+    from evalkit_evals.question_set import items_by_id, load_manifest
+    from evalkit_evals.runner import read_replay, run_replay
+
+    answers = read_replay(args.replay)
+    qset = load_manifest(args.manifest)
+    items = items_by_id([a["id"] for a in answers], args.data_dir)
+    datasets = sorted({it.dataset for it in items.values()})
+    full, short = _revisions(datasets, args.data_dir)
+    name = args.name or default_run_name("capability")
+    manifest = {"mode": "replay", "replay_file": str(args.replay), "question_set": {"name": qset.name,
+                "sha256": qset.sha256}, "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": None}
+    rundir = RunDir.create(args.out, name, "capability", manifest)
+    if rundir.resumed and rundir.read("graded.jsonl"):
+        raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
+    grader = Grader(args.data_dir)
+    try:
+        lines = run_replay(rundir, answers, items, grader, short)
+    finally:
+        grader.close()
+    return _finish(rundir, lines, None, {"mode": "replay", "question_set": qset.name})
+
+
+async def _live(args: argparse.Namespace) -> int:
+    from evalkit_evals.grader import Grader
+    from evalkit_evals.question_set import load_manifest, parse_datasets, select_items
+    from evalkit_evals.runner import run_live
+
+    if args.thinking is None:
+        raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    datasets = parse_datasets(args.datasets)
+    qset = load_manifest(args.manifest)
+    items = select_items(qset, datasets, args.limit, args.data_dir)
+    full, short = _revisions(datasets, args.data_dir)
+    max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
+    manifest = {"mode": "live", "question_set": {"name": qset.name, "sha256": qset.sha256},
+                "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": args.thinking,
+                "datasets": datasets, "limit": args.limit, "max_tokens": max_tokens}
+    async with open_run(args, "capability", manifest) as ctx:
+        concurrency = args.concurrency or ctx.profile.concurrency or 1
+        body, system_prompt = thinking_params(ctx.profile, args.thinking)
+        extra_body = {**ctx.profile.extra_body, **body}
+        ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body,
+                                   system_prompt=system_prompt)
+        grader = Grader(args.data_dir)
+        try:
+            await run_live(ctx.rundir, ctx.client, items, grader, short, extra_body, system_prompt,
+                           max_tokens, concurrency)
+        finally:
+            grader.close()
+        wanted = {it.qid for it in items}
+        lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
+        return _finish(ctx.rundir, lines, args.thinking,
+                       {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256})
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit capability`."""
-    raise UsageError("evalkit capability is not built yet")
+    if args.replay is not None:
+        return _replay(args)
+    return asyncio.run(_live(args))

@@ -1,0 +1,84 @@
+"""One entry point for judging an answer to any item: dispatch to the dataset's grader, apply the truncation rule,
+and build the `graded.jsonl` line. Reasoning is never given to a grader."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from evalkit_evals import gsm8k, humanevalplus, math500, musr
+from evalkit_evals.datasets import DatasetItem
+from evalkit_evals.math_judge import MathJudge
+from evalkit_evals.sandbox import SandboxLimits
+from evalkit_evals.verdict import Verdict
+
+_TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
+
+
+class Grader:
+    """Grades answers; holds the math-verify worker and evalplus's task data for the run. Close it at the end."""
+
+    def __init__(self, data_dir: str | Path | None, limits: SandboxLimits = SandboxLimits()) -> None:
+        self.data_dir = data_dir
+        self.limits = limits
+        self._judge = MathJudge()
+        self._problems: dict[str, dict[str, Any]] | None = None
+
+    def problems(self) -> dict[str, dict[str, Any]]:
+        """evalplus's HumanEval+ tasks, loaded once."""
+        if self._problems is None:
+            self._problems = humanevalplus.load_problems(self.data_dir)
+        return self._problems
+
+    def grade(self, item: DatasetItem, content: str, finish_reason: str | None = None) -> Verdict:
+        """Judge the answer text (never the reasoning). A cut-off answer that is not right is `truncated`."""
+        try:
+            verdict = self._grade(item, content or "")
+        except Exception as e:  # noqa: BLE001 - a grader failure is this question's `error`, not the run's
+            verdict = Verdict("error", None, f"grader failed: {type(e).__name__}: {e}")
+        if finish_reason == "length" and verdict.outcome != "correct":
+            verdict = Verdict("truncated", verdict.extracted,
+                              f"answer cut at max_tokens (finish_reason length); {verdict.why}", verdict.details)
+        return verdict
+
+    def _grade(self, item: DatasetItem, content: str) -> Verdict:
+        if item.dataset == "gsm8k":
+            return gsm8k.grade(item.row, content)
+        if item.dataset == "math500":
+            return math500.grade(item.row, content, self._judge)
+        if item.dataset == "musr":
+            return musr.grade(item.row, content)
+        task_id = item.row["task_id"]
+        return humanevalplus.grade(self.problems()[task_id], content, self.limits)
+
+    def close(self) -> None:
+        """Stop the math-verify worker."""
+        self._judge.close()
+
+
+def token_counts(content: str, reasoning: str | None, content_chunks: int, reasoning_chunks: int) -> dict[str, Any]:
+    """Reasoning and answer tokens: chunk counts when reasoning came in its own field (one chunk is one token on
+    llama.cpp, vLLM and the sim); when it came inline in `<think>` tags, the reasoning part is estimated from its
+    text and the rest of the content chunks are the answer's."""
+    if reasoning_chunks or not reasoning:
+        return {"reasoning_tokens": reasoning_chunks, "answer_tokens": content_chunks, "token_count_source": "chunks"}
+    est = len(_TOKEN.findall(reasoning))
+    return {"reasoning_tokens": est, "answer_tokens": max(0, content_chunks - est),
+            "token_count_source": "estimated from inline reasoning text"}
+
+
+def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **extra: Any) -> dict[str, Any]:
+    """The `graded.jsonl` line: contract fields first, then provenance and whatever the caller adds."""
+    return {
+        "id": item.qid,
+        "dataset": item.dataset,
+        "correct": verdict.correct,
+        "outcome": verdict.outcome,
+        "extracted": verdict.extracted,
+        "why": verdict.why,
+        "details": verdict.details,
+        "dataset_revision": revision,
+        "row_hash": item.row_hash,
+        **extra,
+    }

@@ -1,0 +1,110 @@
+"""HumanEval+: the evalplus-style prompt (`prompts/humanevalplus.j2`), code sanitized out of the chat answer
+(never out of the reasoning), and evalplus's base and plus tests run in the sandbox; right only when both pass.
+
+Task data comes from evalplus's own data API (`get_human_eval_plus`), pointed at the local native file
+`evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz` when a data directory is given.
+
+Extraction: the fenced block that defines the entry point (the last such), else the longest fenced block, else the
+whole answer; then `evalplus.sanitize.sanitize`. An answer holding only a function body is completed onto the
+prompt (evalplus's completion style). Import lines of the prompt (`from typing import List`) are prepended
+when the answer omits them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UsageError
+from evalkit_evals.datasets import data_dir_from_env
+from evalkit_evals.sandbox import SandboxLimits, run_job
+from evalkit_evals.verdict import Verdict
+
+NATIVE_FILE = "evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz"
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
+    """evalplus's HumanEval+ tasks by task id, from the local native file when a data directory is given."""
+    import evalplus.data.humaneval as he
+
+    root = data_dir_from_env(data_dir)
+    if root is not None:
+        path = root / NATIVE_FILE
+        if not path.exists():
+            raise UsageError(f"HumanEval+ native file not found: {path}")
+        # evalplus reads HUMANEVAL_OVERRIDE_PATH at import; setting the module's copy works after import too.
+        he.HUMANEVAL_OVERRIDE_PATH = str(path.resolve())
+    try:
+        return he.get_human_eval_plus()
+    except Exception as e:  # noqa: BLE001 - a failed download is one line
+        raise UsageError(f"could not load HumanEval+ through evalplus: {type(e).__name__}; "
+                         "pass --data-dir or set EVALKIT_DATA_DIR") from None
+
+
+def _prompt_imports(prompt: str) -> list[str]:
+    return [ln for ln in prompt.splitlines() if re.match(r"^(import|from)\s+\w", ln)]
+
+
+def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None, str]:
+    """(program text, how it was found) from a chat answer; None when no code can be read."""
+    from evalplus.sanitize import sanitize
+
+    defines = re.compile(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
+    blocks = [m.group(2) for m in _FENCE.finditer(answer)
+              if m.group(1).lower() in ("", "python", "py", "python3")]
+    if blocks:
+        with_def = [b for b in blocks if defines.search(b)]
+        text, how = (with_def[-1], "fenced block defining the entry point") if with_def else \
+            (max(blocks, key=len), "longest fenced block")
+    else:
+        text, how = answer, "bare code"
+    if not text.strip():
+        return None, "no code in the answer"
+    if defines.search(text):
+        code = sanitize(text, entry_point)
+    else:
+        code = sanitize(prompt + text, entry_point)
+        how += ", body completed onto the prompt"
+    if not defines.search(code) and defines.search(text):
+        # evalplus's sanitizer drops functions without a `return` (e.g. a body that only raises); such an
+        # answer is readable code that fails its tests, not an unreadable one.
+        code, how = text, f"{how}, as written (the sanitizer dropped a function without return)"
+    if not code.strip() or not defines.search(code):
+        return None, f"{how}: no definition of {entry_point}() after sanitizing"
+    missing = [ln for ln in _prompt_imports(prompt) if ln not in code]
+    if missing:
+        code = "\n".join(missing) + "\n" + code
+    return code, how
+
+
+def grade(problem: dict[str, Any], answer: str, limits: SandboxLimits = SandboxLimits()) -> Verdict:
+    """Run the sanitized answer against the base and plus inputs; correct only when both pass."""
+    code, how = extract_code(answer, problem["prompt"], problem["entry_point"])
+    if code is None:
+        return Verdict("unparsed", None, how)
+    job = {
+        "entry_point": problem["entry_point"],
+        "reference": problem["prompt"] + problem["canonical_solution"],
+        "code": code,
+        "base": problem["base_input"],
+        "plus": problem["plus_input"],
+        "atol": problem["atol"],
+        "min_time_limit_s": 1.0,  # evalplus's DEFAULT_MIN_TIME_LIMIT
+        "time_limit_factor": 4.0,  # evalplus's DEFAULT_GT_TIME_LIMIT_FACTOR
+        "load_time_limit_s": 10.0,
+    }
+    res = run_job(job, limits)
+    if res.result is None or "base" not in res.result:
+        why = "wall-clock limit" if res.timed_out else f"sandbox child ended (rc {res.returncode}) without a result"
+        return Verdict("wrong", code, f"{how}; {why}", {"stderr": res.stderr[-500:]})
+    base, plus = res.result["base"], res.result["plus"]
+    ok = base["status"] == "pass" and plus["status"] == "pass"
+    why = (f"{how}; base {base['status']} {base['passed']}/{base['total']}, "
+           f"plus {plus['status']} {plus['passed']}/{plus['total']}")
+    for name, part in (("base", base), ("plus", plus)):
+        if part.get("error"):
+            why += f"; {name}: {part['error']}"
+    return Verdict("correct" if ok else "wrong", code, why,
+                   {"base": base["status"], "plus": plus["status"], "sandbox": res.result.get("sandbox")})

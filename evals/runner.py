@@ -1,0 +1,152 @@
+"""Asking and grading: the live run against a server, and the replay of recorded answers without one.
+
+Requests go out `concurrency` at a time; each answer is graded in a worker thread as soon as it arrives (two
+gradings at a time: the sandbox and math-verify are CPU-bound and the machine may have two cores) and its line
+is appended to `graded.jsonl` at once, so a killed run loses nothing and resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.errors import UsageError
+from evalkit.rundir import RunDir
+from evalkit_evals.datasets import DatasetItem
+from evalkit_evals.grader import Grader, graded_line, token_counts
+from evalkit_evals.prompting import build_messages, render_prompt
+from evalkit_evals.verdict import Verdict
+
+GRADED = "graded.jsonl"
+GRADING_WORKERS = 2
+
+
+class _Progress:
+    """tqdm on stderr with the running accuracy."""
+
+    def __init__(self, total: int, done: list[dict[str, Any]]) -> None:
+        self.correct = sum(1 for d in done if d["correct"])
+        self.seen = len(done)
+        self.bar = tqdm(total=total, initial=len(done), file=sys.stderr, desc="capability", unit="q",
+                        dynamic_ncols=True, leave=True)
+        self._post()
+
+    def _post(self) -> None:
+        if self.seen:
+            self.bar.set_postfix_str(f"acc {self.correct}/{self.seen} = {100 * self.correct / self.seen:.1f}%")
+
+    def add(self, correct: bool) -> None:
+        self.seen += 1
+        self.correct += int(correct)
+        self._post()
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+async def run_live(
+    rundir: RunDir,
+    client: ChatClient,
+    items: list[DatasetItem],
+    grader: Grader,
+    revisions: dict[str, str],
+    extra_body: dict[str, Any],
+    system_prompt: str | None,
+    max_tokens: int,
+    concurrency: int,
+) -> None:
+    """Ask every item not yet graded in this run directory, grade each answer and append its line."""
+    previous = rundir.read(GRADED)
+    done_ok = [ln for ln in previous if ln["outcome"] != "error"]
+    done_ids = {ln["id"] for ln in done_ok}
+    todo = [it for it in items if it.qid not in done_ids]
+    progress = _Progress(len(items), [ln for ln in done_ok if ln["id"] in {it.qid for it in items}])
+    slots = asyncio.Semaphore(max(1, concurrency))
+    pool = ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade")
+    loop = asyncio.get_running_loop()
+
+    async def one(item: DatasetItem) -> None:
+        prompt = render_prompt(item)
+        req = ChatRequest(messages=build_messages(prompt, system_prompt), max_tokens=max_tokens,
+                          extra_body=extra_body, request_id=new_request_id("cap"),
+                          tags={"qid": item.qid, "dataset": item.dataset})
+        async with slots:
+            rec = await client.chat(req)
+        rundir.append("requests.jsonl", rec.to_json())
+        if rec.status != "ok":
+            verdict = Verdict("error", None, f"request {rec.status}: {rec.error}")
+        else:
+            verdict = await loop.run_in_executor(pool, grader.grade, item, rec.content, rec.finish_reason)
+        line = graded_line(
+            item, verdict, revisions.get(item.dataset), request_id=rec.request_id,
+            finish_reason=rec.finish_reason, thinking=bool(rec.reasoning),
+            **token_counts(rec.content, rec.reasoning, rec.content_chunks, rec.reasoning_chunks),
+            prompt=prompt, content=rec.content, reasoning=rec.reasoning,
+        )
+        rundir.append(GRADED, line)
+        progress.add(verdict.correct)
+
+    try:
+        await asyncio.gather(*(one(it) for it in todo))
+    finally:
+        progress.close()
+        pool.shutdown(wait=True)
+
+
+def read_replay(path: Path) -> list[dict[str, Any]]:
+    """The replay file's lines (contract: id, content, reasoning); a malformed line is a usage error."""
+    if not path.exists():
+        raise UsageError(f"replay file not found: {path}")
+    out = []
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise UsageError(f"{path}:{n}: not a JSON object") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or not isinstance(obj.get("content"), str):
+            raise UsageError(f"{path}:{n}: needs a string 'id' and a string 'content'")
+        out.append(obj)
+    return out
+
+
+def run_replay(
+    rundir: RunDir,
+    answers: list[dict[str, Any]],
+    items: dict[str, DatasetItem],
+    grader: Grader,
+    revisions: dict[str, str],
+    render: Callable[[DatasetItem], str] = render_prompt,
+) -> list[dict[str, Any]]:
+    """Grade each recorded answer; one `graded.jsonl` line per input line, in input order."""
+    progress = _Progress(len(answers), [])
+
+    def one(ans: dict[str, Any]) -> dict[str, Any]:
+        item = items.get(ans["id"])
+        if item is None:
+            return {"id": ans["id"], "dataset": ans["id"].split(":", 1)[0], "correct": False, "outcome": "error",
+                    "extracted": None, "why": "unknown question id"}
+        verdict = grader.grade(item, ans["content"], ans.get("finish_reason"))
+        return graded_line(item, verdict, revisions.get(item.dataset), finish_reason=ans.get("finish_reason"),
+                           thinking=bool(ans.get("reasoning")), prompt=render(item), content=ans["content"],
+                           reasoning=ans.get("reasoning"))
+
+    lines = []
+    try:
+        with ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade") as pool:
+            for line in pool.map(one, answers):
+                rundir.append(GRADED, line)
+                lines.append(line)
+                progress.add(line["correct"])
+    finally:
+        progress.close()
+    return lines

@@ -1,0 +1,63 @@
+"""From graded lines to the contract's `summary.json` and the per-dataset table printed at the end of a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit_evals.datasets import DATASETS
+from evalkit_evals.verdict import OUTCOMES
+
+
+def latest_per_id(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last graded line of each id (a resumed run re-asks errored questions), in first-seen order."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        out[line["id"]] = line
+    return list(out.values())
+
+
+def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
+    """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes}}, "total": {...}}` + extras."""
+    scores: dict[str, dict[str, Any]] = {}
+    for ds in DATASETS:
+        mine = [ln for ln in lines if ln["dataset"] == ds]
+        if not mine:
+            continue
+        outcomes = {o: sum(1 for ln in mine if ln["outcome"] == o) for o in OUTCOMES}
+        entry: dict[str, Any] = {"correct": outcomes["correct"], "total": len(mine), "outcomes": outcomes}
+        if ds == "humanevalplus":
+            entry["base_pass"] = sum(1 for ln in mine if (ln.get("details") or {}).get("base") == "pass")
+            entry["plus_pass"] = sum(1 for ln in mine if (ln.get("details") or {}).get("plus") == "pass")
+        scores[ds] = entry
+    correct = sum(s["correct"] for s in scores.values())
+    total = sum(s["total"] for s in scores.values())
+    outcomes = {o: sum(s["outcomes"][o] for s in scores.values()) for o in OUTCOMES}
+    return {"kind": "capability", "thinking": thinking, "scores": scores,
+            "total": {"correct": correct, "total": total, "outcomes": outcomes}, **extra}
+
+
+def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str | None:
+    """A warning when the mode asked for did not take effect (servers drop switches their template lacks)."""
+    asked = [ln for ln in lines if "thinking" in ln]
+    if not asked or thinking is None:
+        return None
+    seen = sum(1 for ln in asked if ln["thinking"])
+    if thinking != "off" and seen == 0:
+        return f"thinking {thinking!r} was asked but no answer carried reasoning: the server ignored the switch"
+    if thinking == "off" and seen:
+        return f"thinking was asked off but {seen} of {len(asked)} answers carried reasoning"
+    return None
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The per-dataset table, plain text."""
+    rows = [("dataset", "correct", "total", "acc", "wrong", "unparsed", "truncated", "error")]
+    items = list(summary["scores"].items()) + [("total", summary["total"])]
+    for name, s in items:
+        o = s["outcomes"]
+        acc = f"{100 * s['correct'] / s['total']:.1f}%" if s["total"] else "-"
+        rows.append((name, str(s["correct"]), str(s["total"]), acc, str(o["wrong"]), str(o["unparsed"]),
+                     str(o["truncated"]), str(o["error"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     for r in rows)
