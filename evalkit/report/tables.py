@@ -231,4 +231,4 @@ def bisect_table(entries: list[dict[str, Any]]) -> Table:
         e = ordered[0]
         notes.append(f"good at ≥ {e.get('good_at_least')} tok/s, bad at ≤ {e.get('bad_at_most')} tok/s, "
                      "skip in between.")
-    return Table("bisect", "Bisect", ["note", f"{metric} tok/s", "verdict"], rows, notes, row_header="commit")
+    return Table("bisect", "Commits measured, in commit order", ["note", f"{metric} tok/s", "verdict"], rows, notes, row_header="commit")
