@@ -140,7 +140,7 @@ def test_bisect_log_renders_commit_table(tmp_path: Path) -> None:
                                        "good_at_least": 96, "bad_at_most": 89, "commit_time": ct}) + "\n"
                            for c, n, v, d, ct in steps))
     t = parse_tables(report(tmp_path, "--bisect-log", str(log)))
-    bis = table(t, "Bisect")
+    bis = table(t, "Commits measured")
     assert list(bis) == ["commit", "14f849af", "90fc11e4", "d4b04876"]  # header, then by commit time
     assert bis["d4b04876"] == ["RMSNorm reduction", "84.7", "bad"]
 
