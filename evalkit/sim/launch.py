@@ -102,8 +102,9 @@ class SimProcess:
 
 def start_sim(flags: list[str] | tuple[str, ...] = (), data_dir: str | Path | None = None,
               timeout: float = 30.0, python: str | None = None) -> SimProcess:
-    """Start `python -m evalkit sim --port 0 FLAGS`, wait for its listening line and `/health`."""
-    cmd = [python or sys.executable, "-m", "evalkit", "sim", "--host", "127.0.0.1", "--port", "0", *flags]
+    """Start `evalkit sim --port 0 FLAGS` (as `python -m evalkit.sim`), wait for its listening line and `/health`."""
+    # `-m evalkit.sim` runs the same command as `-m evalkit sim` but skips importing every other command.
+    cmd = [python or sys.executable, "-m", "evalkit.sim", "--host", "127.0.0.1", "--port", "0", *flags]
     if data_dir is not None and "--data-dir" not in flags:
         cmd += ["--data-dir", str(data_dir)]
     fd, err_name = tempfile.mkstemp(prefix="evalkit-sim-", suffix=".stderr")
