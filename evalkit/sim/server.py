@@ -212,6 +212,11 @@ class SimServer:
             data = obj if isinstance(obj, str) else json.dumps({**base, **obj}, separators=(",", ":"))
             await resp.write(f"data: {data}\n\n".encode())
 
+        # Token chunks are the hot path: pre-encode everything around the token text.
+        head = json.dumps(base, separators=(",", ":"))[:-1] + ',"choices":[{"index":0,"delta":{'
+        tail = '},"finish_reason":null}]}\n\n'
+        keys = {"content": '"content":', "reasoning": f'"{field}":'}
+
         try:
             await resp.prepare(request)
             while True:
@@ -222,10 +227,10 @@ class SimServer:
                                              "finish_reason": None}]})
                 elif kind == TOKEN:
                     _, channel, text = msg
-                    delta = {"content": text} if channel == "content" else {field: text}
+                    chunk = f"data: {head}{keys[channel]}{json.dumps(text)}{tail}".encode()
                     if trace.first_token is None:
                         trace.first_token = self.clock.now()
-                    await send({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                    await resp.write(chunk)
                     trace.completion_tokens = job.emitted
                     if job.fault is not None and job.fault.kind == "disconnect" and job.output is not None \
                             and job.emitted >= job.fault.at_token(len(job.output.tokens)):
