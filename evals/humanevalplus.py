@@ -47,6 +47,18 @@ def _prompt_imports(prompt: str) -> list[str]:
     return [ln for ln in prompt.splitlines() if re.match(r"^(import|from)\s+\w", ln)]
 
 
+def _is_body(prompt: str, text: str) -> bool:
+    # A completion-style answer: indented lines that, appended to the prompt, make a valid program.
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if not first[:1].isspace():
+        return False
+    try:
+        compile(prompt + text, "<answer>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
 def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None, str]:
     """(program text, how it was found) from a chat answer; None when no code can be read."""
     from evalplus.sanitize import sanitize
@@ -64,9 +76,11 @@ def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None
         return None, "no code in the answer"
     if defines.search(text):
         code = sanitize(text, entry_point)
-    else:
+    elif _is_body(prompt, text):
         code = sanitize(prompt + text, entry_point)
         how += ", body completed onto the prompt"
+    else:
+        return None, f"{how}: no definition of {entry_point}() and no function body"
     if not defines.search(code) and defines.search(text):
         # evalplus's sanitizer drops functions without a `return` (e.g. a body that only raises); such an
         # answer is readable code that fails its tests, not an unreadable one.

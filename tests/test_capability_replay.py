@@ -1,0 +1,105 @@
+"""`evalkit capability --replay`: hand-written hard cases per dataset, and every dataset's own reference answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit_evals.datasets import load_items
+from cases.capability_hard_cases import GSM8K, HUMANEVALPLUS, MATH500, MUSR
+
+EVALKIT = [sys.executable, "-m", "evalkit"]
+
+
+def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict, subprocess.CompletedProcess]:
+    src = tmp_path / f"{name}.jsonl"
+    src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
+    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = Path(proc.stdout.strip().splitlines()[-1])
+    graded = [json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()]
+    return graded, json.loads((run / "summary.json").read_text()), proc
+
+
+def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
+    he = {it.qid: it.row for it in load_items("humanevalplus", data_dir)}
+    cases = GSM8K + MATH500 + MUSR + HUMANEVALPLUS
+    answers = []
+    for case in cases:
+        qid, content = case[0], case[1]
+        if qid.startswith("humanevalplus:"):
+            content = content.replace("{PROMPT}", he[qid]["prompt"]).replace("{CANONICAL}",
+                                                                            he[qid]["canonical_solution"])
+        answers.append({"id": qid, "content": content, "reasoning": None,
+                        **({"finish_reason": case[4]} if len(case) > 4 else {})})
+    graded, summary, _ = _replay(tmp_path, answers, "hard")
+    assert [g["id"] for g in graded] == [a["id"] for a in answers]  # one line per input line, in order
+    mismatches = [(c[0], c[3], c[2], g["outcome"], g["why"]) for c, g in zip(cases, graded) if g["outcome"] != c[2]]
+    assert not mismatches, "\n".join(map(str, mismatches))
+    for ds in (GSM8K, MATH500, MUSR, HUMANEVALPLUS):
+        assert len(ds) >= 25
+    assert all(g["correct"] == (g["outcome"] == "correct") for g in graded)
+    assert all(g["row_hash"] and g["dataset_revision"] for g in graded)
+    bp = [g for g in graded if g["id"] == "humanevalplus:HumanEval/53"][0]
+    assert bp["details"]["base"] == "pass" and bp["details"]["plus"] == "fail"
+    assert summary["scores"]["humanevalplus"]["base_pass"] > summary["scores"]["humanevalplus"]["plus_pass"]
+
+
+def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
+    """GSM8K's worked answers, MATH-500's answer boxed, MuSR's right choice, all 164 canonical solutions."""
+    answers = []
+    for it in load_items("gsm8k", data_dir):
+        answers.append({"id": it.qid, "content": it.row["answer"], "reasoning": None})
+    for it in load_items("math500", data_dir):
+        answers.append({"id": it.qid, "content": f"The final answer is $\\boxed{{{it.row['answer']}}}$.",
+                        "reasoning": None})
+    for it in load_items("musr", data_dir):
+        answers.append({"id": it.qid, "content": f"ANSWER: {int(it.row['answer_index']) + 1}", "reasoning": None})
+    for it in load_items("humanevalplus", data_dir):
+        code = it.row["prompt"] + it.row["canonical_solution"]
+        answers.append({"id": it.qid, "content": f"```python\n{code}\n```", "reasoning": "not graded"})
+    graded, summary, _ = _replay(tmp_path, answers, "reference")
+    failed = [(g["id"], g["outcome"], g["why"][:200]) for g in graded if not g["correct"]]
+    assert not failed, failed[:20]
+    assert summary["total"] == {"correct": len(answers), "total": len(answers),
+                                "outcomes": {"correct": len(answers), "wrong": 0, "unparsed": 0, "truncated": 0,
+                                             "error": 0}}
+    assert any(g["id"] == "humanevalplus:HumanEval/32" and g["correct"] for g in graded)
+
+
+def test_reasoning_is_never_graded(tmp_path: Path) -> None:
+    answers = [
+        {"id": "gsm8k:0", "content": "I am not sure.", "reasoning": "#### 18"},
+        {"id": "musr:murder_mysteries/0", "content": "Hmm.", "reasoning": "ANSWER: 1"},
+        {"id": "humanevalplus:HumanEval/23", "content": "See my reasoning.",
+         "reasoning": "```python\ndef strlen(string):\n    return len(string)\n```"},
+    ]
+    graded, _, _ = _replay(tmp_path, answers, "reasoning")
+    assert [g["outcome"] for g in graded] == ["unparsed", "unparsed", "unparsed"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ('{"id": "gsm8k:0"}\n', "needs a string 'id' and a string 'content'"),
+    ("not json\n", "not a JSON object"),
+])
+def test_bad_replay_file_is_exit_2(tmp_path: Path, body: str, message: str) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text(body)
+    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_dataset_is_one_line_exit_2(tmp_path: Path) -> None:
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"id": "gsm8k:0", "content": "#### 18"}\n')
+    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path),
+                           "--data-dir", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "openai__gsm8k/test.jsonl" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
