@@ -68,18 +68,21 @@ def stress_run(path: Path, label: str, insert_ttft: float, cycles: int = 3, seed
     lines, t, ins = [], 1_760_000_000.0, []
     for c in range(cycles):
         long_start = t
+        lines.append({"request_id": f"{label}-c{c}-alone", "t_sent": t - 50, "t_first_token": t - 10.0,
+                      "t_done": t - 9.0, "ttft_s": 40.0, "status": "ok", "cycle": c, "scenario": "long_alone",
+                      "role": "long", "prompt_tokens": 54000, "completion_tokens": 8, "error": None})
         lines.append({"request_id": f"{label}-c{c}-long", "t_sent": t, "t_first_token": t + 40.0,
                       "t_done": t + 41.0, "ttft_s": 40.0, "status": "ok", "cycle": c, "scenario": "short_insert",
-                      "metric": "long_prefill_s", "prompt_tokens": 54000, "completion_tokens": 8, "error": None})
+                      "role": "long", "prompt_tokens": 54000, "completion_tokens": 8, "error": None})
         for k in range(2):
             sent = long_start + 1.0 + k * 0.2
             ttft = insert_ttft * (1 + rng.uniform(-0.03, 0.03))
             ins.append(ttft)
             lines.append({"request_id": f"{label}-c{c}-s{k}", "t_sent": sent, "t_first_token": sent + ttft,
                           "t_done": sent + ttft + 0.4, "ttft_s": ttft, "status": "ok", "cycle": c,
-                          "scenario": "short_insert", "metric": "short_insert_ttft_s", "prompt_tokens": 30,
+                          "scenario": "short_insert", "role": "short", "prompt_tokens": 30,
                           "completion_tokens": 4, "error": None})
-        t += 60.0
+        t += 120.0
     ins.sort()
     dist = {"p50": statistics.median(ins), "p95": ins[-1] - 0.001, "max": ins[-1], "n": len(ins)}
     summary = {"seed": 42, "cycles": cycles, "requests": len(lines), "errors": 0, "wrong_answers": 0,

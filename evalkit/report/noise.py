@@ -99,12 +99,16 @@ def samples_verdict(
     return NoiseVerdict(BETTER if up == higher_is_better else WORSE, "bootstrap", detail)
 
 
-def distribution_verdict(before: dict, after: dict, higher_is_better: bool) -> NoiseVerdict:
+def distribution_verdict(
+    before: dict, after: dict, higher_is_better: bool, noise_floor: float = DEFAULT_NOISE_FLOOR
+) -> NoiseVerdict:
     """Without raw samples: beyond noise only when one run's median lies past the other's maximum."""
     try:
         b50, bmax, a50, amax = (float(before["p50"]), float(before["max"]), float(after["p50"]), float(after["max"]))
     except (KeyError, TypeError, ValueError):
         return NoiseVerdict(UNKNOWN, "range", "no p50/max to compare")
+    if b50 and abs(a50 - b50) / abs(b50) < noise_floor:
+        return NoiseVerdict(WITHIN, "range", f"medians differ by less than {noise_floor:.0%}")
     if a50 > bmax:
         up = True
     elif b50 > amax:

@@ -13,9 +13,8 @@ from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 
 CAPABILITY_ORDER = ("gsm8k", "math500", "musr", "humanevalplus")
-STRESS_ORDER = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s", "long_prefill_s",
-                "concurrent_combined_tok_s")
-STATS = ("p50", "p95", "max")
+STRESS_ORDER = ("short_insert_ttft_s", "short_insert_done_s", "double_insert_ttft_s", "post_cancel_ttft_s",
+                "long_prefill_s", "long_prefill_with_inserts_s", "concurrent_combined_tok_s")
 
 
 @dataclass(frozen=True)
@@ -130,27 +129,66 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     return tables
 
 
+# Where each stress metric's raw samples live in requests.jsonl: (scenario, role, field). Lines carry `scenario`
+# and `role` as the stress command writes them; `t_done-t_sent` is the request's whole time.
+STRESS_SAMPLES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "short_insert_ttft_s": (("short_insert",), "short", "ttft_s"),
+    "short_insert_done_s": (("short_insert",), "short", "t_done-t_sent"),
+    "double_insert_ttft_s": (("double_insert",), "short", "ttft_s"),
+    "post_cancel_ttft_s": (("cancel_then_short",), "short", "ttft_s"),
+    "short_alone_ttft_s": (("short_baseline",), "short", "ttft_s"),
+    "long_prefill_s": (("long_alone",), "long", "ttft_s"),
+    "long_prefill_with_inserts_s": (("short_insert", "double_insert"), "long", "ttft_s"),
+    "concurrent_stream_tok_s": (("concurrent_gen",), "gen_pair", "decode_tok_s"),
+    "gen_alone_tok_s": (("concurrent_gen",), "gen_solo", "decode_tok_s"),
+}
+# The statistic each metric's row shows, as the write-up reports it (p95 waits, worst post-cancel wait, median
+# rates); every other metric shows its p95 when it is a time and its median otherwise.
+HEADLINE_STAT = {"post_cancel_ttft_s": "max", "concurrent_combined_tok_s": "p50", "concurrent_stream_tok_s": "p50",
+                 "gen_alone_tok_s": "p50", "effective_concurrency": "p50"}
+
+
+def _higher_is_better(metric: str) -> bool:
+    return metric.endswith("tok_s") or metric == "effective_concurrency"
+
+
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
-    # Raw samples behind a stress metric: requests.jsonl lines tagged `metric: <name>` carry the value in a field
-    # of the same name, else in `ttft_s` (for the *_ttft_s / long_prefill_s metrics).
+    lines = [x for x in run.requests() if x.get("status", "ok") == "ok"]
+    if metric == "concurrent_combined_tok_s":
+        # One sample per cycle, as the stress summary computes it: both streams' tokens over their joint window.
+        cycles: dict[Any, list[dict[str, Any]]] = {}
+        for x in lines:
+            if x.get("scenario") == "concurrent_gen" and x.get("role") == "gen_pair" and x.get("t_last_token"):
+                cycles.setdefault(x.get("cycle"), []).append(x)
+        out = []
+        for pair in cycles.values():
+            window = max(x["t_last_token"] for x in pair) - min(x["t_first_token"] for x in pair)
+            if len(pair) >= 2 and window > 0:
+                out.append(sum(x.get("completion_tokens") or 0 for x in pair) / window)
+        return out
+    if metric in STRESS_SAMPLES:
+        scenarios, role, fld = STRESS_SAMPLES[metric]
+        mine = [x for x in lines if x.get("scenario") in scenarios and x.get("role") == role]
+    else:  # a run may also tag its lines with the metric they feed
+        mine, fld = [x for x in lines if x.get("metric") == metric], "ttft_s"
     out = []
-    for line in run.requests():
-        if line.get("metric") != metric or line.get("status", "ok") != "ok":
-            continue
-        v = line.get(metric, line.get("ttft_s"))
+    for x in mine:
+        v = (x.get("t_done") or 0) - x["t_sent"] if fld == "t_done-t_sent" and x.get("t_sent") else x.get(fld)
         if isinstance(v, (int, float)):
             out.append(float(v))
     return out
 
 
 def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
-    """The latency-under-load table: each metric's p50 / p95 / max, errors and wrong answers."""
+    """The latency-under-load table: each metric's headline statistic, errors and wrong answers."""
     cols = [r.label for r in runs]
     metrics = _ordered([list((r.summary.get("metrics") or {}).keys()) for r in runs], STRESS_ORDER)
     rows: list[tuple[str, list[str]]] = []
     for m in metrics:
-        higher = m.endswith("tok_s")
+        higher = _higher_is_better(m)
         dists = [_get(r.summary, "metrics", m) or {} for r in runs]
+        if not any(isinstance(d, dict) and d.get("n") != 0 for d in dists):
+            continue  # a scenario no run measured
         verdicts: list[noise.NoiseVerdict | None] = [None]
         base_samples = _stress_samples(runs[0], m)
         for r, d in zip(runs[1:], dists[1:]):
@@ -158,18 +196,18 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             if len(base_samples) >= noise.MIN_BOOTSTRAP_SAMPLES and len(samples) >= noise.MIN_BOOTSTRAP_SAMPLES:
                 verdicts.append(noise.samples_verdict(base_samples, samples, higher, noise_floor))
             else:
-                verdicts.append(noise.distribution_verdict(dists[0], d, higher))
-        digits = 1 if higher else 2
-        for stat in STATS:
-            rows.append((f"{m} {stat}", _cells([d.get(stat) for d in dists], digits, verdicts)))
-    for key in ("requests", "errors", "wrong_answers"):
+                verdicts.append(noise.distribution_verdict(dists[0], d, higher, noise_floor))
+        stat = HEADLINE_STAT.get(m, "p95" if m.endswith("_s") and not m.endswith("tok_s") else "p50")
+        digits = 1 if m.endswith("tok_s") else 2
+        rows.append((f"{m} {stat}", _cells([d.get(stat) for d in dists], digits, verdicts)))
+    for key in ("requests", "errors", "wrong_answers", "divergent"):
         vals = [r.summary.get(key) for r in runs]
         if any(v is not None for v in vals):
             rows.append((key, _cells(vals, 0, [None] * len(vals), _count_delta)))
-    notes = ["Latency in seconds, throughput in tok/s. Marks: bootstrap over the requests behind each metric where "
-             "the run tags them, else beyond noise only when one run's median lies past the other's maximum."]
-    return Table("stress", "Latency under a long prefill: p50 / p95 / max over all cycles", cols, rows, notes,
-                 row_header="metric")
+    notes = ["Latency in seconds, throughput in tok/s; each metric's p50 / p95 / max over all cycles is in the "
+             "runs' summary.json. Marks: bootstrap over each metric's raw samples in requests.jsonl (>= 3 a run), "
+             "else beyond noise only when one run's median lies past the other's maximum."]
+    return Table("stress", "Latency under a long prefill (stress)", cols, rows, notes, row_header="metric")
 
 
 def _count_delta(value: float | None, base: float | None) -> str:
