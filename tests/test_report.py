@@ -159,3 +159,25 @@ def test_bad_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["report", str(tmp_path / "nope"), "-o", str(tmp_path / "r.md")]) == 2
     assert "not a finished run directory" in capsys.readouterr().err
     assert main(["report", "--bisect-log", str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "r.md")]) == 2
+
+
+def test_report_on_real_bench_runs(sim, tmp_path: Path) -> None:
+    """Bench runs measured against the sim: a planted +20% decode rate is beyond noise, a repeat (A/A) within it."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"name": "code", "prompt": "Write a long commented Python module."}) + "\n")
+    runs = []
+    for name, rate in (("a", "100"), ("b", "120")):
+        s = sim("--decode-rate", rate, "--time-scale", "5")
+        for rep in ("", "-again"):
+            code = main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", name + rep,
+                         "--prompts", str(prompts), "--runs", "3", "--max-tokens", "128"])
+            assert code == 0
+            runs.append(tmp_path / (name + rep))
+        s.stop()
+    a, a_again, b, _ = runs
+    planted = table(parse_tables(report(tmp_path, str(a), str(b), "--labels", "A,B")), "Decode throughput")
+    summary_b = json.loads((b / "summary.json").read_text())
+    assert num(planted["code"][1]) == pytest.approx(summary_b["prompts"]["code"]["tok_s"], abs=0.051)
+    assert planted["code"][1].endswith("▲"), planted
+    aa = table(parse_tables(report(tmp_path, str(a), str(a_again), "--labels", "A,A2")), "Decode throughput")
+    assert aa["code"][1].endswith("≈"), aa
