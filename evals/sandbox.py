@@ -62,20 +62,22 @@ def _clean_env(home: str) -> dict[str, str]:
     }
 
 
-def _uid_processes(uid: int) -> list[int]:
+def uid_processes(uid: int) -> list[int]:
+    """Live (not zombie) processes whose real uid is `uid`."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status", encoding="utf-8") as f:
-                for line in f:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
+        # A killed process waits as a zombie until its (new) parent reaps it; it no longer runs.
+        if fields.get("State", "").strip()[:1] in ("Z", "X"):
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            pids.append(int(entry))
     return pids
 
 
@@ -88,7 +90,7 @@ def _kill_job(pgid: int, uid: int | None) -> None:
     if uid is None:
         return
     for _ in range(50):
-        pids = _uid_processes(uid)
+        pids = uid_processes(uid)
         if not pids:
             return
         for pid in pids:
