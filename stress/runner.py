@@ -10,6 +10,7 @@ import asyncio
 import statistics
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,11 @@ class StressRunner:
         self.fitted: dict[LongSpec, FittedPrompt] = {}
         self.counter: TokenCounter | None = None
         self.cycles_done = 0
+        # One writer thread: an fsync in the event loop would delay the next planned send (and it did, by ~50 ms).
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stress-writer")
+
+    async def _write(self, filename: str, line: dict[str, Any]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._io, self.rundir.append, filename, line)
 
     # --- token counting -------------------------------------------------------------------------------
     async def _usage_probe(self, messages: list[dict[str, str]]) -> int | None:
@@ -90,7 +96,7 @@ class StressRunner:
             line = rec.to_json()
             if rec.status != "ok":
                 line.update(outcome="error", error_kind="http" if rec.http_status else "broken_stream")
-            self.rundir.append(REQUESTS, line)
+            await self._write(REQUESTS, line)
             if rec.prompt_tokens is not None and rec.usage_source == "server":
                 return rec.prompt_tokens
         return None
@@ -109,7 +115,7 @@ class StressRunner:
                 if isinstance(q, LongSpec) and q not in self.fitted:
                     fp = await fit_long_prompt(q, self.schedule.long_tokens, self.counter, session)
                     self.fitted[q] = fp
-                    self.rundir.append(PROMPTS_FILE, {
+                    await self._write(PROMPTS_FILE, {
                         "plan_id": r.plan_id, "cycle": cycle, "first_word": q.first_word, "code": q.code,
                         "sentences": fp.sentences, "counted_tokens": fp.counted_tokens,
                         "target_tokens": self.schedule.long_tokens, "method": self.counter.method,
@@ -137,13 +143,10 @@ class StressRunner:
         bar: tqdm,
     ) -> None:
         if r.after:
-            waits = [asyncio.ensure_future(events[a].wait()) for a in r.after]
-            stop_wait = asyncio.ensure_future(self.stop.wait())
-            await asyncio.wait([asyncio.gather(*waits), stop_wait], return_when=asyncio.FIRST_COMPLETED)
-            stop_wait.cancel()
-            for w in waits:
-                w.cancel()
-            if self.stop.is_set():
+            for a in r.after:
+                # A request that never ran (stop) still sets its event, so this cannot hang.
+                await events[a].wait()
+            if self.stop.is_set() or any(a not in done_at for a in r.after):
                 events[r.plan_id].set()
                 return
             base = max(done_at[a] for a in r.after)
@@ -178,7 +181,7 @@ class StressRunner:
             line["planned_prompt_tokens"] = self.fitted[r.question].counted_tokens
         if metric == "concurrent_stream_tok_s" or metric == "gen_alone_tok_s":
             line[metric] = rec.decode_tok_s
-        self.rundir.append(REQUESTS, line)
+        await self._write(REQUESTS, line)
         bar.update(1)
 
     async def run_scenario(self, sc: Scenario, bar: tqdm) -> None:
@@ -194,7 +197,7 @@ class StressRunner:
         lag = LoopLagSampler(self.clock)
         gpu = None
         if self.gpu_exe:
-            gpu = GpuMemorySampler(self.gpu_exe, self.clock, lambda s: self.rundir.append(GPU_FILE, s),
+            gpu = GpuMemorySampler(self.gpu_exe, self.clock, lambda s: self._io.submit(self.rundir.append, GPU_FILE, s),
                                    self.opts.gpu_interval_s)
             gpu.start()
         async with aiohttp.ClientSession() as session:
@@ -205,7 +208,7 @@ class StressRunner:
                     if self.stop.is_set():
                         break
                     await self._fit_cycle(session, cycle)
-                    lag.take()  # tokenizing is not part of the measured cycle
+                    cycle_start = self.clock.now()  # tokenizing is not part of the measured cycle
                     if gpu is not None:
                         gpu.cycle = cycle
                     scenarios = self.schedule.cycle(cycle)
@@ -216,8 +219,8 @@ class StressRunner:
                             if self.stop.is_set():
                                 break
                             await self.run_scenario(sc, bar)
-                    samples = lag.take()
-                    self.rundir.append(LAG_FILE, {
+                    samples = lag.take(since=cycle_start)
+                    await self._write(LAG_FILE, {
                         "cycle": cycle, "n": len(samples),
                         "lag_p95_s": statistics.quantiles(samples, n=20)[-1] if len(samples) >= 2 else None,
                         "lag_max_s": max(samples) if samples else None,
@@ -228,3 +231,4 @@ class StressRunner:
                 await lag.stop()
                 if gpu is not None:
                     await gpu.stop()
+                self._io.shutdown(wait=True)

@@ -22,23 +22,23 @@ class LoopLagSampler:
     def __init__(self, clock: Clock, interval_s: float = 0.02) -> None:
         self.clock = clock
         self.interval_s = interval_s
-        self.samples: list[float] = []
+        self.samples: list[tuple[float, float]] = []  # (when the sleep began, how late it woke)
         self._task: asyncio.Task[None] | None = None
 
     async def _loop(self) -> None:
         while True:
             t0 = self.clock.now()
             await asyncio.sleep(self.interval_s)
-            self.samples.append(max(0.0, self.clock.now() - t0 - self.interval_s))
+            self.samples.append((t0, max(0.0, self.clock.now() - t0 - self.interval_s)))
 
     def start(self) -> None:
         """Begin sampling in the running loop."""
         self._task = asyncio.ensure_future(self._loop())
 
-    def take(self) -> list[float]:
-        """The samples since the last call (and forget them)."""
+    def take(self, since: float | None = None) -> list[float]:
+        """The lags of sleeps that began at or after `since` (all when None), forgetting every sample so far."""
         out, self.samples = self.samples, []
-        return out
+        return [lag for t0, lag in out if since is None or t0 >= since]
 
     async def stop(self) -> None:
         """Stop sampling."""
