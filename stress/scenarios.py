@@ -66,8 +66,10 @@ class Scenario:
 class QuestionSource:
     """Seeded questions; remembers the answers of the current scenario so concurrent requests never share one."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, gen_tokens: int = 512) -> None:
         self.rng = rng
+        # Counting to n costs up to ~4 tokens a number on digit-by-digit tokenizers (Qwen): keep it inside gen_tokens.
+        self.gen_max = max(3, min(100, gen_tokens // 4))
         self._taken: set[str] = set()
 
     def new_scenario(self) -> None:
@@ -87,9 +89,9 @@ class QuestionSource:
                 return q
 
     def gen(self) -> GenQuestion:
-        """A seeded count whose answer (1..n with n<=200) fits in 512 tokens on common tokenizers."""
+        """A seeded count whose answer fits in the generation's tokens on common tokenizers."""
         while True:
-            q = GenQuestion(self.rng.randint(60, 200))
+            q = GenQuestion(self.rng.randint(max(2, self.gen_max // 3), self.gen_max))
             if q.answer not in self._taken:
                 self._taken.add(q.answer)
                 return q

@@ -22,6 +22,7 @@ class Schedule:
     long_tokens: int
     shuffle: bool
     reuse_long_prompt: bool
+    gen_tokens: int
     scenarios: tuple[Scenario, ...]
 
     def requests(self) -> list[PlannedRequest]:
@@ -66,7 +67,8 @@ class _LongSpecs:
 
 
 def build_schedule(
-    seed: int, cycles: int, long_tokens: int, shuffle: bool = False, reuse_long_prompt: bool = False
+    seed: int, cycles: int, long_tokens: int, shuffle: bool = False, reuse_long_prompt: bool = False,
+    gen_tokens: int = 512,
 ) -> Schedule:
     """The full schedule for `cycles` cycles of seed `seed`."""
     longs = _LongSpecs(seed, reuse_long_prompt)
@@ -76,9 +78,9 @@ def build_schedule(
         order = list(SCENARIOS)
         if shuffle:
             rng.shuffle(order)
-        questions = QuestionSource(rng)
+        questions = QuestionSource(rng, gen_tokens)
         out.extend(build_scenario(name, cycle, rng, questions, longs) for name in order)
-    return Schedule(seed, cycles, long_tokens, shuffle, reuse_long_prompt, tuple(out))
+    return Schedule(seed, cycles, long_tokens, shuffle, reuse_long_prompt, gen_tokens, tuple(out))
 
 
 def describe_request(r: PlannedRequest, time_scale: float = 1.0) -> str:
@@ -102,7 +104,7 @@ def render_schedule(s: Schedule, time_scale: float = 1.0) -> str:
     lines = [
         f"evalkit stress schedule: seed={s.seed} cycles={s.cycles} long_tokens={s.long_tokens} "
         f"shuffle={'on' if s.shuffle else 'off'} reuse_long_prompt={'on' if s.reuse_long_prompt else 'off'} "
-        f"time_scale={time_scale:g} requests={len(s.requests())}",
+        f"gen_tokens={s.gen_tokens} time_scale={time_scale:g} requests={len(s.requests())}",
     ]
     for sc in s.scenarios:
         lines.append(f"cycle {sc.cycle} {sc.name}")

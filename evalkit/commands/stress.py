@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     if args.cycles < 1:
         raise UsageError("--cycles must be at least 1")
+    if args.gen_tokens < 16:
+        raise UsageError("--gen-tokens must be at least 16")
     if args.long_tokens < 100:
         raise UsageError("--long-tokens must be at least 100")
     if args.time_scale <= 0:
@@ -56,7 +58,8 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit stress` (or print its schedule with `--dry-run`)."""
     _check(args)
-    schedule = build_schedule(args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt)
+    schedule = build_schedule(args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt,
+                              args.gen_tokens)
     if args.dry_run:
         sys.stdout.write(render_schedule(schedule, args.time_scale))
         return 0
