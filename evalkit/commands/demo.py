@@ -1,16 +1,80 @@
-"""`evalkit demo` (not yet built)."""
+"""`evalkit demo`: the main job end to end on simulated servers, no GPU needed.
+
+It starts `evalkit sim` twice over, with the reference write-up's "before" and "after" builds, runs a short
+bench, a capability subset and a stress test against each, and renders the before/after report. Bench and
+capability run in real time; stress runs `--time-scale` times faster (its latencies are reported in the
+scaled seconds the run actually saw, and the report says so through each run's manifest).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
+from pathlib import Path
 
-from evalkit.errors import UsageError
+from evalkit.rundir import default_run_name
+
+BUILDS = (
+    # label, sim profile, capability accuracy of the simulated model
+    ("before", "dual-2080ti-before", "0.93"),
+    ("after", "dual-2080ti-after", "0.95"),
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit demo`."""
+    p.add_argument("--out", type=Path, default=Path("results"), help="parent of the demo folder (default results/)")
+    p.add_argument("--name", help="demo folder name (default demo-<timestamp>)")
+    p.add_argument("--time-scale", type=float, default=20.0,
+                   help="how much faster than real time the stress sims run (default 20)")
+    p.add_argument("--cycles", type=int, default=2, help="stress cycles per build (default 2)")
+    p.add_argument("--limit", type=int, default=3, help="capability questions per dataset (default 3)")
+    p.add_argument("--data-dir", help="local dataset copies (default $EVALKIT_DATA_DIR, else the Hub)")
+
+
+def _evalkit(argv: list[str]) -> Path:
+    """Run one evalkit command in-process; return the run directory it printed last."""
+    from evalkit.cli import main
+    from evalkit.errors import UsageError
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = main(argv)
+    lines = buf.getvalue().strip().splitlines()
+    if code not in (0, 1) or not lines:
+        raise UsageError(f"demo step `evalkit {' '.join(argv[:1])}` failed with exit {code}")
+    print(buf.getvalue().rstrip())  # the command's own table, for the reader
+    return Path(lines[-1])
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run `evalkit demo`."""
-    raise UsageError("evalkit demo is not built yet")
+    """Run the demo; the report's path is the last line of standard output."""
+    from evalkit.sim.launch import start_sim
+
+    folder = args.out / (args.name or default_run_name("demo"))
+    folder.mkdir(parents=True, exist_ok=True)
+    data = ["--data-dir", args.data_dir] if args.data_dir else []
+    if args.data_dir:
+        os.environ.setdefault("EVALKIT_DATA_DIR", args.data_dir)
+    scale = f"{args.time_scale:g}"
+    runs: list[Path] = []
+    labels: list[str] = []
+    for label, profile, accuracy in BUILDS:
+        common = ["--out", str(folder)]
+        print(f"== {label}: evalkit sim --profile {profile}", flush=True)
+        with start_sim(["--profile", profile, "--accuracy", accuracy, *data]) as sim:
+            url = ["--base-url", sim.base_url]
+            runs.append(_evalkit(["bench", *url, *common, "--name", f"{label}-bench", "--max-tokens", "128",
+                                  "--concurrency", "2"]))
+            runs.append(_evalkit(["capability", *url, *common, "--name", f"{label}-capability", "--thinking",
+                                  "off", "--limit", str(args.limit), "--concurrency", "2", *data]))
+        with start_sim(["--profile", profile, "--time-scale", scale, *data]) as sim:
+            runs.append(_evalkit(["stress", "--base-url", sim.base_url, *common, "--name", f"{label}-stress",
+                                  "--cycles", str(args.cycles), "--seed", "42", "--time-scale", scale]))
+        labels += [label] * 3
+    report = folder / "report.md"
+    _evalkit(["report", *map(str, runs), "--labels", ",".join(labels), "-o", str(report)])
+    print(report, flush=True)
+    return 0
