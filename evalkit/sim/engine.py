@@ -14,7 +14,10 @@ Model (every duration is divided by `--time-scale`):
 - A client that closes its connection is noticed between chunks and steps (the transport is closing) and when a
   write fails. `--cancel-aborts` stops a prefill at the next chunk boundary; `--no-cancel-aborts` lets it run to
   the end, still occupying the engine. Either way the event says `cancelled: true`.
-- Engine time is kept against absolute deadlines, so sleep overshoot never accumulates into rate drift.
+- Engine time is kept against absolute deadlines, so sleep overshoot never accumulates into rate drift. An idle
+  engine's timeline restarts at the arrival of the request that wakes it, so the sim's own work on a request
+  (reading and counting a 54K-token body takes tens of milliseconds) is not added to the modelled latency, which
+  matters at high `--time-scale`. `prefill_start` and `prefill_done` are stamped on that timeline.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ PREFILLED, TOKEN, END, CANCELLED = "prefilled", "token", "end", "cancelled"
 # Below this the engine does not sleep (the event loop cannot sleep that precisely) but still yields now and then.
 _MIN_SLEEP = 0.0005
 _YIELD_EVERY = 0.002
-# The engine never runs more than this far behind its schedule (a busy event loop would otherwise make it burst).
-_MAX_LAG = 0.05
+# The engine never runs more than this far behind its schedule (a busy event loop would otherwise make it burst);
+# it is also how far back an idle engine's timeline may restart at a request's arrival.
+_MAX_LAG = 0.25
 
 
 @dataclass(eq=False)
@@ -45,6 +49,7 @@ class Job:
     """A request inside the engine: its prompt size, how to write its output, and where it stands."""
 
     trace: RequestTrace
+    arrived_perf: float  # time.perf_counter() when the request arrived
     prompt_tokens: int
     long: bool
     make_output: Callable[[bool], Output]  # argument: whether the batch holds another request
@@ -77,6 +82,7 @@ class Engine:
         self._wake = asyncio.Event()
         self._t = time.perf_counter()
         self._last_yield = self._t
+        self._epoch_offset = clock.now() - time.perf_counter()
         self._task: asyncio.Task[None] | None = None
 
     # -- public --------------------------------------------------------------------------------------------
@@ -119,11 +125,17 @@ class Engine:
             self._last_yield = time.perf_counter()
 
     async def _idle(self, timeout: float | None) -> None:
+        free_from = min(self._t, time.perf_counter())
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except asyncio.TimeoutError:
             pass
-        self._t = time.perf_counter()
+        now = time.perf_counter()
+        first_arrival = min((j.arrived_perf for j in self.queue), default=now)
+        self._t = max(free_from, min(now, first_arrival))
+
+    def _timeline_epoch(self) -> float:
+        return self._t + self._epoch_offset
 
     # -- bookkeeping ---------------------------------------------------------------------------------------
     def _cancel(self, job: Job) -> None:
@@ -142,9 +154,10 @@ class Engine:
         return len(self.active)
 
     def _admit(self) -> None:
-        for job in [j for j in self.queue if j.gone()]:
-            self.queue.remove(job)
-            self._cancel(job)
+        if self.s.cancel_aborts:  # without abort, a cancelled request is still prefilled when its turn comes
+            for job in [j for j in self.queue if j.gone()]:
+                self.queue.remove(job)
+                self._cancel(job)
         if not self.s.yield_prefill:
             while self.queue and self._slots_used() < self.s.slots:
                 self._start(self.queue.popleft())
@@ -213,7 +226,7 @@ class Engine:
 
     async def _prefill_chunk(self, job: Job) -> None:
         if job.trace.prefill_start is None:
-            job.trace.prefill_start = self.clock.now()
+            job.trace.prefill_start = max(job.trace.arrived, self._timeline_epoch())
         n = min(self.s.prefill_chunk, job.prompt_tokens - job.prefilled)
         await self._advance(n / self.s.prefill_rate)
         job.prefilled += n
@@ -224,7 +237,7 @@ class Engine:
             self._cancel(job)
 
     def _prefill_done(self, job: Job) -> None:
-        job.trace.prefill_done = self.clock.now()
+        job.trace.prefill_done = self._timeline_epoch()
         if job.gone():  # also reached when the cancelled prefill was allowed to run on
             self._remove(job)
             self._cancel(job)

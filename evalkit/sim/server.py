@@ -121,7 +121,7 @@ class SimServer:
         return recognise(messages, self.index)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        arrived = self.clock.now()
+        arrived, arrived_perf = self.clock.now(), time.perf_counter()
         arrival_index = self._arrivals
         self._arrivals += 1
         header_id = request.headers.get("X-Request-Id")
@@ -164,7 +164,7 @@ class SimServer:
 
         if fault is not None:
             trace.fault = fault.kind
-        job = Job(trace, trace.prompt_tokens, trace.prompt_tokens > self.s.long_threshold, make_output,
+        job = Job(trace, arrived_perf, trace.prompt_tokens, trace.prompt_tokens > self.s.long_threshold, make_output,
                   lambda: request.transport is None or request.transport.is_closing(), fault)
         assert self.engine is not None
         self.engine.submit(job)
