@@ -47,8 +47,10 @@ def stress_timeline(runs: list[LabelledRun], path: Path, cycle: Any = None) -> P
             sent = r["t_sent"] - t0
             first = (r.get("t_first_token") or r.get("t_done") or r["t_sent"]) - t0
             done = (r.get("t_done") or r.get("t_first_token") or r["t_sent"]) - t0
-            ax.barh(i, max(first - sent, 1e-3), left=sent, color=WAIT_COLOR, height=0.6)
             cancelled = r.get("status") == "cancelled"
+            # A request cancelled before its first token waited all its life: show that wait as cancelled.
+            wait_color = CANCEL_COLOR if cancelled and not r.get("t_first_token") else WAIT_COLOR
+            ax.barh(i, max(first - sent, 1e-3), left=sent, color=wait_color, height=0.6)
             if done > first:
                 ax.barh(i, done - first, left=first, color=CANCEL_COLOR if cancelled else DECODE_COLOR, height=0.6,
                         hatch="//" if cancelled else None)
