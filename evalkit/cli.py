@@ -49,23 +49,33 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--name", help="run name (default: kind + timestamp); an existing name resumes that run")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser with every subcommand."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `only`, just that subcommand's module is imported (the others' heavy imports wait)."""
     parser = _Parser(prog="evalkit", description="Before/after checks for self-hosted OpenAI-compatible LLM servers.")
     parser.add_argument("--version", action="version", version=f"evalkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, help_text in COMMANDS.items():
-        mod = importlib.import_module(f"evalkit.commands.{name}")
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        mod.add_arguments(sp)
-        sp.set_defaults(_run=mod.run)
+        if only is None or name == only:
+            mod = importlib.import_module(f"evalkit.commands.{name}")
+            mod.add_arguments(sp)
+            sp.set_defaults(_run=mod.run)
     return parser
+
+
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    for token in argv:
+        if not token.startswith("-"):
+            return token if token in COMMANDS else None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = _chosen_command(argv)
+    parser = build_parser(only=chosen or "")
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
