@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 
 from evalkit.client import ChatClient, ChatRequest
 from evalkit.sim.launch import start_sim
@@ -74,6 +75,8 @@ def main() -> None:
         down.append(r.t_first_token - ev["first_token"])
     print(f"timing fidelity: {args.requests} requests, concurrency {args.concurrency}, "
           f"{args.max_tokens} tokens each, sim flags {' '.join(flags)}")
+    # Tails on a shared 2-core machine are mostly other processes' CPU: print the load next to the figures.
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(_row("evalkit TTFT - sim TTFT", gaps))
     print(_row("  sent -> sim arrived", up))
     if build:

@@ -9,7 +9,7 @@ from evalkit.sim.faults import choose_fault
 from evalkit.sim.settings import SimSettings
 
 SCALE = 10.0
-STALL_S = 2.0  # model seconds: 0.2 s real
+STALL_S = 4.0  # model seconds: 0.4 s real
 
 
 async def test_faults_hit_the_requests_the_seed_chose(sim) -> None:
@@ -33,13 +33,14 @@ async def test_faults_hit_the_requests_the_seed_chose(sim) -> None:
             assert rec.content_chunks == 0
         elif kind == "disconnect":
             assert rec.status == "error" and ev["status"] == "disconnected"
-            assert 1 <= rec.content_chunks < 20 and ev["completion_tokens"] == rec.content_chunks
+            # The SDK may drop chunks it had buffered when the stream breaks, so the client can see fewer.
+            assert 1 <= rec.content_chunks <= ev["completion_tokens"] < 20
         elif kind == "stall":
             assert rec.status == "ok" and rec.content_chunks == 20
-            assert max(gaps) > 0.8 * STALL_S / SCALE
+            assert max(gaps) > 0.6 * STALL_S / SCALE
         else:
             assert rec.status == "ok" and rec.content_chunks == 20
-            assert max(gaps) < 0.5 * STALL_S / SCALE
+            assert max(gaps) < 0.4 * STALL_S / SCALE
 
 
 async def test_wrong_only_when_batched(sim) -> None:

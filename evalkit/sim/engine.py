@@ -262,7 +262,9 @@ class Engine:
         for j in [j for j in self.active if j.state == "decode" and j.gone()]:
             self._remove(j)
             self._cancel(j)
-        batch = self._decoders()
+        # A request's first token goes out before the others of the same step: it is the one being timed (TTFT),
+        # and on a busy client the chunks of one step are read in the order they were written.
+        batch = sorted(self._decoders(), key=lambda j: j.emitted > 0)
         if not batch:
             return
         await self._advance(len(batch) / self._combined_rate(len(batch)))
@@ -281,4 +283,5 @@ class Engine:
             elif job.fault is not None and job.fault.kind == "stall" and job.emitted == job.fault.at_token(
                     len(job.output.tokens)):
                 job.stalled = True
+                job.trace.fault = job.trace.fault or "stall"
                 job.stall_until = now + self.s.stall_s / self.s.time_scale

@@ -3,7 +3,8 @@
 One draw u in [0, 1) per request: u < fail_rate gives `http_500` (before streaming); the next `disconnect_rate`
 gives `disconnect` (the connection is dropped mid-stream); the next `stall_rate` gives `stall` (the stream pauses
 `--stall-s`). A second draw places the disconnect or stall inside the output. `wrong_when_batched` is decided later,
-by the engine, when the request's prefill ends while the batch holds another request.
+by the engine, when the request's prefill ends while the batch holds another request. The event's `fault` names a
+fault only once it struck (a client that leaves before its disconnect point sees none).
 """
 
 from __future__ import annotations

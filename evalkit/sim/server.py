@@ -162,8 +162,7 @@ class SimServer:
             return build_output(answer, thinking, self.s.reasoning_format, trace.max_tokens, ignore_eos,
                                 self.s.default_max_tokens, self.s.filler_tokens)
 
-        if fault is not None:
-            trace.fault = fault.kind
+        # A disconnect or stall is recorded when it strikes (a client may leave before it does).
         job = Job(trace, arrived_perf, trace.prompt_tokens, trace.prompt_tokens > self.s.long_threshold, make_output,
                   lambda: request.transport is None or request.transport.is_closing(), fault)
         assert self.engine is not None
@@ -234,10 +233,11 @@ class SimServer:
                     trace.completion_tokens = job.emitted
                     if job.fault is not None and job.fault.kind == "disconnect" and job.output is not None \
                             and job.emitted >= job.fault.at_token(len(job.output.tokens)):
+                        trace.fault = job.fault.kind
                         trace.end("disconnected", self.clock.now())
                         job.write_failed = True  # the engine drops it at its next step
                         if request.transport is not None:
-                            request.transport.abort()
+                            request.transport.close()  # FIN after the buffered tokens: the client sees them all
                         return resp
                 elif kind == END:
                     trace.finish_reason = msg[1]
