@@ -1,6 +1,5 @@
 """`python -m evalkit.sim FLAGS` = `evalkit sim FLAGS`, without importing every other command (starts ~1 s faster)."""
 
-import argparse
 import sys
 
 from evalkit.cli import _Parser

@@ -13,7 +13,6 @@ import re
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from evalkit.sim.tokens import message_text
@@ -148,8 +147,3 @@ def recognise(messages: list[dict[str, Any]], index: QuestionIndex | None) -> Qu
             if q:
                 return q
     return Question("filler")
-
-
-def data_dir_exists(data_dir: str | None) -> bool:
-    """Whether a data directory is given and exists."""
-    return bool(data_dir) and Path(str(data_dir)).is_dir()
