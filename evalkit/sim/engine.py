@@ -140,7 +140,9 @@ class Engine:
     # -- bookkeeping ---------------------------------------------------------------------------------------
     def _cancel(self, job: Job) -> None:
         job.state = "done"
-        if job.trace.end("cancelled", self.clock.now()):
+        # Stamped on the engine's timeline, like prefill_start, so the next request never seems to start early.
+        at = min(self.clock.now(), max(job.trace.arrived, self._timeline_epoch()))
+        if job.trace.end("cancelled", at):
             job.trace.completion_tokens = job.emitted
         job.outbox.put_nowait((CANCELLED,))
 
