@@ -1,7 +1,8 @@
 """Running a stress schedule against a live server: send each planned request at its time, judge it, write it.
 
 Every request's line goes to `requests.jsonl` as it completes, so a Ctrl-C or a time limit loses nothing
-measured; the summary is computed afterwards from the files alone.
+measured; the summary is computed afterwards from the files alone. Each completed cycle gets a line in
+`cycles.jsonl`, and every line carries the run's `attempt`, so a resumed run skips what is done (stress/resume.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import aiohttp
 from tqdm import tqdm
@@ -23,6 +24,7 @@ from evalkit.rundir import REQUESTS, RunDir
 from evalkit_stress.checks import judge
 from evalkit_stress.gpu_memory import GpuMemorySampler
 from evalkit_stress.prompts import LongSpec
+from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.selfcheck import LoopLagSampler
@@ -65,7 +67,8 @@ class StressRunner:
 
     def __init__(
         self, rundir: RunDir, client: ChatClient, clock: Clock, schedule: Schedule, opts: RunOptions,
-        stop: asyncio.Event, gpu_exe: str | None = None,
+        stop: asyncio.Event, gpu_exe: str | None = None, attempt: int = 0, completed: Mapping[int, int] | None = None,
+        fitted: dict[LongSpec, FittedPrompt] | None = None, counter: TokenCounter | None = None,
     ) -> None:
         self.rundir = rundir
         self.client = client
@@ -75,13 +78,21 @@ class StressRunner:
         self.stop = stop
         self.nonce = uuid.uuid4().hex[:6]  # request ids stay unique across runs of the same seed
         self.gpu_exe = gpu_exe
-        self.fitted: dict[LongSpec, FittedPrompt] = {}
-        self.counter: TokenCounter | None = None
-        self.cycles_done = 0
+        # A resume hands in what earlier attempts did: completed cycles, fitted prompts and the token counter.
+        self.attempt = attempt
+        self.completed: dict[int, int] = dict(completed or {})
+        self.fitted: dict[LongSpec, FittedPrompt] = dict(fitted or {})
+        self.counter: TokenCounter | None = counter
         # One writer thread: an fsync in the event loop would delay the next planned send (and it did, by ~50 ms).
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stress-writer")
 
+    @property
+    def cycles_done(self) -> int:
+        """Cycles completed so far, by this attempt or an earlier one."""
+        return len(self.completed)
+
     async def _write(self, filename: str, line: dict[str, Any]) -> None:
+        line = {**line, "attempt": self.attempt}
         await asyncio.get_running_loop().run_in_executor(self._io, self.rundir.append, filename, line)
 
     # --- token counting -------------------------------------------------------------------------------
@@ -104,7 +115,7 @@ class StressRunner:
     async def prepare_tokens(self, session: aiohttp.ClientSession) -> TokenCounter:
         """Find how the server counts tokens (recorded in the manifest)."""
         self.counter = await probe_counter(session, self.client.base_url, self.client.model, self._usage_probe)
-        self.rundir.update_manifest(tokenization=self.counter.describe())
+        self.rundir.update_manifest(tokenization={**self.counter.describe(), "attempt": self.attempt})
         return self.counter
 
     async def _fit_cycle(self, session: aiohttp.ClientSession, cycle: int) -> None:
@@ -197,14 +208,19 @@ class StressRunner:
         lag = LoopLagSampler(self.clock)
         gpu = None
         if self.gpu_exe:
-            gpu = GpuMemorySampler(self.gpu_exe, self.clock, lambda s: self._io.submit(self.rundir.append, GPU_FILE, s),
-                                   self.opts.gpu_interval_s)
+            gpu = GpuMemorySampler(
+                self.gpu_exe, self.clock,
+                lambda s: self._io.submit(self.rundir.append, GPU_FILE, {**s, "attempt": self.attempt}),
+                self.opts.gpu_interval_s)
             gpu.start()
         async with aiohttp.ClientSession() as session:
-            await self.prepare_tokens(session)
+            if self.counter is None:
+                await self.prepare_tokens(session)
             lag.start()
             try:
                 for cycle in range(1, self.schedule.cycles + 1):
+                    if cycle in self.completed:
+                        continue
                     if self.stop.is_set():
                         break
                     await self._fit_cycle(session, cycle)
@@ -226,7 +242,12 @@ class StressRunner:
                         "lag_max_s": max(samples) if samples else None,
                     })
                     if not self.stop.is_set():
-                        self.cycles_done = cycle
+                        # Written after the cycle's last request line: its presence is what "completed" means.
+                        await self._write(CYCLES_FILE, {
+                            "cycle": cycle, "requests": sum(len(s.requests) for s in scenarios),
+                            "t_start": cycle_start, "t_end": self.clock.now(),
+                        })
+                        self.completed[cycle] = self.attempt
             finally:
                 await lag.stop()
                 if gpu is not None:

@@ -1,14 +1,21 @@
-"""`summary.json` of a stress run, computed from its files alone (so it can be recomputed from an old run)."""
+"""`summary.json` of a stress run, computed from its files alone (so it can be recomputed from an old run).
+
+Only completed cycles are counted, each from the lines of the attempt that completed it (stress/resume.py): a
+resumed run reports what an uninterrupted one would. A partial run's cut cycle is reported apart, under
+`unfinished_cycle`; lines of cut attempts that a later attempt re-ran are counted under `ignored_lines`.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from evalkit.rundir import REQUESTS, read_jsonl
+from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
 from evalkit_stress.diagnose import diagnose
 from evalkit_stress.gpu_memory import summarize_gpu
 from evalkit_stress.metrics import compute_metrics
+from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
 from evalkit_stress.runner import GPU_FILE, LAG_FILE, PROMPTS_FILE
 from evalkit_stress.selfcheck import client_health
 from evalkit.stats import distribution
@@ -32,11 +39,23 @@ def divergent_generations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def build_summary(run_path: Path, seed: int, cycles_planned: int, cycles_done: int, options: dict[str, Any],
+def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not lines:
+        return None
+    return {"cycle": min(int(r["cycle"]) for r in lines), "attempt": lines[0].get("attempt", 0),
+            "requests": len(lines), "errors": sum(r.get("outcome") == "error" for r in lines),
+            "wrong_answers": sum(r.get("outcome") == "wrong" for r in lines)}
+
+
+def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[str, Any],
                   stopped: str | None) -> dict[str, Any]:
     """The contract's stress summary plus diagnoses, error and wrong-answer lists, client health, GPU memory."""
-    lines = read_jsonl(run_path / REQUESTS)
-    stress_lines = [r for r in lines if r.get("scenario") != "calibration"]
+    manifest = json.loads((run_path / MANIFEST).read_text(encoding="utf-8"))
+    completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
+    calibration_attempt = (manifest.get("tokenization") or {}).get("attempt")
+    split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration_attempt)
+    stress_lines = split.counted
+    lines = split.calibration + stress_lines
     metrics = compute_metrics(stress_lines)
     errors = [_brief(r, kind=r.get("error_kind"), error=r.get("error"), http_status=r.get("http_status"))
               for r in lines if r.get("outcome") == "error"]
@@ -45,14 +64,16 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, cycles_done: i
     kinds: dict[str, int] = {}
     for e in errors:
         kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
-    prompts = read_jsonl(run_path / PROMPTS_FILE)
+    # One fitting per long prompt, even if a resume re-read it (first line wins, as when it was reloaded).
+    prompts = list({(p.get("first_word"), p.get("code")): p for p in reversed(read_jsonl(run_path / PROMPTS_FILE))}
+                   .values())
     target = options.get("long_tokens")
     reported = [r["prompt_tokens"] for r in stress_lines if r.get("role") == "long" and r.get("prompt_tokens")]
     divergent = divergent_generations(stress_lines)
     return {
         "kind": "stress",
         "seed": seed,
-        "cycles": cycles_done,
+        "cycles": len(completed),
         "cycles_planned": cycles_planned,
         "partial": stopped not in (None, "completed"),
         "stopped": stopped or "completed",
@@ -60,6 +81,10 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, cycles_done: i
         "errors": len(errors),
         "wrong_answers": len(wrong),
         "divergent": len(divergent),
+        "attempts": attempt_of(manifest) + 1,
+        "cycle_attempts": {str(c): a for c, a in sorted(completed.items())},
+        "unfinished_cycle": _unfinished(split.unfinished),
+        "ignored_lines": {"abandoned_attempts": split.abandoned},
         "metrics": metrics,
         "diagnoses": diagnose(metrics, stress_lines),
         "error_kinds": kinds,
@@ -72,7 +97,9 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, cycles_done: i
             "reported_by_server": distribution(reported),
             "max_error_vs_target": (max(abs(v - target) / target for v in reported) if reported and target else None),
         },
-        "client": client_health(stress_lines, read_jsonl(run_path / LAG_FILE), metrics),
-        "gpu_memory": summarize_gpu(read_jsonl(run_path / GPU_FILE)),
+        "client": client_health(stress_lines, [r for r in read_jsonl(run_path / LAG_FILE)
+                                               if in_counted_cycle(r, completed)], metrics),
+        "gpu_memory": summarize_gpu([s for s in read_jsonl(run_path / GPU_FILE)
+                                     if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)]),
         "options": options,
     }

@@ -56,6 +56,17 @@ class TokenCounter:
             "tried": self.tried,
         }
 
+    @classmethod
+    def from_description(cls, desc: dict[str, Any], base_url: str, model: str) -> "TokenCounter":
+        """The counter a manifest's `tokenization` describes, at this base URL (a resumed run counts as before)."""
+        calibration = desc.get("calibration") or {}
+        method = desc["method"]
+        return cls(
+            method=method, url=None if method in ("calibrated", "local") else server_root(base_url) + "/tokenize",
+            model=model, template_overhead=desc.get("template_overhead"),
+            slope=float(calibration.get("slope", 1.0)), intercept=float(calibration.get("intercept", 0.0)),
+        )
+
     async def count(self, session: aiohttp.ClientSession | None, messages: list[dict[str, str]]) -> int:
         """Prompt tokens the server will report for these messages (template included)."""
         if self.method == "local":

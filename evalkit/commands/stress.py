@@ -1,4 +1,27 @@
-"""`evalkit stress`: the seeded long-prefill / short-insert / cancel / concurrent scheduler."""
+"""`evalkit stress`: the seeded long-prefill / short-insert / cancel / concurrent scheduler.
+
+Resuming: started again with an existing `--name`, stress continues that run cycle by cycle. The schedule options
+(`--seed`, `--cycles`, `--long-tokens`, `--shuffle`, `--reuse-long-prompt`, `--gen-tokens`, `--time-scale`,
+`--short-max-tokens`, `--long-max-tokens`) must equal the ones the run was started with, else exit 2 with a
+one-line reason naming the differing option, and the run directory is left untouched. `--max-minutes`,
+`--timeout-s`, `--gpu-interval` and the server flags may differ.
+
+- A cycle counts as done only when `cycles.jsonl` has its line (`cycle`, `attempt`, `requests`, `t_start`,
+  `t_end`), written after the cycle's last request line. Done cycles are skipped; the first cycle without such a
+  line is run again from its start, whether it was cut by SIGKILL, Ctrl-C, `--max-minutes` or a crash.
+- Every line of `requests.jsonl`, `long_prompts.jsonl`, `loop_lag.jsonl`, `gpu_memory.jsonl` and `cycles.jsonl`
+  carries `attempt`: 0 for the first start, then the number of resumes in `manifest.json["resumes"]`. The files
+  stay append-only, so a cut cycle's lines remain; the summary counts, for each completed cycle, only the lines
+  of the attempt that completed it (`cycle_attempts` in summary.json), and says how many other lines it ignored
+  (`ignored_lines.abandoned_attempts`). `requests`, `errors`, `wrong_answers` and every metric therefore cover
+  completed cycles only, and a resumed run reports the same counts as an uninterrupted one.
+- A partial run (Ctrl-C, `--max-minutes`) reports its cut cycle apart, as `unfinished_cycle` (cycle, attempt,
+  requests, errors, wrong answers); those lines are superseded when a resume re-runs the cycle.
+- Token counting and long prompts are reloaded, not redone: the counter from `manifest.json["tokenization"]`
+  (same method, template overhead or calibration line; pointed at the current `--base-url`) and every prompt
+  already fitted from `long_prompts.jsonl`, so a re-run cycle sends exactly the text it sent before. Only the
+  token-count calibration requests of the attempt whose counter is used are counted.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +29,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
@@ -13,9 +37,11 @@ from evalkit.errors import UsageError
 from evalkit.runcontext import open_run, print_run_path
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.gpu_memory import nvidia_smi
-from evalkit_stress.runner import RunOptions, StressRunner
+from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
+from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
 from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.summary import build_summary
+from evalkit_stress.tokenize import TokenCounter
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(render_schedule(schedule, args.time_scale))
         return 0
+    if args.name:
+        # Before opening the run: a refused resume must not stamp a resume into the manifest.
+        check_resume(Path(args.out) / args.name, {"seed": args.seed, "cycles": args.cycles, **_options(args)})
     return asyncio.run(_run(args, schedule))
 
 
@@ -78,8 +107,16 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 async def _run(args: argparse.Namespace, schedule: Any) -> int:
     options = _options(args)
     async with open_run(args, "stress", {"seed": args.seed, "cycles": args.cycles, "stress": options}) as ctx:
-        if ctx.rundir.resumed:
-            raise UsageError(f"{ctx.rundir.path} already holds a stress run; stress runs do not resume, pick a new --name")
+        rd = ctx.rundir
+        manifest = rd.manifest
+        attempt = attempt_of(manifest)
+        completed = completed_cycles(rd.read(CYCLES_FILE)) if rd.resumed else {}
+        fitted = load_fitted(rd.read(PROMPTS_FILE), schedule) if rd.resumed else {}
+        counter = (TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
+                   if rd.resumed and manifest.get("tokenization") else None)
+        if rd.resumed:
+            print(f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{args.cycles} cycles already done, "
+                  f"{len(fitted)} long prompts reloaded", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         reason: dict[str, str] = {}
         loop = asyncio.get_running_loop()
@@ -103,7 +140,8 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress,
         )
         exe = nvidia_smi()
-        runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe)
+        runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe, attempt=attempt,
+                              completed=completed, fitted=fitted, counter=counter)
         ctx.rundir.update_manifest(gpu_memory_sampler=exe)
         try:
             await runner.run()
@@ -115,7 +153,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             except (ValueError, RuntimeError):
                 pass
         stopped = reason.get("stopped", "completed")
-        summary = build_summary(ctx.rundir.path, args.seed, args.cycles, runner.cycles_done, options, stopped)
+        summary = build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped)
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
         _print_summary(summary)
@@ -133,6 +171,13 @@ def _print_summary(s: dict[str, Any]) -> None:
     out = [f"stress seed {s['seed']}: {s['cycles']}/{s['cycles_planned']} cycles, {s['requests']} requests, "
            f"{s['errors']} errors, {s['wrong_answers']} wrong answers, {s['divergent']} divergent"
            + (f"  [{s['stopped']}: partial]" if s["partial"] else "")]
+    if s["attempts"] > 1:
+        out.append(f"  resumed: {s['attempts']} attempts, {s['ignored_lines']['abandoned_attempts']} request lines "
+                   "of cut-off attempts ignored")
+    u = s.get("unfinished_cycle")
+    if u:
+        out.append(f"  cycle {u['cycle']} cut off after {u['requests']} requests ({u['errors']} errors, "
+                   f"{u['wrong_answers']} wrong answers): not counted; run again with the same --name to resume")
     for name, d in s["metrics"].items():
         out.append(f"  {name:<28} {_fmt(d)}")
     out.extend("  " + line for line in diagnosis_lines(s["diagnoses"], s["metrics"]))
