@@ -62,12 +62,21 @@ class ChatClient:
         self.base_url = base_url
         self.model = model
         self.clock = clock or Clock()
+        # `t_sent` is stamped by an HTTP request hook, as the request is handed to the transport: the SDK's own
+        # request building (about 1 ms, more on a busy client) is the client's cost, not the server's latency.
+        self._handed_over: dict[str, float] = {}
         self._oai = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "EMPTY",
             max_retries=0,  # a retry would hide exactly the failures we count
             timeout=900.0,
+            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._on_request]}),
         )
+
+    async def _on_request(self, request: Any) -> None:
+        rid = request.headers.get("x-request-id")
+        if rid:
+            self._handed_over[rid] = self.clock.now()
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -166,7 +175,9 @@ class ChatClient:
         stream = None
         try:
             rec.t_sent = clock.now()
+            self._handed_over.pop(rec.request_id, None)
             stream = await self._oai.chat.completions.create(**kwargs)
+            rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
             rec.t_first_byte = clock.now()
             rec.http_status = stream.response.status_code
             async for chunk in stream:
@@ -207,6 +218,7 @@ class ChatClient:
         except Exception as e:  # noqa: BLE001 - a stream broken mid-way surfaces as the HTTP library's own error
             rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e)) or 'stream broken'}"
         finally:
+            rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
             if rec.t_done is None and rec.status != "ok":
                 rec.t_done = clock.now()
             text = "".join(content)
