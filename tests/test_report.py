@@ -181,3 +181,21 @@ def test_report_on_real_bench_runs(sim, tmp_path: Path) -> None:
     assert planted["code"][1].endswith("▲"), planted
     aa = table(parse_tables(report(tmp_path, str(a), str(a_again), "--labels", "A,A2")), "Decode throughput")
     assert aa["code"][1].endswith("≈"), aa
+
+
+def test_resumed_stress_run_samples_only_the_attempts_that_completed_cycles(tmp_path):
+    from evalkit.report.runs import label_runs
+    from evalkit.rundir import RunDir
+    from evalkit.summaries import load_runs
+
+    rd = RunDir.create(tmp_path, "resumed", "stress", {})
+    base = 1000.0
+    for cycle, attempt, ttft in [(1, 0, 0.5), (2, 0, 99.0), (2, 1, 0.6), (3, 1, 0.7)]:
+        rd.append("requests.jsonl", {"request_id": f"r{cycle}{attempt}", "cycle": cycle, "attempt": attempt,
+                                     "scenario": "short_insert", "role": "short", "status": "ok",
+                                     "t_sent": base, "t_first_token": base + ttft, "t_done": base + ttft,
+                                     "ttft_s": ttft})
+    rd.write_summary({"kind": "stress", "seed": 1, "cycles": 3, "requests": 3, "errors": 0, "wrong_answers": 0,
+                      "cycle_attempts": {"1": 0, "2": 1, "3": 1}, "metrics": {}})
+    [run] = label_runs(load_runs([rd.path]), ["x"])
+    assert sorted(r["ttft_s"] for r in run.requests()) == [0.5, 0.6, 0.7]

@@ -28,8 +28,18 @@ class LabelledRun:
         return self.run.summary
 
     def requests(self) -> list[dict[str, Any]]:
-        """The run's requests.jsonl lines (empty when it has none)."""
-        return read_jsonl(self.run.path / "requests.jsonl")
+        """The run's requests.jsonl lines that its summary counts (empty when it has none).
+
+        A resumed stress run keeps the lines of attempts cut off mid-cycle on disk; its summary's
+        `cycle_attempts` says which attempt completed each cycle, and only those lines are samples.
+        """
+        lines = read_jsonl(self.run.path / "requests.jsonl")
+        completed = {int(k): int(v) for k, v in (self.summary.get("cycle_attempts") or {}).items()}
+        if self.kind != "stress" or not completed:
+            return lines
+        from evalkit_stress.resume import in_counted_cycle
+
+        return [r for r in lines if in_counted_cycle(r, completed)]
 
     def graded(self) -> list[dict[str, Any]]:
         """The run's graded.jsonl lines (empty when it has none)."""
