@@ -1,10 +1,11 @@
 """`evalkit stress` against `evalkit sim` over real HTTP: the write-up's before/after builds, judged by the sim's events.
 
 Runs the issue's acceptance, `--cycles 3 --seed 42` with the full 54K-token long prompt against both profiles, at
-`--time-scale 10` (each run ~55 s). At scale 20 an inserted short is sent 25-150 ms into the prefill, inside the
-sim's own ingestion of the 54K-token prompt and near the client's ~3-5 ms per-request overhead, and the after
-build's p95 (15-55 ms) missed the 15% bound by a hair (16%). A shorter prompt does not help: the before/after
-ratio needs the 54K prefill (with 27K the before build's wait is ~18 s against a ~1.15 s chunk, under 20x).
+`--time-scale 20` (`EVALKIT_TEST_STRESS_SCALE` overrides it). At that scale an inserted short is sent 25-150 ms into
+the prefill and the after build's p95 is ~55 ms, so the 15% bound leaves ~8 ms for the client: it held once the
+client stamped `t_sent` at the transport instead of before the SDK built the request (it was 16% off before).
+A shorter prompt does not help: the before/after ratio needs the 54K prefill (with 27K the before build's wait is
+~18 s against a ~1.15 s chunk, under 20x).
 An `nvidia-smi` stand-in on the PATH exercises the GPU memory sampler.
 """
 
@@ -23,7 +24,7 @@ import pytest
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
 
-SCALE = "10"
+SCALE = os.environ.get("EVALKIT_TEST_STRESS_SCALE", "20")
 LONG = 54000
 FAKE_NVIDIA_SMI = """#!/bin/sh
 # Stand-in for nvidia-smi: two GPUs whose used memory grows by 10 MiB a call (a leak to detect).
@@ -82,6 +83,7 @@ def test_short_insert_p95_matches_the_sims_events(runs: dict[str, dict[str, Any]
     r = runs[profile]
     ours = r["summary"]["metrics"]["short_insert_ttft_s"]["p95"]
     truth = sim_p95(r, "short_insert")
+    print(f"{profile}: short-insert TTFT p95 evalkit {ours:.4f} s, sim {truth:.4f} s ({(ours - truth) / truth:+.1%})")
     assert abs(ours - truth) <= 0.15 * truth, (ours, truth)
 
 
