@@ -39,3 +39,8 @@ def sim() -> Iterator[Callable[..., SimProcess]]:
     yield _start
     for proc in started:
         proc.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the slow real-server integration tests after every unit test, so a unit failure shows first."""
+    items.sort(key=lambda item: item.get_closest_marker("realserver") is not None)
