@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import os
+import sys
 from pathlib import Path
 
 from evalkit.rundir import default_run_name
@@ -49,15 +50,36 @@ def _evalkit(argv: list[str]) -> Path:
     return Path(lines[-1])
 
 
+def _datasets_reachable(data_dir: str | None) -> bool:
+    """Whether the capability datasets load (from `data_dir`, else the Hub); says why not on stderr."""
+    from evalkit.errors import UsageError
+    from evalkit_evals.datasets import DATASETS, load_items
+
+    try:
+        for name in DATASETS:
+            load_items(name, data_dir)
+    except UsageError as e:
+        sys.stderr.write(f"evalkit demo: skipping capability: {e}\n")
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo; the report's path is the last line of standard output."""
     from evalkit.sim.launch import start_sim
 
     folder = args.out / (args.name or default_run_name("demo"))
     folder.mkdir(parents=True, exist_ok=True)
-    data = ["--data-dir", args.data_dir] if args.data_dir else []
     if args.data_dir:
-        os.environ.setdefault("EVALKIT_DATA_DIR", args.data_dir)
+        if not Path(args.data_dir).is_dir():
+            from evalkit.errors import UsageError
+
+            raise UsageError(f"--data-dir {args.data_dir} is not a directory")
+        args.data_dir = str(Path(args.data_dir).resolve())
+        os.environ["EVALKIT_DATA_DIR"] = args.data_dir
+    data_dir = args.data_dir or os.environ.get("EVALKIT_DATA_DIR")
+    data = ["--data-dir", data_dir] if data_dir else []
+    with_capability = _datasets_reachable(data_dir)
     scale = f"{args.time_scale:g}"
     runs: list[Path] = []
     labels: list[str] = []
@@ -68,12 +90,13 @@ def run(args: argparse.Namespace) -> int:
             url = ["--base-url", sim.base_url]
             runs.append(_evalkit(["bench", *url, *common, "--name", f"{label}-bench", "--max-tokens", "128",
                                   "--concurrency", "2"]))
-            runs.append(_evalkit(["capability", *url, *common, "--name", f"{label}-capability", "--thinking",
-                                  "off", "--limit", str(args.limit), "--concurrency", "2", *data]))
+            if with_capability:
+                runs.append(_evalkit(["capability", *url, *common, "--name", f"{label}-capability", "--thinking",
+                                      "off", "--limit", str(args.limit), "--concurrency", "2", *data]))
         with start_sim(["--profile", profile, "--time-scale", scale, *data]) as sim:
             runs.append(_evalkit(["stress", "--base-url", sim.base_url, *common, "--name", f"{label}-stress",
                                   "--cycles", str(args.cycles), "--seed", "42", "--time-scale", scale]))
-        labels += [label] * 3
+        labels += [label] * (len(runs) - len(labels))
     report = folder / "report.md"
     _evalkit(["report", *map(str, runs), "--labels", ",".join(labels), "-o", str(report)])
     print(report, flush=True)
