@@ -27,7 +27,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say loudly, at the end of the run, that the real-server tests did not run and why."""
+    """Print the figures the real-server tests measured (even under -q, without -s), or loudly why they did not run."""
+    figures = [ln for key in ("passed", "failed") for rep in terminalreporter.stats.get(key, [])
+               if rep.when == "call" for ln in rep.capstdout.splitlines() if ln.startswith("[realserver]")]
+    if figures:
+        terminalreporter.write_sep("=", "real llama-server figures")
+        for line in figures:
+            terminalreporter.write_line(line)
     if _NOT_RUN:
         terminalreporter.write_sep("!", "REAL-SERVER TESTS DID NOT RUN", red=True, bold=True)
         terminalreporter.write_line(_NOT_RUN[0])

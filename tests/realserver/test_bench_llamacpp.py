@@ -6,7 +6,10 @@ import json
 import statistics
 from pathlib import Path
 
+import pytest
 from realserver_support import read_jsonl, run_dir_from, run_evalkit
+
+pytestmark = pytest.mark.realserver
 
 MAX_TOKENS = 256  # ~4 s a request for SmolLM2 on 2 cores; long enough that one token of skew is < 0.5%
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from realserver_support import REPO, get_json, read_jsonl, run_dir_from, run_evalkit
+
+pytestmark = pytest.mark.realserver
 
 LIMIT = 5  # per dataset: 5 GSM8K + 5 HumanEval+ questions
 MAX_TOKENS = 384

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
 from realserver_support import get_json
 
 from evalkit.client import ChatClient, ChatRequest
+
+pytestmark = pytest.mark.realserver
 
 WORDS = ("river stone lantern harvest orbit copper meadow signal quartz ember willow canyon ledger pilot "
          "cobalt thistle harbor velvet summit falcon marble tundra beacon saffron glacier").split()

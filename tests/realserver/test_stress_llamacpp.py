@@ -8,34 +8,39 @@ tokens: decoding after a 3000-token prompt is ~10-20x slower than after a short 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from realserver_support import read_jsonl, run_dir_from, run_evalkit
+
+pytestmark = pytest.mark.realserver
 
 LONG_TOKENS = 3000
 SERVERS = {
     "np1": dict(parallel=1, ctx=8192),
     "np2-b512": dict(parallel=2, ctx=16384, batch=512, ubatch=512),
 }
-_RESULTS: dict[str, dict[str, Any]] = {}
 
 
-def _stress(llama_server, tmp_path: Path, label: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    if label in _RESULTS:
-        return _RESULTS[label]["summary"], _RESULTS[label]["lines"]
-    srv = llama_server(**SERVERS[label])
-    proc = run_evalkit(["stress", "--base-url", srv.base_url, "--cycles", "1", "--seed", "42",
-                        "--long-tokens", str(LONG_TOKENS), "--long-max-tokens", "16", "--gen-tokens", "256",
-                        "--no-progress", "--out", str(tmp_path), "--name", f"stress-{label}"],
-                       cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    run = run_dir_from(proc)
-    summary = json.loads((run / "summary.json").read_text())
-    lines = read_jsonl(run / "requests.jsonl")
-    _RESULTS[label] = {"summary": summary, "lines": lines, "log": srv.log_text()}
-    return summary, lines
+@pytest.fixture(scope="module")
+def stress_run(llama_server, tmp_path_factory: pytest.TempPathFactory):
+    """`stress_run(label)` -> (summary, request lines, server log): one stress run per configuration, shared."""
+    runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
+
+    def get(label: str) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        if label not in runs:
+            srv = llama_server(**SERVERS[label])
+            out = tmp_path_factory.mktemp(f"stress-{label}")
+            proc = run_evalkit(["stress", "--base-url", srv.base_url, "--cycles", "1", "--seed", "42",
+                                "--long-tokens", str(LONG_TOKENS), "--long-max-tokens", "16", "--gen-tokens", "256",
+                                "--no-progress", "--out", str(out), "--name", f"stress-{label}"], cwd=out)
+            assert proc.returncode == 0, proc.stderr
+            run = run_dir_from(proc)
+            runs[label] = (json.loads((run / "summary.json").read_text()), read_jsonl(run / "requests.jsonl"),
+                           srv.log_text())
+        return runs[label]
+
+    return get
 
 
 def _p50(summary: dict[str, Any], metric: str) -> float:
@@ -47,9 +52,9 @@ def _diagnoses(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("label", list(SERVERS))
-def test_stress_run_is_clean_and_long_prompts_are_token_accurate(llama_server, tmp_path: Path, label: str) -> None:
+def test_stress_run_is_clean_and_long_prompts_are_token_accurate(stress_run, label: str) -> None:
     """Zero errors; every long prompt within 2% of --long-tokens by the server's own count; answers printed."""
-    summary, lines = _stress(llama_server, tmp_path, label)
+    summary, lines, _ = stress_run(label)
     wrong = [x for x in lines if x.get("correct") is False or x.get("answer_ok") is False]
     print(f"\n[realserver] stress {label}: {summary['requests']} requests, errors {summary['errors']}, "
           f"wrong answers {summary['wrong_answers']} (a 135M model; not a failure)")
@@ -69,40 +74,66 @@ def test_stress_run_is_clean_and_long_prompts_are_token_accurate(llama_server, t
     assert all(abs(n / LONG_TOKENS - 1) <= 0.02 for n in measured), measured
 
 
-def test_effective_concurrency_is_the_slot_count(llama_server, tmp_path: Path) -> None:
-    """Two generations at once take turns on one slot and run together on two."""
-    one, _ = _stress(llama_server, tmp_path, "np1")
-    two, _ = _stress(llama_server, tmp_path, "np2-b512")
-    print(f"\n[realserver] effective_concurrency: -np 1 -> {_diagnoses(one)['effective_concurrency']} "
-          f"(raw {_diagnoses(one).get('effective_concurrency_raw')}), -np 2 -> "
-          f"{_diagnoses(two)['effective_concurrency']} (raw {_diagnoses(two).get('effective_concurrency_raw')}); "
-          f"combined tok/s {_p50(one, 'concurrent_combined_tok_s'):.1f} vs {_p50(two, 'concurrent_combined_tok_s'):.1f}")
-    assert _diagnoses(one)["effective_concurrency"] == 1
-    assert _diagnoses(two)["effective_concurrency"] == 2
+def _pair_overlap(lines: list[dict[str, Any]]) -> float:
+    """Sum of the two concurrent streams' decode spans over their union: 1 = they took turns, 2 = fully together."""
+    spans = [(x["t_first_token"], x["t_last_token"]) for x in lines
+             if x.get("scenario") == "concurrent_gen" and x.get("role") == "gen_pair" and x.get("t_last_token")]
+    assert len(spans) == 2, spans
+    window = max(e for _, e in spans) - min(s for s, _ in spans)
+    return sum(e - s for s, e in spans) / window
 
 
-def test_short_insert_waits_behind_the_prefill_only_with_one_slot(llama_server, tmp_path: Path) -> None:
-    """`-np 1`: the short request waits for most of the long prefill; `-np 2 -b 512`: it is let in within a batch."""
-    one, _ = _stress(llama_server, tmp_path, "np1")
-    two, _ = _stress(llama_server, tmp_path, "np2-b512")
+def test_effective_concurrency_follows_the_slots(stress_run) -> None:
+    """One slot: the two generations take turns (1). Two slots: they decode together.
+
+    evalkit's `effective_concurrency` is the overlap capped by the speed-up over one stream alone. SmolLM2's decode
+    is compute-bound on 2 cores, so two streams together deliver no more tokens than one, and evalkit rightly
+    reports 1 for `-np 2` as well unless the speed-up reaches 1.5 (a memory-bound model, e.g. Qwen2.5-0.5B, shows 2).
+    """
+    one, lines1, _ = stress_run("np1")
+    two, lines2, _ = stress_run("np2-b512")
+    ov1, ov2 = _pair_overlap(lines1), _pair_overlap(lines2)
+    speedup2 = _p50(two, "concurrent_combined_tok_s") / _p50(two, "gen_alone_tok_s")
+    eff1, eff2 = _diagnoses(one)["effective_concurrency"], _diagnoses(two)["effective_concurrency"]
+    print(f"\n[realserver] two generations at once: -np 1 overlap {ov1:.2f}, effective_concurrency {eff1}; "
+          f"-np 2 overlap {ov2:.2f}, combined {_p50(two, 'concurrent_combined_tok_s'):.1f} tok/s vs "
+          f"{_p50(two, 'gen_alone_tok_s'):.1f} alone (speed-up {speedup2:.2f}), effective_concurrency {eff2}")
+    assert ov1 < 1.3 and eff1 == 1
+    assert ov2 > 1.7
+    assert eff2 == (2 if speedup2 >= 1.5 else 1)
+
+
+def _inserted_short_ttfts(lines: list[dict[str, Any]]) -> list[float]:
+    return sorted(x["ttft_s"] for x in lines if x.get("scenario") in ("short_insert", "double_insert")
+                  and x.get("role") == "short" and x.get("ttft_s") is not None)
+
+
+def test_short_insert_waits_behind_the_prefill_only_with_one_slot(stress_run) -> None:
+    """`-np 1`: an inserted short request waits for the long prefill. `-np 2 -b 512`: it gets in within a few batches
+    when it lands in a lower-numbered slot than the long prompt (llama.cpp tops each batch up slot by slot in slot
+    order, so one in a higher slot still waits the whole prefill); this seed's schedule gives one of each."""
+    one, lines1, _ = stress_run("np1")
+    two, lines2, _ = stress_run("np2-b512")
     t1, t2 = _p50(one, "short_insert_ttft_s"), _p50(two, "short_insert_ttft_s")
+    best1, best2 = _inserted_short_ttfts(lines1)[0], _inserted_short_ttfts(lines2)[0]
     hol1, hol2 = _diagnoses(one)["head_of_line_blocking"], _diagnoses(two)["head_of_line_blocking"]
-    print(f"\n[realserver] short-insert TTFT p50: -np 1 {t1:.2f} s, -np 2 -b 512 {t2:.2f} s ({t1 / t2:.1f}x); "
-          f"long prefill alone {_p50(one, 'long_prefill_s'):.1f} s / {_p50(two, 'long_prefill_s'):.1f} s; "
-          f"head-of-line blocking: {hol1} / {hol2}")
-    assert t1 >= 3 * t2
+    print(f"\n[realserver] short-insert TTFT p50: -np 1 {t1:.2f} s, -np 2 -b 512 {t2:.2f} s; inserted shorts' TTFTs "
+          f"-np 1 {[round(t, 2) for t in _inserted_short_ttfts(lines1)]}, -np 2 -b 512 "
+          f"{[round(t, 2) for t in _inserted_short_ttfts(lines2)]}; long prefill alone "
+          f"{_p50(one, 'long_prefill_s'):.1f} s / {_p50(two, 'long_prefill_s'):.1f} s")
+    print(f"[realserver] head-of-line blocking: -np 1 {hol1}; -np 2 -b 512 {hol2}")
     assert hol1["detected"] is True
-    assert hol2["detected"] is False
+    assert best1 >= 0.5 * _p50(one, "long_prefill_s")  # every inserted short waited out most of the prefill
+    assert best1 >= 3 * best2, (best1, best2)
 
 
-def test_what_llama_cpp_does_with_a_cancelled_prefill(llama_server, tmp_path: Path) -> None:
+def test_what_llama_cpp_does_with_a_cancelled_prefill(stress_run) -> None:
     """Measured and reported: the next request's TTFT after a cancel, against the prefill that was left."""
     for label in SERVERS:
-        summary, _ = _stress(llama_server, tmp_path, label)
+        summary, _, log = stress_run(label)
         ca = _diagnoses(summary)["cancel_aborts"]
-        log = _RESULTS[label]["log"]
         print(f"\n[realserver] cancel on {label}: post-cancel TTFT p50 {_p50(summary, 'post_cancel_ttft_s'):.2f} s; "
               f"diagnosis {ca}; server log says 'cancel task': {'cancel task' in log}")
         assert ca["aborts"] is not None, ca
     # With 512-token batches the abort lands within ~3 s, far inside a 3000-token prefill.
-    assert _diagnoses(_RESULTS["np2-b512"]["summary"])["cancel_aborts"]["aborts"] is True
+    assert _diagnoses(stress_run("np2-b512")[0])["cancel_aborts"]["aborts"] is True
