@@ -90,10 +90,12 @@ async def _post_count(session: aiohttp.ClientSession, url: str, body: dict[str, 
         if resp.status != 200:
             return None
         data = await resp.json(content_type=None)
+    # A server that does not understand the body may still answer 200 with an empty list (llama.cpp does for
+    # `messages`): no text tokenizes to nothing, so zero means "not understood".
     if isinstance(data, dict):
-        if isinstance(data.get("count"), int):
+        if isinstance(data.get("count"), int) and data["count"] > 0:
             return data["count"]
-        if isinstance(data.get("tokens"), list):
+        if isinstance(data.get("tokens"), list) and data["tokens"]:
             return len(data["tokens"])
     return None
 
