@@ -8,6 +8,7 @@ and every chunk's arrival kept so rates are computed from raw samples later.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,18 +36,6 @@ class ChatRequest:
 def new_request_id(prefix: str = "ek") -> str:
     """A fresh unique request id."""
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
-
-
-def _reasoning_delta(delta: Any) -> str | None:
-    # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and
-    # OpenRouter-style servers use `reasoning`. The SDK keeps unknown fields as model extras.
-    for name in ("reasoning_content", "reasoning"):
-        value = getattr(delta, name, None)
-        if value is None and getattr(delta, "model_extra", None):
-            value = delta.model_extra.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 class ChatClient:
@@ -172,39 +161,25 @@ class ChatClient:
             kwargs["temperature"] = request.temperature
         content: list[str] = []
         reasoning: list[str] = []
-        stream = None
         try:
             rec.t_sent = clock.now()
             self._handed_over.pop(rec.request_id, None)
-            stream = await self._oai.chat.completions.create(**kwargs)
-            rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
-            rec.t_first_byte = clock.now()
-            rec.http_status = stream.response.status_code
-            async for chunk in stream:
-                now = clock.now()
-                extra = chunk.model_extra or {}
-                if isinstance(extra.get("timings"), dict):
-                    rec.server_timings = extra["timings"]
-                if chunk.usage is not None:
-                    rec.prompt_tokens = chunk.usage.prompt_tokens
-                    rec.completion_tokens = chunk.usage.completion_tokens
-                    rec.usage_source = "server"
-                for choice in chunk.choices or []:
-                    delta = choice.delta
-                    text = delta.content if delta is not None else None
-                    think = _reasoning_delta(delta) if delta is not None else None
-                    if think:
-                        reasoning.append(think)
-                        rec.reasoning_chunks += 1
-                    if text:
-                        content.append(text)
-                        rec.content_chunks += 1
-                    if text or think:
-                        rec.chunk_times.append(now)
-                        if rec.t_first_token is None:
-                            rec.t_first_token = now
-                    if choice.finish_reason:
-                        rec.finish_reason = choice.finish_reason
+            # The SDK sends the request and turns HTTP errors into exceptions; the event stream itself is read
+            # line by line and parsed with json, so each chunk is stamped as its bytes arrive rather than after
+            # a model object was built for it (which, with several streams in flight, queues chunks behind
+            # each other's parsing).
+            async with self._oai.chat.completions.with_streaming_response.create(**kwargs) as response:
+                rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
+                rec.t_first_byte = clock.now()
+                rec.http_status = response.status_code
+                async for line in response.iter_lines():
+                    now = clock.now()
+                    data = _sse_data(line)
+                    if data is None:
+                        continue
+                    if data == "[DONE]":
+                        continue  # read on to the end of the body, so the connection goes back to the pool
+                    _take_chunk(rec, json.loads(data), now, content, reasoning)
             rec.t_done = clock.now()
             if rec.finish_reason is None:
                 rec.status, rec.error = "error", "stream ended without a finish_reason (broken stream)"
@@ -213,7 +188,7 @@ class ChatClient:
         except openai.APIStatusError as e:
             rec.status, rec.http_status = "error", e.status_code
             rec.error = f"HTTP {e.status_code}: {_short(e.message)}"
-        except openai.APIError as e:  # connection errors and error events inside the stream
+        except (openai.APIError, StreamError) as e:  # connection errors, error events in the stream
             rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e))}"
         except Exception as e:  # noqa: BLE001 - a stream broken mid-way surfaces as the HTTP library's own error
             rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e)) or 'stream broken'}"
@@ -226,13 +201,59 @@ class ChatClient:
                 rec.content, rec.reasoning = text, "".join(reasoning)
             else:
                 rec.reasoning, rec.content = split_inline_reasoning(text)
-            if stream is not None:
-                await asyncio.shield(stream.close())
 
     async def list_models(self) -> list[str]:
         """Model ids from `GET /v1/models`, in the server's order."""
         page = await self._oai.models.list()
         return [m.id for m in page.data]
+
+
+class StreamError(Exception):
+    """An error event inside an event stream (the server gave up after the HTTP status was sent)."""
+
+
+def _sse_data(line: str) -> str | None:
+    """The payload of an SSE `data:` line; None for comments, blank lines and other fields."""
+    if not line.startswith("data:"):
+        return None
+    return line[5:].strip()
+
+
+def _take_chunk(rec: RequestRecord, chunk: dict[str, Any], now: float, content: list[str],
+                reasoning: list[str]) -> None:
+    """Fold one parsed `chat.completion.chunk` into the record."""
+    if chunk.get("error") and not chunk.get("choices"):
+        err = chunk["error"]
+        raise StreamError(err.get("message", str(err)) if isinstance(err, dict) else str(err))
+    if isinstance(chunk.get("timings"), dict):  # llama.cpp's own timing figures
+        rec.server_timings = chunk["timings"]
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        rec.prompt_tokens = usage.get("prompt_tokens")
+        rec.completion_tokens = usage.get("completion_tokens")
+        rec.usage_source = "server"
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        text = delta.get("content")
+        # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and
+        # OpenRouter-style servers use `reasoning`.
+        think = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(think, str) and think:
+            reasoning.append(think)
+            rec.reasoning_chunks += 1
+        else:
+            think = None
+        if isinstance(text, str) and text:
+            content.append(text)
+            rec.content_chunks += 1
+        else:
+            text = None
+        if text or think:
+            rec.chunk_times.append(now)
+            if rec.t_first_token is None:
+                rec.t_first_token = now
+        if choice.get("finish_reason"):
+            rec.finish_reason = choice["finish_reason"]
 
 
 def _short(text: str, limit: int = 300) -> str:

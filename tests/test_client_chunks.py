@@ -1,0 +1,83 @@
+"""How the client folds real servers' event streams into a record (transcripts recorded from llama.cpp and FastLLM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit.client import StreamError, _sse_data, _take_chunk
+from evalkit.records import RequestRecord
+
+SERVERS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "servers"
+
+
+def fold(lines: list[str]) -> tuple[RequestRecord, str, str]:
+    rec = RequestRecord(request_id="r", t_sent=0.0)
+    content: list[str] = []
+    reasoning: list[str] = []
+    for i, line in enumerate(lines):
+        data = _sse_data(line)
+        if data is None or data == "[DONE]":
+            continue
+        _take_chunk(rec, json.loads(data), float(i), content, reasoning)
+    return rec, "".join(content), "".join(reasoning)
+
+
+@pytest.mark.parametrize(
+    "transcript, completion_tokens, content_chunks, timings",
+    [
+        ("sse-sample.txt", 14, 13, True),  # usage in a trailing choices:[] chunk, timings; EOS counted, not streamed
+        ("sse-sample-ftllm.txt", 13, 13, False),  # usage inside the finish chunk, no timings
+    ],
+)
+def test_real_server_transcripts(transcript, completion_tokens, content_chunks, timings):
+    path = SERVERS / transcript
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    rec, content, reasoning = fold(path.read_text().splitlines())
+    assert content.startswith("1, 2, 3")
+    assert reasoning == ""
+    assert rec.finish_reason == "stop"
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.usage_source) == (37, completion_tokens, "server")
+    assert rec.content_chunks == content_chunks
+    # the role-only first chunk is not a token: the first token is the first chunk with text
+    assert rec.t_first_token == rec.chunk_times[0] and len(rec.chunk_times) == content_chunks
+    assert (rec.server_timings is not None) == timings
+
+
+@pytest.mark.parametrize(
+    "line, payload",
+    [
+        ("data: {\"a\": 1}", "{\"a\": 1}"),
+        ("data:{\"a\": 1}", "{\"a\": 1}"),
+        ("data: [DONE]", "[DONE]"),
+        (": keep-alive comment", None),
+        ("", None),
+        ("event: message", None),
+    ],
+)
+def test_sse_data(line, payload):
+    assert _sse_data(line) == payload
+
+
+@pytest.mark.parametrize(
+    "delta, content, reasoning",
+    [
+        ({"reasoning_content": "hmm"}, "", "hmm"),
+        ({"reasoning": "hmm"}, "", "hmm"),
+        ({"content": "4"}, "4", ""),
+        ({"content": "", "reasoning_content": None}, "", ""),
+        ({"role": "assistant", "content": None}, "", ""),
+    ],
+)
+def test_reasoning_fields(delta, content, reasoning):
+    rec, c, r = fold([f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta}]})}"])
+    assert (c, r) == (content, reasoning)
+    assert rec.t_first_token == (0.0 if content or reasoning else None)
+
+
+def test_error_event_inside_the_stream_raises():
+    with pytest.raises(StreamError, match="out of memory"):
+        fold(['data: {"error": {"message": "out of memory", "code": 500}}'])
