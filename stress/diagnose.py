@@ -14,6 +14,7 @@ from evalkit_stress.metrics import Line, cancel_samples, insert_wait_fractions
 HOL_FRACTION = 0.5  # an inserted short that waits more than half the remaining prefill is blocked behind it
 SLOWER_THAN_ALONE = 3.0  # ... and much slower than the same kind of request alone
 HURT_RATIO = 1.10  # a long prefill 10% slower with inserts than alone
+LOW_SPEEDUP = 1.5  # two streams served together that deliver less than 1.5x one stream gain little from batching
 
 
 def _p50(metrics: dict[str, Any], name: str) -> float | None:
@@ -28,6 +29,7 @@ def diagnose(metrics: dict[str, Any], lines: list[Line]) -> dict[str, Any]:
     eff = _p50(metrics, "effective_concurrency")
     out["effective_concurrency"] = None if eff is None else max(1, round(eff))
     out["effective_concurrency_raw"] = eff
+    out["concurrency_speedup"] = _p50(metrics, "concurrency_speedup")
 
     fractions = insert_wait_fractions(lines)
     ins = _p50(metrics, "short_insert_ttft_s")
@@ -70,7 +72,11 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
     lines = []
     eff = d.get("effective_concurrency")
     if eff is not None:
+        speedup = d.get("concurrency_speedup")
         note = " (the two generations took turns)" if eff == 1 else ""
+        if eff >= 2 and speedup is not None and speedup < LOW_SPEEDUP:
+            note = (f" (served together, but combined throughput only {speedup:.2f}x one stream alone: "
+                    "the engine is compute-bound or time-slices)")
         lines.append(f"effective concurrency: {eff}{note}")
     hol = d["head_of_line_blocking"]
     if hol["detected"] is not None:

@@ -66,3 +66,28 @@ def test_judge(record: RequestRecord, role: str, expected: str, planned_cancel: 
                kind: str | None) -> None:
     v = judge(record, role, expected, planned_cancel)
     assert (v.outcome, v.error_kind) == (outcome, kind)
+
+
+def _gen(first: float, last: float, tokens: int = 100, rate: float | None = None) -> dict:
+    return {"t_first_token": first, "t_last_token": last, "completion_tokens": tokens,
+            "decode_tok_s": rate if rate is not None else (tokens - 1) / (last - first)}
+
+
+@pytest.mark.parametrize(
+    "pair, solo_rate, overlap, speedup",
+    [
+        # took turns: the second stream starts when the first ends (a clamped max_batch)
+        ([_gen(0, 1), _gen(1, 2)], 100, 1.0, 1.0),
+        # served together and twice the tokens per second (a memory-bound GPU engine)
+        ([_gen(0, 1), _gen(0, 1)], 100, 2.0, 2.0),
+        # served together but no faster in total (a compute-bound CPU engine): still two at once
+        ([_gen(0, 2), _gen(0, 2)], 100, 2.0, 1.0),
+    ],
+)
+def test_pair_stats_effective_concurrency_is_overlap_and_speedup_is_reported(pair, solo_rate, overlap, speedup):
+    from evalkit_stress.metrics import pair_stats
+
+    st = pair_stats(pair, [{"decode_tok_s": solo_rate}])
+    assert st["effective_concurrency"] == pytest.approx(overlap)
+    assert st["overlap"] == pytest.approx(overlap)
+    assert st["speedup"] == pytest.approx(speedup)

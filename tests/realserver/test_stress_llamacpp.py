@@ -84,11 +84,11 @@ def _pair_overlap(lines: list[dict[str, Any]]) -> float:
 
 
 def test_effective_concurrency_follows_the_slots(stress_run) -> None:
-    """One slot: the two generations take turns (1). Two slots: they decode together.
+    """One slot: the two generations take turns (1). Two slots: they decode together (2).
 
-    evalkit's `effective_concurrency` is the overlap capped by the speed-up over one stream alone. SmolLM2's decode
-    is compute-bound on 2 cores, so two streams together deliver no more tokens than one, and evalkit rightly
-    reports 1 for `-np 2` as well unless the speed-up reaches 1.5 (a memory-bound model, e.g. Qwen2.5-0.5B, shows 2).
+    evalkit's `effective_concurrency` is the overlap of the two streams' decode spans. SmolLM2's decode is
+    compute-bound on 2 cores, so two streams together deliver little more than one: the speed-up is reported
+    beside it, and the diagnosis says so when it is under 1.5.
     """
     one, lines1, _ = stress_run("np1")
     two, lines2, _ = stress_run("np2-b512")
@@ -99,8 +99,8 @@ def test_effective_concurrency_follows_the_slots(stress_run) -> None:
           f"-np 2 overlap {ov2:.2f}, combined {_p50(two, 'concurrent_combined_tok_s'):.1f} tok/s vs "
           f"{_p50(two, 'gen_alone_tok_s'):.1f} alone (speed-up {speedup2:.2f}), effective_concurrency {eff2}")
     assert ov1 < 1.3 and eff1 == 1
-    assert ov2 > 1.7
-    assert eff2 == (2 if speedup2 >= 1.5 else 1)
+    assert ov2 > 1.7 and eff2 == 2
+    assert _diagnoses(two)["concurrency_speedup"] is not None
 
 
 def _inserted_short_ttfts(lines: list[dict[str, Any]]) -> list[float]:
