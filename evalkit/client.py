@@ -59,7 +59,8 @@ class ChatClient:
             api_key=api_key or "EMPTY",
             max_retries=0,  # a retry would hide exactly the failures we count
             timeout=900.0,
-            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._on_request]}),
+            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._on_request]},
+                                                       limits=_pool_limits()),
         )
 
     async def _on_request(self, request: Any) -> None:
@@ -206,6 +207,20 @@ class ChatClient:
         """Model ids from `GET /v1/models`, in the server's order."""
         page = await self._oai.models.list()
         return [m.id for m in page.data]
+
+
+# llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s, the
+# same as the HTTP library's default expiry: a request sent on a connection the server is closing at that moment
+# fails with "Connection error" though the server is fine. Dropping idle connections sooner avoids the race.
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def _pool_limits() -> Any:
+    """The SDK's connection limits with a keep-alive expiry shorter than common servers' idle timeout."""
+    limits = openai._constants.DEFAULT_CONNECTION_LIMITS  # noqa: SLF001 - an instance of the SDK's HTTP library
+    return type(limits)(max_connections=limits.max_connections,
+                        max_keepalive_connections=limits.max_keepalive_connections,
+                        keepalive_expiry=KEEPALIVE_EXPIRY_S)
 
 
 class StreamError(Exception):
