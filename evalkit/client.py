@@ -163,24 +163,16 @@ class ChatClient:
         content: list[str] = []
         reasoning: list[str] = []
         try:
-            rec.t_sent = clock.now()
-            self._handed_over.pop(rec.request_id, None)
-            # The SDK sends the request and turns HTTP errors into exceptions; the event stream itself is read
-            # line by line and parsed with json, so each chunk is stamped as its bytes arrive rather than after
-            # a model object was built for it (which, with several streams in flight, queues chunks behind
-            # each other's parsing).
-            async with self._oai.chat.completions.with_streaming_response.create(**kwargs) as response:
-                rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
-                rec.t_first_byte = clock.now()
-                rec.http_status = response.status_code
-                async for line in response.iter_lines():
-                    now = clock.now()
-                    data = _sse_data(line)
-                    if data is None:
-                        continue
-                    if data == "[DONE]":
-                        continue  # read on to the end of the body, so the connection goes back to the pool
-                    _take_chunk(rec, json.loads(data), now, content, reasoning)
+            while True:
+                try:
+                    await self._attempt(kwargs, rec, content, reasoning)
+                    break
+                except openai.APIConnectionError as e:
+                    if not _closed_before_answering(e, rec) or rec.connection_retries >= 1:
+                        raise
+                    # The server closed a pooled keep-alive connection as the request went out (llama.cpp does
+                    # this now and then): the request never reached it, so sending it again is safe. Counted.
+                    rec.connection_retries += 1
             rec.t_done = clock.now()
             if rec.finish_reason is None:
                 rec.status, rec.error = "error", "stream ended without a finish_reason (broken stream)"
@@ -190,7 +182,9 @@ class ChatClient:
             rec.status, rec.http_status = "error", e.status_code
             rec.error = f"HTTP {e.status_code}: {_short(e.message)}"
         except (openai.APIError, StreamError) as e:  # connection errors, error events in the stream
-            rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e))}"
+            cause = e.__cause__ or e.__context__
+            why = f" ({type(cause).__name__}: {_short(str(cause), 200)})" if cause is not None else ""
+            rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e))}{why}"
         except Exception as e:  # noqa: BLE001 - a stream broken mid-way surfaces as the HTTP library's own error
             rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e)) or 'stream broken'}"
         finally:
@@ -202,6 +196,27 @@ class ChatClient:
                 rec.content, rec.reasoning = text, "".join(reasoning)
             else:
                 rec.reasoning, rec.content = split_inline_reasoning(text)
+
+    async def _attempt(self, kwargs: dict[str, Any], rec: RequestRecord, content: list[str],
+                       reasoning: list[str]) -> None:
+        clock = self.clock
+        rec.t_sent = clock.now()
+        self._handed_over.pop(rec.request_id, None)
+        # The SDK sends the request and turns HTTP errors into exceptions; the event stream itself is read line by
+        # line and parsed with json, so each chunk is stamped as its bytes arrive rather than after a model object
+        # was built for it (which, with several streams in flight, queues chunks behind each other's parsing).
+        async with self._oai.chat.completions.with_streaming_response.create(**kwargs) as response:
+            rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
+            rec.t_first_byte = clock.now()
+            rec.http_status = response.status_code
+            async for line in response.iter_lines():
+                now = clock.now()
+                data = _sse_data(line)
+                if data is None:
+                    continue
+                if data == "[DONE]":
+                    continue  # read on to the end of the body, so the connection goes back to the pool
+                _take_chunk(rec, json.loads(data), now, content, reasoning)
 
     async def list_models(self) -> list[str]:
         """Model ids from `GET /v1/models`, in the server's order."""
@@ -221,6 +236,12 @@ def _pool_limits() -> Any:
     return type(limits)(max_connections=limits.max_connections,
                         max_keepalive_connections=limits.max_keepalive_connections,
                         keepalive_expiry=KEEPALIVE_EXPIRY_S)
+
+
+def _closed_before_answering(error: Exception, rec: RequestRecord) -> bool:
+    """Whether the server hung up on the request before a single byte of response (a stale pooled connection)."""
+    cause = error.__cause__ or error.__context__
+    return rec.t_first_byte is None and "without sending a response" in str(cause)
 
 
 class StreamError(Exception):

@@ -31,6 +31,8 @@ class RequestRecord:
     chunk_times: list[float] = field(default_factory=list)
     reasoning_chunks: int = 0
     content_chunks: int = 0
+    # Times the request was sent again because the server closed a pooled connection before answering.
+    connection_retries: int = 0
     # Server-specific timing extras (llama.cpp `timings`), kept verbatim.
     server_timings: dict[str, Any] | None = None
     # Caller-supplied labels: cycle, scenario, question id, run number ...
