@@ -124,7 +124,9 @@ def test_short_insert_waits_behind_the_prefill_only_with_one_slot(stress_run) ->
     print(f"[realserver] head-of-line blocking: -np 1 {hol1}; -np 2 -b 512 {hol2}")
     assert hol1["detected"] is True
     assert best1 >= 0.5 * _p50(one, "long_prefill_s")  # every inserted short waited out most of the prefill
-    assert best1 >= 3 * best2, (best1, best2)
+    # The short that got in waits a few 512-token batches (2-5 s here, by where in a batch it lands); the -np 1
+    # one waits the whole prefill (12-18 s). A generous bound: at least twice as long.
+    assert best1 >= 2 * best2, (best1, best2)
 
 
 def test_what_llama_cpp_does_with_a_cancelled_prefill(stress_run) -> None:
