@@ -65,8 +65,17 @@ class ChatClient:
 
     async def _on_request(self, request: Any) -> None:
         rid = request.headers.get("x-request-id")
-        if rid:
-            self._handed_over[rid] = self.clock.now()
+        if not rid:
+            return
+        self._handed_over[rid] = self.clock.now()
+
+        # The HTTP library yields to the event loop before it writes; its trace hook tells when the request's
+        # headers are actually in the socket, which is when the server can first see it.
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            if name.endswith("send_request_headers.complete"):
+                self._handed_over[rid] = self.clock.now()
+
+        request.extensions["trace"] = trace
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from typing import Any
@@ -131,6 +132,9 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
     if settings.clamp_batch and settings.max_batch > 1:
         sys.stderr.write(f"explicit-token safety max_batch limited {settings.max_batch} -> 1\n")
         sys.stderr.flush()
+    # The sim's timestamps are the ground truth: a full garbage collection walking every object made at start-up
+    # paused the loop for ~5 ms now and then, stamping arrivals late. Those objects live as long as the process.
+    gc.freeze()
     print(f"evalkit sim listening on http://{host}:{real_port}/v1", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

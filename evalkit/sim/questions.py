@@ -9,6 +9,7 @@ on the first 32 characters of that text and looks them up at each word start of 
 from __future__ import annotations
 
 import ast
+import gc
 import re
 import sys
 import threading
@@ -94,6 +95,7 @@ class QuestionIndex:
         with self._lock:
             if self._by_key is None:
                 self._load()
+                gc.freeze()  # thousands of dataset rows, kept for good: out of the collector's way
 
     def find(self, text: str) -> Question | None:
         """The capability item whose text this message contains (the longest when several do)."""
