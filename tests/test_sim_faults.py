@@ -48,7 +48,7 @@ async def test_wrong_only_when_batched(sim) -> None:
     msgs = [{"role": "user", "content": "What is 2 + 3? Reply with only the number."}]
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         alone = await c.chat(ChatRequest(msgs, request_id="alone"))
-        # long enough (0.4 s) that the second request surely arrives while the first is decoding
+        # long enough (~80 ms at this scale) that the second request arrives while the first is decoding
         pair = await asyncio.gather(*[c.chat(ChatRequest(msgs, max_tokens=100, request_id=f"pair-{i}",
                                                          extra_body={"ignore_eos": True})) for i in range(2)])
     events = {e["request_id"]: e for e in s.events()}
