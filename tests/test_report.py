@@ -199,3 +199,21 @@ def test_resumed_stress_run_samples_only_the_attempts_that_completed_cycles(tmp_
                       "cycle_attempts": {"1": 0, "2": 1, "3": 1}, "metrics": {}})
     [run] = label_runs(load_runs([rd.path]), ["x"])
     assert sorted(r["ttft_s"] for r in run.requests()) == [0.5, 0.6, 0.7]
+
+
+def test_stress_table_says_when_runs_were_time_scaled(tmp_path):
+    from evalkit.report.runs import label_runs
+    from evalkit.report.tables import stress_table
+    from evalkit.rundir import RunDir
+    from evalkit.summaries import load_runs
+
+    paths = []
+    for name, scale in (("a", 1.0), ("b", 20.0)):
+        rd = RunDir.create(tmp_path, name, "stress", {})
+        rd.write_summary({"kind": "stress", "seed": 1, "cycles": 1, "requests": 0, "errors": 0, "wrong_answers": 0,
+                          "options": {"time_scale": scale},
+                          "metrics": {"short_insert_ttft_s": {"p50": 1.0, "p95": 1.0, "max": 1.0, "n": 1}}})
+        paths.append(rd.path)
+    table = stress_table(label_runs(load_runs(paths), ["a", "b"]))
+    assert any("b: --time-scale 20" in n for n in table.notes)
+    assert not any("a: --time-scale" in n for n in table.notes)

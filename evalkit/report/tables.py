@@ -207,6 +207,11 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     notes = ["Latency in seconds, throughput in tok/s; each metric's p50 / p95 / max over all cycles is in the "
              "runs' summary.json. Marks: bootstrap over each metric's raw samples in requests.jsonl (>= 3 a run), "
              "else beyond noise only when one run's median lies past the other's maximum."]
+    scaled = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
+    scaled = {label: f for label, f in scaled.items() if f not in (None, 1, 1.0)}
+    if scaled:
+        notes.append("Run against a sped-up server (" + ", ".join(f"{k}: --time-scale {v:g}" for k, v in scaled.items())
+                     + "): its seconds are 1/F of real ones and its tok/s F times real.")
     return Table("stress", "Latency under a long prefill (stress)", cols, rows, notes, row_header="metric")
 
 
