@@ -40,9 +40,10 @@ def mcnemar_exact_p(only_a: int, only_b: int) -> float:
     n = only_a + only_b
     if n == 0:
         return 1.0
-    k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    # Exact McNemar is a two-sided binomial test of the discordant pairs against p = 1/2.
+    from scipy.stats import binomtest
+
+    return float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
 
 
 def paired_answers_verdict(before: dict[str, bool], after: dict[str, bool], alpha: float = ALPHA) -> NoiseVerdict:
