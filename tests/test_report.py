@@ -217,3 +217,12 @@ def test_stress_table_says_when_runs_were_time_scaled(tmp_path):
     table = stress_table(label_runs(load_runs(paths), ["a", "b"]))
     assert any("b: --time-scale 20" in n for n in table.notes)
     assert not any("a: --time-scale" in n for n in table.notes)
+
+
+@pytest.mark.parametrize("metric, higher", [("short_insert_ttft_s", False), ("long_prefill_s", False),
+                                            ("concurrent_combined_tok_s", True), ("effective_concurrency", True),
+                                            ("concurrency_speedup", True)])
+def test_which_stress_metrics_are_better_higher(metric, higher):
+    from evalkit.report.tables import _higher_is_better
+
+    assert _higher_is_better(metric) is higher

@@ -149,7 +149,7 @@ HEADLINE_STAT = {"post_cancel_ttft_s": "max", "concurrent_combined_tok_s": "p50"
 
 
 def _higher_is_better(metric: str) -> bool:
-    return metric.endswith("tok_s") or metric == "effective_concurrency"
+    return metric.endswith("tok_s") or metric in ("effective_concurrency", "concurrency_speedup")
 
 
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
