@@ -10,6 +10,7 @@ import shutil
 from typing import Any, Callable
 
 from evalkit.clock import Clock
+from evalkit_stress.background import stop_task
 
 QUERY = ["--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"]
 
@@ -70,11 +71,7 @@ class GpuMemorySampler:
     async def stop(self) -> None:
         """Stop sampling (after one last sample)."""
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await stop_task(self._task)
             await self.sample_once()
 
 

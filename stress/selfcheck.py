@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.stats import distribution
+from evalkit_stress.background import stop_task
 
 DISTORTION_SHARE = 0.10  # lateness or lag beyond 10% of the smallest latency metric distorts it
 LATENCY_METRICS = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s")
@@ -42,12 +43,7 @@ class LoopLagSampler:
 
     async def stop(self) -> None:
         """Stop sampling."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await stop_task(self._task)
 
 
 def client_health(lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
