@@ -130,6 +130,8 @@ async def test_two_slots_serve_two_requests_at_once(sim) -> None:
 async def test_clamped_batch_serves_one_at_a_time_and_logs_once(sim) -> None:
     s = sim(*ENGINE, "--clamp-batch")
     first, second = await _two_at_once(s)
-    assert second["prefill_start"] >= first["done"] - 0.002
+    # Served together, the second would start ~40 ms (the first's whole decode) before the first is done; the
+    # 10 ms allowance is for the handler stamping `done` after the engine's timeline on a loaded machine.
+    assert second["prefill_start"] >= first["done"] - 0.010
     assert s.stderr_text().count("explicit-token safety max_batch limited 2 -> 1") == 1
     assert s.config()["effective_max_batch"] == 1
