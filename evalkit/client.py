@@ -51,8 +51,9 @@ class ChatClient:
         self.base_url = base_url
         self.model = model
         self.clock = clock or Clock()
-        # `t_sent` is stamped by an HTTP request hook, as the request is handed to the transport: the SDK's own
-        # request building (about 1 ms, more on a busy client) is the client's cost, not the server's latency.
+        # `t_sent` is stamped by the HTTP library's hooks (`_on_request`), when the request's headers are in the
+        # socket: the SDK's own request building (about 1 ms, more on a busy client) is the client's cost, not
+        # the server's latency.
         self._handed_over: dict[str, float] = {}
         self._oai = openai.AsyncOpenAI(
             base_url=base_url,
@@ -98,17 +99,13 @@ class ChatClient:
         rid = request.request_id or new_request_id()
         rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=dict(request.tags))
         task = asyncio.ensure_future(self._stream(request, rec))
-        waiters: list[asyncio.Future[Any]] = [task]
         timer = asyncio.ensure_future(asyncio.sleep(request.timeout_s))
-        waiters.append(timer)
-        cancel_timer = None
+        waiters: list[asyncio.Future[Any]] = [task, timer]
         if cancel_after_s is not None:
-            cancel_timer = asyncio.ensure_future(asyncio.sleep(max(0.0, cancel_after_s - (self.clock.now() - rec.t_sent))))
-            waiters.append(cancel_timer)
-        event_wait = None
+            left = max(0.0, cancel_after_s - (self.clock.now() - rec.t_sent))
+            waiters.append(asyncio.ensure_future(asyncio.sleep(left)))
         if cancel_event is not None:
-            event_wait = asyncio.ensure_future(cancel_event.wait())
-            waiters.append(event_wait)
+            waiters.append(asyncio.ensure_future(cancel_event.wait()))
         try:
             done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
