@@ -16,6 +16,7 @@ from typing import Any
 import openai
 
 from evalkit.clock import Clock
+from evalkit.http_errors import describe, is_uuid
 from evalkit.records import RequestRecord
 from evalkit.thinking_text import split_inline_reasoning
 
@@ -38,6 +39,15 @@ def new_request_id(prefix: str = "ek") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
+# Fixed, so a caller's id always maps to the same UUID (a resumed run sends the same ids again).
+_ID_NAMESPACE = uuid.UUID("6f0c1d2e-9a4b-4c3d-8e5f-0a1b2c3d4e5f")
+
+
+def uuid_request_id(request_id: str) -> str:
+    """`request_id` itself when it is a UUID, else the UUID derived from it (uuid5, deterministic)."""
+    return request_id if is_uuid(request_id) else str(uuid.uuid5(_ID_NAMESPACE, request_id))
+
+
 class ChatClient:
     """Sends chat requests to one OpenAI-compatible server through the official `openai` SDK."""
 
@@ -47,10 +57,14 @@ class ChatClient:
         model: str,
         api_key: str | None = None,
         clock: Clock | None = None,
+        uuid_request_ids: bool = False,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.clock = clock or Clock()
+        # Servers behind starlette-context (llama-cpp-python) answer HTTP 400 to an X-Request-Id that is not a
+        # UUID; then the id sent, and recorded as `request_id`, is a UUID and the caller's id is `request_label`.
+        self.uuid_request_ids = uuid_request_ids
         # `t_sent` is stamped by the HTTP library's hooks (`_on_request`), when the request's headers are in the
         # socket: the SDK's own request building (about 1 ms, more on a busy client) is the client's cost, not
         # the server's latency.
@@ -97,7 +111,10 @@ class ChatClient:
     ) -> RequestRecord:
         """Stream one chat completion; cancel it (close the stream) after a delay or when the event is set."""
         rid = request.request_id or new_request_id()
-        rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=dict(request.tags))
+        tags = dict(request.tags)
+        if self.uuid_request_ids and not is_uuid(rid):
+            tags["request_label"], rid = rid, uuid_request_id(rid)
+        rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=tags)
         task = asyncio.ensure_future(self._stream(request, rec))
         timer = asyncio.ensure_future(asyncio.sleep(request.timeout_s))
         waiters: list[asyncio.Future[Any]] = [task, timer]
@@ -186,7 +203,8 @@ class ChatClient:
             rec.status, rec.error = "timeout", f"APITimeoutError: {e}"
         except openai.APIStatusError as e:
             rec.status, rec.http_status = "error", e.status_code
-            rec.error = f"HTTP {e.status_code}: {_short(e.message)}"
+            sent = {**body, **{k: v for k, v in kwargs.items() if k not in ("extra_headers", "extra_body")}}
+            rec.error = describe(e.status_code, _body_text(e), sent, rec.request_id)
         except (openai.APIError, StreamError) as e:  # connection errors, error events in the stream
             cause = e.__cause__ or e.__context__
             why = f" ({type(cause).__name__}: {_short(str(cause), 200)})" if cause is not None else ""
@@ -296,6 +314,14 @@ def _take_chunk(rec: RequestRecord, chunk: dict[str, Any], now: float, content: 
                 rec.t_first_token = now
         if choice.get("finish_reason"):
             rec.finish_reason = choice["finish_reason"]
+
+
+def _body_text(error: openai.APIStatusError) -> str:
+    """The error response's body as the server sent it (the SDK has read it before raising)."""
+    try:
+        return error.response.text
+    except Exception:  # noqa: BLE001 - a body that cannot be read is reported as empty
+        return ""
 
 
 def _short(text: str, limit: int = 300) -> str:

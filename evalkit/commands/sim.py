@@ -85,6 +85,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--stall-s", type=float, help="length of a stall in model seconds (default 5)")
     f.add_argument("--wrong-when-batched", action="store_true", default=None,
                    help="answer wrong whenever the batch holds more than one request")
+    q = p.add_argument_group("real servers' quirks (for evalkit check and the client's fallbacks)")
+    q.add_argument("--uuid-request-ids", action="store_true", default=None,
+                   help="answer a bare HTTP 400 to an X-Request-Id that is not a UUID (llama-cpp-python)")
+    q.add_argument("--reject-fields", type=lambda v: tuple(x for x in v.split(",") if x),
+                   help="comma-separated body fields answered with HTTP 400 naming the field")
+    q.add_argument("--no-stream-usage", dest="stream_usage", action="store_false", default=None,
+                   help="ignore stream_options.include_usage (no usage chunk)")
+    q.add_argument("--no-tokenize", dest="tokenize_endpoint", action="store_false", default=None,
+                   help="no POST /tokenize (404)")
 
 
 def settings_from_args(args: argparse.Namespace) -> SimSettings:

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from evalkit.clock import Clock
 from evalkit.sim.answers import answer_text
+from evalkit.sim.compat import refusal
 from evalkit.sim.determinism import unit_draw
 from evalkit.sim.engine import CANCELLED, END, PREFILLED, TOKEN, Engine, Job
 from evalkit.sim.faults import choose_fault
@@ -91,6 +92,8 @@ class SimServer:
         return web.json_response({"ok": True})
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        if not self.s.tokenize_endpoint:
+            return _error(404, "Not Found")
         body = await _json_body(request)
         if body is None:
             return _error(400, "body must be JSON")
@@ -130,6 +133,11 @@ class SimServer:
         stream = bool(body.get("stream")) if isinstance(body, dict) else False
         trace = RequestTrace(rid, arrival_index, arrived, stream)
         self.traces.append(trace)
+        refused = refusal(self.s, header_id, body)
+        if refused is not None:
+            trace.end("error", self.clock.now())
+            return web.Response(status=refused[0], text=refused[1] or None,
+                                content_type="application/json" if refused[1] else None)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
             trace.end("error", self.clock.now())
             return _error(400, "body must be JSON with a non-empty 'messages' list")
@@ -202,7 +210,7 @@ class SimServer:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no", "X-Request-Id": trace.request_id})
         opts = body.get("stream_options") or {}
-        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage")) and self.s.stream_usage
         base = {"id": f"chatcmpl-{trace.request_id}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self.s.model}
         field = self.s.reasoning_format

@@ -37,6 +37,11 @@ class SimSettings:
     default_max_tokens: int = 4096  # a request without max_tokens stops here at the latest
     filler_tokens: int = 200  # filler length when the request names no max_tokens
     profile: str | None = None
+    # Real servers' quirks (evalkit/sim/compat.py), off by default.
+    uuid_request_ids: bool = False  # a non-UUID X-Request-Id gets a bare HTTP 400 (llama-cpp-python)
+    reject_fields: tuple[str, ...] = ()  # body fields answered with HTTP 400 naming the field
+    stream_usage: bool = True  # honour stream_options.include_usage
+    tokenize_endpoint: bool = True  # serve POST /tokenize
 
     @property
     def slots(self) -> int:
