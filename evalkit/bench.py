@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from evalkit.client import ChatClient, ChatRequest, new_request_id
 from evalkit.config import read_toml
@@ -104,8 +104,12 @@ def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
     return {k for k, n in ok.items() if n >= need.get(k, 1)}
 
 
-async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done: Callable[[int], None]) -> None:
-    """Take every measurement not already in `requests.jsonl` (a resumed run skips what it has)."""
+async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done: Callable[[int], None],
+                    mark: Callable[[str], Awaitable[None]] | None = None) -> None:
+    """Take every measurement not already in `requests.jsonl` (a resumed run skips what it has).
+
+    `mark("before:<prompt>")` and `mark("after:<prompt>")` run around each measurement (server metrics windows).
+    """
     done = _completed(rundir.read(REQUESTS), plan)
     by_name = {p.name: p for p in plan.prompts}
     # Warm-up requests are sent and thrown away: a first request pays one-off costs on both sides (connection
@@ -129,7 +133,12 @@ async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done
             first = plan.prompts[0]
             reqs = [_request(plan, first, {"bench_key": key, "phase": "concurrent", "prompt": first.name,
                                            "run": int(run), "stream": s}) for s in range(plan.concurrency)]
+        window = reqs[0].tags["prompt"] if key.startswith("single:") else "concurrent"
+        if mark is not None:
+            await mark(f"before:{window}")
         records = await asyncio.gather(*(client.chat(r) for r in reqs))
+        if mark is not None:
+            await mark(f"after:{window}")
         for rec in records:
             rundir.append(REQUESTS, rec.to_json())
         on_done(len(records))

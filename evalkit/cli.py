@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "report": "markdown before/after tables from run directories",
     "gate": "release gate: check run summaries against TOML rules",
     "demo": "start a sim, run bench + stress + capability against it, render a report",
+    "load": "capacity: latency and goodput under closed- or open-loop load; the largest load meeting targets",
+    "check": "preflight: what the server supports and how evalkit will talk to it",
 }
 
 
@@ -40,6 +42,23 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
                    "(default OPENAI_API_KEY); the key itself is never a flag")
     g.add_argument("--server", help="a server profile named in the config file")
     g.add_argument("--config", type=Path, help="config file with server profiles (default ./evalkit.toml)")
+    add_evidence_options(p)
+
+
+def add_evidence_options(p: argparse.ArgumentParser) -> None:
+    """What the server says about itself: its log, its /metrics, and the build identity the user adds."""
+    g = p.add_argument_group("server evidence")
+    g.add_argument("--server-log", type=Path, metavar="FILE",
+                   help="follow the server's log file during the run into server_log.jsonl, flagging known lines")
+    g.add_argument("--metrics-interval", type=float, metavar="S",
+                   help="also scrape /metrics every S seconds during the run (default: stress 1, others 0 = "
+                        "only before and after)")
+    g.add_argument("--no-metrics", dest="metrics", action="store_false",
+                   help="do not scrape the server's Prometheus /metrics")
+    g.add_argument("--build-label", help="label of the server build in manifest and reports (default: the "
+                   "profile's build.label, else the profile name)")
+    g.add_argument("--build-info", action="append", default=[], metavar="KEY=VALUE",
+                   help="build metadata for the manifest, e.g. commit=a2bf07fd or flags='--max_batch 2' (repeatable)")
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:

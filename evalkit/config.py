@@ -13,6 +13,8 @@ label = "a2bf07fd+revert+pr756"
 commit = "a2bf07fd"
 flags = "--tp 2 --max_batch 2"
 env = { FASTLLM_COOPERATIVE_LONG_PREFILL = "1" }
+[servers.after.log_patterns]        # extra --server-log flags by name (regex); "" switches a default off
+decode_alive = 'Decode alive = \\d+'
 ```
 """
 
@@ -51,6 +53,7 @@ class ServerProfile:
     concurrency: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     build: dict[str, Any] = field(default_factory=dict)
+    log_patterns: dict[str, str] = field(default_factory=dict)  # --server-log flags: name -> regex ("" = off)
 
 
 def read_toml(path: Path) -> dict[str, Any]:

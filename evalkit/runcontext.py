@@ -9,8 +9,9 @@ from typing import Any, AsyncIterator
 
 from evalkit.client import ChatClient
 from evalkit.clock import Clock
-from evalkit.config import ServerProfile, manifest_fields, resolve_profile
+from evalkit.config import ServerProfile, api_key, manifest_fields, resolve_profile
 from evalkit.connect import open_client
+from evalkit.evidence import ServerEvidence, evidence_from_args
 from evalkit.rundir import RunDir, default_run_name
 
 
@@ -22,6 +23,7 @@ class RunContext:
     client: ChatClient
     profile: ServerProfile
     clock: Clock
+    evidence: ServerEvidence | None = None  # the server's /metrics and log; commands call `end()` before summary
 
 
 def profile_from_args(args: argparse.Namespace) -> ServerProfile:
@@ -47,7 +49,12 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
     try:
         name = getattr(args, "name", None) or default_run_name(kind)
         rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**manifest_fields(profile), **manifest})
-        yield RunContext(rundir=rundir, client=client, profile=profile, clock=clock)
+        evidence = evidence_from_args(args, kind, rundir, profile, api_key(profile), clock)
+        await evidence.start()
+        try:
+            yield RunContext(rundir=rundir, client=client, profile=profile, clock=clock, evidence=evidence)
+        finally:
+            await evidence.close()
     finally:
         await client.aclose()
 

@@ -15,6 +15,7 @@ from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.connect import discover_model
 from evalkit.errors import UsageError
+from evalkit.evidence import evidence_summary
 from evalkit.rundir import REQUESTS
 from evalkit.runcontext import RunContext, open_run, print_run_path, profile_from_args
 
@@ -69,8 +70,9 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
                                                   "ignore_eos": plan.ignore_eos}}) as ctx:
         plan = BenchPlan(**{**plan.__dict__, "extra_body": tuple(ctx.profile.extra_body.items())})
         with tqdm(total=total, desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
-            await run_bench(ctx.client, ctx.rundir, plan, bar.update)
-        summary = summarize(ctx.rundir.read(REQUESTS), plan)
+            await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
+        await ctx.evidence.end()
+        summary = {**summarize(ctx.rundir.read(REQUESTS), plan), **evidence_summary(ctx.rundir.path)}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish()
         return ctx, summary

@@ -11,6 +11,7 @@ from typing import Any
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.config import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
+from evalkit.evidence import evidence_summary
 from evalkit.rundir import RunDir, default_run_name
 from evalkit.runcontext import open_run, print_run_path
 
@@ -121,8 +122,10 @@ async def _live(args: argparse.Namespace) -> int:
             grader.close()
         wanted = {it.qid for it in items}
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
+        await ctx.evidence.end()
         return _finish(ctx.rundir, lines, args.thinking,
-                       {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256})
+                       {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256,
+                        **evidence_summary(ctx.rundir.path)})
 
 
 def run(args: argparse.Namespace) -> int:

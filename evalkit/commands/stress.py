@@ -34,9 +34,10 @@ from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.errors import UsageError
+from evalkit.evidence import evidence_summary
 from evalkit.runcontext import open_run, print_run_path
 from evalkit_stress.diagnose import diagnosis_lines
-from evalkit_stress.gpu_memory import nvidia_smi
+from evalkit_stress.gpu_memory import nvidia_smi, peaks_line
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
 from evalkit_stress.schedule import build_schedule, render_schedule
@@ -153,7 +154,9 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             except (ValueError, RuntimeError):
                 pass
         stopped = reason.get("stopped", "completed")
-        summary = build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped)
+        await ctx.evidence.end()
+        summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped),
+                   **evidence_summary(ctx.rundir.path)}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
         _print_summary(summary)
@@ -187,4 +190,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         out.append(f"  wrong: {w['request_id']} ({w['scenario']}) expected {w['expected'][:20]} got {w['extracted']}")
     if s["client"]["distorted"]:
         out.extend("  client distorted the run: " + r for r in s["client"]["distortion_reasons"])
+    if s.get("gpu_memory_verdict"):
+        out.append(f"  {peaks_line(s['gpu_memory'])}")
+        out.append(f"  GPU memory: {s['gpu_memory_verdict']['verdict']}")
     print("\n".join(out), flush=True)

@@ -1,0 +1,148 @@
+"""`--server-log FILE`: follow the server's log during a run, keep each line in `server_log.jsonl`, flag known ones.
+
+Each line of `server_log.jsonl` is `{"t": <epoch when evalkit read it>, "line": "<text>", "flags": [<names>]}`.
+Following starts at the file's end when the run starts (earlier lines belong to earlier runs); a file that does
+not exist yet is warned about once and polled for, and then read from its start. A file cut shorter (rotated,
+truncated) is read again from its start. Flag patterns are regular expressions by name: the defaults below for
+FastLLM, vLLM, SGLang and llama.cpp, overridden or extended by a server profile's `log_patterns` in evalkit.toml
+(a pattern set to "" is switched off).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from evalkit.clock import Clock
+
+LOG_FILE = "server_log.jsonl"
+POLL_S = 0.05
+
+# name -> regex; one table for every server since a log line names its server well enough, and a run does not
+# always know which server it talks to. The comment says whose line each one is modelled on.
+DEFAULT_PATTERNS: dict[str, str] = {
+    # FastLLM: the silent concurrency clamp of the write-up, and its per-session context line.
+    "batch_clamp": r"max_batch limited \d+ -> \d+",
+    "context_per_request": r"(?i)context window: \d+ tokens per session|n_ctx_slot\s*=\s*\d+|"
+                           r"maximum model length|max_model_len\s*[=:]?\s*\d+|max_total_num_tokens\s*=\s*\d+",
+    # Every server: CUDA faults and memory. The first CUDA error is the one to read (write-up, CUDA graph crash).
+    "cuda_error": r"(?i)CUDA error|cudaError\w*|illegal memory access|CUBLAS_STATUS_\w+|NCCL (?:error|WARN)",
+    "out_of_memory": r"(?i)out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|failed to allocate",
+    "traceback": r"Traceback \(most recent call last\)|(?i:segmentation fault)|core dumped|Aborted",
+    # Requests over the context: vLLM/SGLang reject with "maximum context length", llama.cpp "exceeds ... context".
+    "context_exceeded": r"(?i)maximum context length|exceeds the available context size|"
+                        r"context (?:length|size) exceeded|input is too long",
+    # vLLM / SGLang scheduler pressure.
+    "preemption": r"(?i)preempt(?:ed|ion)",
+    "kv_cache_full": r"(?i)no (?:free|available) (?:kv )?(?:cache )?(?:slots|blocks)|KV cache is full",
+    # llama.cpp cancel and slot lines, so a cancel's effect can be read next to the requests.
+    "cancel": r"stop: cancel task|request cancelled|Aborted request",
+    "error": r"(?:^|\s)(?:ERROR|FATAL|CRITICAL)(?:\s|:|\])|\berror:",
+}
+
+
+@dataclass(frozen=True)
+class LogPatterns:
+    """Compiled flag patterns by name."""
+
+    compiled: tuple[tuple[str, re.Pattern[str]], ...]
+
+    @classmethod
+    def from_profile(cls, overrides: Mapping[str, str] | None = None) -> "LogPatterns":
+        """The defaults, with a profile's `log_patterns` replacing or adding names ("" switches one off)."""
+        merged = {**DEFAULT_PATTERNS, **(overrides or {})}
+        return cls(tuple((name, re.compile(rx)) for name, rx in merged.items() if rx))
+
+    def flags(self, line: str) -> list[str]:
+        """Names of the patterns the line matches."""
+        return [name for name, rx in self.compiled if rx.search(line)]
+
+
+class LogFollower:
+    """A thread that tails one file every ~50 ms and hands each new line to `emit` with its read time and flags."""
+
+    def __init__(self, path: Path | str, clock: Clock, patterns: LogPatterns,
+                 emit: Callable[[str, dict[str, Any]], None], warn: Callable[[str], None] | None = None,
+                 poll_s: float = POLL_S) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self.patterns = patterns
+        self._emit = emit
+        self._warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pos: int | None = None
+        self._partial = b""
+        self.lines = 0
+
+    def start(self) -> None:
+        """Remember where the file ends now and start following."""
+        try:
+            self._pos = self.path.stat().st_size
+        except FileNotFoundError:
+            self._warn(f"warning: server log {self.path} does not exist yet; following it when it appears")
+            self._pos = None
+        self._thread = threading.Thread(target=self._loop, name="server-log", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Read what is left (a last line without newline included) and stop the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._partial:
+            self._write(self._partial)
+            self._partial = b""
+
+    def _loop(self) -> None:
+        while True:
+            stopping = self._stop.is_set()
+            self._read_new()
+            if stopping:
+                return
+            self._stop.wait(self._poll_s)
+
+    def _read_new(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if self._pos is None or size < self._pos:
+            self._pos, self._partial = 0, b""  # appeared after the start, or was truncated/rotated
+        if size == self._pos:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self._pos)
+            data = f.read()
+        self._pos += len(data)
+        chunks = (self._partial + data).split(b"\n")
+        self._partial = chunks.pop()
+        for raw in chunks:
+            self._write(raw)
+
+    def _write(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        self.lines += 1
+        self._emit(LOG_FILE, {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)})
+
+
+def summarize_log(lines: list[dict[str, Any]], path: str | None = None, limit: int = 50) -> dict[str, Any]:
+    """summary.json's `server_log`: line counts, counts per flag, and the flagged lines (first `limit`)."""
+    flagged = [ln for ln in lines if ln.get("flags")]
+    counts: dict[str, int] = {}
+    for ln in flagged:
+        for name in ln["flags"]:
+            counts[name] = counts.get(name, 0) + 1
+    return {
+        "path": path,
+        "lines": len(lines),
+        "flagged": len(flagged),
+        "flag_counts": dict(sorted(counts.items())),
+        "flagged_lines": [{"t": ln["t"], "line": ln["line"][:500], "flags": ln["flags"]} for ln in flagged[:limit]],
+    }
