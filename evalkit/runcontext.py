@@ -13,6 +13,7 @@ from evalkit.config import ServerProfile, api_key, manifest_fields, resolve_prof
 from evalkit.connect import open_client
 from evalkit.evidence import ServerEvidence, evidence_from_args
 from evalkit.rundir import RunDir, default_run_name
+from evalkit.server_identity import apply_build_args, identify
 
 
 @dataclass
@@ -48,8 +49,14 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
     client, profile = await open_client(profile_from_args(args), clock)
     try:
         name = getattr(args, "name", None) or default_run_name(kind)
-        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**manifest_fields(profile), **manifest})
-        evidence = evidence_from_args(args, kind, rundir, profile, api_key(profile), clock)
+        fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
+                                  getattr(args, "build_info", None) or [])
+        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **manifest})
+        key = api_key(profile)
+        identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+        # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
+        rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
+        evidence = evidence_from_args(args, kind, rundir, profile, key, clock)
         await evidence.start()
         try:
             yield RunContext(rundir=rundir, client=client, profile=profile, clock=clock, evidence=evidence)
