@@ -10,7 +10,8 @@ import random
 from dataclasses import dataclass
 
 from evalkit_stress.prompts import GenQuestion, LongSpec, filler_words, random_code
-from evalkit_stress.scenarios import SCENARIOS, PlannedRequest, QuestionSource, Scenario, build_scenario
+from evalkit_stress.scenario_file import ScenarioFile, builtin_scenarios
+from evalkit_stress.scenarios import PlannedRequest, QuestionSource, Scenario, TextQuestion, build_scenario
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Schedule:
     reuse_long_prompt: bool
     gen_tokens: int
     scenarios: tuple[Scenario, ...]
+    source: ScenarioFile | None = None  # the scenario file; None only for hand-built schedules
 
     def requests(self) -> list[PlannedRequest]:
         """All planned requests in run order."""
@@ -37,6 +39,15 @@ class Schedule:
         """The scenarios of cycle `n` (1-based)."""
         return [s for s in self.scenarios if s.cycle == n]
 
+    def long_target(self, r: PlannedRequest) -> int:
+        """The server-token length a long request's prompt is fitted to."""
+        return r.long_tokens or self.long_tokens
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether a cycle's scenarios run at the same time (the file's `run = "concurrent"`)."""
+        return self.source is not None and self.source.run == "concurrent"
+
 
 class _LongSpecs:
     """Hands out long prompt specs; each starts with a different vocabulary word, so first tokens differ."""
@@ -47,11 +58,12 @@ class _LongSpecs:
         self.rng.shuffle(self.words)
         self.reuse = reuse
         self.count = 0
-        self._first: LongSpec | None = None
+        self._first: dict[int | None, LongSpec] = {}
 
-    def __call__(self) -> LongSpec:
-        if self.reuse and self._first is not None:
-            return self._first
+    def __call__(self, tokens: int | None = None) -> LongSpec:
+        # With --reuse-long-prompt, one prompt per length: a prompt fitted to one length cannot be sent at another.
+        if self.reuse and tokens in self._first:
+            return self._first[tokens]
         i = self.count
         self.count += 1
         # Past the vocabulary (over ~100 cycles) a numbered word keeps the first token unique.
@@ -62,25 +74,33 @@ class _LongSpecs:
             code=random_code(self.rng),
             code_at=round(self.rng.uniform(0.1, 0.9), 3),
         )
-        self._first = self._first or spec
+        self._first.setdefault(tokens, spec)
         return spec
 
 
 def build_schedule(
     seed: int, cycles: int, long_tokens: int, shuffle: bool = False, reuse_long_prompt: bool = False,
-    gen_tokens: int = 512,
+    gen_tokens: int = 512, scenarios: ScenarioFile | None = None,
 ) -> Schedule:
-    """The full schedule for `cycles` cycles of seed `seed`."""
+    """The full schedule for `cycles` cycles of seed `seed`, from `scenarios` (default: the write-up's cycle)."""
+    source = scenarios or builtin_scenarios()
+    specs = {s.name: s for s in source.scenarios}
     longs = _LongSpecs(seed, reuse_long_prompt)
     out: list[Scenario] = []
     for cycle in range(1, cycles + 1):
         rng = random.Random(f"evalkit-stress:{seed}:{cycle}")
-        order = list(SCENARIOS)
+        order = list(source.names)
         if shuffle:
             rng.shuffle(order)
         questions = QuestionSource(rng, gen_tokens)
-        out.extend(build_scenario(name, cycle, rng, questions, longs) for name in order)
-    return Schedule(seed, cycles, long_tokens, shuffle, reuse_long_prompt, gen_tokens, tuple(out))
+        for name in order:
+            spec = specs[name]
+            out.extend(build_scenario(spec, cycle, rng, questions, longs, k) for k in range(1, spec.rounds + 1))
+    return Schedule(seed, cycles, long_tokens, shuffle, reuse_long_prompt, gen_tokens, tuple(out), source)
+
+
+def _names(plan_ids: tuple[str, ...]) -> str:
+    return ",".join(a.rsplit("-", 1)[-1] for a in plan_ids)
 
 
 def describe_request(r: PlannedRequest, time_scale: float = 1.0) -> str:
@@ -88,14 +108,26 @@ def describe_request(r: PlannedRequest, time_scale: float = 1.0) -> str:
     q = r.question
     when = f"+{r.offset_s / time_scale:.3f}s"
     if r.after:
-        when = f"after {','.join(a.rsplit('-', 1)[-1] for a in r.after)} {when}"
+        # "after X" alone means after X is done: the built-in cycle's wording, kept byte for byte.
+        event = "" if r.after_on == "done" else f".{r.after_on}"
+        when = f"after {_names(r.after)}{event} {when}"
     if isinstance(q, LongSpec):
         what = f"long first={q.first_word} filler={q.filler_seed} code={q.code} at={q.code_at:.3f}"
+        if r.long_tokens is not None:
+            what += f" tokens={r.long_tokens}"
     elif isinstance(q, GenQuestion):
         what = f"{q.text!r} -> 1..{q.n}"
+    elif isinstance(q, TextQuestion):
+        what = f"{q.text!r} -> " + (repr(q.answer) if q.answer else "(not checked)")
     else:
         what = f"{q.text!r} -> {r.expected}"
-    cancel = f" cancel@{r.cancel_after_s / time_scale:.3f}s" if r.cancel_after_s is not None else ""
+    if r.max_tokens is not None:
+        what += f" max_tokens={r.max_tokens}"
+    cancel = ""
+    if r.cancel_after_s is not None:
+        ref = f"{_names(r.cancel_refs)}.{r.cancel_on}+" if r.cancel_refs else (
+            "first_token+" if r.cancel_on == "first_token" else "")
+        cancel = f" cancel@{ref}{r.cancel_after_s / time_scale:.3f}s"
     return f"  {r.plan_id:<32} {r.role:<8} {when:<24}{cancel} {what}"
 
 
@@ -104,9 +136,10 @@ def render_schedule(s: Schedule, time_scale: float = 1.0) -> str:
     lines = [
         f"evalkit stress schedule: seed={s.seed} cycles={s.cycles} long_tokens={s.long_tokens} "
         f"shuffle={'on' if s.shuffle else 'off'} reuse_long_prompt={'on' if s.reuse_long_prompt else 'off'} "
-        f"gen_tokens={s.gen_tokens} time_scale={time_scale:g} requests={len(s.requests())}",
+        f"gen_tokens={s.gen_tokens} time_scale={time_scale:g} requests={len(s.requests())}"
+        + (f" scenarios={s.source.label} run={s.source.run}" if s.source and not s.source.builtin else ""),
     ]
     for sc in s.scenarios:
-        lines.append(f"cycle {sc.cycle} {sc.name}")
+        lines.append(f"cycle {sc.cycle} {sc.name}" + (f" round {sc.round_no}/{sc.rounds}" if sc.rounds > 1 else ""))
         lines.extend(describe_request(r, time_scale) for r in sc.requests)
     return "\n".join(lines) + "\n"
