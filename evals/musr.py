@@ -7,7 +7,8 @@ states the answer ("The answer is the kitchen drawer."). A number comes first: `
 (trimmed, any case): its exact text, or exactly one choice named in it (in bold, quotes or after "is"), the longer
 match winning where one choice's text holds another's ("kitchen drawer" is not "kitchen"), word boundaries kept
 ("backstage" does not name "stage"). Two different choices named is `wrong` (a hedge); a choice named only in the
-prose, no answer statement, gets no credit, and there is no random fallback.
+prose, no answer statement, gets no credit, and there is no random fallback. Two choices whose trimmed texts are
+equal (a few rows list 'pantry' and 'pantry ') are the same answer.
 """
 
 from __future__ import annotations
@@ -99,5 +100,7 @@ def grade(row: dict, answer: str) -> Verdict:
     if read.choice is None:
         return Verdict("unparsed", read.raw, read.how)
     n = read.choice
-    return Verdict("correct" if n == gold else "wrong", str(n),
+    # Some rows list one place twice, once with a trailing space ('pantry', 'pantry '): the same answer.
+    same = n == gold or choices[n - 1].strip().lower() == choices[gold - 1].strip().lower()
+    return Verdict("correct" if same else "wrong", str(n),
                    f"{read.how}: {n} ({choices[n - 1].strip()!r}), {gold_text}")

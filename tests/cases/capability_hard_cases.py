@@ -36,6 +36,13 @@ GSM8K = [  # gsm8k:0 gold 18, gsm8k:1 gold 3, gsm8k:2 gold 70000, gsm8k:3 gold 5
     ("gsm8k:3", "He runs 60 m each sprint.\nThe answer is 540m", "correct", "unit glued to the number"),
     ("gsm8k:3", "Final Answer: 540", "correct", "capitalised label"),
     ("gsm8k:3", "#### -540", "wrong", "negative of the gold"),
+    ("gsm8k:2", "#### 70 000", "correct", "space as thousands separator"),
+    ("gsm8k:2", "The answer is $70\u2009000.", "correct", "thin space as thousands separator"),
+    ("gsm8k:2", "So the profit is:\n70 000", "correct", "space groups on the last line"),
+    ("gsm8k:2", "#### 70 0000", "wrong", "malformed space group is no separator"),
+    ("gsm8k:0", "The answer is 18 or 20.", "wrong", "two candidates named: a hedge, not the first one read"),
+    ("gsm8k:0", "So she makes either 16 or 18 dollars", "wrong", "either ... or on the last line"),
+    ("gsm8k:0", "#### 18 or 20", "wrong", "hedge after ####"),
 ]
 
 MATH500 = [
@@ -101,6 +108,18 @@ MUSR = [  # murder_mysteries/0: 1 of 2 (Mackenzie); object_placements/0: 2 of 3 
     ("musr:team_allocation/0", "ANSWER: two", "unparsed", "number as a word"),
     ("musr:team_allocation/0", "ANSWER: 1, 2", "unparsed", "hedged between two choices"),
     ("musr:team_allocation/0", "ANSWER: 2 or 3", "unparsed", "hedged with or"),
+    ("musr:murder_mysteries/0", "ANSWER: 1 (Mackenzie)", "correct", "number with its text in parentheses"),
+    ("musr:murder_mysteries/0", "ANSWER: **Mackenzie**", "correct", "bold choice text"),
+    ("musr:murder_mysteries/0", 'ANSWER: "Mackenzie"', "correct", "quoted choice text"),
+    ("musr:murder_mysteries/0", "ANSWER: The murderer is Mackenzie.", "correct", "choice named after 'is'"),
+    ("musr:murder_mysteries/0", "The answer is Mackenzie.", "correct", "no label, last line states the answer"),
+    ("musr:murder_mysteries/0", "ANSWER: Mackenzie or Ana", "wrong", "two choices named: a hedge"),
+    ("musr:object_placements/0", "ANSWER: the producer's desk", "correct", "one choice named in a phrase"),
+    ("musr:object_placements/16", "ANSWER: kitchen drawer", "wrong", "gold 'kitchen': the longer choice wins"),
+    ("musr:object_placements/18", "ANSWER: the kitchen drawer", "correct", "gold 'kitchen drawer', not 'kitchen'"),
+    ("musr:object_placements/64", "ANSWER: backstage", "wrong", "'backstage ' (trailing space), not 'stage'"),
+    ("musr:object_placements/90", "ANSWER: site manager's cabin", "correct", "gold with a leading space"),
+    ("musr:object_placements/140", "ANSWER: pantry", "correct", "gold 'pantry ' is listed twice, once trimmed"),
 ]
 
 _STRLEN = "def strlen(string: str) -> int:\n    return len(string)\n"
