@@ -11,7 +11,7 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import openai
 
@@ -108,14 +108,17 @@ class ChatClient:
         *,
         cancel_after_s: float | None = None,
         cancel_event: asyncio.Event | None = None,
+        on_first_token: Callable[[float], None] | None = None,
     ) -> RequestRecord:
-        """Stream one chat completion; cancel it (close the stream) after a delay or when the event is set."""
+        """Stream one chat completion; cancel it (close the stream) after a delay or when the event is set.
+
+        `on_first_token(t)` is called as the first token arrives (stress scenarios time other requests from it)."""
         rid = request.request_id or new_request_id()
         tags = dict(request.tags)
         if self.uuid_request_ids and not is_uuid(rid):
             tags["request_label"], rid = rid, uuid_request_id(rid)
         rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=tags)
-        task = asyncio.ensure_future(self._stream(request, rec))
+        task = asyncio.ensure_future(self._stream(request, rec, on_first_token))
         timer = asyncio.ensure_future(asyncio.sleep(request.timeout_s))
         waiters: list[asyncio.Future[Any]] = [task, timer]
         if cancel_after_s is not None:
@@ -168,7 +171,8 @@ class ChatClient:
             rec.completion_tokens = rec.content_chunks + rec.reasoning_chunks
             rec.usage_source = "chunks"
 
-    async def _stream(self, request: ChatRequest, rec: RequestRecord) -> None:
+    async def _stream(self, request: ChatRequest, rec: RequestRecord,
+                      on_first_token: Callable[[float], None] | None = None) -> None:
         clock = self.clock
         body: dict[str, Any] = dict(request.extra_body)
         kwargs: dict[str, Any] = {
@@ -188,7 +192,7 @@ class ChatClient:
         try:
             while True:
                 try:
-                    await self._attempt(kwargs, rec, content, reasoning)
+                    await self._attempt(kwargs, rec, content, reasoning, on_first_token)
                     break
                 except openai.APIConnectionError as e:
                     if not _closed_before_answering(e, rec) or rec.connection_retries >= 1:
@@ -222,7 +226,7 @@ class ChatClient:
                 rec.reasoning, rec.content = split_inline_reasoning(text)
 
     async def _attempt(self, kwargs: dict[str, Any], rec: RequestRecord, content: list[str],
-                       reasoning: list[str]) -> None:
+                       reasoning: list[str], on_first_token: Callable[[float], None] | None = None) -> None:
         clock = self.clock
         rec.t_sent = clock.now()
         self._handed_over.pop(rec.request_id, None)
@@ -241,6 +245,9 @@ class ChatClient:
                 if data == "[DONE]":
                     continue  # read on to the end of the body, so the connection goes back to the pool
                 _take_chunk(rec, json.loads(data), now, content, reasoning)
+                if on_first_token is not None and rec.t_first_token is not None:
+                    on_first_token(rec.t_first_token)
+                    on_first_token = None
 
     async def list_models(self) -> list[str]:
         """Model ids from `GET /v1/models`, in the server's order."""
