@@ -1,0 +1,194 @@
+"""`evalkit load`: latency, goodput and answers under closed- or open-loop load; with `--search`, the largest load
+that meets every `--slo` target.
+
+Closed loop: `--concurrency N` streams. Open loop: `--rate R` requests a second, `--arrivals constant|poisson`
+(the gaps drawn from the seed), send times fixed in advance on absolute times. `--requests N` or `--duration S`
+measured per point after `--warmup` requests that are not counted. `--search concurrency|rate` doubles the load
+from the start (`--concurrency`/`--rate`, default 1) until a point fails, then bisects; every point runs `--runs`
+times. Load runs do not resume: an existing `--name` is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from evalkit.cli import add_output_options, add_server_options
+from evalkit.errors import UsageError
+from evalkit.load.metrics import judge_point, point_metrics
+from evalkit.load.runner import LoadRunner, PointRun
+from evalkit.load.schedule import ARRIVALS, PointPlan, PointSpec, render_plan
+from evalkit.load.search import search_max
+from evalkit.load.slo import parse_target
+from evalkit.load.summary import POINTS, build_summary
+from evalkit.load.workload import Lengths, Workload
+from evalkit.rundir import MANIFEST, utc_now_iso
+from evalkit.runcontext import open_run, print_run_path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of `evalkit load`."""
+    add_server_options(p)
+    add_output_options(p)
+    g = p.add_argument_group("load")
+    g.add_argument("--concurrency", type=int, help="closed loop: this many streams (with --search: the start)")
+    g.add_argument("--rate", type=float, help="open loop: requests per second (with --search: the start)")
+    g.add_argument("--arrivals", choices=ARRIVALS, default="constant",
+                   help="open loop: evenly spaced, or Poisson gaps drawn from the seed (default constant)")
+    g.add_argument("--requests", type=int, help="measured requests per point (default 50 unless --duration)")
+    g.add_argument("--duration", type=float, help="measured seconds per point, instead of --requests")
+    g.add_argument("--warmup", type=int, help="requests sent first and not counted (default: the concurrency, "
+                   "or one second of the rate, at least 2)")
+    g.add_argument("--seed", type=int, default=42, help="fixes every prompt, length and arrival (default 42)")
+    g.add_argument("--dry-run", action="store_true", help="print the plan of the (first) point and exit; no server")
+    w = p.add_argument_group("requests")
+    w.add_argument("--prompt-tokens", default="256", help="prompt length in tokens: N or LO:HI (default 256)")
+    w.add_argument("--output-tokens", default="64", help="answer length in tokens: N or LO:HI (default 64)")
+    w.add_argument("--prefix-tokens", type=int, default=0, help="a prefix of P tokens every request shares")
+    w.add_argument("--timeout-s", type=float, default=300.0, help="per-request timeout in seconds (default 300)")
+    s = p.add_argument_group("targets and search")
+    s.add_argument("--slo", action="append", default=[], metavar="TARGET",
+                   help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)")
+    s.add_argument("--search", choices=("concurrency", "rate"), help="find the largest load meeting every --slo")
+    s.add_argument("--runs", type=int, default=1, help="repeats of every load point (default 1)")
+    s.add_argument("--search-max", type=float, help="largest load the search tries (default 256 streams or 1000/s)")
+    s.add_argument("--resolution", type=float, default=0.1,
+                   help="rate search: stop when the bracket is this fraction of the rate (default 0.1)")
+
+
+def _mode(args: argparse.Namespace) -> tuple[str, float]:
+    if args.search:
+        start = args.concurrency if args.search == "concurrency" else args.rate
+        other = args.rate if args.search == "concurrency" else args.concurrency
+        if other is not None:
+            raise UsageError(f"--search {args.search} takes its start from --{args.search}, not the other flag")
+        return args.search, float(start or 1)
+    if (args.concurrency is None) == (args.rate is None):
+        raise UsageError("give exactly one of --concurrency N or --rate R (or --search)")
+    return ("concurrency", float(args.concurrency)) if args.concurrency is not None else ("rate", float(args.rate))
+
+
+def _check(args: argparse.Namespace, mode: str, load: float) -> None:
+    if load <= 0 or (mode == "concurrency" and load != int(load)):
+        raise UsageError(f"--{mode} must be a positive {'integer' if mode == 'concurrency' else 'number'}")
+    if args.requests is not None and args.duration is not None:
+        raise UsageError("give --requests or --duration, not both")
+    if (args.requests is not None and args.requests < 2) or (args.duration is not None and args.duration <= 0):
+        raise UsageError("--requests must be at least 2 and --duration positive")
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if args.search and not args.slo:
+        raise UsageError("--search needs at least one --slo target")
+    if args.prefix_tokens < 0 or args.warmup is not None and args.warmup < 0:
+        raise UsageError("--prefix-tokens and --warmup cannot be negative")
+
+
+def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> PointPlan:
+    if args.warmup is not None:
+        warmup = args.warmup
+    else:
+        warmup = int(spec.load) if spec.mode == "concurrency" else max(2, math.ceil(spec.load))
+    measured = None if args.duration is not None else (args.requests or 50)
+    return PointPlan(seed=args.seed, spec=spec, workload=workload, warmup=warmup, measured=measured,
+                     duration_s=args.duration, arrivals=args.arrivals)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `evalkit load` (or print the first point's plan with `--dry-run`)."""
+    mode, load = _mode(args)
+    _check(args, mode, load)
+    targets = [parse_target(s) for s in args.slo]
+    workload = Workload(Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
+                        Lengths.parse(args.output_tokens, "--output-tokens"), args.prefix_tokens)
+    if args.dry_run:
+        sys.stdout.write(render_plan(_plan(args, workload, PointSpec(mode, load))))
+        if args.search:
+            sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
+        return 0
+    if args.name and (Path(args.out) / args.name / MANIFEST).exists():
+        raise UsageError(f"{Path(args.out) / args.name} exists; load runs do not resume, pick another --name")
+    return asyncio.run(_run(args, mode, load, workload, targets))
+
+
+def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]:
+    return {"mode": mode, "start_load": load, "search": args.search, "runs": args.runs, "slo": list(args.slo),
+            "arrivals": args.arrivals, "requests": args.requests, "duration_s": args.duration,
+            "warmup": args.warmup, "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
+            "prefix_tokens": args.prefix_tokens, "timeout_s": args.timeout_s, "search_max": args.search_max,
+            "resolution": args.resolution}
+
+
+async def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
+    async with open_run(args, "load", {"seed": args.seed, "load": _options(args, mode, start)}) as ctx:
+        runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, dict(ctx.profile.extra_body), args.timeout_s)
+        next_id = [0]
+
+        async def measure(load: float) -> bool:
+            reps = []
+            for repeat in range(args.runs):
+                spec = PointSpec(mode, load, repeat)
+                point = PointRun(next_id[0], _plan(args, workload, spec))
+                next_id[0] += 1
+                t0 = utc_now_iso()
+                await runner.run_point(point)
+                m = point_metrics(point.measured(), mode, load, targets)
+                reps.append(m)
+                ctx.rundir.append(POINTS, {"point": point.point_id, "mode": mode, "load": load, "repeat": repeat,
+                                           "key": spec.key(args.seed), "started": t0, "finished": utc_now_iso(),
+                                           "valid": m["valid"], "invalid_reasons": m["invalid_reasons"]})
+            verdict = judge_point(reps, targets)
+            _progress(mode, load, reps, verdict)
+            return bool(verdict["meets_slo"])
+
+        try:
+            if args.search:
+                top = args.search_max or (256.0 if mode == "concurrency" else 1000.0)
+                await search_max(measure, start, top, integer=mode == "concurrency", resolution=args.resolution)
+            else:
+                await measure(start)
+        finally:
+            runner.close()
+        if getattr(ctx, "evidence", None) is not None:  # the server's /metrics and log, where the tree has them
+            await ctx.evidence.end()
+        summary = build_summary(ctx.rundir.path)
+        ctx.rundir.write_summary(summary)
+        ctx.rundir.finish()
+        print(_table(summary), flush=True)
+        print_run_path(ctx.rundir)
+    return 0
+
+
+def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[str, Any]) -> None:
+    ttft = [r["ttft_s"]["p99"] for r in reps]
+    state = "meets targets" if verdict["meets_slo"] else "misses targets"
+    if not verdict["valid"]:
+        state += " (invalid: the client fell behind)"
+    sys.stderr.write(f"load {mode} {load:g}: ttft p99 {', '.join(_f(x) for x in ttft)} s; {state}\n")
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def _table(s: dict[str, Any]) -> str:
+    head = ["load", "ttft p50/p99 s", "itl p99 ms", "e2e p99 s", "goodput/s", "err", "wrong", "lateness p95 ms",
+            "meets", "valid"]
+    rows = [head]
+    for p in s["points"]:
+        m = p["metrics"]
+        late = m["send_lateness_s"]["p95"]
+        rows.append([p["label"], f"{_f(m['ttft_s']['p50'])}/{_f(m['ttft_s']['p99'])}", _f(m["itl_ms"]["p99"]),
+                     _f(m["e2e_s"]["p99"]), _f(m["goodput_rps"]), str(m["errors"]), str(m["wrong_answers"]),
+                     _f(None if late is None else late * 1000), "yes" if p["meets_slo"] else "no",
+                     "yes" if p["valid"] else "no"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    if s["slo"]:
+        best = s["max_load_meeting_slo"]
+        out.append(f"largest {s['mode']} meeting {', '.join(t['slo'] for t in s['slo'])}: "
+                   f"{_f(best, 6)}" + ("" if s["bounded"] else " (the largest tried: not bounded)"))
+    return "\n".join(out)

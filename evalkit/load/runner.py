@@ -1,0 +1,145 @@
+"""Running one load point against a server: closed loop (N streams) or open loop (sends on a planned timeline).
+
+Closed loop: each stream sends its next request as soon as its previous answer is in, so the time it is
+"scheduled" is the previous answer's arrival and any delay after it is the client's lateness. Once the last
+measured request is sent, the streams keep sending cool-down requests so the measured ones finish under the same
+load; those are cancelled when the last measured one ends, and, like the warm-up, never counted. Open loop: every
+send time is fixed before the point starts, on one absolute timeline. Every answer is checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.clock import Clock
+from evalkit.load.schedule import PointPlan
+from evalkit.load.workload import LoadRequest
+from evalkit.rundir import REQUESTS, RunDir
+from evalkit_stress.checks import judge
+
+# Open loop starts this long after planning, so the first sends are not already late.
+_LEAD_S = 0.05
+
+
+@dataclass
+class PointRun:
+    """One repeat of one load point as it runs: its id, plan, and the lines written so far."""
+
+    point_id: int
+    plan: PointPlan
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def measured(self) -> list[dict[str, Any]]:
+        """The lines that count."""
+        return [r for r in self.lines if r.get("phase") == "measured"]
+
+
+class LoadRunner:
+    """Sends the requests of load points and writes one line per request as it completes."""
+
+    def __init__(self, rundir: RunDir, client: ChatClient, clock: Clock, extra_body: dict[str, Any],
+                 timeout_s: float) -> None:
+        self.rundir = rundir
+        self.client = client
+        self.clock = clock
+        self.extra_body = extra_body
+        self.timeout_s = timeout_s
+        # fsync takes milliseconds; done on the event loop it would make the next sends late.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="load-writer")
+
+    def close(self) -> None:
+        """Wait for every line to be on disk."""
+        self._writer.shutdown(wait=True)
+
+    async def run_point(self, point: PointRun) -> PointRun:
+        """Run one repeat of one point to its end; returns it with its lines."""
+        if point.plan.spec.mode == "rate":
+            await self._open_loop(point)
+        else:
+            await self._closed_loop(point)
+        await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)  # lines flushed
+        return point
+
+    async def _send(self, point: PointRun, req: LoadRequest, phase: str, scheduled: float,
+                    cancel: asyncio.Event | None = None) -> dict[str, Any]:
+        spec = point.plan.spec
+        chat = ChatRequest(messages=[{"role": "user", "content": req.prompt}], max_tokens=req.max_tokens,
+                           temperature=0.0, extra_body=dict(self.extra_body), request_id=new_request_id("load"),
+                           timeout_s=self.timeout_s)
+        rec = await self.client.chat(chat, cancel_event=cancel)
+        verdict = judge(rec, "generation", req.expected, planned_cancel=phase == "cooldown")
+        line = rec.to_json(with_chunk_times=True)
+        line.pop("content", None)
+        line.pop("reasoning", None)
+        line.update({
+            "point": point.point_id, "mode": spec.mode, "load": spec.load, "repeat": spec.repeat, "index": req.index,
+            "phase": phase, "scheduled_send": scheduled, "send_lateness_s": rec.t_sent - scheduled,
+            "e2e_s": rec.t_done - rec.t_sent if rec.t_done is not None else None,
+            "planned_prompt_tokens": req.prompt_tokens, "planned_output_tokens": req.output_tokens,
+            "count_to": req.count_to, "outcome": verdict.outcome, "error_kind": verdict.error_kind,
+            "extracted": verdict.extracted,
+        })
+        point.lines.append(line)
+        self._writer.submit(self.rundir.append, REQUESTS, line)
+        return line
+
+    async def _open_loop(self, point: PointRun) -> None:
+        plan = point.plan
+        offsets = plan.send_offsets()
+        reqs = [plan.request(i) for i in range(len(offsets))]  # built before the clock starts
+        start = self.clock.now() + _LEAD_S
+        tasks = []
+        for req, off in zip(reqs, offsets):
+            at = start + off
+            delay = at - self.clock.now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(self._send(point, req, plan.phase(req.index), at)))
+        await asyncio.gather(*tasks)
+
+    async def _closed_loop(self, point: PointRun) -> None:
+        plan = point.plan
+        streams = int(plan.spec.load)
+        indices = itertools.count()
+        finished = asyncio.Event()
+        state = {"in_flight": 0, "deadline": None, "issuing": True}
+        start = self.clock.now()
+
+        def phase_of(i: int) -> str:
+            if i < plan.warmup:
+                return "warmup"
+            if plan.measured is not None:
+                return plan.phase(i)
+            if state["deadline"] is None:
+                state["deadline"] = self.clock.now() + (plan.duration_s or 0.0)
+            return "measured" if self.clock.now() < state["deadline"] else "cooldown"
+
+        def check_finished() -> None:
+            if not state["issuing"] and state["in_flight"] == 0:
+                finished.set()
+
+        async def stream() -> None:
+            scheduled = start
+            while not finished.is_set():
+                i = next(indices)
+                phase = phase_of(i)
+                if phase == "cooldown":
+                    state["issuing"] = False
+                    check_finished()
+                    if finished.is_set():
+                        return
+                else:
+                    state["in_flight"] += phase == "measured"
+                line = await self._send(point, plan.request(i), phase, scheduled,
+                                        cancel=finished if phase == "cooldown" else None)
+                if phase == "measured":
+                    state["in_flight"] -= 1
+                    check_finished()
+                scheduled = line["t_done"] or self.clock.now()
+
+        await asyncio.gather(*(stream() for _ in range(streams)))

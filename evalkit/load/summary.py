@@ -1,0 +1,83 @@
+"""`summary.json` of a load run, computed from the run directory's files alone (manifest, points, requests).
+
+Each load point pools its repeats' measured requests for its figures and is judged on the median over repeats
+of each target's figure. The maximum meeting the targets is the largest passing load below the smallest failing
+one, so a load that passed by luck above a failure is never reported as the maximum.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalkit.load.metrics import dist, judge_point, point_metrics
+from evalkit.load.slo import Target, parse_target
+from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
+
+POINTS = "points.jsonl"
+
+
+def build_summary(path: Path) -> dict[str, Any]:
+    """The summary of the load run at `path`."""
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    opts = manifest["load"]
+    targets: list[Target] = [parse_target(s) for s in opts.get("slo") or []]
+    mode = opts["mode"]
+    lines = read_jsonl(path / REQUESTS)
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for r in lines:
+        if r.get("phase") == "measured":
+            by_point.setdefault(int(r["point"]), []).append(r)
+    repeats: dict[float, list[dict[str, Any]]] = {}
+    pooled: dict[float, list[dict[str, Any]]] = {}
+    for p in read_jsonl(path / POINTS):
+        measured = by_point.get(int(p["point"]), [])
+        load = float(p["load"])
+        repeats.setdefault(load, []).append(point_metrics(measured, mode, load, targets))
+        pooled.setdefault(load, []).extend(measured)
+    points = []
+    for load in sorted(repeats):
+        judged = judge_point(repeats[load], targets)
+        points.append({"load": load, "label": _label(mode, load), "repeats": len(repeats[load]),
+                       **judged, "metrics": point_metrics(pooled[load], mode, load, targets),
+                       "per_repeat": repeats[load]})
+    failing = [p["load"] for p in points if not p["meets_slo"]]
+    limit = min(failing) if failing else None
+    passing = [p["load"] for p in points if p["meets_slo"] and (limit is None or p["load"] < limit)]
+    best = max(passing) if passing else None
+    at_best = next((p for p in points if p["load"] == best), None)
+    measured_all = [r for r in lines if r.get("phase") == "measured"]
+    summary: dict[str, Any] = {
+        "kind": "load",
+        "seed": manifest.get("seed"),
+        "mode": mode,
+        "arrivals": opts.get("arrivals") if mode == "rate" else None,
+        "search": opts.get("search"),
+        "runs_per_point": opts.get("runs", 1),
+        "slo": [t.to_json() for t in targets],
+        "workload": {k: opts.get(k) for k in ("prompt_tokens", "output_tokens", "prefix_tokens")},
+        "requests": len(measured_all),
+        "errors": sum(1 for r in measured_all if r.get("outcome") == "error"),
+        "wrong_answers": sum(1 for r in measured_all if r.get("outcome") == "wrong"),
+        "points": points,
+        "max_load_meeting_slo": best,
+        "first_failing_load": limit,
+        # False when the largest load tried still met every target: the true maximum may lie above it.
+        "bounded": limit is not None,
+        "goodput_rps_at_max": at_best["metrics"]["goodput_rps"] if at_best else None,
+        "client": {
+            "send_lateness_s": dist(r.get("send_lateness_s") for r in measured_all),
+            "invalid_points": [{"load": p["load"], "reasons": sorted({x for r in p["per_repeat"]
+                                                                      for x in r["invalid_reasons"]})}
+                               for p in points if not p["valid"]],
+        },
+    }
+    # The gate reads `load.max_concurrency_meeting_slo` or `load.max_rate_meeting_slo`.
+    key = "max_concurrency_meeting_slo" if mode == "concurrency" else "max_rate_meeting_slo"
+    summary[key] = (int(best) if best is not None and mode == "concurrency" else best)
+    return summary
+
+
+def _label(mode: str, load: float) -> str:
+    return f"c={load:g}" if mode == "concurrency" else f"r={load:g}/s"
