@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UsageError as e:
         sys.stderr.write(f"evalkit {args.command}: error: {e}\n")
-        return 2
+        return e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("evalkit: interrupted\n")
         return 130

@@ -9,7 +9,8 @@ import openai
 from evalkit.client import ChatClient
 from evalkit.clock import Clock
 from evalkit.config import ServerProfile, api_key
-from evalkit.errors import UsageError
+from evalkit.errors import ServerRefused, UsageError
+from evalkit.preflight import quick_check
 
 
 async def discover_model(profile: ServerProfile, timeout_s: float = 10.0) -> str:
@@ -31,7 +32,18 @@ async def discover_model(profile: ServerProfile, timeout_s: float = 10.0) -> str
 
 
 async def open_client(profile: ServerProfile, clock: Clock | None = None) -> tuple[ChatClient, ServerProfile]:
-    """A client for the profile's server, and the profile with its model filled in."""
+    """A client for the profile's server, and the profile with its model filled in.
+
+    The preflight's essential probe runs first: a server that refuses evalkit's request stops the command here
+    (exit 1, in the server's words) instead of after a thousand failed requests; one that wants UUID request ids
+    gets them.
+    """
     model = await discover_model(profile)
     profile = dataclasses.replace(profile, model=model)
-    return ChatClient(profile.base_url or "", model, api_key=api_key(profile), clock=clock), profile
+    check = await quick_check(profile.base_url or "", model, api_key(profile), dict(profile.extra_body))
+    refused = [r for r in check.rows if r.supported is False]
+    if refused:
+        raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: {refused[0].detail}"
+                            + (f"; {refused[0].fix}" if refused[0].fix else "") + " (evalkit check shows more)")
+    return ChatClient(profile.base_url or "", model, api_key=api_key(profile), clock=clock,
+                      uuid_request_ids=check.uuid_request_ids), profile

@@ -3,8 +3,9 @@
 Tried in order, at the server's root (base URL without `/v1`):
 1. vLLM `POST /tokenize {"model", "messages"}` → `count` (the chat template is included);
 2. vLLM / SGLang `POST /tokenize {"model", "prompt"}` → `count` (content only);
-3. llama.cpp `POST /tokenize {"content"}` → `tokens` (content only).
-With 2 or 3 the chat template's overhead is measured once from a tiny request's reported `prompt_tokens`.
+3. llama.cpp `POST /tokenize {"content"}` → `tokens` (content only);
+4. llama-cpp-python `POST /extras/tokenize {"input"}` → `tokens` (content only).
+With 2, 3 or 4 the chat template's overhead is measured once from a tiny request's reported `prompt_tokens`.
 With none, a line `prompt_tokens = a * local_estimate + b` is fitted on two small requests ("calibrated").
 """
 
@@ -38,7 +39,7 @@ def server_root(base_url: str) -> str:
 class TokenCounter:
     """Counts a chat prompt's tokens by the best method the server offers; records what it tried."""
 
-    method: str  # messages | prompt | content | calibrated | local
+    method: str  # messages | prompt | content | extras | calibrated | local
     url: str | None = None
     model: str | None = None
     template_overhead: int | None = None
@@ -62,7 +63,7 @@ class TokenCounter:
         calibration = desc.get("calibration") or {}
         method = desc["method"]
         return cls(
-            method=method, url=None if method in ("calibrated", "local") else server_root(base_url) + "/tokenize",
+            method=method, url=None if method in ("calibrated", "local") else server_root(base_url) + _PATHS.get(method, "/tokenize"),
             model=model, template_overhead=desc.get("template_overhead"),
             slope=float(calibration.get("slope", 1.0)), intercept=float(calibration.get("intercept", 0.0)),
         )
@@ -79,10 +80,15 @@ class TokenCounter:
             assert n is not None
             return n
         text = "".join(m["content"] for m in messages)
-        body = {"model": self.model, "prompt": text} if self.method == "prompt" else {"content": text}
+        body = ({"model": self.model, "prompt": text} if self.method == "prompt"
+                else {"input": text} if self.method == "extras" else {"content": text})
         n = await _post_count(session, self.url, body)
         assert n is not None
         return n + (self.template_overhead or 0)
+
+
+# Where each method's endpoint is, when it is not `/tokenize`.
+_PATHS = {"extras": "/extras/tokenize"}
 
 
 async def _post_count(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> int | None:
@@ -110,9 +116,11 @@ async def probe_counter(
         ("messages", {"model": model, "messages": msgs}),
         ("prompt", {"model": model, "prompt": PROBE_TEXT}),
         ("content", {"content": PROBE_TEXT}),
+        ("extras", {"input": PROBE_TEXT}),
     ]
     tried: list[dict[str, Any]] = []
     for method, body in attempts:
+        url = server_root(base_url) + _PATHS.get(method, "/tokenize")
         try:
             n = await _post_count(session, url, body)
             tried.append({"method": method, "url": url, "ok": n is not None})

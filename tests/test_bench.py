@@ -78,7 +78,8 @@ def test_own_prompts_early_stop_and_resume(sim, tmp_path: Path, capsys: pytest.C
     assert all(e["completion_tokens"] < 64 and e["finish_reason"] == "stop" for e in summary["stopped_early"])
     s.reset()
     assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), *flags]) == 0
-    assert s.events() == []  # resumed: nothing left to measure, so not even a warm-up is sent
+    # resumed: nothing left to measure, so not even a warm-up is sent (only the preflight's probe)
+    assert [e for e in s.events() if not e["request_id"].startswith("preflight-")] == []
     again = json.loads((tmp_path / "own" / "summary.json").read_text())
     assert again["prompts"] == summary["prompts"]
 
@@ -106,7 +107,7 @@ def test_bisect_exit_codes(sim, tmp_path: Path, good: int, bad: int, expected: i
     (step,) = read_jsonl(log)
     assert step["verdict"] == {0: "good", 1: "bad", 125: "skip"}[expected]
     assert step["tok_s"] == pytest.approx(200, rel=0.05)
-    events = s.events()  # one warm-up and the judged prompt only
+    events = [e for e in s.events() if not e["request_id"].startswith("preflight-")]  # warm-up and judged prompt
     assert len(events) == 2 and events[0]["prompt_tokens"] == events[1]["prompt_tokens"]
 
 

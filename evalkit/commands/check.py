@@ -1,0 +1,86 @@
+"""`evalkit check`: what the server supports and how evalkit will talk to it, in under a minute.
+
+Exit 0 when everything the chosen commands need works, 1 when something needed is missing (with what to change),
+2 on bad input or an unreachable server. The table goes to the terminal, `check.json` into a run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from evalkit.cli import add_output_options, add_server_options
+from evalkit.config import THINKING_MODES, api_key, manifest_fields, thinking_params
+from evalkit.connect import discover_model
+from evalkit.errors import UsageError
+from evalkit.preflight import ALL_COMMANDS, CheckResult, Row, full_check
+from evalkit.rundir import RunDir, default_run_name, write_json_atomic
+from evalkit.runcontext import print_run_path, profile_from_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of `evalkit check`."""
+    add_server_options(p)
+    add_output_options(p)
+    p.add_argument("--for", dest="commands", default=",".join(ALL_COMMANDS),
+                   help=f"commands whose needs decide the exit code (default {','.join(ALL_COMMANDS)})")
+    p.add_argument("--thinking", default="off,low",
+                   help="thinking modes to try with the profile's switch (default off,low; '' for none)")
+
+
+def _parse(args: argparse.Namespace) -> tuple[tuple[str, ...], list[str]]:
+    commands = tuple(c for c in args.commands.split(",") if c)
+    bad = [c for c in commands if c not in ALL_COMMANDS]
+    if bad or not commands:
+        raise UsageError(f"--for takes a comma-separated subset of {','.join(ALL_COMMANDS)}")
+    modes = [m for m in args.thinking.split(",") if m]
+    if any(m not in THINKING_MODES for m in modes):
+        raise UsageError(f"--thinking takes a comma-separated subset of {','.join(THINKING_MODES)}")
+    return commands, modes
+
+
+def _mark(row: Row) -> str:
+    return {True: "yes", False: "NO", None: "?"}[row.supported]
+
+
+def table(result: CheckResult, commands: tuple[str, ...]) -> str:
+    """The support table as terminal text."""
+    lines = [f"{'feature':<27} {'ok':<4} detail", f"{'-' * 27} {'-' * 4} {'-' * 40}"]
+    for r in result.rows:
+        needed = "  [needed by " + ",".join(c for c in r.needed_by if c in commands) + "]" \
+            if r.supported is False and set(r.needed_by) & set(commands) else ""
+        lines.append(f"{r.name:<27} {_mark(r):<4} {r.detail}{needed}")
+    return "\n".join(lines)
+
+
+def verdict(result: CheckResult, commands: tuple[str, ...]) -> tuple[int, list[str]]:
+    """Exit code and the lines that explain it."""
+    missing = result.missing(commands)
+    if not missing:
+        return 0, [f"ok: this server supports what {', '.join(commands)} need"]
+    return 1, [f"missing for {', '.join(c for c in commands if any(c in r.needed_by for r in missing))}: "
+               f"{r.name}: {r.fix or r.detail}" for r in missing]
+
+
+async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: list[str]) -> int:
+    profile = profile_from_args(args)
+    model = await discover_model(profile)  # unreachable: UsageError, exit 2, one line
+    thinking: dict[str, Any] = {m: thinking_params(profile, m) for m in modes}
+    result = await full_check(profile.base_url or "", model, api_key(profile), dict(profile.extra_body), thinking)
+    print(f"evalkit check: {profile.base_url}  model {model}  thinking style {profile.thinking}")
+    print(table(result, commands))
+    code, lines = verdict(result, commands)
+    print("\n".join(lines), flush=True)
+    rundir = RunDir.create(args.out, args.name or default_run_name("check"), "check",
+                           {**manifest_fields(profile), "model": model, "check": {"for": list(commands)}})
+    write_json_atomic(rundir.path / "check.json", {**result.to_json(), "for": list(commands), "exit": code})
+    rundir.finish()
+    print_run_path(rundir)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the probes and print the table."""
+    commands, modes = _parse(args)
+    return asyncio.run(_check(args, commands, modes))

@@ -1,0 +1,344 @@
+"""The preflight probes: what a server supports and how evalkit will talk to it (`evalkit check`, and quietly before
+bench, capability and stress).
+
+Every probe is a real request over HTTP; a probe that cannot tell says so. The essential one sends evalkit's own
+request (streaming, `stream_options.include_usage`, `X-Request-Id`, the profile's extra body); when the server refuses
+it, variants find the part it refuses (a non-UUID request id, a body field) or show it refuses every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import aiohttp
+
+from evalkit.http_errors import body_excerpt, describe
+from evalkit.thinking_text import split_inline_reasoning
+
+PROBE_PROMPT = "Reply with just the word OK."
+GEN_PROMPT = "Count from 1 to 100, separated by commas."
+ALL_COMMANDS = ("bench", "capability", "stress")
+
+
+@dataclass
+class Reply:
+    """What one probe request got back."""
+
+    status: int | None
+    body: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    content: str = ""
+    reasoning: str = ""
+    chunks: int = 0
+    usage: dict[str, Any] | None = None
+    timings: bool = False
+    finish_reason: str | None = None
+    elapsed_s: float = 0.0
+    error: str | None = None  # connection-level failure
+
+    @property
+    def ok(self) -> bool:
+        """HTTP 200 with at least one text chunk and a finish_reason."""
+        return self.status == 200 and self.chunks > 0 and self.finish_reason is not None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the support table: `supported` is True, False or None (cannot tell)."""
+
+    name: str
+    supported: bool | None
+    detail: str
+    needed_by: tuple[str, ...] = ()
+    fix: str | None = None
+
+
+@dataclass
+class CheckResult:
+    """Every row, how the client must talk to this server, and the server's words when it refuses everything."""
+
+    base_url: str
+    model: str
+    rows: list[Row] = field(default_factory=list)
+    uuid_request_ids: bool = False
+    refused_fields: list[str] = field(default_factory=list)
+    rejects_everything: str | None = None
+
+    def missing(self, commands: tuple[str, ...] = ALL_COMMANDS) -> list[Row]:
+        """Rows the given commands need that the server does not support."""
+        return [r for r in self.rows if r.supported is False and set(r.needed_by) & set(commands)]
+
+    def to_json(self) -> dict[str, Any]:
+        """What `check.json` holds."""
+        d = asdict(self)
+        d["rows"] = [asdict(r) for r in self.rows]
+        return d
+
+
+def server_root(base_url: str) -> str:
+    """`http://host:port` of a base URL like `http://host:port/v1`."""
+    url = base_url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str, Any],
+                     headers: dict[str, str] | None = None) -> Reply:
+    """Send one streaming chat request and read it to the end."""
+    start = time.perf_counter()
+    try:
+        async with http.post(base_url.rstrip("/") + "/chat/completions", json=body, headers=headers or {}) as resp:
+            reply = Reply(status=resp.status, headers={k.lower(): v for k, v in resp.headers.items()})
+            if resp.status != 200:
+                reply.body = await resp.text(errors="replace")
+                return reply
+            async for raw in resp.content:
+                line = raw.decode(errors="replace").strip()
+                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                    continue
+                _take(reply, json.loads(line[5:]))
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+        return Reply(status=None, error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - start)
+    reply.elapsed_s = time.perf_counter() - start
+    return reply
+
+
+def _take(reply: Reply, chunk: dict[str, Any]) -> None:
+    if isinstance(chunk.get("usage"), dict):
+        reply.usage = chunk["usage"]
+    if isinstance(chunk.get("timings"), dict):
+        reply.timings = True
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        think = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(think, str) and think:
+            reply.reasoning += think
+            reply.chunks += 1
+        if isinstance(delta.get("content"), str) and delta["content"]:
+            reply.content += delta["content"]
+            reply.chunks += 1
+        if choice.get("finish_reason"):
+            reply.finish_reason = choice["finish_reason"]
+
+
+def evalkit_body(model: str, extra_body: dict[str, Any], max_tokens: int, prompt: str = PROBE_PROMPT,
+                 system: str | None = None) -> dict[str, Any]:
+    """The body evalkit's client sends (extra body first, the client's own fields over it)."""
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    return {**extra_body, "model": model, "messages": messages, "stream": True,
+            "stream_options": {"include_usage": True}, "max_tokens": max_tokens, "temperature": 0.0}
+
+
+def _probe_id() -> str:
+    return f"preflight-{uuid.uuid4().hex[:12]}"
+
+
+async def essential(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any]) -> Reply:
+    """Evalkit's own request; when refused, find what is refused. Fills the result's adaptations and rows."""
+    body = evalkit_body(result.model, extra_body, 4)
+    reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": _probe_id()})
+    if reply.ok:
+        result.rows.append(Row("evalkit's request", True, "accepted as sent", ALL_COMMANDS))
+        return reply
+    first = _words(reply, body)
+    uuid_reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": str(uuid.uuid4())})
+    if uuid_reply.ok:
+        result.uuid_request_ids = True
+        result.rows.append(Row("evalkit's request", True, f"only with a UUID X-Request-Id ({first}); evalkit "
+                               "sends UUID ids, the caller's id kept as request_label", ALL_COMMANDS))
+        return uuid_reply
+    plain = {"model": result.model, "messages": body["messages"], "stream": True, "max_tokens": 4}
+    plain_reply = await chat_probe(http, result.base_url, plain)
+    if not plain_reply.ok:
+        result.rejects_everything = _words(plain_reply, plain)
+        result.rows.append(Row("evalkit's request", False, f"even a bare chat request is refused: "
+                               f"{result.rejects_everything}", ALL_COMMANDS,
+                               "check --base-url and --model, and the server's log"))
+        return plain_reply
+    # The bare request works: drop the extras one at a time to name the ones refused.
+    for name in [k for k in body if k not in plain]:
+        trial = {k: v for k, v in body.items() if k != name}
+        if (await chat_probe(http, result.base_url, trial, {"X-Request-Id": str(uuid.uuid4())})).ok:
+            result.refused_fields.append(name)
+    fields_text = ", ".join(result.refused_fields) or "a combination of fields"
+    result.rows.append(Row("evalkit's request", False, f"refused ({first}); the server refuses {fields_text}",
+                           ALL_COMMANDS, f"remove {fields_text} from the profile's extra_body or thinking style"))
+    return plain_reply
+
+
+def _words(reply: Reply, body: dict[str, Any]) -> str:
+    """The server's own words for a refusal, on one line."""
+    if reply.status is None:
+        return reply.error or "no answer"
+    if reply.status == 200:
+        return f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
+    return describe(reply.status, reply.body, body)
+
+
+@dataclass(frozen=True)
+class _Got:
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+async def _get(http: aiohttp.ClientSession, url: str) -> _Got | None:
+    try:
+        async with http.get(url) as resp:
+            return _Got(resp.status, await resp.text(errors="replace"))
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return None
+
+
+async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Any:
+    try:
+        async with http.post(url, json=body) as resp:
+            return json.loads(await resp.text()) if resp.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        return None
+
+
+async def tokenize_form(http: aiohttp.ClientSession, root: str, model: str) -> str | None:
+    """Which tokenize endpoint and body form the server takes (the ones stress tries), or None."""
+    text = "The quick brown fox."
+    forms = [("POST /tokenize {model, prompt} (vLLM, SGLang)", "/tokenize", {"model": model, "prompt": text}),
+             ("POST /tokenize {content} (llama.cpp)", "/tokenize", {"content": text}),
+             ("POST /extras/tokenize {input} (llama-cpp-python)", "/extras/tokenize", {"input": text})]
+    for label, path, body in forms:
+        data = await _post(http, root + path, body)
+        if isinstance(data, dict) and ((data.get("count") or 0) > 0 or data.get("tokens")):
+            return label
+    return None
+
+
+async def context_length(http: aiohttp.ClientSession, base_url: str, props: Any) -> tuple[int | None, str]:
+    """The server's context length and where it was read."""
+    if isinstance(props, dict):
+        gen = props.get("default_generation_settings") or {}
+        n = gen.get("n_ctx") or props.get("n_ctx")
+        if isinstance(n, int):
+            return n, "/props"
+    resp = await _get(http, base_url.rstrip("/") + "/models")
+    if resp is not None and resp.status_code == 200:
+        try:
+            for m in resp.json().get("data") or []:
+                for key in ("max_model_len", "context_length", "n_ctx"):
+                    if isinstance(m.get(key), int):
+                        return m[key], f"/v1/models {key}"
+                meta = m.get("meta") or {}
+                if isinstance(meta.get("n_ctx_train"), int):
+                    return meta["n_ctx_train"], "/v1/models meta.n_ctx_train (trained, not served)"
+        except ValueError:
+            pass
+    return None, "not reported"
+
+
+async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
+                      tokens: int = 32) -> Row:
+    """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued."""
+    body = {**evalkit_body(result.model, extra_body, tokens, GEN_PROMPT), "ignore_eos": True}
+
+    alone = await chat_probe(http, result.base_url, body, _hdr(result))
+    start = time.perf_counter()
+    pair = await asyncio.gather(chat_probe(http, result.base_url, body, _hdr(result)),
+                                chat_probe(http, result.base_url, body, _hdr(result)))
+    together = time.perf_counter() - start
+    if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
+        return Row("requests served at once", None, "could not time two generations")
+    served = 2 * alone.elapsed_s / together
+    return Row("requests served at once", True, f"~{served:.1f} (two {tokens}-token generations together "
+               f"{together:.2f} s, one alone {alone.elapsed_s:.2f} s)")
+
+
+def _http(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+
+async def quick_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
+                      timeout_s: float = 60.0) -> CheckResult:
+    """Only evalkit's own request (and, when refused, its variants): what a command needs before it starts."""
+    result = CheckResult(base_url=base_url, model=model)
+    async with _http(api_key, timeout_s) as http:
+        await essential(http, result, extra_body)
+    return result
+
+
+async def full_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
+                     thinking: dict[str, tuple[dict[str, Any], str | None]], timeout_s: float = 30.0) -> CheckResult:
+    """Every probe; `thinking` maps a mode (off, low ...) to the (extra body, system prompt) that asks for it."""
+    result = CheckResult(base_url=base_url, model=model)
+    root = server_root(base_url)
+    async with _http(api_key, timeout_s) as http:
+        first = await essential(http, result, extra_body)
+        if result.rejects_everything is not None:
+            return result
+        rows = result.rows
+        rows.append(Row("streaming", first.ok, f"{first.chunks} text chunks, finish_reason {first.finish_reason}",
+                        ALL_COMMANDS))
+        rows.append(Row("usage in stream", first.usage is not None,
+                        "stream_options.include_usage honoured" if first.usage is not None
+                        else "no usage chunk: tokens are counted from chunks (usage_source \"chunks\")"))
+        rid = str(uuid.uuid4()) if result.uuid_request_ids else _probe_id()
+        echo = await chat_probe(http, base_url, evalkit_body(model, extra_body, 2), {"X-Request-Id": rid})
+        rows.append(Row("X-Request-Id echo", echo.headers.get("x-request-id") == rid,
+                        "echoed in the response headers" if echo.headers.get("x-request-id") == rid
+                        else "not echoed: server logs are matched to records by time only"))
+        rows.append(Row("timings in stream", first.timings, "llama.cpp `timings` (server-side prefill/decode)"
+                        if first.timings else "none: timing is the client's alone"))
+        capped = await chat_probe(http, base_url, {**evalkit_body(model, extra_body, 8, GEN_PROMPT),
+                                                   "ignore_eos": True}, _hdr(result))
+        n = capped.usage.get("completion_tokens") if capped.usage else capped.chunks
+        rows.append(Row("max_tokens honoured", capped.ok and n is not None and n <= 8,
+                        f"asked 8, got {n} ({capped.finish_reason})", ("bench", "stress"),
+                        "the server must stop at max_tokens: bench rates and stress plans depend on it"))
+        rows.append(Row("ignore_eos", capped.ok and capped.finish_reason == "length" and n == 8,
+                        "ran to max_tokens" if capped.finish_reason == "length" else
+                        f"stopped early ({capped.finish_reason}): generations may end before --gen-tokens"))
+        tok = await tokenize_form(http, root, model)
+        rows.append(Row("tokenize endpoint", tok is not None, tok or "none: stress counts long prompts from usage "
+                        "or a local estimate"))
+        rows.append(Row("token counting for stress", tok is not None or first.usage is not None,
+                        "tokenize endpoint" if tok else "usage in stream" if first.usage else
+                        "neither tokenize nor usage", ("stress",),
+                        "long prompts cannot be fitted to --long-tokens: enable /tokenize or usage in the stream"))
+        metrics = await _get(http, root + "/metrics")
+        has_metrics = metrics is not None and metrics.status_code == 200 and "# TYPE" in metrics.text
+        rows.append(Row("/metrics", has_metrics, "Prometheus text" if has_metrics else
+                        f"not served ({metrics.status_code if metrics is not None else 'no answer'}; llama-server "
+                        "needs --metrics)"))
+        props_resp = await _get(http, root + "/props")
+        props = None
+        if props_resp is not None and props_resp.status_code == 200:
+            try:
+                props = props_resp.json()
+            except ValueError:
+                props = None
+        rows.append(Row("/props", isinstance(props, dict), "llama.cpp server properties" if props else "not served"))
+        n_ctx, where = await context_length(http, base_url, props)
+        rows.append(Row("context length", n_ctx is not None, f"{n_ctx} ({where})" if n_ctx else where))
+        for mode, (body, system) in thinking.items():
+            reply = await chat_probe(http, base_url, evalkit_body(model, {**extra_body, **body}, 48,
+                                                                  "What is 17 * 3?", system), _hdr(result))
+            reasoning = reply.reasoning or split_inline_reasoning(reply.content)[0]
+            want = mode != "off"
+            if not reply.ok:
+                rows.append(Row(f"thinking {mode}", False, f"refused: {_words(reply, body)}", ("capability",),
+                                "pick the profile's thinking style this server understands"))
+                continue
+            seen = bool(reasoning)
+            rows.append(Row(f"thinking {mode}", seen == want,
+                            ("reasoning seen" if seen else "no reasoning seen")
+                            + ("" if seen == want else " (the mode does not take effect)")))
+        rows.append(await concurrency(http, result, extra_body))
+    return result
+
+
+def _hdr(result: CheckResult) -> dict[str, str]:
+    return {"X-Request-Id": str(uuid.uuid4()) if result.uuid_request_ids else _probe_id()}
