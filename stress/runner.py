@@ -21,17 +21,16 @@ from tqdm import tqdm
 from evalkit.client import ChatClient, ChatRequest
 from evalkit.clock import Clock
 from evalkit.rundir import REQUESTS, RunDir
-from evalkit_stress.checks import judge
-from evalkit_stress.gpu_memory import GpuMemorySampler
+from evalkit_stress.gpu_memory import GPU_FILE, GpuMemorySampler
 from evalkit_stress.prompts import LongSpec
 from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.selfcheck import LoopLagSampler
+from evalkit_stress.text_answer import judge_prompt
 from evalkit_stress.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
 
 LAG_FILE = "loop_lag.jsonl"
-GPU_FILE = "gpu_memory.jsonl"
 PROMPTS_FILE = "long_prompts.jsonl"
 
 # Which summary metric a request's timing feeds (the report reads this tag to find raw samples).
@@ -124,12 +123,12 @@ class StressRunner:
             for r in sc.requests:
                 q = r.question
                 if isinstance(q, LongSpec) and q not in self.fitted:
-                    fp = await fit_long_prompt(q, self.schedule.long_tokens, self.counter, session)
+                    fp = await fit_long_prompt(q, self.schedule.long_target(r), self.counter, session)
                     self.fitted[q] = fp
                     await self._write(PROMPTS_FILE, {
                         "plan_id": r.plan_id, "cycle": cycle, "first_word": q.first_word, "code": q.code,
                         "sentences": fp.sentences, "counted_tokens": fp.counted_tokens,
-                        "target_tokens": self.schedule.long_tokens, "method": self.counter.method,
+                        "target_tokens": self.schedule.long_target(r), "method": self.counter.method,
                     })
 
     # --- sending --------------------------------------------------------------------------------------
@@ -138,51 +137,70 @@ class StressRunner:
         body = dict(self.opts.extra_body)
         if isinstance(q, LongSpec):
             text, max_tokens = self.fitted[q].text, self.opts.long_max_tokens
-        elif r.role.startswith("gen"):
+        elif r.prompt == "count":
             # ignore_eos makes every generation run its full length; servers that ignore it still get checked.
             text, max_tokens = q.text, self.opts.gen_tokens
             body["ignore_eos"] = True
         else:
             text, max_tokens = q.text, self.opts.short_max_tokens
+        max_tokens = r.max_tokens or max_tokens
         return ChatRequest(
             messages=messages_for(text), max_tokens=max_tokens, temperature=0.0, extra_body=body,
             request_id=f"{self.nonce}-{r.plan_id}", timeout_s=self.opts.timeout_s,
         )
 
-    async def _one(
-        self, r: PlannedRequest, start: float, done_at: dict[str, float], events: dict[str, asyncio.Event],
-        bar: tqdm,
-    ) -> None:
-        if r.after:
-            for a in r.after:
-                # A request that never ran (stop) still sets its event, so this cannot hang.
-                await events[a].wait()
-            if self.stop.is_set() or any(a not in done_at for a in r.after):
-                events[r.plan_id].set()
-                return
-            base = max(done_at[a] for a in r.after)
-        else:
-            base = start
-        planned = base + r.offset_s / self.opts.time_scale
-        delay = planned - self.clock.now()
+    async def _until(self, at: float) -> None:
+        delay = at - self.clock.now()
         if delay > 0:
             try:
                 await asyncio.wait_for(self.stop.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 pass
+
+    async def _cancel_on_event(self, r: PlannedRequest, tl: Timeline, cancel: asyncio.Event) -> None:
+        # A cancel timed from another request's event (or this one's first token) sets `cancel` at that time.
+        base = await tl.latest(r.cancel_refs or (r.plan_id,), r.cancel_on)
+        if base is not None:
+            await self._until(base + (r.cancel_after_s or 0.0) / self.opts.time_scale)
+        cancel.set()
+
+    async def _one(self, r: PlannedRequest, start: float, tl: Timeline, bar: tqdm) -> None:
+        if r.after:
+            base = await tl.latest(r.after, r.after_on)
+            if self.stop.is_set() or base is None:
+                tl.skip(r.plan_id)  # what waits for this request must not hang
+                return
+        else:
+            base = start
+        planned = base + r.offset_s / self.opts.time_scale
+        await self._until(planned)
         if self.stop.is_set():
-            events[r.plan_id].set()
+            tl.skip(r.plan_id)
             return
         cancel_after = None if r.cancel_after_s is None else r.cancel_after_s / self.opts.time_scale
-        rec = await self.client.chat(self._request(r), cancel_after_s=cancel_after, cancel_event=self.stop)
-        done_at[r.plan_id] = self.clock.now()
-        events[r.plan_id].set()
+        cancel, watcher = self.stop, None
+        if r.cancel_after_s is not None and (r.cancel_refs or r.cancel_on != "sent"):
+            cancel_after, cancel = None, asyncio.Event()
+            watcher = asyncio.ensure_future(self._cancel_on_event(r, tl, cancel))
+            stop_watch = asyncio.ensure_future(self.stop.wait())
+            stop_watch.add_done_callback(lambda _: cancel.set())
+        tl.stamp(r.plan_id, "sent", self.clock.now())
+        try:
+            rec = await self.client.chat(self._request(r), cancel_after_s=cancel_after, cancel_event=cancel,
+                                         on_first_token=lambda t: tl.stamp(r.plan_id, "first_token", t))
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                stop_watch.cancel()
+        tl.stamp(r.plan_id, "done", self.clock.now())
+        tl.skip(r.plan_id)  # a request that ended before its first token sets that event without a stamp
         interrupted = self.stop.is_set() and rec.status == "cancelled"
-        verdict = judge(rec, r.role, r.expected, planned_cancel=r.cancel_after_s is not None)
+        verdict = judge_prompt(rec, r.prompt, r.expected, planned_cancel=r.cancel_after_s is not None)
         line = rec.to_json()
         metric = METRIC_OF.get((r.scenario, r.role))
         line.update(
-            cycle=r.cycle, scenario=r.scenario, role=r.role, plan_id=r.plan_id, expected=r.expected,
+            cycle=r.cycle, scenario=r.scenario, role=r.role, plan_id=r.plan_id, expected=r.expected, prompt=r.prompt,
+            round=r.round_no,
             t_planned=planned, cancel_after_s=cancel_after, metric=metric,
             outcome="interrupted" if interrupted else verdict.outcome,
             error_kind=None if interrupted else verdict.error_kind, extracted=verdict.extracted,
@@ -198,10 +216,16 @@ class StressRunner:
     async def run_scenario(self, sc: Scenario, bar: tqdm) -> None:
         """Send one scenario's requests at their planned times and wait for all of them."""
         bar.set_postfix_str(sc.name)
-        events = {r.plan_id: asyncio.Event() for r in sc.requests}
-        done_at: dict[str, float] = {}
+        tl = Timeline([r.plan_id for r in sc.requests])
         start = self.clock.now()
-        await asyncio.gather(*(self._one(r, start, done_at, events, bar) for r in sc.requests))
+        await asyncio.gather(*(self._one(r, start, tl, bar) for r in sc.requests))
+
+    async def run_rounds(self, rounds: list[Scenario], bar: tqdm) -> None:
+        """One scenario's rounds back to back (a concurrent file runs several of these at once)."""
+        for sc in rounds:
+            if self.stop.is_set():
+                break
+            await self.run_scenario(sc, bar)
 
     async def run(self) -> None:
         """Every cycle of the schedule until done or `stop` is set."""
@@ -231,10 +255,13 @@ class StressRunner:
                     with tqdm(total=sum(len(s.requests) for s in scenarios), desc=f"cycle {cycle}/"
                               f"{self.schedule.cycles}", file=sys.stderr, disable=not self.opts.progress,
                               leave=True, dynamic_ncols=True) as bar:
-                        for sc in scenarios:
-                            if self.stop.is_set():
-                                break
-                            await self.run_scenario(sc, bar)
+                        if self.schedule.concurrent:
+                            by_name: dict[str, list[Scenario]] = {}
+                            for sc in scenarios:
+                                by_name.setdefault(sc.name, []).append(sc)
+                            await asyncio.gather(*(self.run_rounds(g, bar) for g in by_name.values()))
+                        else:
+                            await self.run_rounds(scenarios, bar)
                     samples = lag.take(since=cycle_start)
                     await self._write(LAG_FILE, {
                         "cycle": cycle, "n": len(samples),
@@ -253,3 +280,28 @@ class StressRunner:
                 if gpu is not None:
                     await gpu.stop()
                 self._io.shutdown(wait=True)
+
+
+class Timeline:
+    """When each request of a scenario reached each event (`sent`, `first_token`, `done`), for those timed from it."""
+
+    def __init__(self, plan_ids: list[str]) -> None:
+        self.at: dict[tuple[str, str], float] = {}
+        self._events = {(p, e): asyncio.Event() for p in plan_ids for e in ("sent", "first_token", "done")}
+
+    def stamp(self, plan_id: str, event: str, t: float) -> None:
+        """Record the event's time and wake what waits for it."""
+        self.at.setdefault((plan_id, event), t)
+        self._events[(plan_id, event)].set()
+
+    def skip(self, plan_id: str) -> None:
+        """Wake everything still waiting on this request's events (they will find no time and not be sent)."""
+        for e in ("sent", "first_token", "done"):
+            self._events[(plan_id, e)].set()
+
+    async def latest(self, plan_ids: tuple[str, ...], event: str) -> float | None:
+        """The latest time `event` happened among `plan_ids`; None when one of them never reached it."""
+        for p in plan_ids:
+            await self._events[(p, event)].wait()
+        times = [self.at.get((p, event)) for p in plan_ids]
+        return None if any(t is None for t in times) else max(t for t in times if t is not None)

@@ -13,11 +13,12 @@ from typing import Any
 
 from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
 from evalkit_stress.diagnose import diagnose
-from evalkit_stress.gpu_memory import summarize_gpu
+from evalkit_stress.gpu_memory import leak_verdict, summarize_gpu
 from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
 from evalkit_stress.runner import GPU_FILE, LAG_FILE, PROMPTS_FILE
 from evalkit_stress.selfcheck import client_health
+from evalkit_stress.server_evidence import read_evidence
 from evalkit.stats import distribution
 
 
@@ -70,6 +71,8 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
     target = options.get("long_tokens")
     reported = [r["prompt_tokens"] for r in stress_lines if r.get("role") == "long" and r.get("prompt_tokens")]
     divergent = divergent_generations(stress_lines)
+    gpu = summarize_gpu([s for s in read_jsonl(run_path / GPU_FILE)
+                         if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)])
     return {
         "kind": "stress",
         "seed": seed,
@@ -86,7 +89,7 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
         "unfinished_cycle": _unfinished(split.unfinished),
         "ignored_lines": {"abandoned_attempts": split.abandoned},
         "metrics": metrics,
-        "diagnoses": diagnose(metrics, stress_lines),
+        "diagnoses": diagnose(metrics, stress_lines, read_evidence(run_path)),
         "error_kinds": kinds,
         "error_requests": errors,
         "wrong_answer_requests": wrong,
@@ -99,7 +102,7 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
         },
         "client": client_health(stress_lines, [r for r in read_jsonl(run_path / LAG_FILE)
                                                if in_counted_cycle(r, completed)], metrics),
-        "gpu_memory": summarize_gpu([s for s in read_jsonl(run_path / GPU_FILE)
-                                     if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)]),
+        "gpu_memory": gpu,
+        "gpu_memory_verdict": leak_verdict(gpu),
         "options": options,
     }

@@ -94,6 +94,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ignore stream_options.include_usage (no usage chunk)")
     q.add_argument("--no-tokenize", dest="tokenize_endpoint", action="store_false", default=None,
                    help="no POST /tokenize (404)")
+    e = p.add_argument_group("what the server says (metrics, speculative decoding, log)")
+    e.add_argument("--no-metrics", dest="metrics", action="store_false", default=None,
+                   help="no GET /metrics (404); by default it serves vLLM-named Prometheus metrics")
+    e.add_argument("--spec-accept", type=_accept, metavar="A0,A1,..",
+                   help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
+                        "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens")
+    e.add_argument("--context-tokens", type=int, help="context per request told in the start-up log line "
+                   f"(default {d.context_tokens})")
+    e.add_argument("--server-log-file", dest="server_log", metavar="FILE",
+                   help="write the server's log lines (start-up clamp and context lines, ...) to FILE")
+
+
+def _accept(text: str) -> tuple[float, ...]:
+    from evalkit.sim.metrics import parse_accept
+
+    try:
+        return parse_accept(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
 
 
 def settings_from_args(args: argparse.Namespace) -> SimSettings:

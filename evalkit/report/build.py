@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import noise, plots, tables
+from evalkit.report import capacity, noise, plots, tables
+from evalkit.report.capacity_plot import latency_vs_load
+from evalkit.report.memory import memory_section
+from evalkit.report.memory_plot import gpu_memory_plot
 from evalkit.report.runs import LabelledRun
 
-SECTION_ORDER = ("bench", "capability", "stress")
-HEADINGS = {"bench": "Throughput (bench)", "capability": "Capability", "stress": "Latency under load (stress)"}
+SECTION_ORDER = ("bench", "capability", "stress", "load")
+HEADINGS = {"bench": "Throughput (bench)", "capability": "Capability", "stress": "Latency under load (stress)",
+            "load": "Capacity (load)"}
 
 
 def build_context(
@@ -29,9 +33,12 @@ def build_context(
         if kind == "bench":
             tbls = tables.bench_tables(group, noise_floor)
         elif kind == "capability":
-            tbls = tables.capability_tables(group)
+            tbls = capability.capability_tables(group)
         elif kind == "stress":
             tbls = [tables.stress_table(group, noise_floor)]
+        elif kind == "load":
+            sections.append(capacity.capacity_section(group, HEADINGS[kind]))
+            continue
         else:
             continue
         sections.append({"kind": kind, "heading": HEADINGS[kind], "tables": tbls})
@@ -43,6 +50,15 @@ def build_context(
         p = plots.stress_timeline(by_kind["stress"], out_md.with_name(f"{stem}-stress-timeline.png"), cycle)
         if p:
             made.append({"title": "One stress cycle: each request from sent to first token to done", "file": p.name})
+    memory = memory_section(runs, noise_floor)
+    if memory:
+        p = gpu_memory_plot(runs, out_md.with_name(f"{stem}-gpu-memory.png"))
+        if p:
+            made.append({"title": "GPU memory per card against time", "file": p.name})
+    if "load" in by_kind:
+        p = latency_vs_load(by_kind["load"], out_md.with_name(f"{stem}-load-latency.png"))
+        if p:
+            made.append({"title": "Time to first token against load per run", "file": p.name})
     p = plots.ttft_distributions(runs, out_md.with_name(f"{stem}-ttft.png"))
     if p:
         made.append({"title": "Time to first token per run", "file": p.name})
@@ -52,7 +68,9 @@ def build_context(
                   "started": r.run.manifest.get("started"), "build_label": r.run.manifest.get("build_label")}
                  for r in runs],
         "sections": sections,
-        "tables": {t.key: t for s in sections for t in s["tables"]},
+        "tables": {t.key: t for s in [*sections, *([{"tables": [memory["table"]]}] if memory else [])]
+                   for t in s["tables"]},
+        "memory": memory,
         "plots": made,
         "summaries": {r.label: r.summary for r in runs},
     }

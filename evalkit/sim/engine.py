@@ -30,7 +30,9 @@ from typing import Any, Callable
 
 from evalkit.clock import Clock
 from evalkit.sim.faults import Fault
+from evalkit.sim.metrics import SpecDecoder
 from evalkit.sim.output import Output
+from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.trace import RequestTrace
 
@@ -72,9 +74,11 @@ class Job:
 class Engine:
     """Runs jobs through prefill and decode on one simulated accelerator."""
 
-    def __init__(self, settings: SimSettings, clock: Clock) -> None:
+    def __init__(self, settings: SimSettings, clock: Clock, log: SimLog | None = None) -> None:
         self.s = settings
         self.clock = clock
+        self.log = log or SimLog(None)
+        self.spec = SpecDecoder(settings.spec_accept, settings.seed)
         self.queue: deque[Job] = deque()
         self.active: list[Job] = []  # slot holders: prefilling or decoding
         self.long_job: Job | None = None  # yield mode: the paused long prefill (holds no slot)
@@ -275,15 +279,18 @@ class Engine:
             if job.state != "decode":
                 continue
             assert job.output is not None
-            channel, text = job.output.tokens[job.emitted]
-            job.emitted += 1
-            job.outbox.put_nowait((TOKEN, channel, text))
+            before = job.emitted
+            # One verify pass: with --spec-accept it emits the accepted drafts and its own token, one chunk each.
+            for _ in range(self.spec.step(len(job.output.tokens) - job.emitted)):
+                channel, text = job.output.tokens[job.emitted]
+                job.emitted += 1
+                job.outbox.put_nowait((TOKEN, channel, text))
             if job.emitted >= len(job.output.tokens):
                 job.state = "done"
                 self._remove(job)
                 job.outbox.put_nowait((END, job.output.finish_reason))
-            elif job.fault is not None and job.fault.kind == "stall" and job.emitted == job.fault.at_token(
-                    len(job.output.tokens)):
+            elif job.fault is not None and job.fault.kind == "stall" and before < job.fault.at_token(
+                    len(job.output.tokens)) <= job.emitted:
                 job.stalled = True
                 job.trace.fault = job.trace.fault or "stall"
                 job.stall_until = now + self.s.stall_s / self.s.time_scale

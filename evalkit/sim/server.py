@@ -25,8 +25,11 @@ from evalkit.sim.compat import refusal
 from evalkit.sim.determinism import unit_draw
 from evalkit.sim.engine import CANCELLED, END, PREFILLED, TOKEN, Engine, Job
 from evalkit.sim.faults import choose_fault
+from evalkit.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from evalkit.sim.metrics import render as render_metrics
 from evalkit.sim.output import Output, build_output
 from evalkit.sim.questions import Question, QuestionIndex, recognise, stress_question, user_texts
+from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.thinking import decide
 from evalkit.sim.tokens import prompt_tokens, tokenize
@@ -41,6 +44,7 @@ class SimServer:
 
     def __init__(self, settings: SimSettings) -> None:
         self.s = settings
+        self.log = SimLog(settings.server_log)
         self.clock = Clock()
         self.index = QuestionIndex(settings.data_dir)
         self.traces: list[RequestTrace] = []
@@ -58,12 +62,18 @@ class SimServer:
         app.router.add_get("/sim/events", self.events)
         app.router.add_post("/sim/reset", self.reset)
         app.router.add_get("/sim/config", self.config)
+        if self.s.metrics:
+            app.router.add_get("/metrics", self.metrics)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
-        self.engine = Engine(self.s, self.clock)
+        self.engine = Engine(self.s, self.clock, log=self.log)
+        # The start-up lines real servers print: FastLLM's silent clamp (write-up) and its context per session.
+        if self.s.clamp_batch and self.s.max_batch > 1:
+            self.log.write(f"explicit-token safety max_batch limited {self.s.max_batch} -> 1")
+        self.log.write(f"Model context window: {self.s.context_tokens} tokens per session")
         self.engine.start()
 
     async def _on_cleanup(self, app: web.Application) -> None:
@@ -80,6 +90,12 @@ class SimServer:
 
     async def config(self, request: web.Request) -> web.Response:
         return web.json_response(self.s.to_json())
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        e = self.engine
+        running = (len(e.active) + (1 if e.long_job is not None else 0)) if e else 0
+        body = render_metrics(self.s.model, running, len(e.queue) if e else 0, self.traces, e.spec if e else None)
+        return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     async def events(self, request: web.Request) -> web.Response:
         return web.json_response({"events": [t.to_json() for t in self.traces]})

@@ -42,6 +42,11 @@ class SimSettings:
     reject_fields: tuple[str, ...] = ()  # body fields answered with HTTP 400 naming the field
     stream_usage: bool = True  # honour stream_options.include_usage
     tokenize_endpoint: bool = True  # serve POST /tokenize
+    # What the server says about itself (issue 11): /metrics in vLLM names, speculative decoding, start-up log lines.
+    metrics: bool = True  # serve GET /metrics
+    spec_accept: tuple[float, ...] = ()  # per-position draft acceptance; draft length = number of values
+    context_tokens: int = 262144  # context per request, told in the start-up log line
+    server_log: str | None = None  # write log lines here (--server-log-file)
 
     @property
     def slots(self) -> int:

@@ -1,0 +1,135 @@
+"""The report's GPU memory section: per card peak, slope per cycle and per hour, its noise and the leak verdict.
+
+Figures come from each run's summary.json (`gpu_memory`, `gpu_memory_verdict`); a run summarised before those
+fields existed is judged again from its `gpu_memory.jsonl`, so an old run gets the same section.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.report import noise
+from evalkit.report.runs import LabelledRun
+from evalkit.report.tables import Table
+from evalkit.rundir import read_jsonl
+from evalkit_stress.gpu_memory import GPU_FILE, MIN_GROWTH_MIB, leak_verdict, summarize_gpu
+
+VERDICT_TEXT = {"growing": "growing", "falling": "falling", "flat": "flat", "too_few_cycles": "too few cycles"}
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """One run's cards (keyed by index as text) and, for runs with cycles, the leak verdict."""
+
+    run: LabelledRun
+    cards: dict[str, Any]
+    verdict: dict[str, Any] | None
+
+
+def gpu_samples(run: LabelledRun) -> list[dict[str, Any]]:
+    """The run's `gpu_memory.jsonl` lines that its summary counts (cycle 0 and the cycles it completed)."""
+    lines = read_jsonl(run.run.path / GPU_FILE)
+    completed = {int(k): int(v) for k, v in (run.summary.get("cycle_attempts") or {}).items()}
+    if not completed:
+        return lines
+    from evalkit_stress.resume import in_counted_cycle
+
+    return [s for s in lines if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)]
+
+
+def run_memory(run: LabelledRun) -> RunMemory | None:
+    """The run's GPU memory figures, or None when it sampled none."""
+    cards = run.summary.get("gpu_memory")
+    if not cards or any("verdict" not in c for c in cards.values()):
+        cards = summarize_gpu(gpu_samples(run)) or cards
+    if not cards:
+        return None
+    verdict = None
+    if run.kind == "stress":
+        verdict = run.summary.get("gpu_memory_verdict") or leak_verdict(cards)
+    return RunMemory(run, cards, verdict)
+
+
+def _mib(v: Any, signed: bool = False) -> str:
+    if not isinstance(v, (int, float)):
+        return "–"
+    return f"{v:+.1f}" if signed else f"{v:.0f}"
+
+
+def _slope_mark(base: dict[str, Any], other: dict[str, Any]) -> str:
+    """Beyond noise when the slopes differ by more than their noises combined and by a visible growth."""
+    a, b = base.get("slope_mib_per_cycle"), other.get("slope_mib_per_cycle")
+    na, nb = base.get("slope_noise_mib_per_cycle"), other.get("slope_noise_mib_per_cycle")
+    if None in (a, b, na, nb):
+        return noise.UNKNOWN
+    span = max(len(base.get("cycles") or []), len(other.get("cycles") or [])) - 1
+    diff = b - a
+    if abs(diff) <= math.hypot(na, nb) or abs(diff) * span < MIN_GROWTH_MIB:
+        return noise.WITHIN
+    return noise.WORSE if diff > 0 else noise.BETTER  # memory that grows faster is worse
+
+
+def _peak_mark(base: dict[str, Any], other: dict[str, Any], noise_floor: float) -> str:
+    a, b = base.get("cycle_peak_mib") or [], other.get("cycle_peak_mib") or []
+    return noise.samples_verdict(a, b, False, noise_floor).mark
+
+
+def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
+    """One column per run, five rows per card; deltas and marks against the first column."""
+    indices = sorted({int(k) for m in mems for k in m.cards})
+    rows: list[tuple[str, list[str]]] = []
+    for i in indices:
+        cards = [m.cards.get(str(i)) or {} for m in mems]
+        base = cards[0]
+        names = [str(c.get("name") or "–") for c in cards]
+        if any(n != "–" for n in names):
+            rows.append((f"GPU {i} name", names))
+        peak, slope = [], []
+        for k, c in enumerate(cards):
+            p, s = _mib(c.get("peak_mib")), _mib(c.get("slope_mib_per_cycle"), signed=True)
+            if k and c and base:
+                if isinstance(c.get("peak_mib"), (int, float)) and isinstance(base.get("peak_mib"), (int, float)):
+                    p += f" ({c['peak_mib'] - base['peak_mib']:+.0f}) {_peak_mark(base, c, noise_floor)}"
+                if c.get("slope_mib_per_cycle") is not None:
+                    s += f" {_slope_mark(base, c)}"
+            peak.append(p)
+            slope.append(s)
+        rows.append((f"GPU {i} peak MiB", peak))
+        rows.append((f"GPU {i} slope MiB/cycle", slope))
+        rows.append((f"GPU {i} slope noise ± MiB/cycle", [_noise(c) for c in cards]))
+        rows.append((f"GPU {i} slope MiB/hour", [_per_hour(c) for c in cards]))
+        rows.append((f"GPU {i} verdict", [VERDICT_TEXT.get(c.get("verdict"), "–") if m.verdict is not None and c
+                                          else "–" for m, c in zip(mems, cards)]))
+    notes = [
+        "Per card, from nvidia-smi memory.used: peak over the run; slope = least-squares slope of each cycle's "
+        "peak, noise its 95% half-width; growing = slope beyond its noise and at least "
+        f"{MIN_GROWTH_MIB:.0f} MiB over the run. Marks: peak by a bootstrap over cycle peaks, slope beyond noise "
+        f"when the difference passes both noises combined ({noise.WORSE} grows faster). Per hour in the run's own "
+        "hours (a run against a sped-up sim has sped-up hours).",
+    ]
+    return Table("gpu_memory", "GPU memory per card", [m.run.label for m in mems], rows, notes, row_header="card")
+
+
+def _noise(c: dict[str, Any]) -> str:
+    n = c.get("slope_noise_mib_per_cycle")
+    return "–" if n is None else f"{n:.1f}"
+
+
+def _per_hour(c: dict[str, Any]) -> str:
+    v, n = c.get("slope_mib_per_hour"), c.get("slope_noise_mib_per_hour")
+    if v is None:
+        return "–"
+    return f"{v:+.0f}" + (f" ± {n:.0f}" if n is not None else "")
+
+
+def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> dict[str, Any] | None:
+    """The template's `memory`: each run's verdict line and the per-card table; None when no run sampled memory."""
+    mems = [m for m in (run_memory(r) for r in runs) if m is not None]
+    if not mems:
+        return None
+    verdicts = [{"label": m.run.label, "verdict": m.verdict["verdict"], "evidence": m.verdict.get("evidence")}
+                for m in mems if m.verdict]
+    return {"heading": "GPU memory", "verdicts": verdicts, "table": memory_table(mems, noise_floor),
+            "runs": [m.run.label for m in mems]}
