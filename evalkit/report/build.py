@@ -9,6 +9,7 @@ from evalkit.report import capacity, noise, plots, tables
 from evalkit.report.capacity_plot import latency_vs_load
 from evalkit.report.memory import memory_section
 from evalkit.report.memory_plot import gpu_memory_plot
+from evalkit.report import capability as capability_report
 from evalkit.report.runs import LabelledRun
 
 SECTION_ORDER = ("bench", "capability", "stress", "load")
@@ -33,7 +34,7 @@ def build_context(
         if kind == "bench":
             tbls = tables.bench_tables(group, noise_floor)
         elif kind == "capability":
-            tbls = capability.capability_tables(group)
+            tbls = capability_report.capability_tables(group)
         elif kind == "stress":
             tbls = [tables.stress_table(group, noise_floor)]
         elif kind == "load":

@@ -1,0 +1,267 @@
+"""The capability section of a report: scores with paired marks, whether two runs can be compared at all, the
+questions that changed between them, and how the model answered (tokens, truncation, speed seen on the way).
+
+Everything is read from each run directory's files (summary.json, manifest.json, graded.jsonl, requests.jsonl).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.report import noise
+from evalkit.report.runs import LabelledRun
+from evalkit.report.tables import CAPABILITY_ORDER, Table
+from evalkit.stats import percentile
+from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
+
+NOT_COMPARABLE = "not comparable"
+RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right_to_wrong", "wrong_to_right"
+_ARROWS = {RIGHT_TO_WRONG: "right→wrong", WRONG_TO_RIGHT: "wrong→right"}
+
+
+@dataclass(frozen=True)
+class QuestionChange:
+    """One question whose score moved between a baseline run and another run of the same thinking mode."""
+
+    qid: str
+    dataset: str
+    change: str
+    before: QuestionScore
+    after: QuestionScore
+
+    def to_json(self, before_label: str, after_label: str) -> dict[str, Any]:
+        """A line of the `--changed-only` export."""
+        def side(label: str, s: QuestionScore) -> dict[str, Any]:
+            return {"label": label, "score": s.score, "outcomes": list(s.outcomes), "extracted": list(s.extracted)}
+        return {"id": self.qid, "dataset": self.dataset, "change": self.change,
+                "before": side(before_label, self.before), "after": side(after_label, self.after)}
+
+
+def _scores(run: LabelledRun) -> dict[str, QuestionScore]:
+    return question_scores([g for g in run.graded() if "id" in g])
+
+
+def _dataset_of(qid: str) -> str:
+    return qid.split(":", 1)[0]
+
+
+def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
+    """Why a before/after verdict between two capability runs would mislead; empty when they compare."""
+    reasons = []
+    a, b = _scores(base), _scores(other)
+    if a and b and set(a) != set(b):
+        reasons.append(f"they graded different questions ({len(a)} vs {len(b)}: {len(set(a) - set(b))} only in "
+                       f"{base.label}, {len(set(b) - set(a))} only in {other.label})")
+    elif not (a and b):
+        totals = [{ds: (s or {}).get("total") for ds, s in (r.summary.get("scores") or {}).items()}
+                  for r in (base, other)]
+        if totals[0] != totals[1]:
+            reasons.append("their datasets or question counts differ")
+    hashes = [{g["id"]: g.get("row_hash") for g in r.graded() if "id" in g} for r in (base, other)]
+    moved = [q for q in set(hashes[0]) & set(hashes[1]) if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]]
+    if moved:
+        reasons.append(f"{len(moved)} question(s) have different text (row_hash), e.g. {sorted(moved)[0]}")
+    for key, what in (("question_set", "question-set manifests"), ("prompt_templates", "prompt templates")):
+        va, vb = base.run.manifest.get(key), other.run.manifest.get(key)
+        if va is not None and vb is not None and va != vb:
+            reasons.append(f"different {what}" + (f" ({', '.join(_diff_keys(va, vb))})" if isinstance(va, dict)
+                                                  and isinstance(vb, dict) else ""))
+    for r in (base, other):
+        errors = ((r.summary.get("total") or {}).get("outcomes") or {}).get("error")
+        if errors:
+            reasons.append(f"{r.label} has {errors} error outcome(s)")
+    return reasons
+
+
+def _diff_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def question_changes(base: LabelledRun, other: LabelledRun) -> list[QuestionChange]:
+    """Questions both runs graded whose score went down (right→wrong) or up (wrong→right), in dataset order."""
+    a, b = _scores(base), _scores(other)
+    out = []
+    for qid in a:
+        if qid in b and a[qid].score != b[qid].score:
+            change = RIGHT_TO_WRONG if b[qid].score < a[qid].score else WRONG_TO_RIGHT
+            out.append(QuestionChange(qid, a[qid].dataset, change, a[qid], b[qid]))
+    rank = {ds: i for i, ds in enumerate(CAPABILITY_ORDER)}
+    return sorted(out, key=lambda c: (rank.get(c.dataset, 99), c.change, c.qid))
+
+
+def _paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> noise.NoiseVerdict:
+    # McNemar's exact test on per-question means: with one sample a question it is the classic test; with
+    # repeats it is the sign test of the questions whose mean moved.
+    common = [q for q in a if q in b]
+    lost = sum(1 for q in common if b[q].score < a[q].score)
+    gained = sum(1 for q in common if b[q].score > a[q].score)
+    p = noise.mcnemar_exact_p(lost, gained)
+    detail = f"{len(common)} paired, {lost} lost, {gained} gained, p={p:.3g}"
+    if not common:
+        return noise.NoiseVerdict(noise.UNKNOWN, "mcnemar", "no question answered by both runs")
+    if p >= noise.ALPHA:
+        return noise.NoiseVerdict(noise.WITHIN, "mcnemar", detail)
+    return noise.NoiseVerdict(noise.BETTER if gained > lost else noise.WORSE, "mcnemar", detail)
+
+
+def _score_cell(entry: dict[str, Any], scores: dict[str, QuestionScore], ds: str) -> tuple[str, float | None]:
+    mine = [s for q, s in scores.items() if ds == "total" or _dataset_of(q) == ds]
+    p1 = pass_at_1(mine)
+    if p1 is not None and p1.repeats > 1:
+        return f"{p1.value:.3f} [{p1.low:.3f}, {p1.high:.3f}]", p1.value * p1.questions
+    c, t = entry.get("correct"), entry.get("total")
+    return ("–" if c is None else f"{c}/{t}"), c
+
+
+def _outcome_counts(entry: dict[str, Any]) -> str:
+    o = entry.get("outcomes") or {}
+    return " / ".join(str(o.get(k, "–")) for k in ("unparsed", "truncated", "error"))
+
+
+def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
+    """Correct answers (or pass@1 over repeats) by dataset and in total, marks against the first column."""
+    cols = [r.label for r in group]
+    scores = [_scores(r) for r in group]
+    reasons = [[]] + [comparability(group[0], r) for r in group[1:]]
+    datasets = [d for d in CAPABILITY_ORDER if any(d in (r.summary.get("scores") or {}) for r in group)]
+    datasets += sorted({d for r in group for d in (r.summary.get("scores") or {})} - set(datasets))
+    rows: list[tuple[str, list[str]]] = []
+    for ds in [*datasets, "total"]:
+        entries = [(r.summary.get("total") if ds == "total" else (r.summary.get("scores") or {}).get(ds)) or {}
+                   for r in group]
+        cells, base_value = [], None
+        for i, (entry, sc) in enumerate(zip(entries, scores)):
+            text, value = _score_cell(entry, sc, ds)
+            if i == 0:
+                base_value = value
+            elif value is not None:
+                if reasons[i]:
+                    text += f" {NOT_COMPARABLE}"
+                else:
+                    if base_value is not None and isinstance(value, int) and isinstance(base_value, int):
+                        text += f" ({value - base_value:+d})"
+                    mine = [{q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds}
+                            for x in (scores[0], sc)]
+                    text += f" {_paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
+            cells.append(text)
+        rows.append((ds, cells))
+    rows.append(("unparsed / truncated / error", [_outcome_counts(r.summary.get("total") or {}) for r in group]))
+    notes = ["Marks by McNemar's exact test on the questions both runs answered (graded.jsonl; with repeats, on "
+             "per-question mean scores); ? when a run has no graded.jsonl."]
+    if any(p and p.repeats > 1 for p in (pass_at_1(list(s.values())) for s in scores)):
+        notes.append("pass@1 is the mean over questions of each question's mean score across repeats, with a 95% "
+                     "interval; agreement is the share of questions whose repeats all got the same verdict: "
+                     + ", ".join(f"{r.label} {p.agreement:.0%} over {p.repeats} repeats" for r, p in
+                                 ((r, pass_at_1(list(s.values()))) for r, s in zip(group, scores)) if p) + ".")
+    for r, why in zip(group[1:], reasons[1:]):
+        if why:
+            notes.append(f"{r.label} vs {group[0].label}: {NOT_COMPARABLE}, no verdict: " + "; ".join(why) + ".")
+    return [Table(f"capability_{mode}", f"Capability, thinking {mode}: correct answers", cols, rows, notes,
+                  row_header="dataset")]
+
+
+def _answer_cell(s: QuestionScore) -> str:
+    if s.n == 1:
+        return f"{s.extracted[0] if s.extracted[0] is not None else '–'} ({s.outcomes[0]})"
+    return f"{s.score:.2f}: " + ", ".join(f"{x if x is not None else '–'} ({o})" for x, o in zip(s.extracted, s.outcomes))
+
+
+def change_tables(group: list[LabelledRun], mode: str) -> list[Table]:
+    """Per dataset, the questions that went right→wrong and wrong→right against the first run, with both answers."""
+    out = []
+    for k, r in enumerate(group[1:], 1):
+        if not (_scores(group[0]) and _scores(r)):
+            continue  # without graded.jsonl on both sides there is nothing to pair
+        changes = question_changes(group[0], r)
+        by_ds: dict[str, list[QuestionChange]] = {}
+        for c in changes:
+            by_ds.setdefault(c.dataset, []).append(c)
+        for ds, mine in by_ds.items():
+            lost = sum(c.change == RIGHT_TO_WRONG for c in mine)
+            rows = [(c.qid, [_ARROWS[c.change], _answer_cell(c.before), _answer_cell(c.after)]) for c in mine]
+            out.append(Table(f"capability_changes_{mode}_{k}_{ds}",
+                             f"Changed questions, {ds}, thinking {mode}: {group[0].label} → {r.label} "
+                             f"({lost} right→wrong, {len(mine) - lost} wrong→right)",
+                             ["change", f"{group[0].label}: answer (outcome)", f"{r.label}: answer (outcome)"],
+                             rows, row_header="question"))
+        if not changes:
+            out.append(Table(f"capability_changes_{mode}_{k}", f"Changed questions, thinking {mode}: "
+                             f"{group[0].label} → {r.label}", ["change"], [("(none)", ["no question changed"])],
+                             row_header="question"))
+    return out
+
+
+def _median(xs: list[float]) -> float | None:
+    return percentile([x for x in xs if isinstance(x, (int, float))], 50)
+
+
+def _fmt(v: float | None, digits: int, suffix: str = "") -> str:
+    return "–" if v is None else f"{v:.{digits}f}{suffix}"
+
+
+def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
+    """Per run and dataset: median reasoning and answer tokens, truncation and unparsed rates, TTFT and tok/s."""
+    out = []
+    for r in group:
+        graded = [g for g in r.graded() if "id" in g]
+        if not graded:
+            continue
+        requests = {x.get("request_id"): x for x in r.requests()}
+        max_tokens = r.run.manifest.get("max_tokens")
+        thinking = any(g.get("thinking") for g in graded)
+        cols = ["reasoning tok p50", "answer tok p50", "truncated", "unparsed", "TTFT p50 s", "decode tok/s p50"]
+        if thinking and max_tokens:
+            cols.append("budget used by thinking p50")
+        rows = []
+        by_ds: dict[str, list[dict[str, Any]]] = {}
+        for g in graded:
+            by_ds.setdefault(str(g.get("dataset") or _dataset_of(g["id"])), []).append(g)
+        order = [d for d in CAPABILITY_ORDER if d in by_ds] + sorted(set(by_ds) - set(CAPABILITY_ORDER))
+        for ds in [*order, "all"]:
+            mine = graded if ds == "all" else by_ds[ds]
+            reqs = [requests[g["request_id"]] for g in mine if g.get("request_id") in requests]
+            n = len(mine)
+            cells = [_fmt(_median([g.get("reasoning_tokens") for g in mine]), 0),
+                     _fmt(_median([g.get("answer_tokens") for g in mine]), 0),
+                     f"{sum(g.get('finish_reason') == 'length' for g in mine) / n:.0%}",
+                     f"{sum(g.get('outcome') == 'unparsed' for g in mine) / n:.0%}",
+                     _fmt(_median([x.get("ttft_s") for x in reqs]), 2),
+                     _fmt(_median([x.get("decode_tok_s") for x in reqs]), 1)]
+            if len(cols) > 6:
+                used = [g["reasoning_tokens"] / max_tokens for g in mine if isinstance(g.get("reasoning_tokens"), int)]
+                cells.append(_fmt(_median(used) * 100 if used else None, 0, "%"))
+            rows.append((ds, cells))
+        notes = ["Tokens per answer (reasoning and the answer itself, from graded.jsonl); truncated: hit max_tokens"
+                 + (f" ({max_tokens})" if max_tokens else "") + "; TTFT and decode rate as the client saw them "
+                 "during the run (requests.jsonl), a free performance signal, not a benchmark."]
+        out.append(Table(f"capability_answering_{mode}_{r.label}", f"How the model answered, thinking {mode}: "
+                         f"{r.label}", cols, rows, notes, row_header="dataset"))
+    return out
+
+
+def _modes(runs: list[LabelledRun]) -> dict[str, list[LabelledRun]]:
+    modes: dict[str, list[LabelledRun]] = {}
+    for r in runs:
+        modes.setdefault(str(r.summary.get("thinking", "–")), []).append(r)
+    return modes
+
+
+def capability_tables(runs: list[LabelledRun]) -> list[Table]:
+    """The capability section: per thinking mode, scores, changed questions, then how the model answered."""
+    out = []
+    for mode, group in _modes(runs).items():
+        out += score_tables(group, mode) + change_tables(group, mode) + answering_tables(group, mode)
+    return out
+
+
+def changed_lines(runs: list[LabelledRun]) -> list[dict[str, Any]]:
+    """The `--changed-only` export: one line per changed question per run against its mode's first run."""
+    out = []
+    for mode, group in _modes(runs).items():
+        for r in group[1:]:
+            why = comparability(group[0], r)
+            for c in question_changes(group[0], r):
+                out.append({"thinking": mode, **c.to_json(group[0].label, r.label),
+                            "comparable": not why, **({"not_comparable": why} if why else {})})
+    return out

@@ -1,0 +1,81 @@
+"""Per-question scores from graded lines: the mean over repeats (0 or 1 without repeats), pass@1 and agreement.
+
+A line's sample key is its id and `repeat` (0 when absent); a resumed run re-asks errored samples, so the last
+line of each key counts. pass@1 is the mean over questions of each question's mean score across repeats.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class QuestionScore:
+    """One question's samples: outcomes and extracted answers in repeat order, and the mean score."""
+
+    qid: str
+    dataset: str
+    outcomes: tuple[str, ...]
+    extracted: tuple[Any, ...]
+
+    @property
+    def n(self) -> int:
+        """Samples graded."""
+        return len(self.outcomes)
+
+    @property
+    def score(self) -> float:
+        """Share of samples graded correct."""
+        return sum(o == "correct" for o in self.outcomes) / self.n if self.n else 0.0
+
+    @property
+    def agrees(self) -> bool:
+        """True when every repeat got the same verdict (all right or all not)."""
+        return len({o == "correct" for o in self.outcomes}) <= 1
+
+
+@dataclass(frozen=True)
+class PassAt1:
+    """pass@1 over questions with a 95% interval (normal approximation over per-question means)."""
+
+    value: float
+    low: float
+    high: float
+    questions: int
+    repeats: int
+    agreement: float
+
+
+def latest_per_sample(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last line of each (id, repeat), in first-seen order."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in lines:
+        out[(str(line["id"]), int(line.get("repeat") or 0))] = line
+    return list(out.values())
+
+
+def question_scores(lines: list[dict[str, Any]]) -> dict[str, QuestionScore]:
+    """Each question's samples from a run's graded lines, in first-seen order of ids."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for line in sorted(latest_per_sample(lines), key=lambda ln: int(ln.get("repeat") or 0)):
+        grouped.setdefault(str(line["id"]), []).append(line)
+    order = list(dict.fromkeys(str(ln["id"]) for ln in lines))
+    return {q: QuestionScore(q, str(grouped[q][0].get("dataset") or q.split(":", 1)[0]),
+                             tuple(str(ln.get("outcome") or ("correct" if ln.get("correct") else "wrong"))
+                                   for ln in grouped[q]),
+                             tuple(ln.get("extracted") for ln in grouped[q]))
+            for q in order}
+
+
+def pass_at_1(scores: list[QuestionScore]) -> PassAt1 | None:
+    """Mean of per-question means, its 95% interval, and the share of questions whose repeats all agree."""
+    if not scores:
+        return None
+    means = [s.score for s in scores]
+    value = statistics.fmean(means)
+    half = 1.96 * statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else 0.0
+    return PassAt1(value, max(0.0, value - half), min(1.0, value + half), len(scores),
+                   max(s.n for s in scores), sum(s.agrees for s in scores) / len(scores))
