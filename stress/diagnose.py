@@ -1,7 +1,10 @@
-"""Diagnoses from the measurements: what the numbers mean about the server's scheduler.
+"""Verdicts on the server's scheduler, each yes / no / can't tell, resting on the per-request TTFT split.
 
-Thresholds are deliberately coarse (a factor of 2 or 3): the failures this looks for are the write-up's, where a
-short request waited 39.5 s instead of 1.1 s and a cancelled prefill ran on for 10 s.
+Every verdict names its evidence (`timings`, `log`, `metrics`, `client`), gives the figures it rests on, and for
+"can't tell" says what evidence would tell. A verdict is given only when the evidence settles it: on a real GPU
+server a client-only reading called an aborting cancel "not aborting" (the next request waited for the server's
+prompt-cache store) and a long request "hurt by inserts" (its own prefill was as fast; the wait came before it).
+Everything here is a pure function of the run directory's files (requests.jsonl, metrics.jsonl, server_log.jsonl).
 """
 
 from __future__ import annotations
@@ -9,90 +12,444 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from evalkit_stress.metrics import Line, cancel_samples, insert_wait_fractions
+from evalkit_stress.metrics import Line
+from evalkit_stress.server_evidence import ServerEvidence
+from evalkit_stress.ttft_split import TtftSplit, split_all
 
-HOL_FRACTION = 0.5  # an inserted short that waits more than half the remaining prefill is blocked behind it
-SLOWER_THAN_ALONE = 3.0  # ... and much slower than the same kind of request alone
-HURT_RATIO = 1.10  # a long prefill 10% slower with inserts than alone
-LOW_SPEEDUP = 1.5  # two streams served together that deliver less than 1.5x one stream gain little from batching
+YES, NO, CANT = "yes", "no", "can't tell"
+HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
+STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
+RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
+DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
+AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
+TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
 
 
-def _p50(metrics: dict[str, Any], name: str) -> float | None:
-    return (metrics.get(name) or {}).get("p50")
+def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
+    return [r for r in lines if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
+            and r.get("ttft_s") is not None]
 
 
-def diagnose(metrics: dict[str, Any], lines: list[Line]) -> dict[str, Any]:
-    """`effective_concurrency`, `head_of_line_blocking`, `cancel_aborts`, `long_hurt_by_inserts`, each with why."""
-    out: dict[str, Any] = {}
-    alone = _p50(metrics, "short_alone_ttft_s")
+def _median(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
 
-    eff = _p50(metrics, "effective_concurrency")
-    out["effective_concurrency"] = None if eff is None else max(1, round(eff))
-    out["effective_concurrency_raw"] = eff
-    out["concurrency_speedup"] = _p50(metrics, "concurrency_speedup")
 
-    fractions = insert_wait_fractions(lines)
-    ins = _p50(metrics, "short_insert_ttft_s")
-    if fractions and ins is not None:
-        frac = statistics.median(fractions)
-        blocked = frac > HOL_FRACTION and (alone is None or ins > SLOWER_THAN_ALONE * alone)
-        out["head_of_line_blocking"] = {"detected": blocked, "wait_fraction_p50": frac}
+def _server_side(s: TtftSplit | None) -> bool:
+    return s is not None and s.evidence != "client"
+
+
+def _best(evidences: list[str]) -> str:
+    for e in ("timings+log", "log", "timings", "metrics", "client"):
+        if e in evidences:
+            return e
+    return "client"
+
+
+def _vote(samples: list[dict[str, Any]]) -> str:
+    """Yes or no when every settled sample agrees (or a majority, for head-of-line), else can't tell."""
+    settled = [s["verdict"] for s in samples if s["verdict"] != CANT]
+    if not settled:
+        return CANT
+    yes, no = settled.count(YES), settled.count(NO)
+    return YES if yes >= no else NO
+
+
+class _Facts:
+    """Per-run reference figures the verdicts share: the long prefill alone, a short alone, housekeeping."""
+
+    def __init__(self, lines: list[Line], splits: dict[str, TtftSplit]) -> None:
+        alone = _ok(lines, "long_alone", "long")
+        server = [splits[r["request_id"]] for r in alone if _server_side(splits.get(r["request_id"]))]
+        self.prefill_alone_server = _median([s.prefill_s for s in server])
+        self.prefill_alone_client = _median([r["ttft_s"] for r in alone])
+        rates = [s.prompt_n / s.prefill_s for s in server if s.prompt_n and s.prefill_s]
+        self.prefill_tok_s = _median(rates)
+        shorts = _ok(lines, "short_baseline", "short")
+        self.short_ttft = _median([r["ttft_s"] for r in shorts])
+        self.short_decode_server = _median([splits[r["request_id"]].decode_s_per_token for r in shorts])
+        self.short_decode_client = _median([1 / r["decode_tok_s"] for r in shorts if r.get("decode_tok_s")])
+        # The long request sent right after the long one alone finished: its wait is the housekeeping after a long.
+        after = [splits[r["request_id"]] for r in _ok(lines, "short_insert", "long")]
+        self.wait_after_long = _median([s.before_start_s for s in after if _server_side(s)])
+
+    @property
+    def prefill_alone(self) -> float | None:
+        return self.prefill_alone_server or self.prefill_alone_client
+
+
+# -- cancel -------------------------------------------------------------------------------------------------------
+def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence,
+                     facts: _Facts) -> dict[str, Any] | None:
+    t_c = c["t_done"]
+    task = splits[c["request_id"]].task
+    if task is None:
+        cancels = ev.events("cancel", t_c - 0.05)
+        task = cancels[0].task if cancels else None
+    stops = [e for e in ev.events("stop", t_c - 0.05) if task is None or e.task == task]
+    if not stops:
+        return None
+    stop = stops[0]
+    delay = max(0.0, stop.t - t_c)
+    prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
+    if prompt:
+        aborted = stop.n_tokens is not None and stop.n_tokens < 0.98 * prompt
     else:
-        out["head_of_line_blocking"] = {"detected": None, "wait_fraction_p50": None}
-
-    samples = [s for s in cancel_samples(lines) if not s["cancelled_after_first_token"]]
-    prefill = _p50(metrics, "long_prefill_s")
-    if samples and prefill is not None:
-        left = statistics.median(max(1e-9, prefill - s["cancel_after_s"]) for s in samples)
-        nxt = statistics.median(s["next_ttft_s"] for s in samples)
-        # A cancel that aborts serves the next request in about one prefill chunk; one that does not makes it
-        # wait for the rest of the cancelled prompt.
-        not_aborting = nxt > HOL_FRACTION * left and (alone is None or nxt > SLOWER_THAN_ALONE * alone)
-        out["cancel_aborts"] = {
-            "aborts": not not_aborting,
-            "next_ttft_p50": nxt,
-            "prefill_left_at_cancel_p50": left,
-            "judged_cycles": len(samples),
-        }
-    else:
-        out["cancel_aborts"] = {"aborts": None, "judged_cycles": 0,
-                                "why": "no cancel landed inside a prefill (cancelled after the first token)"}
-
-    with_ins = _p50(metrics, "long_prefill_with_inserts_s")
-    if with_ins is not None and prefill:
-        ratio = with_ins / prefill
-        out["long_hurt_by_inserts"] = {"detected": ratio > HURT_RATIO, "ratio_p50": ratio}
-    else:
-        out["long_hurt_by_inserts"] = {"detected": None, "ratio_p50": None}
+        left = _left(c, splits, facts)
+        if left is None:
+            return None
+        aborted = delay < STARTED_EARLY * left
+    gran = "only at the end" if not aborted else "at once" if delay <= AT_ONCE_S else "at a batch boundary"
+    figures: dict[str, Any] = {"stop_after_cancel_s": delay, "stopped_at_tokens": stop.n_tokens,
+                               "prompt_tokens": prompt, "log_line": stop.line.strip()[:160]}
+    if facts.prefill_tok_s:
+        figures["tokens_after_cancel_est"] = round(delay * facts.prefill_tok_s)
+    out = {"verdict": YES if aborted else NO, "evidence": "log", "granularity": gran, "figures": figures,
+           "_stop_t": stop.t}
+    out["next_delay"] = _next_delay(n, t_c, stop.t, splits, ev)
     return out
 
 
-def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
-    """One plain sentence per diagnosis, for the terminal."""
-    lines = []
-    eff = d.get("effective_concurrency")
-    if eff is not None:
-        speedup = d.get("concurrency_speedup")
-        note = " (the two generations took turns)" if eff == 1 else ""
-        if eff >= 2 and speedup is not None and speedup < LOW_SPEEDUP:
-            note = (f" (served together, but combined throughput only {speedup:.2f}x one stream alone: "
-                    "the engine is compute-bound or time-slices)")
-        lines.append(f"effective concurrency: {eff}{note}")
-    hol = d["head_of_line_blocking"]
-    if hol["detected"] is not None:
-        p95 = metrics["short_insert_ttft_s"]["p95"]
-        verdict = "head-of-line blocking" if hol["detected"] else "no head-of-line blocking"
-        lines.append(f"{verdict}: an inserted short request waited {hol['wait_fraction_p50']:.0%} of the remaining "
-                     f"long prefill (short-insert TTFT p95 {p95:.3g} s)")
-    ca = d["cancel_aborts"]
-    if ca["aborts"] is not None:
-        verdict = "cancel aborts the prefill" if ca["aborts"] else "cancel does NOT abort the prefill"
-        lines.append(f"{verdict}: next request's TTFT {ca['next_ttft_p50']:.3g} s with "
-                     f"{ca['prefill_left_at_cancel_p50']:.3g} s of prefill left (p50)")
+def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[str, TtftSplit],
+                ev: ServerEvidence) -> dict[str, Any] | None:
+    """What held the next request between the cancel and the server starting on it, in named parts."""
+    if n is None:
+        return None
+    s = splits.get(n["request_id"])
+    if not _server_side(s) or s.server_start is None:  # type: ignore[union-attr]
+        return {"evidence": "client", "ttft_s": n.get("ttft_s"), "cause": CANT,
+                "would_tell": "the server's timings (prompt_ms) or its log (--server-log)"}
+    start = s.server_start  # type: ignore[union-attr]
+    t0 = max(n["t_sent"], t_c)
+    parts: dict[str, float] = {}
+    if t_stop is not None and t_stop > t0:
+        parts["the cancelled request, until the engine stopped"] = min(t_stop, start) - t0
+        t0 = min(t_stop, start)
+    rest = max(0.0, start - t0)
+    cache = ev.events("cache", t0 - 0.05, start + 0.05)
+    if rest > 0:
+        name = "the server's prompt-cache store (log: prompt cache lines)" if cache else "unattributed"
+        parts[name] = rest
+    cause = max(parts, key=parts.__getitem__) if parts and max(parts.values()) > 0 else "nothing (started at once)"
+    return {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]
+            "prefill_s": s.prefill_s}  # type: ignore[union-attr]
+
+
+def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
+    """The prefill the cancelled request still had when it was cancelled (from the same prompt's prefill alone)."""
+    if facts.prefill_alone is None:
+        return None
+    s = splits.get(c["request_id"])
+    start = s.server_start if s is not None and s.server_start is not None else c["t_sent"]
+    return facts.prefill_alone - (c["t_done"] - start)
+
+
+def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: float | None) -> dict[str, Any] | None:
+    """The first scrape after the cancel whose running+waiting no longer exceeds the client's own requests in flight."""
+    if not ev.has_gauges or left is None or left <= 0:
+        return None
+    t_c = c["t_done"]
+
+    def inflight(t: float) -> int:
+        return sum(1 for r in lines if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t
+                   and (r.get("t_done") or float("inf")) > t)
+
+    still_at, gone_at = None, None
+    for g in ev.gauges:
+        if g.t < t_c:
+            continue
+        if g.running + g.waiting > inflight(g.t):
+            still_at = g.t
+        else:
+            gone_at = g.t
+            break
+    if gone_at is None:
+        return None
+    figures = {"gone_by_s": gone_at - t_c, "still_counted_at_s": None if still_at is None else still_at - t_c,
+               "prefill_left_s": left}
+    if gone_at - t_c < STARTED_EARLY * left:
+        return {"verdict": YES, "evidence": "metrics", "granularity": CANT, "figures": figures, "_stop_t": gone_at}
+    if still_at is not None and still_at - t_c >= RAN_ON * left:
+        return {"verdict": NO, "evidence": "metrics", "granularity": "only at the end", "figures": figures,
+                "_stop_t": still_at}
+    return None
+
+
+def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Facts,
+                      left: float) -> dict[str, Any]:
+    """Judged from the next request alone: when it started and whether it decoded at its speed alone."""
+    s = splits[n["request_id"]]
+    server = _server_side(s) and s.before_start_s is not None
+    if server:
+        wait, per_tok, alone_tok = s.before_start_s, s.decode_s_per_token, facts.short_decode_server
     else:
-        lines.append("cancel: not judged (" + ca.get("why", "no samples") + ")")
+        wait = n["ttft_s"] - (facts.short_ttft or 0.0)
+        per_tok = 1 / n["decode_tok_s"] if n.get("decode_tok_s") else None
+        alone_tok = facts.short_decode_client
+    slowed = per_tok / alone_tok if per_tok and alone_tok else None
+    figures = {"next_wait_s": wait, "prefill_left_s": left, "next_decode_vs_alone": slowed}
+    evidence = s.evidence if server else "client"
+    if wait is not None and wait <= STARTED_EARLY * left and slowed is not None and slowed <= DECODE_SLOWED:
+        return {"verdict": YES, "evidence": evidence, "granularity": CANT, "figures": figures,
+                "why": f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of prefill "
+                       "left, and decoded at its speed alone: the engine was not still prefilling"}
+    hk = facts.wait_after_long
+    if server and wait is not None and wait >= RAN_ON * left and hk is not None and hk <= 0.1 * left:
+        figures["wait_after_a_long_request_s"] = hk
+        return {"verdict": NO, "evidence": evidence, "granularity": "only at the end", "figures": figures,
+                "why": f"the next request waited {wait:.3g} s before the server started on it, the {left:.3g} s of "
+                       f"prefill left, while after a finished long request it waited only {hk:.3g} s"}
+    return {"verdict": CANT, "evidence": evidence, "figures": figures,
+            "why": "the next request's wait could be the cancelled prefill running on or other work "
+                   "(housekeeping), and its decode does not say which",
+            "would_tell": "the server's log (--server-log: its 'stop processing' line after the cancel) or "
+                          "/metrics request gauges"}
+
+
+def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
+                 facts: _Facts) -> dict[str, Any]:
+    """Did the engine stop working on a cancelled long request, how soon, and what else delayed the next one."""
+    nexts = {r["cycle"]: r for r in _ok(lines, "cancel_then_short", "short")}
+    samples = []
+    for c in lines:
+        if c.get("scenario") != "cancel_then_short" or c.get("role") != "long" or c.get("interrupted") \
+                or c.get("t_done") is None:
+            continue
+        n = nexts.get(c["cycle"])
+        left = _left(c, splits, facts)
+        got = _cancel_from_log(c, n, splits, ev, facts) if ev.has_log else None
+        if got is None:
+            got = _cancel_from_gauges(c, lines, ev, left)
+            if got is not None:
+                got["next_delay"] = _next_delay(n, c["t_done"], got["_stop_t"], splits, ev)
+        if got is None and c.get("t_first_token") is not None:
+            got = {"verdict": CANT, "evidence": "client", "figures": {},
+                   "why": "cancelled after its first token: the prefill was over",
+                   "would_tell": "a cancel that lands inside the prefill, or the server's log"}
+        if got is None and n is not None and left is not None and left > 0:
+            got = _cancel_from_next(c, n, splits, facts, left)
+            got["next_delay"] = _next_delay(n, c["t_done"], None, splits, ev)
+        if got is None:
+            got = {"verdict": CANT, "evidence": "client", "figures": {"prefill_left_s": left},
+                   "why": "no next request, or the cancel came after the prefill alone would have ended",
+                   "would_tell": "the server's log (--server-log)"}
+        got.pop("_stop_t", None)
+        got["cycle"] = c["cycle"]
+        got["request_id"] = c["request_id"]
+        samples.append(got)
+    if not samples:
+        return {"verdict": CANT, "aborts": None, "evidence": "client", "judged_cycles": 0, "samples": [],
+                "why": "no cancelled request in the run", "would_tell": "a run with the cancel_then_short scenario"}
+    verdict = _vote(samples)
+    settled = [s for s in samples if s["verdict"] == verdict]
+    grans = {s.get("granularity") for s in settled if s.get("granularity") not in (None, CANT)}
+    delays = [s["figures"].get("stop_after_cancel_s") for s in settled]
+    out = {
+        "verdict": verdict, "aborts": None if verdict == CANT else verdict == YES,
+        "evidence": _best([s["evidence"] for s in settled]) if settled else "client",
+        "granularity": grans.pop() if len(grans) == 1 else (CANT if not grans else "mixed"),
+        "stop_after_cancel_s_max": max([d for d in delays if d is not None], default=None),
+        "judged_cycles": sum(s["verdict"] != CANT for s in samples), "samples": samples,
+    }
+    causes = [s["next_delay"]["cause"] for s in samples if s.get("next_delay")]
+    out["next_delay_cause"] = max(set(causes), key=causes.count) if causes else None
+    if verdict == CANT:
+        out["why"] = samples[0].get("why", "")
+        out["would_tell"] = samples[0].get("would_tell", "the server's log (--server-log)")
+    return out
+
+
+# -- head-of-line -------------------------------------------------------------------------------------------------
+def _attribute(s: Line, start: float, others: list[Line], splits: dict[str, TtftSplit],
+               ev: ServerEvidence) -> dict[str, float]:
+    """The wait [sent, start] split by what the other requests of the scenario were doing on the server."""
+    t0 = s["t_sent"]
+    parts = {"prefill of another request": 0.0, "decode of another request": 0.0}
+    # Walk the wait in small steps: simple and exact enough (1 ms), and phases of several requests may overlap.
+    step = max(0.001, (start - t0) / 2000)
+    t = t0
+    unattributed = 0.0
+    while t < start:
+        mid = t + step / 2
+        kind = None
+        for o in others:
+            so = splits.get(o["request_id"])
+            o_start = so.server_start if so is not None and so.server_start is not None else o["t_sent"]
+            ff = o.get("t_first_token") or o.get("t_done")
+            if ff is not None and o_start <= mid < ff:
+                kind = "prefill of another request"
+                break
+            if ff is not None and o.get("t_done") is not None and ff <= mid < o["t_done"]:
+                kind = kind or "decode of another request"
+        if kind:
+            parts[kind] += step
+        else:
+            unattributed += step
+        t += step
+    if unattributed > 0:
+        cache = ev.events("cache", t0, start + 0.05)
+        parts["housekeeping (log: prompt cache)" if cache else "unattributed"] = unattributed
+    return {k: v for k, v in parts.items() if v > 0}
+
+
+def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
+                       facts: _Facts) -> dict[str, Any]:
+    """Did an inserted short request wait for another request's prefill, or for something else (named)?"""
+    samples = []
+    for scen in ("short_insert", "double_insert"):
+        longs = {r["cycle"]: r for r in _ok(lines, scen, "long")}
+        scen_lines = [r for r in lines if r.get("scenario") == scen]
+        for s in _ok(lines, scen, "short"):
+            long = longs.get(s["cycle"])
+            if long is None:
+                continue
+            left = long["t_first_token"] - s["t_sent"]
+            if left <= 0:
+                continue
+            sp = splits[s["request_id"]]
+            fig: dict[str, Any] = {"ttft_s": s["ttft_s"], "long_prefill_left_s": left}
+            if _server_side(sp) and sp.server_start is not None:
+                wait = sp.server_start - s["t_sent"]
+                fig["wait_before_start_s"] = wait
+                blocked = sp.server_start >= long["t_first_token"] - 0.1 * left
+                others = [o for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
+                parts = _attribute(s, sp.server_start, others, splits, ev) if blocked else {}
+                fig["wait_parts_s"] = parts
+                cause = max(parts, key=parts.__getitem__) if parts else None
+                samples.append({"verdict": YES if blocked else NO, "evidence": sp.evidence, "cause": cause,
+                                "figures": fig, "request_id": s["request_id"]})
+            elif s["t_first_token"] < long["t_first_token"] - 0.1 * left:
+                samples.append({"verdict": NO, "evidence": "client", "cause": None, "figures": fig,
+                                "request_id": s["request_id"]})
+            elif facts.short_ttft is not None and s["ttft_s"] - facts.short_ttft >= 0.9 * left:
+                samples.append({"verdict": YES, "evidence": "client", "cause": CANT, "figures": fig,
+                                "request_id": s["request_id"]})
+            else:
+                samples.append({"verdict": CANT, "evidence": "client", "cause": None, "figures": fig,
+                                "request_id": s["request_id"]})
+    if not samples:
+        return {"verdict": CANT, "detected": None, "evidence": "client", "samples": [],
+                "why": "no inserted short request was sent during a long prefill", "would_tell": "a full cycle"}
+    verdict = _vote(samples)
+    settled = [x for x in samples if x["verdict"] == verdict]
+    causes = [x["cause"] for x in settled if x.get("cause")]
+    fractions = [x["figures"]["ttft_s"] / x["figures"]["long_prefill_left_s"] for x in samples]
+    out = {"verdict": verdict, "detected": None if verdict == CANT else verdict == YES,
+           "evidence": _best([x["evidence"] for x in settled]) if settled else "client",
+           "cause": max(set(causes), key=causes.count) if causes else None,
+           "blocked": sum(x["verdict"] == YES for x in samples), "judged": sum(x["verdict"] != CANT for x in samples),
+           "wait_fraction_p50": statistics.median(fractions), "samples": samples}
+    if verdict == YES and out["cause"] == CANT:
+        out["would_tell"] = "the server's timings (prompt_ms) or its log, to say what the wait was spent on"
+    if verdict == CANT:
+        out["why"] = "the client alone cannot tell when the server started on the short requests"
+        out["would_tell"] = "the server's timings (prompt_ms), its log (--server-log) or /metrics"
+    return out
+
+
+# -- long request hurt by inserts ---------------------------------------------------------------------------------
+def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Facts) -> dict[str, Any]:
+    """Is the long request's own prefill slower with inserted shorts than alone (not its time to first token)?"""
+    with_ins = [r for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")]
+    server = [splits[r["request_id"]] for r in with_ins if _server_side(splits.get(r["request_id"]))]
+    ttft_ratio = None
+    ttft_with = _median([r["ttft_s"] for r in with_ins])
+    if ttft_with is not None and facts.prefill_alone_client:
+        ttft_ratio = ttft_with / facts.prefill_alone_client
+    prefill_with = _median([s.prefill_s for s in server])
+    if prefill_with is None or not facts.prefill_alone_server:
+        return {"verdict": CANT, "detected": None, "evidence": "client", "ratio_p50": None,
+                "figures": {"ttft_ratio_p50": ttft_ratio},
+                "why": "its time to first token also holds any wait before its prefill started",
+                "would_tell": "the server's timings (prompt_ms) or its prefill-time histogram in /metrics"}
+    ratio = prefill_with / facts.prefill_alone_server
+    verdict = YES if ratio > HURT_RATIO else NO
+    return {"verdict": verdict, "detected": verdict == YES, "evidence": _best([s.evidence for s in server]),
+            "ratio_p50": ratio,
+            "figures": {"prefill_with_inserts_s_p50": prefill_with, "prefill_alone_s_p50": facts.prefill_alone_server,
+                        "ttft_ratio_p50": ttft_ratio,
+                        "wait_before_prefill_with_inserts_s_p50": _median([s.before_start_s for s in server])}}
+
+
+# -- concurrency --------------------------------------------------------------------------------------------------
+def judge_concurrency(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Measured figures only: each stream alone and together, the combined rate, effective concurrency."""
+    def p50(name: str) -> float | None:
+        return (metrics.get(name) or {}).get("p50")
+
+    eff = p50("effective_concurrency")
+    figures = {"gen_alone_tok_s": p50("gen_alone_tok_s"), "concurrent_stream_tok_s": p50("concurrent_stream_tok_s"),
+               "concurrent_combined_tok_s": p50("concurrent_combined_tok_s"), "effective_concurrency": eff,
+               "concurrency_speedup": p50("concurrency_speedup")}
+    verdict = CANT if eff is None else YES if eff >= TOGETHER else NO if eff <= TOOK_TURNS else CANT
+    out = {"verdict": verdict, "evidence": "client", "figures": figures}
+    if verdict == CANT:
+        out["would_tell"] = "two generations that both ran (and overlapped fully or not at all)"
+    return out
+
+
+def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidence | None = None) -> dict[str, Any]:
+    """Every verdict with its evidence and figures, plus the per-request TTFT splits they rest on."""
+    ev = evidence or ServerEvidence()
+    splits = split_all(lines, ev)
+    facts = _Facts(lines, splits)
+    conc = judge_concurrency(metrics)
+    eff = conc["figures"]["effective_concurrency"]
+    counts: dict[str, int] = {}
+    for s in splits.values():
+        counts[s.evidence] = counts.get(s.evidence, 0) + 1
+    return {
+        "effective_concurrency": None if eff is None else max(1, round(eff)),
+        "effective_concurrency_raw": eff,
+        "concurrency_speedup": conc["figures"]["concurrency_speedup"],
+        "concurrency": conc,
+        "head_of_line_blocking": judge_head_of_line(lines, splits, ev, facts),
+        "cancel_aborts": judge_cancel(lines, splits, ev, facts),
+        "long_hurt_by_inserts": judge_long_hurt(lines, splits, facts),
+        "split_evidence": counts,
+        "ttft_split": [s.to_json() for s in splits.values()],
+    }
+
+
+def _f(x: Any) -> str:
+    return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
+    """One plain sentence per verdict, for the terminal: the answer, the figures, the evidence."""
+    out = []
+    conc = d.get("concurrency") or {}
+    f = conc.get("figures") or {}
+    if d.get("effective_concurrency") is not None:
+        out.append(f"effective concurrency: {d['effective_concurrency']} ({_f(f.get('effective_concurrency'))} "
+                   f"streams at once; one stream alone {_f(f.get('gen_alone_tok_s'))} tok/s, each of two together "
+                   f"{_f(f.get('concurrent_stream_tok_s'))}, combined {_f(f.get('concurrent_combined_tok_s'))}; "
+                   f"evidence: {conc.get('evidence', 'client')})")
+    hol = d["head_of_line_blocking"]
+    p95 = (metrics.get("short_insert_ttft_s") or {}).get("p95")
+    if hol["verdict"] == CANT:
+        out.append(f"head-of-line blocking: can't tell ({hol.get('why', '')}; would tell: {hol.get('would_tell')})")
+    else:
+        cause = f", waiting for {hol['cause']}" if hol.get("cause") and hol["cause"] != CANT else ""
+        out.append(f"head-of-line blocking: {hol['verdict']} ({hol['blocked']} of {hol['judged']} inserted short "
+                   f"requests waited out the long prefill{cause}; short-insert TTFT p95 {_f(p95)} s; "
+                   f"evidence: {hol['evidence']})")
+    ca = d["cancel_aborts"]
+    if ca["verdict"] == CANT:
+        out.append(f"cancel aborts the prefill: can't tell ({ca.get('why', '')}; would tell: {ca.get('would_tell')})")
+    else:
+        gran = f", {ca['granularity']}" if ca.get("granularity") not in (None, CANT) else ""
+        stop = (f", engine stopped within {_f(ca['stop_after_cancel_s_max'])} s of the cancel"
+                if ca.get("stop_after_cancel_s_max") is not None else "")
+        nxt = f"; the next request waited for {ca['next_delay_cause']}" if ca.get("next_delay_cause") else ""
+        out.append(f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
+                   f"({ca['judged_cycles']} cycles; evidence: {ca['evidence']})")
     hurt = d["long_hurt_by_inserts"]
-    if hurt["detected"] is not None:
-        verdict = "long request hurt by inserts" if hurt["detected"] else "long request not hurt by inserts"
-        lines.append(f"{verdict}: prefill {hurt['ratio_p50']:.3f}x its time alone (p50)")
-    return lines
+    if hurt["verdict"] == CANT:
+        out.append(f"long request hurt by inserts: can't tell (TTFT {_f(hurt['figures'].get('ttft_ratio_p50'))}x "
+                   f"alone, but {hurt['why']}; would tell: {hurt['would_tell']})")
+    else:
+        fig = hurt["figures"]
+        out.append(f"long request hurt by inserts: {hurt['verdict']} (its own prefill {hurt['ratio_p50']:.3f}x alone; "
+                   f"TTFT {_f(fig.get('ttft_ratio_p50'))}x; evidence: {hurt['evidence']})")
+    return out

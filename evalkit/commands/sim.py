@@ -104,6 +104,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"(default {d.context_tokens})")
     e.add_argument("--server-log-file", dest="server_log", metavar="FILE",
                    help="write the server's log lines (start-up clamp and context lines, ...) to FILE")
+    r = p.add_argument_group("engine behaviours seen on real servers (ground truth in /sim/events)")
+    r.add_argument("--cancel-batch-tokens", type=int, metavar="B",
+                   help="with --cancel-aborts, a cancel is honoured only at the end of the current prefill batch of "
+                        "B tokens (llama.cpp's -b); 0 = at the next chunk (default)")
+    r.add_argument("--housekeeping-s-per-token", type=float, metavar="S",
+                   help="after a request ends the engine stores its state for S model seconds per context token, "
+                        "doing nothing else (llama.cpp's prompt-cache store: ~5 s after 54K tokens, S=9.3e-5)")
+    r.add_argument("--kill-on-new-request", action="store_true", default=None,
+                   help="a new request ends the stream in progress: HTTP 200, no more content, no finish_reason "
+                        "(llama-cpp-python's server)")
+    r.add_argument("--no-timings", dest="timings", action="store_false", default=None,
+                   help="no llama.cpp-style `timings` in the last chunk")
 
 
 def _accept(text: str) -> tuple[float, ...]:
@@ -137,6 +149,8 @@ def _check(s: SimSettings) -> None:
         v = getattr(s, name)
         if not 0.0 <= v <= 1.0:
             raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")
+    if s.cancel_batch_tokens < 0 or s.housekeeping_s_per_token < 0:
+        raise UsageError("--cancel-batch-tokens and --housekeeping-s-per-token must not be negative")
     if s.fail_rate + s.disconnect_rate + s.stall_rate > 1.0:
         raise UsageError("--fail-rate + --disconnect-rate + --stall-rate must not exceed 1")
 

@@ -18,6 +18,11 @@ Model (every duration is divided by `--time-scale`):
   engine's timeline restarts at the arrival of the request that wakes it, so the sim's own work on a request
   (reading and counting a 54K-token body takes tens of milliseconds) is not added to the modelled latency, which
   matters at high `--time-scale`. `prefill_start` and `prefill_done` are stamped on that timeline.
+- Real servers' behaviours, each behind a flag: `--cancel-batch-tokens B` honours a cancel only at the end of a
+  prefill batch of B tokens (llama.cpp's `-b`); `--housekeeping-s-per-token S` makes the engine store a finished
+  request's state for S x its context tokens before anything else (llama.cpp's prompt-cache store);
+  `--kill-on-new-request` ends the stream in progress when a request arrives (llama-cpp-python). When the engine
+  stopped working on a request is stamped as `engine_stopped`, the store as `housekeeping_start`/`_end`.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from evalkit.sim.settings import SimSettings
 from evalkit.sim.trace import RequestTrace
 
 # Messages from the engine to a request's handler.
-PREFILLED, TOKEN, END, CANCELLED = "prefilled", "token", "end", "cancelled"
+PREFILLED, TOKEN, END, CANCELLED, KILLED = "prefilled", "token", "end", "cancelled", "killed"
 # Below this the engine does not sleep (the event loop cannot sleep that precisely) but still yields now and then.
 _MIN_SLEEP = 0.0005
 _YIELD_EVERY = 0.002
@@ -79,6 +84,7 @@ class Engine:
         self.clock = clock
         self.log = log or SimLog(None)
         self.spec = SpecDecoder(settings.spec_accept, settings.seed)
+        self._housekeeping: list[tuple[Job, int]] = []  # finished requests whose state is still to be stored
         self.queue: deque[Job] = deque()
         self.active: list[Job] = []  # slot holders: prefilling or decoding
         self.long_job: Job | None = None  # yield mode: the paused long prefill (holds no slot)
@@ -105,6 +111,9 @@ class Engine:
 
     def submit(self, job: Job) -> None:
         """Queue a job; the engine picks it up at its next step boundary."""
+        if self.s.kill_on_new_request:
+            for other in self.active + ([self.long_job] if self.long_job else []):
+                self._kill(other)
         self.queue.append(job)
         self._wake.set()
 
@@ -115,6 +124,7 @@ class Engine:
         self.queue.clear()
         self.active.clear()
         self.long_job = None
+        self._housekeeping.clear()
 
     # -- time ----------------------------------------------------------------------------------------------
     async def _advance(self, model_seconds: float) -> None:
@@ -148,7 +158,42 @@ class Engine:
         at = min(self.clock.now(), max(job.trace.arrived, self._timeline_epoch()))
         if job.trace.end("cancelled", at):
             job.trace.completion_tokens = job.emitted
+        if job.trace.prefill_start is not None:
+            self.log.write(f"srv          stop: cancel task, id_task = {job.trace.arrival_index}")
+            self._released(job, at)
         job.outbox.put_nowait((CANCELLED,))
+
+    def _kill(self, job: Job) -> None:
+        # llama-cpp-python: the stream in progress just ends; the request is dropped where it stands.
+        self._remove(job)
+        job.state = "done"
+        at = min(self.clock.now(), max(job.trace.arrived, self._timeline_epoch()))
+        job.trace.fault = job.trace.fault or "killed_stream"
+        if job.trace.end("killed", at):
+            job.trace.completion_tokens = job.emitted
+        job.trace.engine_stopped, job.trace.stopped_at_tokens = at, job.prefilled
+        job.outbox.put_nowait((KILLED,))
+
+    def _released(self, job: Job, at: float) -> None:
+        """The engine is done with a request that it worked on: stamp it, log it, queue its state's store."""
+        job.trace.engine_stopped, job.trace.stopped_at_tokens = at, job.prefilled
+        n = job.prefilled + job.emitted
+        self.log.write(f"slot      release: id {job.trace.slot or 0:2d} | task {job.trace.arrival_index} | "
+                       f"stop processing: n_tokens = {n}, truncated = 0")
+        if self.s.housekeeping_s_per_token > 0 and n > 0:
+            self._housekeeping.append((job, n))
+
+    async def _housekeep(self) -> None:
+        job, n = self._housekeeping.pop(0)
+        job.trace.housekeeping_start = self._timeline_epoch()
+        mib = n * 0.125  # an 8B model's KV state: 128 KiB a token (54K tokens -> ~6.7 GiB, as on the GPU)
+        self.log.write(f"srv   prompt_save:  - saving prompt with length {n}, total state size = {mib:.3f} MiB")
+        self.log.write(f"srv          load:  - making room for prompt cache entry, removing oldest entry "
+                       f"(size = {mib:.3f} MiB)")
+        await self._advance(n * self.s.housekeeping_s_per_token)
+        job.trace.housekeeping_end = self._timeline_epoch()
+        self.log.write(f"srv  get_availabl: prompt cache update took "
+                       f"{(job.trace.housekeeping_end - job.trace.housekeeping_start) * 1000:.2f} ms")
 
     def _remove(self, job: Job) -> None:
         if job in self.active:
@@ -197,6 +242,9 @@ class Engine:
             await self._idle(timeout)
 
     async def _work(self) -> bool:
+        if self._housekeeping:  # a synchronous store in the server loop: nobody prefills or decodes meanwhile
+            await self._housekeep()
+            return True
         pending = next((j for j in self.active if j.state == "prefill"), None)
         if pending is not None:
             await self._prefill_all(pending)
@@ -233,12 +281,21 @@ class Engine:
     async def _prefill_chunk(self, job: Job) -> None:
         if job.trace.prefill_start is None:
             job.trace.prefill_start = max(job.trace.arrived, self._timeline_epoch())
+            used = {j.trace.slot for j in self.active + ([self.long_job] if self.long_job else []) if j is not job}
+            job.trace.slot = min(i for i in range(len(used) + 1) if i not in used)
+            self.log.write(f"slot launch_slot_: id {job.trace.slot:2d} | task {job.trace.arrival_index} | "
+                           "processing task, is_child = 0")
         n = min(self.s.prefill_chunk, job.prompt_tokens - job.prefilled)
+        batch = self.s.cancel_batch_tokens
+        if batch > 0:  # chunks end on batch boundaries, where a cancel may be honoured
+            n = min(n, batch - job.prefilled % batch)
         await self._advance(n / self.s.prefill_rate)
+        if job.state == "done":  # killed by a new request meanwhile (--kill-on-new-request)
+            return
         job.prefilled += n
         if job.prefilled >= job.prompt_tokens:
             self._prefill_done(job)
-        elif self.s.cancel_aborts and job.gone():
+        elif self.s.cancel_aborts and job.gone() and (batch <= 0 or job.prefilled % batch == 0):
             self._remove(job)
             self._cancel(job)
 
@@ -288,6 +345,7 @@ class Engine:
             if job.emitted >= len(job.output.tokens):
                 job.state = "done"
                 self._remove(job)
+                self._released(job, self._timeline_epoch())
                 job.outbox.put_nowait((END, job.output.finish_reason))
             elif job.fault is not None and job.fault.kind == "stall" and before < job.fault.at_token(
                     len(job.output.tokens)) <= job.emitted:

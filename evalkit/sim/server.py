@@ -23,7 +23,7 @@ from evalkit.clock import Clock
 from evalkit.sim.answers import answer_text
 from evalkit.sim.compat import refusal
 from evalkit.sim.determinism import unit_draw
-from evalkit.sim.engine import CANCELLED, END, PREFILLED, TOKEN, Engine, Job
+from evalkit.sim.engine import CANCELLED, END, KILLED, PREFILLED, TOKEN, Engine, Job
 from evalkit.sim.faults import choose_fault
 from evalkit.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from evalkit.sim.metrics import render as render_metrics
@@ -203,6 +203,10 @@ class SimServer:
                 trace.first_token = self.clock.now()
             elif msg[0] == CANCELLED:
                 return _error(499, "request cancelled")
+            elif msg[0] == KILLED:  # llama-cpp-python: an answer with nothing in it
+                return web.json_response({"id": f"chatcmpl-{trace.request_id}", "object": "chat.completion",
+                                          "model": self.s.model, "choices": [{"index": 0, "message": {
+                                              "role": "assistant", "content": ""}, "finish_reason": None}]})
             elif msg[0] == END:
                 break
         assert job.output is not None
@@ -217,6 +221,7 @@ class SimServer:
             "model": self.s.model,
             "choices": [{"index": 0, "message": message, "finish_reason": out.finish_reason}],
             "usage": _usage(trace.prompt_tokens, len(out.tokens)),
+            **({"timings": _timings(trace, len(out.tokens), self.clock.now())} if self.s.timings else {}),
         })
         trace.end("ok", self.clock.now())
         return resp
@@ -265,7 +270,10 @@ class SimServer:
                         return resp
                 elif kind == END:
                     trace.finish_reason = msg[1]
-                    await send({"choices": [{"index": 0, "delta": {}, "finish_reason": msg[1]}]})
+                    last: dict[str, Any] = {"choices": [{"index": 0, "delta": {}, "finish_reason": msg[1]}]}
+                    if self.s.timings:  # llama.cpp sends its timings with the finish chunk
+                        last["timings"] = _timings(trace, job.emitted, self.clock.now())
+                    await send(last)
                     if include_usage:
                         await send({"choices": [], "usage": _usage(trace.prompt_tokens, job.emitted)})
                     await send("[DONE]")
@@ -274,11 +282,27 @@ class SimServer:
                     return resp
                 elif kind == CANCELLED:
                     return resp
+                elif kind == KILLED:  # the stream just ends: no finish_reason, no [DONE]
+                    await resp.write_eof()
+                    return resp
         except _WRITE_ERRORS:
             job.write_failed = True
             trace.completion_tokens = job.emitted
             trace.end("cancelled", self.clock.now())
             return resp
+
+
+def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
+    """llama.cpp's `timings`: prompt processing from its start until the first token, then generation."""
+    start = trace.prefill_start if trace.prefill_start is not None else trace.arrived
+    first = trace.first_token if trace.first_token is not None else now
+    prompt_ms, predicted_ms = (first - start) * 1000, (now - first) * 1000
+    return {"cache_n": 0, "prompt_n": trace.prompt_tokens, "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": prompt_ms / max(1, trace.prompt_tokens),
+            "prompt_per_second": trace.prompt_tokens / prompt_ms * 1000 if prompt_ms > 0 else None,
+            "predicted_n": predicted, "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": predicted_ms / max(1, predicted),
+            "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None}
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:

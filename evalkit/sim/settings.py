@@ -47,6 +47,11 @@ class SimSettings:
     spec_accept: tuple[float, ...] = ()  # per-position draft acceptance; draft length = number of values
     context_tokens: int = 262144  # context per request, told in the start-up log line
     server_log: str | None = None  # write log lines here (--server-log-file)
+    # Behaviours seen on real servers (issue 10), each off unless asked for; ground truth in /sim/events.
+    cancel_batch_tokens: int = 0  # with cancel_aborts: honoured only at the end of a prefill batch of B tokens
+    housekeeping_s_per_token: float = 0.0  # after a request, the engine stores its state: s per context token
+    kill_on_new_request: bool = False  # a new request ends the stream in progress (HTTP 200, no finish_reason)
+    timings: bool = True  # llama.cpp-style `timings` in the last chunk (and non-streaming answers)
 
     @property
     def slots(self) -> int:

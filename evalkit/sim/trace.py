@@ -30,9 +30,17 @@ class RequestTrace:
     first_token: float | None = None
     done: float | None = None
     cancelled: bool = False
-    status: str = "running"  # running | ok | error | cancelled | disconnected
+    status: str = "running"  # running | ok | error | cancelled | disconnected | killed
     completion_tokens: int = 0
     finish_reason: str | None = None
+    # When the engine stopped working on it (prefill cut, or run to its end) and how far its prefill had got:
+    # for a cancelled request, the truth the cancel verdict is checked against.
+    engine_stopped: float | None = None
+    stopped_at_tokens: int | None = None
+    # The engine storing this request's state after it ended (--housekeeping-s-per-token), doing nothing else.
+    housekeeping_start: float | None = None
+    housekeeping_end: float | None = None
+    slot: int | None = None  # the slot id its log lines name (`task` is arrival_index)
 
     def end(self, status: str, at: float) -> bool:
         """Mark the request ended (once); True when this call ended it."""

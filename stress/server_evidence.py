@@ -1,0 +1,108 @@
+"""The server's own evidence in a stress run directory, read for the verdicts: its log lines and its /metrics.
+
+Reads `server_log.jsonl` (the `--server-log` follower's lines, each stamped when read) and `metrics.jsonl` (the
+sampler's scrapes) from the run directory alone, so verdicts can be recomputed from an old run. Log lines are
+llama.cpp's wording (tools/server: `launch_slot_` "processing task", `stop: cancel task, id_task = N`, `release`
+"stop processing: n_tokens = N", the prompt cache's "making room for prompt cache entry" / "saving prompt").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.rundir import read_jsonl
+
+LOG_FILE = "server_log.jsonl"
+METRICS_FILE = "metrics.jsonl"
+
+_LAUNCH = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*processing task")
+_CANCEL = re.compile(r"cancel task, id_task = (\d+)")
+_STOP = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*stop processing: n_tokens = (\d+)")
+_CACHE = re.compile(r"making room for prompt cache entry|saving prompt with length|updating prompt cache|"
+                    r"prompt cache update took")
+
+# Gauges of requests the engine is working on and requests it holds in its queue, by server.
+RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
+WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred")
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One llama.cpp-style log line that matters to a verdict: a task launched, cancelled, stopped, or cache work."""
+
+    t: float
+    kind: str  # launch | cancel | stop | cache
+    task: int | None = None
+    slot: int | None = None
+    n_tokens: int | None = None
+    line: str = ""
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One scrape's running and waiting request counts (summed over label sets)."""
+
+    t: float
+    running: float
+    waiting: float
+
+
+@dataclass(frozen=True)
+class ServerEvidence:
+    """What the server said during the run: parsed log events and gauge samples; empty when it said nothing."""
+
+    log: tuple[LogEvent, ...] = ()
+    gauges: tuple[Gauge, ...] = ()
+    scrapes: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+
+    @property
+    def has_log(self) -> bool:
+        """Whether the log shows any task line (a log without them cannot settle a verdict)."""
+        return any(e.kind in ("launch", "stop") for e in self.log)
+
+    @property
+    def has_gauges(self) -> bool:
+        """Whether /metrics gave running/waiting gauges."""
+        return bool(self.gauges)
+
+    def events(self, kind: str, t0: float = float("-inf"), t1: float = float("inf")) -> list[LogEvent]:
+        """Log events of one kind read within [t0, t1]."""
+        return [e for e in self.log if e.kind == kind and t0 <= e.t <= t1]
+
+
+def parse_log_line(t: float, line: str) -> LogEvent | None:
+    """The event a log line records, or None for lines no verdict reads."""
+    if m := _LAUNCH.search(line):
+        return LogEvent(t, "launch", task=int(m.group(2)), slot=int(m.group(1)), line=line)
+    if m := _STOP.search(line):
+        return LogEvent(t, "stop", task=int(m.group(2)), slot=int(m.group(1)), n_tokens=int(m.group(3)), line=line)
+    if m := _CANCEL.search(line):
+        return LogEvent(t, "cancel", task=int(m.group(1)), line=line)
+    if _CACHE.search(line):
+        return LogEvent(t, "cache", line=line)
+    return None
+
+
+def _sum_of(series: dict[str, float], names: tuple[str, ...]) -> float | None:
+    found = [v for k, v in series.items() if k.split("{", 1)[0] in names]
+    return sum(found) if found else None
+
+
+def read_evidence(run_path: Path) -> ServerEvidence:
+    """The log events and gauge samples of one run directory (either file may be missing)."""
+    log = []
+    for r in read_jsonl(run_path / LOG_FILE):
+        if isinstance(r.get("line"), str) and isinstance(r.get("t"), (int, float)):
+            e = parse_log_line(float(r["t"]), r["line"])
+            if e is not None:
+                log.append(e)
+    scrapes = tuple(r for r in read_jsonl(run_path / METRICS_FILE) if r.get("ok") and r.get("series"))
+    gauges = []
+    for r in scrapes:
+        running, waiting = _sum_of(r["series"], RUNNING), _sum_of(r["series"], WAITING)
+        if running is not None:
+            gauges.append(Gauge(float(r["t"]), running, waiting or 0.0))
+    return ServerEvidence(tuple(sorted(log, key=lambda e: e.t)), tuple(sorted(gauges, key=lambda g: g.t)), scrapes)

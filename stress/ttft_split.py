@@ -1,0 +1,138 @@
+"""Every request's time to first token, split: before the server started on it, its own prefill, its first step.
+
+The split rests on the best evidence the run has, named in each record:
+- `timings`: llama.cpp's per-request `prompt_ms` (its prompt processing, ending when the first token is sampled);
+  what is left of the TTFT came before the server started on the request (queue, a busy slot, housekeeping).
+- `log`: the server log's `processing task` line marks when the server started on it (with timings, the
+  remainder after the prefill is the first decode step and the network).
+- `metrics`: the /metrics queue- and prefill-time histograms, when the request was the only one in flight between
+  two scrapes (so the histograms' change is its own).
+- `client`: the client's clock alone, which cannot split a TTFT at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from evalkit_stress.server_evidence import LogEvent, ServerEvidence
+
+# The log follower stamps a line when it reads it (every ~50 ms), so a line may be read this long after it happened.
+LOG_SLACK_S = 0.15
+
+
+@dataclass(frozen=True)
+class TtftSplit:
+    """One request's TTFT in parts (seconds), when the server started on it (epoch), and the evidence used."""
+
+    request_id: str
+    ttft_s: float | None
+    before_start_s: float | None  # queue, busy slot, housekeeping after the previous request
+    prefill_s: float | None  # its own prefill, as the server timed it
+    first_step_s: float | None  # after the prefill until the first token reached the client (log + timings only)
+    server_start: float | None
+    evidence: str  # timings | log | metrics | client
+    prompt_n: int | None = None  # prompt tokens the server processed (timings)
+    cache_n: int | None = None  # prompt tokens it took from its cache (timings)
+    decode_s_per_token: float | None = None  # the server's decode time per token (timings)
+    task: int | None = None  # the server's task id (log)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as summary.json lists it."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _timings(r: dict[str, Any]) -> dict[str, Any] | None:
+    t = r.get("server_timings")
+    return t if isinstance(t, dict) and isinstance(t.get("prompt_ms"), (int, float)) else None
+
+
+def _end(r: dict[str, Any]) -> float | None:
+    return r.get("t_first_token") or r.get("t_done")
+
+
+def match_launches(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, LogEvent]:
+    """Each request's `processing task` log line: inside its window, nearest to where timings put its start."""
+    free = list(ev.events("launch"))
+    out: dict[str, LogEvent] = {}
+    for r in sorted(lines, key=lambda x: x.get("t_sent") or 0.0):
+        end = _end(r)
+        if r.get("t_sent") is None or end is None:
+            continue
+        cands = [e for e in free if r["t_sent"] - 0.02 <= e.t <= end + LOG_SLACK_S]
+        if not cands:
+            continue
+        t = _timings(r)
+        if t is not None and r.get("t_first_token") is not None:
+            expected = r["t_first_token"] - t["prompt_ms"] / 1000
+            pick = min(cands, key=lambda e: abs(e.t - expected))
+        else:
+            pick = cands[0]
+        free.remove(pick)
+        out[r["request_id"]] = pick
+    return out
+
+
+def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence,
+                  suffix: str) -> float | None:
+    """The change of a histogram's sum across the request's window, when it alone was in flight and counted once."""
+    if not ev.scrapes or r.get("t_sent") is None or r.get("t_done") is None:
+        return None
+    before = [s for s in ev.scrapes if s["t"] <= r["t_sent"]]
+    after = [s for s in ev.scrapes if s["t"] >= r["t_done"]]
+    if not before or not after:
+        return None
+    s0, s1 = before[-1], after[0]
+    for o in lines:
+        if o is r or o.get("t_sent") is None:
+            continue
+        if o["t_sent"] < s1["t"] and (o.get("t_done") or float("inf")) > s0["t"]:
+            return None  # another request shared the window: the change is not this one's alone
+
+    def total(series: dict[str, float], tail: str) -> float | None:
+        vals = [v for k, v in series.items() if k.split("{", 1)[0].endswith(suffix + tail)]
+        return sum(vals) if vals else None
+
+    c0, c1 = total(s0["series"], "_count"), total(s1["series"], "_count")
+    v0, v1 = total(s0["series"], "_sum"), total(s1["series"], "_sum")
+    if None in (c0, c1, v0, v1) or c1 - c0 != 1:  # type: ignore[operator]
+        return None
+    return v1 - v0  # type: ignore[operator]
+
+
+def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, Any]],
+              ev: ServerEvidence) -> TtftSplit:
+    """The split of one request from the best evidence there is for it."""
+    ttft = r.get("ttft_s")
+    ff = r.get("t_first_token")
+    sent = r.get("t_sent")
+    t = _timings(r)
+    extra: dict[str, Any] = {"task": launch.task if launch else None}
+    if t is not None:
+        extra.update(prompt_n=t.get("prompt_n"), cache_n=t.get("cache_n"))
+        if t.get("predicted_n") and t.get("predicted_ms") is not None:
+            extra["decode_s_per_token"] = t["predicted_ms"] / 1000 / t["predicted_n"]
+    if t is not None and ff is not None and ttft is not None:
+        prefill = t["prompt_ms"] / 1000
+        if launch is not None:
+            start = min(launch.t, ff - prefill)  # the follower reads a line late, never early
+            return TtftSplit(r["request_id"], ttft, max(0.0, start - sent), prefill,
+                             max(0.0, ff - start - prefill), start, "timings+log", **extra)
+        return TtftSplit(r["request_id"], ttft, max(0.0, ttft - prefill), prefill, None, ff - prefill,
+                         "timings", **extra)
+    if launch is not None:
+        before = max(0.0, launch.t - sent) if sent is not None else None
+        prefill = (ff - launch.t) if ff is not None else None
+        return TtftSplit(r["request_id"], ttft, before, prefill, None, launch.t, "log", **extra)
+    queue = _metrics_part(r, lines, ev, "request_queue_time_seconds")
+    if queue is not None and ttft is not None and sent is not None:
+        prefill = _metrics_part(r, lines, ev, "request_prefill_time_seconds")
+        return TtftSplit(r["request_id"], ttft, queue, prefill, None, sent + queue, "metrics", **extra)
+    return TtftSplit(r["request_id"], ttft, None, None, None, None, "client", **extra)
+
+
+def split_all(lines: Iterable[dict[str, Any]], ev: ServerEvidence) -> dict[str, TtftSplit]:
+    """The split of every request line, by request id."""
+    lines = [r for r in lines if r.get("request_id")]
+    launches = match_launches(lines, ev)
+    return {r["request_id"]: split_one(r, launches.get(r["request_id"]), lines, ev) for r in lines}
