@@ -17,6 +17,7 @@ from evalkit.config import ServerProfile
 from evalkit.rundir import MANIFEST, RunDir, read_jsonl
 from evalkit.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
 from evalkit.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
+from evalkit.spec_decode import spec_summary
 
 
 class ServerEvidence:
@@ -96,6 +97,9 @@ def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
     if url or lines:
         out["server_metrics"] = summarize_metrics(lines, url or (metrics_url(manifest.get("server", {})
                                                                             .get("base_url") or "")))
+        spec = spec_summary(lines)
+        if spec is not None:
+            out["spec_decode"] = spec
     if manifest.get("server_log") or (path / LOG_FILE).exists():
         out["server_log"] = summarize_log(read_jsonl(path / LOG_FILE), manifest.get("server_log"))
     return out

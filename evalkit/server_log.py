@@ -1,7 +1,8 @@
 """`--server-log FILE`: follow the server's log during a run, keep each line in `server_log.jsonl`, flag known ones.
 
 Each line of `server_log.jsonl` is `{"t": <epoch when evalkit read it>, "line": "<text>", "flags": [<names>]}`.
-Following starts at the file's end when the run starts (earlier lines belong to earlier runs); a file that does
+Following starts at the file's end when the run starts; of the lines already there only flagged ones are kept, with
+`"earlier": true` (a server's start-up lines, such as FastLLM's clamp, come before any run). A file that does
 not exist yet is warned about once and polled for, and then read from its start. A file cut shorter (rotated,
 truncated) is read again from its start. Flag patterns are regular expressions by name: the defaults below for
 FastLLM, vLLM, SGLang and llama.cpp, overridden or extended by a server profile's `log_patterns` in evalkit.toml
@@ -21,6 +22,7 @@ from evalkit.clock import Clock
 
 LOG_FILE = "server_log.jsonl"
 POLL_S = 0.05
+EARLIER_BYTES = 4 * 1024 * 1024  # how far back flagged lines from before the run are looked for
 
 # name -> regex; one table for every server since a log line names its server well enough, and a run does not
 # always know which server it talks to. The comment says whose line each one is modelled on.
@@ -81,14 +83,27 @@ class LogFollower:
         self.lines = 0
 
     def start(self) -> None:
-        """Remember where the file ends now and start following."""
+        """Keep the flagged lines already in the file (marked `earlier`), then follow from its end."""
         try:
             self._pos = self.path.stat().st_size
+            self._scan_earlier(self._pos)
         except FileNotFoundError:
             self._warn(f"warning: server log {self.path} does not exist yet; following it when it appears")
             self._pos = None
         self._thread = threading.Thread(target=self._loop, name="server-log", daemon=True)
         self._thread.start()
+
+    def _scan_earlier(self, end: int) -> None:
+        # A server's start-up lines (FastLLM's clamp, its context per session) come before any run starts; they
+        # are kept when flagged, marked as earlier, since the file may also hold older server starts.
+        with open(self.path, "rb") as f:
+            f.seek(max(0, end - EARLIER_BYTES))
+            data = f.read(end - f.tell())
+        for raw in data.split(b"\n")[1 if end > EARLIER_BYTES else 0:]:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            flags = self.patterns.flags(line)
+            if flags:
+                self._emit(LOG_FILE, {"t": self.clock.now(), "line": line, "flags": flags, "earlier": True})
 
     def stop(self) -> None:
         """Read what is left (a last line without newline included) and stop the thread."""
@@ -135,14 +150,17 @@ class LogFollower:
 def summarize_log(lines: list[dict[str, Any]], path: str | None = None, limit: int = 50) -> dict[str, Any]:
     """summary.json's `server_log`: line counts, counts per flag, and the flagged lines (first `limit`)."""
     flagged = [ln for ln in lines if ln.get("flags")]
+    during = [ln for ln in lines if not ln.get("earlier")]
     counts: dict[str, int] = {}
     for ln in flagged:
         for name in ln["flags"]:
             counts[name] = counts.get(name, 0) + 1
     return {
         "path": path,
-        "lines": len(lines),
+        "lines": len(during),
         "flagged": len(flagged),
+        "flagged_earlier": sum(1 for ln in flagged if ln.get("earlier")),
         "flag_counts": dict(sorted(counts.items())),
-        "flagged_lines": [{"t": ln["t"], "line": ln["line"][:500], "flags": ln["flags"]} for ln in flagged[:limit]],
+        "flagged_lines": [{"t": ln["t"], "line": ln["line"][:500], "flags": ln["flags"], "earlier": bool(ln.get("earlier"))}
+                          for ln in flagged[:limit]],
     }

@@ -101,6 +101,8 @@ def test_log_follower_starts_at_the_end_and_flags(tmp_path: Path) -> None:
         fh.flush()
     f.stop()
     assert warnings == []
+    earlier = got.pop(0)  # of the lines already there, only flagged ones are kept, marked as earlier
+    assert earlier["earlier"] is True and earlier["flags"] == ["cuda_error"]
     assert [g["line"] for g in got] == ["explicit-token safety max_batch limited 2 -> 1", "Decode alive = 2",
                                        "stop: cancel task", "torch.OutOfMemoryError: CUDA out of memory. half a li"]
     assert got[0]["flags"] == ["batch_clamp"]
@@ -129,7 +131,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_bench_without_metrics_warns_once_and_goes_on(sim, tmp_path: Path) -> None:
-    s = sim("--time-scale", "20")
+    s = sim("--time-scale", "20", "--no-metrics")
     log = tmp_path / "missing.log"
     p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
              "--max-tokens", "16", "--server-log", str(log))

@@ -177,7 +177,7 @@ class SimServer:
             if question.kind != "filler":
                 correct = True
                 if question.kind == "capability":
-                    correct = unit_draw(self.s.seed, question.qid, "wrong") >= 1.0 - self.s.accuracy
+                    correct = unit_draw(self.s.seed, question.qid + _sample_key(body), "wrong") >= 1.0 - self.s.accuracy
                 if self.s.wrong_when_batched and batched:
                     correct = False
                     trace.fault = trace.fault or "wrong_when_batched"
@@ -303,6 +303,15 @@ def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
             "predicted_n": predicted, "predicted_ms": predicted_ms,
             "predicted_per_token_ms": predicted_ms / max(1, predicted),
             "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None}
+
+
+def _sample_key(body: dict[str, Any]) -> str:
+    """A sampled request (temperature above 0 with a `seed`) draws right or wrong anew per seed, as repeats of a real
+    model at temperature do; greedy requests keep one verdict per question."""
+    temperature, seed = body.get("temperature"), body.get("seed")
+    if isinstance(temperature, (int, float)) and temperature > 0 and isinstance(seed, int):
+        return f"#seed={seed}"
+    return ""
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
