@@ -150,3 +150,25 @@ def test_noisy_flat_card_and_two_cycles() -> None:
     assert two is not None and two["0"]["verdict"] == "too_few_cycles"
     v = leak_verdict(two)
     assert v is not None and v["leak_suspected_on"] == [] and v["verdict"].startswith("can't tell")
+
+
+@pytest.mark.parametrize("command", [
+    ["bench", "--runs", "1", "--max-tokens", "32", "--warmup", "0"],
+    ["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "2"],
+])
+def test_bench_and_capability_record_peak_per_card(tmp_path: Path, command: list[str]) -> None:
+    with start_sim(["--time-scale", "20"]) as sim:
+        install(tmp_path / "bin", [FakeCard(0, 4000, mib_per_request=5), FLAT], sim.root_url + "/sim/events")
+        env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        p = subprocess.run([sys.executable, "-m", "evalkit", *command, "--base-url", sim.base_url,
+                            "--out", str(tmp_path), "--name", "r"], capture_output=True, text=True, timeout=120,
+                           env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        finished = sum(1 for e in sim.events() if e.get("done"))
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    gpu = s["gpu_memory"]
+    assert set(gpu) == {"0", "1"} and gpu["1"]["peak_mib"] == 2500 and gpu["0"]["name"] == FLAT.name
+    # The sampler's last sample comes after the last request, so card 0's peak counts every finished request.
+    assert gpu["0"]["peak_mib"] == 4000 + 5 * finished
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["gpu_memory_sampler"].endswith("nvidia-smi")

@@ -18,6 +18,7 @@ from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
 from evalkit.rundir import REQUESTS
 from evalkit.runcontext import RunContext, open_run, print_run_path, profile_from_args
+from evalkit_stress.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,9 +71,11 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
                                                   "ignore_eos": plan.ignore_eos}}) as ctx:
         plan = BenchPlan(**{**plan.__dict__, "extra_body": tuple(ctx.profile.extra_body.items())})
         with tqdm(total=total, desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
-            await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
+            async with sample_gpu_memory(ctx.rundir, ctx.clock):
+                await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
         await ctx.evidence.end()
-        summary = {**summarize(ctx.rundir.read(REQUESTS), plan), **evidence_summary(ctx.rundir.path)}
+        summary = {**summarize(ctx.rundir.read(REQUESTS), plan), **evidence_summary(ctx.rundir.path),
+                   "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE))}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish()
         return ctx, summary

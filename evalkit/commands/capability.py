@@ -14,6 +14,7 @@ from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
 from evalkit.rundir import RunDir, default_run_name
 from evalkit.runcontext import open_run, print_run_path
+from evalkit_stress.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -116,8 +117,9 @@ async def _live(args: argparse.Namespace) -> int:
                                    system_prompt=system_prompt)
         grader = Grader(args.data_dir)
         try:
-            await run_live(ctx.rundir, ctx.client, items, grader, short, extra_body, system_prompt,
-                           max_tokens, concurrency)
+            async with sample_gpu_memory(ctx.rundir, ctx.clock):
+                await run_live(ctx.rundir, ctx.client, items, grader, short, extra_body, system_prompt,
+                               max_tokens, concurrency)
         finally:
             grader.close()
         wanted = {it.qid for it in items}
@@ -125,7 +127,8 @@ async def _live(args: argparse.Namespace) -> int:
         await ctx.evidence.end()
         return _finish(ctx.rundir, lines, args.thinking,
                        {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256,
-                        **evidence_summary(ctx.rundir.path)})
+                        **evidence_summary(ctx.rundir.path),
+                        "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE))})
 
 
 def run(args: argparse.Namespace) -> int:
