@@ -16,6 +16,9 @@ _FIELD = re.compile(r"""(?:extra (?:inputs|fields?)|unrecognized|unknown|unsuppo
 _FIELD_FIRST = re.compile(r"""['"`]([A-Za-z_][\w.]*)['"`][^'"`]{0,40}(?:not permitted|not allowed|not supported|"""
                           r"""is not a valid|unrecognized|unknown)""", re.I)
 _FIELD_BARE = re.compile(r"(?:argument|field|parameter)s? supplied:?\s*['\"`]?([A-Za-z_][\w.]*)", re.I)
+# pydantic's error list (vLLM, SGLang, FastAPI servers): {'type': 'extra_forbidden', 'loc': ('body', 'top_k'), ...}
+_FIELD_LOC = re.compile(r"""extra_forbidden.{0,80}?['"]loc['"]\s*:\s*[\[(]\s*['"]body['"]\s*,\s*['"]([\w.]+)""",
+                        re.I | re.S)
 _MODEL = re.compile(r"model[^.]{0,60}(?:not found|does not exist|not served|unknown|is not available)", re.I)
 _CONTEXT = re.compile(r"context (?:length|window|size)|n_ctx|maximum context|too many tokens|prompt is too long"
                       r"|exceeds? the (?:available )?context|max_model_len", re.I)
@@ -43,7 +46,8 @@ def hint(status: int, body: str | None, request: dict[str, Any] | None = None,
     """What evalkit knows about this refusal, or None."""
     text = body or ""
     request = request or {}
-    m = _FIELD.search(text) or _FIELD_FIRST.search(text) or _FIELD_BARE.search(text)
+    m = (_FIELD_LOC.search(text) or _FIELD.search(text) or _FIELD_FIRST.search(text)
+         or _FIELD_BARE.search(text))
     if m and m.group(1) in request:
         return f"the server rejects the request field '{m.group(1)}'"
     if _MODEL.search(text):

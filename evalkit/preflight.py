@@ -140,11 +140,21 @@ def _probe_id() -> str:
 async def essential(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any]) -> Reply:
     """Evalkit's own request; when refused, find what is refused. Fills the result's adaptations and rows."""
     body = evalkit_body(result.model, extra_body, 4)
-    reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": _probe_id()})
+    for _ in range(3):
+        # A server error or a broken stream may be one bad moment (a faulty server fails some requests):
+        # tried again; only a refusal (4xx) is taken apart below.
+        reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": _probe_id()})
+        if reply.ok or (reply.status is not None and 400 <= reply.status < 500):
+            break
     if reply.ok:
         result.rows.append(Row("evalkit's request", True, "accepted as sent", ALL_COMMANDS))
         return reply
     first = _words(reply, body)
+    if reply.status is None or reply.status >= 500 or reply.status == 200:
+        result.rejects_everything = first
+        result.rows.append(Row("evalkit's request", False, f"failed 3 times: {first}", ALL_COMMANDS,
+                               "look at the server's log"))
+        return reply
     uuid_reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": str(uuid.uuid4())})
     if uuid_reply.ok:
         result.uuid_request_ids = True

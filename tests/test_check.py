@@ -1,0 +1,104 @@
+"""`evalkit check` against the sim, each quirk switched on by a sim flag; the preflight that stops bench/stress."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit.cli import main
+from evalkit.http_errors import describe
+from evalkit.rundir import read_jsonl
+
+
+def _check(s, tmp_path: Path, *flags: str) -> tuple[int, dict[str, dict]]:
+    code = main(["check", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "c", *flags])
+    data = json.loads((tmp_path / "c" / "check.json").read_text())
+    assert data["exit"] == code
+    return code, {r["name"]: r for r in data["rows"]}
+
+
+def test_check_full_sim(sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = sim("--time-scale", "20")
+    code, rows = _check(s, tmp_path)
+    out = capsys.readouterr().out
+    assert code == 0 and "requests served at once" in out and out.strip().endswith(str(tmp_path / "c"))
+    assert rows["evalkit's request"]["detail"] == "accepted as sent"
+    for name in ("streaming", "usage in stream", "X-Request-Id echo", "max_tokens honoured", "ignore_eos",
+                 "tokenize endpoint", "thinking off", "thinking low"):
+        assert rows[name]["supported"] is True, name
+    assert rows["/props"]["supported"] is False
+    assert rows["tokenize endpoint"]["detail"].startswith("POST /tokenize")
+
+
+def test_check_rows_switched_off(sim, tmp_path: Path) -> None:
+    s = sim("--time-scale", "20", "--no-stream-usage", "--no-tokenize", "--max-batch", "1")
+    code, rows = _check(s, tmp_path, "--thinking", "")
+    assert code == 1  # stress cannot fit its long prompts without /tokenize or usage
+    assert rows["usage in stream"]["supported"] is False and rows["tokenize endpoint"]["supported"] is False
+    assert rows["token counting for stress"]["supported"] is False
+    assert "thinking off" not in rows
+    served = float(rows["requests served at once"]["detail"].split()[0].lstrip("~"))
+    assert served < 1.5  # one slot: the pair takes about twice as long as one alone
+    again = main(["check", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "d", "--for", "capability",
+                  "--thinking", ""])
+    assert again == 0
+
+
+def test_uuid_request_ids(sim, tmp_path: Path) -> None:
+    s = sim("--time-scale", "20", "--uuid-request-ids")
+    code, rows = _check(s, tmp_path, "--thinking", "")
+    assert code == 0 and "UUID X-Request-Id" in rows["evalkit's request"]["detail"]
+    assert "empty body" in rows["evalkit's request"]["detail"]
+    s.reset()
+    assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
+                 "--max-tokens", "16", "--concurrency", "1"]) == 0
+    lines = read_jsonl(tmp_path / "b" / "requests.jsonl")
+    events = {e["request_id"]: e for e in s.events()}
+    assert lines and all(x["status"] == "ok" and x["request_label"].startswith("bench-") for x in lines)
+    assert all(events[x["request_id"]]["completion_tokens"] == x["completion_tokens"] for x in lines)
+
+
+def test_refused_field_named(sim, tmp_path: Path) -> None:
+    s = sim("--time-scale", "20", "--reject-fields", "stream_options")
+    code, rows = _check(s, tmp_path, "--thinking", "")
+    assert code == 1
+    row = rows["evalkit's request"]
+    assert row["supported"] is False and "stream_options" in row["detail"] and "rejects the request field" in row["detail"]
+
+
+def test_server_refusing_everything_stops_after_preflight(sim, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    s = sim("--time-scale", "20", "--fail-rate", "1.0")
+    assert main(["stress", "--base-url", s.base_url, "--out", str(tmp_path), "--cycles", "1", "--seed", "1",
+                 "--long-tokens", "3000", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "HTTP 500" in err[0] and "simulated internal server error" in err[0]
+    assert len(s.events()) <= 3  # the probe and its variants, not a cycle of failed requests
+
+
+def test_unreachable_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach server" in err[0]
+
+
+@pytest.mark.parametrize("status,body,sent,rid,expected", [
+    (400, "", {}, "ek-1", "HTTP 400: empty body (hint: the server may demand a UUID in X-Request-Id"),
+    (400, "", {}, "6f0c1d2e-9a4b-4c3d-8e5f-0a1b2c3d4e5f", "HTTP 400: empty body"),
+    (400, '{"error":{"message":"Unrecognized request argument supplied: foo"}}', {"foo": 1}, None,
+     "(hint: the server rejects the request field 'foo')"),
+    (400, "[{'type': 'extra_forbidden', 'loc': ('body', 'top_k'), 'msg': 'Extra inputs are not permitted'}]",
+     {"top_k": 1}, None, "rejects the request field 'top_k'"),
+    (404, '{"error":{"message":"The model `gpt-x` does not exist."}}', {"model": "gpt-x"}, None,
+     "does not serve model 'gpt-x'"),
+    (400, "This model's maximum context length is 8192 tokens. However, you requested 9000", {}, None,
+     "too long for the server's context"),
+    (500, "x" * 400, {}, None, "HTTP 500: " + "x" * 299 + "…"),
+])
+def test_error_lines(status: int, body: str, sent: dict, rid: str | None, expected: str) -> None:
+    line = describe(status, body, sent, rid)
+    assert expected in line
+    if rid is not None and "hint" not in expected:
+        assert "hint" not in line
