@@ -15,6 +15,7 @@
 #   LLAMA_SRC    llama.cpp source from `python -m evalkit.realserver pack-source --out src.tar.gz` (else downloaded)
 #   SMALL_MODEL  SmolLM2-135M-Instruct GGUF (else `python -m evalkit.realserver provision` fetches it: CPU build too)
 #   DATA_DIR     local datasets for capability (`--data-dir`; else the Hugging Face Hub)
+#   LLAMA_SERVER a llama-server binary of your own (skips the build)
 # Other knobs: CUDA_ARCH (90; 75/86/89 for RTX 20xx/30xx/40xx), SHAPE (llama3-8b), LONG_TOKENS (54000),
 # CYCLES (2), CAP_LIMIT (10 per dataset), CAP_DATASETS (gsm8k,math500,musr), EVALKIT_CACHE, PORT (8091).
 set -euo pipefail
@@ -34,7 +35,8 @@ log() { echo "gpu-smoke $(date +%H:%M:%S): $*"; }
 t0=$(date +%s)
 
 log "1/5 CUDA llama-server (sm_$CUDA_ARCH)"
-BIN=$(python3 -m evalkit.realserver provision --cuda --cuda-arch "$CUDA_ARCH" --cache "$CACHE" \
+BIN="${LLAMA_SERVER:-}"
+[ -n "$BIN" ] || BIN=$(python3 -m evalkit.realserver provision --cuda --cuda-arch "$CUDA_ARCH" --cache "$CACHE" \
         ${LLAMA_SRC:+--sdist "$LLAMA_SRC"} | sed -n 's/^llama-server: //p')
 [ -x "$BIN" ] || { echo "gpu-smoke: no llama-server binary" >&2; exit 1; }
 "$BIN" --version > "$OUT/llama-server-version.txt" 2>&1 || true

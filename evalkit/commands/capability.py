@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "else the Hugging Face Hub)")
     g.add_argument("--max-tokens", type=int, help="per-request limit (default by mode: "
                    + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_TOKENS.items()) + ")")
+    g.add_argument("--repeats", type=int, default=1, help="ask each question K times; pass@1 is the mean over repeats "
+                   "(default %(default)s)")
+    g.add_argument("--temperature", type=float, help="sampling temperature (default 0, or 0.7 with --repeats above 1; "
+                   "sampled repeats send seed 0..K-1)")
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
     g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")
 
@@ -71,6 +75,7 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
 def _replay(args: argparse.Namespace) -> int:
     from evalkit_evals.grader import Grader
     from evalkit_evals.question_set import items_by_id, load_manifest
+    from evalkit_evals.prompting import template_hashes
     from evalkit_evals.runner import read_replay, run_replay
 
     answers = read_replay(args.replay)
@@ -80,7 +85,8 @@ def _replay(args: argparse.Namespace) -> int:
     full, short = _revisions(datasets, args.data_dir)
     name = args.name or default_run_name("capability")
     manifest = {"mode": "replay", "replay_file": str(args.replay), "question_set": {"name": qset.name,
-                "sha256": qset.sha256}, "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": None}
+                "sha256": qset.sha256}, "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": None,
+                "prompt_templates": template_hashes(datasets)}
     rundir = RunDir.create(args.out, name, "capability", manifest)
     if rundir.resumed and rundir.read("graded.jsonl"):
         raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
@@ -95,7 +101,8 @@ def _replay(args: argparse.Namespace) -> int:
 async def _live(args: argparse.Namespace) -> int:
     from evalkit_evals.grader import Grader
     from evalkit_evals.question_set import load_manifest, parse_datasets, select_items
-    from evalkit_evals.runner import run_live
+    from evalkit_evals.prompting import template_hashes
+    from evalkit_evals.runner import Sampling, run_live
 
     if args.thinking is None:
         raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
@@ -106,9 +113,13 @@ async def _live(args: argparse.Namespace) -> int:
     items = select_items(qset, datasets, args.limit, args.data_dir)
     full, short = _revisions(datasets, args.data_dir)
     max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    temperature = args.temperature if args.temperature is not None else (0.7 if args.repeats > 1 else 0.0)
     manifest = {"mode": "live", "question_set": {"name": qset.name, "sha256": qset.sha256},
                 "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": args.thinking,
-                "datasets": datasets, "limit": args.limit, "max_tokens": max_tokens}
+                "datasets": datasets, "limit": args.limit, "max_tokens": max_tokens, "repeats": args.repeats,
+                "temperature": temperature, "prompt_templates": template_hashes(datasets)}
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
@@ -119,7 +130,7 @@ async def _live(args: argparse.Namespace) -> int:
         try:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
                 await run_live(ctx.rundir, ctx.client, items, grader, short, extra_body, system_prompt,
-                               max_tokens, concurrency)
+                               max_tokens, concurrency, Sampling(args.repeats, temperature))
         finally:
             grader.close()
         wanted = {it.qid for it in items}
