@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 from importlib.resources import files
 from typing import Any
 
@@ -46,3 +47,8 @@ def build_messages(prompt: str, system_prompt: str | None) -> list[dict[str, str
     """Chat messages: an optional system message (a thinking switch such as `/no_think`), then the prompt."""
     msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return msgs + [{"role": "user", "content": prompt}]
+
+
+def template_hashes(datasets: list[str]) -> dict[str, str]:
+    """sha256 of each dataset's prompt template, recorded in the manifest so a changed prompt is seen."""
+    return {ds: hashlib.sha256(template_source(ds).encode("utf-8")).hexdigest() for ds in datasets}

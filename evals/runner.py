@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,6 +27,18 @@ from evalkit_evals.verdict import Verdict
 
 GRADED = "graded.jsonl"
 GRADING_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How each question is asked: `repeats` times at `temperature`; repeat k sends `seed` k when sampling."""
+
+    repeats: int = 1
+    temperature: float = 0.0
+
+    def seed_body(self, repeat: int) -> dict[str, Any]:
+        """The per-repeat `seed`, so a sampled run can be asked again alike (greedy runs send none)."""
+        return {"seed": repeat} if self.temperature > 0 else {}
 
 
 class _Progress:
@@ -62,22 +75,27 @@ async def run_live(
     system_prompt: str | None,
     max_tokens: int,
     concurrency: int,
+    sampling: Sampling = Sampling(),
 ) -> None:
-    """Ask every item not yet graded in this run directory, grade each answer and append its line."""
+    """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line."""
     previous = rundir.read(GRADED)
     done_ok = [ln for ln in previous if ln["outcome"] != "error"]
-    done_ids = {ln["id"] for ln in done_ok}
-    todo = [it for it in items if it.qid not in done_ids]
-    progress = _Progress(len(items), [ln for ln in done_ok if ln["id"] in {it.qid for it in items}])
+    done_keys = {(ln["id"], int(ln.get("repeat") or 0)) for ln in done_ok}
+    todo = [(it, k) for k in range(sampling.repeats) for it in items if (it.qid, k) not in done_keys]
+    wanted = {(it.qid, k) for it in items for k in range(sampling.repeats)}
+    progress = _Progress(len(wanted), [ln for ln in done_ok if (ln["id"], int(ln.get("repeat") or 0)) in wanted])
     slots = asyncio.Semaphore(max(1, concurrency))
     pool = ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade")
     loop = asyncio.get_running_loop()
 
-    async def one(item: DatasetItem) -> None:
+    async def one(item: DatasetItem, repeat: int) -> None:
         prompt = render_prompt(item)
+        tags: dict[str, Any] = {"qid": item.qid, "dataset": item.dataset}
+        if sampling.repeats > 1:
+            tags["repeat"] = repeat
         req = ChatRequest(messages=build_messages(prompt, system_prompt), max_tokens=max_tokens,
-                          extra_body=extra_body, request_id=new_request_id("cap"),
-                          tags={"qid": item.qid, "dataset": item.dataset})
+                          temperature=sampling.temperature, extra_body={**extra_body, **sampling.seed_body(repeat)},
+                          request_id=new_request_id("cap"), tags=tags)
         async with slots:
             rec = await client.chat(req)
         rundir.append("requests.jsonl", rec.to_json())
@@ -87,6 +105,7 @@ async def run_live(
             verdict = await loop.run_in_executor(pool, grader.grade, item, rec.content, rec.finish_reason)
         line = graded_line(
             item, verdict, revisions.get(item.dataset), request_id=rec.request_id,
+            **({"repeat": repeat} if sampling.repeats > 1 else {}),
             finish_reason=rec.finish_reason, thinking=bool(rec.reasoning),
             **token_counts(rec.content, rec.reasoning, rec.content_chunks, rec.reasoning_chunks),
             prompt=prompt, content=rec.content, reasoning=rec.reasoning,
@@ -95,7 +114,7 @@ async def run_live(
         progress.add(verdict.correct)
 
     try:
-        await asyncio.gather(*(one(it) for it in todo))
+        await asyncio.gather(*(one(it, k) for it, k in todo))
     finally:
         progress.close()
         pool.shutdown(wait=True)

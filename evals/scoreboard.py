@@ -5,19 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit_evals.datasets import DATASETS
+from evalkit_evals.question_scores import latest_per_sample, pass_at_1, question_scores
 from evalkit_evals.verdict import OUTCOMES
 
 
 def latest_per_id(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The last graded line of each id (a resumed run re-asks errored questions), in first-seen order."""
-    out: dict[str, dict[str, Any]] = {}
-    for line in lines:
-        out[line["id"]] = line
-    return list(out.values())
+    """The last graded line of each id and repeat (a resumed run re-asks errored questions), in first-seen order."""
+    return latest_per_sample(lines)
+
+
+def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+    p = pass_at_1(list(question_scores(lines).values()))
+    if p is None:
+        return None
+    return {"value": round(p.value, 4), "ci95": [round(p.low, 4), round(p.high, 4)], "questions": p.questions,
+            "repeats": p.repeats, "agreement": round(p.agreement, 4)}
 
 
 def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
-    """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes}}, "total": {...}}` + extras."""
+    """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes}}, "total": {...}}` + extras;
+    with repeats, `correct` is the sum of per-question mean scores and each entry carries `pass_at_1`."""
+    repeats = max((int(ln.get("repeat") or 0) + 1 for ln in lines), default=1)
     scores: dict[str, dict[str, Any]] = {}
     for ds in DATASETS:
         mine = [ln for ln in lines if ln["dataset"] == ds]
@@ -25,6 +33,11 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
             continue
         outcomes = {o: sum(1 for ln in mine if ln["outcome"] == o) for o in OUTCOMES}
         entry: dict[str, Any] = {"correct": outcomes["correct"], "total": len(mine), "outcomes": outcomes}
+        if repeats > 1:
+            # With repeats a question counts its mean score, so correct / total is pass@1 over questions.
+            p1 = _pass_at_1(mine)
+            entry.update(correct=round(sum(q.score for q in question_scores(mine).values()), 4), total=p1["questions"],
+                         samples=len(mine), pass_at_1=p1)
         if ds == "humanevalplus":
             entry["base_pass"] = sum(1 for ln in mine if (ln.get("details") or {}).get("base") == "pass")
             entry["plus_pass"] = sum(1 for ln in mine if (ln.get("details") or {}).get("plus") == "pass")
@@ -32,8 +45,11 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
     correct = sum(s["correct"] for s in scores.values())
     total = sum(s["total"] for s in scores.values())
     outcomes = {o: sum(s["outcomes"][o] for s in scores.values()) for o in OUTCOMES}
-    return {"kind": "capability", "thinking": thinking, "scores": scores,
-            "total": {"correct": correct, "total": total, "outcomes": outcomes}, **extra}
+    overall: dict[str, Any] = {"correct": correct, "total": total, "outcomes": outcomes}
+    if repeats > 1:
+        overall.update(correct=round(correct, 4), samples=len(lines), pass_at_1=_pass_at_1(lines))
+    return {"kind": "capability", "thinking": thinking, "scores": scores, "total": overall,
+            **({"repeats": repeats} if repeats > 1 else {}), **extra}
 
 
 def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str | None:

@@ -6,7 +6,9 @@ Everything is read from each run directory's files (summary.json, manifest.json,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from evalkit.report import noise
@@ -59,7 +61,8 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
         if totals[0] != totals[1]:
             reasons.append("their datasets or question counts differ")
     hashes = [{g["id"]: g.get("row_hash") for g in r.graded() if "id" in g} for r in (base, other)]
-    moved = [q for q in set(hashes[0]) & set(hashes[1]) if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]]
+    moved = [q for q in set(hashes[0]) & set(hashes[1])
+             if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]]
     if moved:
         reasons.append(f"{len(moved)} question(s) have different text (row_hash), e.g. {sorted(moved)[0]}")
     for key, what in (("question_set", "question-set manifests"), ("prompt_templates", "prompt templates")):
@@ -164,7 +167,8 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
 def _answer_cell(s: QuestionScore) -> str:
     if s.n == 1:
         return f"{s.extracted[0] if s.extracted[0] is not None else '–'} ({s.outcomes[0]})"
-    return f"{s.score:.2f}: " + ", ".join(f"{x if x is not None else '–'} ({o})" for x, o in zip(s.extracted, s.outcomes))
+    return f"{s.score:.2f}: " + ", ".join(f"{x if x is not None else '–'} ({o})"
+                                         for x, o in zip(s.extracted, s.outcomes))
 
 
 def change_tables(group: list[LabelledRun], mode: str) -> list[Table]:
@@ -265,3 +269,11 @@ def changed_lines(runs: list[LabelledRun]) -> list[dict[str, Any]]:
                 out.append({"thinking": mode, **c.to_json(group[0].label, r.label),
                             "comparable": not why, **({"not_comparable": why} if why else {})})
     return out
+
+
+def write_changed_lines(runs: list[LabelledRun], path: Path) -> int:
+    """Write the `--changed-only` export as JSONL; returns the number of lines."""
+    lines = changed_lines(runs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    return len(lines)
