@@ -1,0 +1,108 @@
+"""The stress verdicts against the sim's ground truth, over real HTTP, for every engine behaviour they judge.
+
+One `evalkit stress --cycles 1` run per combination of yield / no yield, cancel that aborts at the next chunk /
+at the end of a 4096-token batch / never, housekeeping on / off and 1 / 2 slots (16K-token long prompts at
+`--time-scale 25`). The verdicts from the run's files (timings, log, /metrics) must agree with `/sim/events`; the
+same run with the server's evidence stripped (the client alone) must agree or say "can't tell", never be wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.sim.launch import start_sim
+from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
+from evalkit_stress.server_evidence import ServerEvidence
+
+SCALE = "25"
+LONG = "16000"
+CANCELS = {"chunk": ["--cancel-aborts"], "batch": ["--cancel-aborts", "--cancel-batch-tokens", "4096"],
+           "never": ["--no-cancel-aborts"]}
+
+
+def _run(tmp: Path, flags: list[str]) -> dict[str, Any]:
+    log = tmp / "sim.log"
+    with start_sim([*flags, "--time-scale", SCALE, "--prefill-chunk", "512", "--server-log-file", str(log)]) as sim:
+        p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp),
+                            "--name", "run", "--no-progress", "--cycles", "1", "--seed", "42", "--time-scale", SCALE,
+                            "--long-tokens", LONG, "--gen-tokens", "48", "--server-log", str(log),
+                            "--metrics-interval", "0.02"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        events = {e["request_id"]: e for e in sim.events()}
+    run = Path(p.stdout.strip().splitlines()[-1])
+    return {"summary": json.loads((run / "summary.json").read_text()), "events": events, "stdout": p.stdout,
+            "lines": [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]}
+
+
+def _of(lines: list[dict[str, Any]], scenario: str, role: str) -> list[dict[str, Any]]:
+    return [x for x in lines if x.get("scenario") == scenario and x.get("role") == role]
+
+
+def truth(lines: list[dict[str, Any]], ev: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """What the sim's events say each verdict should be."""
+    out = {}
+    c = _of(lines, "cancel_then_short", "long")[0]
+    e = ev[c["request_id"]]
+    assert e["cancelled"] and e["engine_stopped"] is not None
+    out["cancel"] = YES if e["stopped_at_tokens"] < e["prompt_tokens"] else NO
+    votes = []
+    for scen in ("short_insert", "double_insert"):
+        long = ev[_of(lines, scen, "long")[0]["request_id"]]
+        for s in _of(lines, scen, "short"):
+            votes.append(ev[s["request_id"]]["prefill_start"] >= long["prefill_done"] - 0.002)
+    out["hol"] = YES if sum(votes) >= len(votes) - sum(votes) else NO
+
+    def prefill(scens: tuple[str, ...]) -> float:
+        return statistics.median(ev[x["request_id"]]["prefill_done"] - ev[x["request_id"]]["prefill_start"]
+                                 for s in scens for x in _of(lines, s, "long"))
+
+    ratio = prefill(("short_insert", "double_insert")) / prefill(("long_alone",))
+    out["hurt"] = "near" if abs(ratio - HURT_RATIO) < 0.04 else YES if ratio > HURT_RATIO else NO
+    return out
+
+
+def client_only(lines: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
+    """The verdicts from the same run with the server's timings, log and /metrics taken away."""
+    return diagnose(metrics, [{**x, "server_timings": None} for x in lines if x.get("scenario") != "calibration"],
+                    ServerEvidence())
+
+
+@pytest.mark.parametrize("slots", ["1", "2"])
+@pytest.mark.parametrize("housekeeping", ["off", "on"])
+@pytest.mark.parametrize("cancel", list(CANCELS))
+@pytest.mark.parametrize("yielding", ["--yield", "--no-yield"])
+def test_verdicts_agree_with_the_sims_events(tmp_path: Path, yielding: str, cancel: str, housekeeping: str,
+                                             slots: str) -> None:
+    flags = [yielding, *CANCELS[cancel], "--max-batch", slots]
+    if housekeeping == "on":
+        flags += ["--housekeeping-s-per-token", "0.0001"]  # 1.6 s after a 16K-token request (its prefill: 8 s)
+    r = _run(tmp_path, flags)
+    want = truth(r["lines"], r["events"])
+    d = r["summary"]["diagnoses"]
+    got = {"cancel": d["cancel_aborts"]["verdict"], "hol": d["head_of_line_blocking"]["verdict"],
+           "hurt": d["long_hurt_by_inserts"]["verdict"]}
+    print(f"\n{flags}: truth {want}, verdicts {got}, evidence {d['split_evidence']}")
+    for line in r["stdout"].splitlines():
+        if line.strip().startswith(("cancel aborts", "head-of-line", "long request")):
+            print(line)
+    for k in got:
+        if want[k] != "near":
+            assert got[k] == want[k], (k, got[k], want[k], d)
+    if want["cancel"] == NO:
+        assert d["cancel_aborts"]["granularity"] == "only at the end"
+    if housekeeping == "on" and want["cancel"] == YES:
+        assert "prompt-cache" in (d["cancel_aborts"]["next_delay_cause"] or ""), d["cancel_aborts"]
+    alone = client_only(r["lines"], r["summary"]["metrics"])
+    for key, name in (("cancel", "cancel_aborts"), ("hol", "head_of_line_blocking"), ("hurt", "long_hurt_by_inserts")):
+        v = alone[name]["verdict"]
+        assert v in (want[key], CANT) or want[key] == "near", (key, v, want[key], alone[name])
+        assert alone[name]["evidence"] == "client"
+        if v == CANT:
+            assert alone[name]["would_tell"]
