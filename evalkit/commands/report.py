@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bisect-log", type=Path, action="append", default=[],
                    help="JSONL log written by `evalkit bench --bisect-log`; rendered as the commit table")
     p.add_argument("--cycle", type=int, help="stress cycle to draw as a timeline (default: the first)")
+    p.add_argument("--changed-only", type=Path, metavar="FILE.jsonl",
+                   help="also write the capability questions that changed against the first run, one JSON line each")
     p.add_argument("--noise-floor", type=float, default=DEFAULT_NOISE_FLOOR,
                    help=f"smallest relative rate change ever called beyond noise (default {DEFAULT_NOISE_FLOOR})")
 
@@ -40,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     context = build_context(runs, entries, out, args.noise_floor, args.cycle)
     out.write_text(render(context, args.template), encoding="utf-8")
+    if args.changed_only is not None:
+        from evalkit.report.capability import write_changed_lines
+
+        n = write_changed_lines(runs, args.changed_only)
+        sys.stderr.write(f"wrote {args.changed_only} ({n} changed question(s))\n")
     for p in context["plots"]:
         sys.stderr.write(f"wrote {out.with_name(p['file'])}\n")
     print(out, flush=True)
