@@ -1,8 +1,10 @@
 """Judging one stress response: an error of some kind, a wrong answer, or correct.
 
 Error kinds: `http` (an HTTP error status), `broken_stream` (the stream or connection broke), `timeout`,
-`empty` (a finished request with no content: servers have returned empty answers under concurrency) and
-`cancelled` (a request cut short that was not planned to be).
+`empty` (a finished request with no content: servers have returned empty answers under concurrency),
+`killed_stream` (HTTP 200, then the stream ended with no content and no finish_reason: llama-cpp-python's server
+ends the stream in progress when a new request arrives) and `cancelled` (a request cut short that was not planned
+to be).
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ def error_kind(rec: RequestRecord) -> str | None:
     if rec.status == "cancelled":
         return "cancelled"
     if rec.status == "error":
-        return "http" if rec.http_status is not None and rec.http_status >= 400 else "broken_stream"
+        if rec.http_status is not None and rec.http_status >= 400:
+            return "http"
+        if rec.http_status == 200 and rec.finish_reason is None and not (rec.content or rec.reasoning) \
+                and "without a finish_reason" in (rec.error or ""):
+            return "killed_stream"
+        return "broken_stream"
     if not (rec.content or "").strip():
         return "empty"
     return None
