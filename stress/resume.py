@@ -114,10 +114,12 @@ def in_counted_cycle(row: Line, completed: Mapping[int, int]) -> bool:
 def load_fitted(rows: Iterable[Line], schedule: Schedule) -> dict[LongSpec, FittedPrompt]:
     """Long prompts fitted by earlier attempts, so a re-run cycle sends exactly the prompt it was fitted with."""
     specs = {(q.first_word, q.code): q for q in schedule.long_specs()}
+    # A scenario file may give each long request its own length; the built-in cycle uses --long-tokens.
+    targets = {r.question: schedule.long_target(r) for r in schedule.requests() if isinstance(r.question, LongSpec)}
     out: dict[LongSpec, FittedPrompt] = {}
     for r in rows:
         q = specs.get((r.get("first_word"), r.get("code")))
-        if q is None or q in out or r.get("target_tokens") != schedule.long_tokens:
+        if q is None or q in out or r.get("target_tokens") != targets[q]:
             continue
         out[q] = FittedPrompt(text=q.text(int(r["sentences"])), sentences=int(r["sentences"]),
                               counted_tokens=int(r["counted_tokens"]))

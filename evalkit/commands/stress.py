@@ -40,6 +40,8 @@ from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.gpu_memory import nvidia_smi, peaks_line
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
+from evalkit_stress.scenario_file import builtin_scenarios, load_scenarios
+from evalkit_stress.scenario_results import SCENARIO_COPY, check_same_scenarios, scenario_summary, summary_lines
 from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.summary import build_summary
 from evalkit_stress.tokenize import TokenCounter
@@ -50,7 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("schedule")
-    g.add_argument("--cycles", type=int, default=18, help="cycles to run (default 18)")
+    g.add_argument("--scenario", metavar="FILE",
+                   help="a TOML scenario file (docs/stress-scenarios.md); default: the write-up's cycle")
+    g.add_argument("--cycles", type=int, help="cycles to run (default: the scenario file's `cycles`, else 18)")
     g.add_argument("--seed", type=int, default=42, help="fixes every prompt, delay and choice (default 42)")
     g.add_argument("--long-tokens", type=int, default=54000, help="long prompt length in server tokens (default 54000)")
     g.add_argument("--shuffle", action="store_true", help="shuffle the scenario order in each cycle (from the seed)")
@@ -84,15 +88,21 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit stress` (or print its schedule with `--dry-run`)."""
+    # The file is read and validated before anything else, so a bad one costs no server time.
+    source = load_scenarios(args.scenario) if args.scenario else builtin_scenarios()
+    args.scenario_source = source
+    if args.cycles is None:
+        args.cycles = source.cycles or 18
     _check(args)
     schedule = build_schedule(args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt,
-                              args.gen_tokens)
+                              args.gen_tokens, source)
     if args.dry_run:
         sys.stdout.write(render_schedule(schedule, args.time_scale))
         return 0
     if args.name:
         # Before opening the run: a refused resume must not stamp a resume into the manifest.
         check_resume(Path(args.out) / args.name, {"seed": args.seed, "cycles": args.cycles, **_options(args)})
+        check_same_scenarios(Path(args.out) / args.name, source)
     return asyncio.run(_run(args, schedule))
 
 
@@ -102,6 +112,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "reuse_long_prompt": args.reuse_long_prompt, "short_max_tokens": args.short_max_tokens,
         "long_max_tokens": args.long_max_tokens, "gen_tokens": args.gen_tokens, "timeout_s": args.timeout_s,
         "max_minutes": args.max_minutes,
+        "scenario_file": args.scenario_source.label, "scenario_sha256": args.scenario_source.sha256,
+        "scenario_builtin": args.scenario_source.builtin,
     }
 
 
@@ -112,6 +124,9 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         manifest = rd.manifest
         attempt = attempt_of(manifest)
         completed = completed_cycles(rd.read(CYCLES_FILE)) if rd.resumed else {}
+        if not (rd.path / SCENARIO_COPY).exists():
+            # The run keeps its scenario file, so its summary can be recomputed from the directory alone.
+            (rd.path / SCENARIO_COPY).write_text(args.scenario_source.text, encoding="utf-8")
         fitted = load_fitted(rd.read(PROMPTS_FILE), schedule) if rd.resumed else {}
         counter = (TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
                    if rd.resumed and manifest.get("tokenization") else None)
@@ -156,12 +171,17 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         stopped = reason.get("stopped", "completed")
         await ctx.evidence.end()
         summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped),
-                   **evidence_summary(ctx.rundir.path)}
+                   **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path)}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
         _print_summary(summary)
+        if not args.scenario_source.builtin:
+            print("\n".join(summary_lines(summary)), flush=True)
         print_run_path(ctx.rundir)
-    return 130 if stopped == "interrupted" else 0
+    if stopped == "interrupted":
+        return 130
+    # Contract: 1 = a check failed. A partial run's expectations are still shown but only judged when complete.
+    return 1 if summary.get("expectations_failed") and stopped == "completed" else 0
 
 
 def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:
