@@ -160,6 +160,16 @@ def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | N
     return decode, (tokens / span if span > 0 else None)
 
 
+def server_rate(lines: list[dict[str, Any]]) -> float | None:
+    """Median of the server's own decode rate (llama.cpp `timings.predicted_per_second`) over `lines`, if it sent one."""
+    return _median([x["server_timings"]["predicted_per_second"] for x in lines
+                    if (x.get("server_timings") or {}).get("predicted_per_second")])
+
+
+def _vs(ours: float | None, theirs: float | None) -> float | None:
+    return ours / theirs - 1 if ours and theirs else None
+
+
 def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
     """summary.json from requests.jsonl (contract shape plus request rates, TTFT and early stops)."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}
@@ -178,7 +188,10 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "request_tok_s": _median(req), "request_runs": req,
             "ttft_s": _median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
             "completion_tokens": [x.get("completion_tokens") for x in mine],
+            # What the server says it did (None when it sends no timings), and evalkit's rate against it.
+            "server_tok_s": server_rate(mine),
         }
+        prompts[p.name]["vs_server"] = _vs(prompts[p.name]["tok_s"], prompts[p.name]["server_tok_s"])
     concurrent = None
     if plan.concurrency > 1:
         groups: dict[int, list[dict[str, Any]]] = {}
@@ -197,6 +210,11 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "combined_request_tok_s": _median(combined_req), "request_runs": combined_req,
             "per_stream_tok_s": [_median(s) for s in per_stream], "per_stream_runs": per_stream,
         }
+        # The server's per-stream rates summed per run: both streams decode in one batch nearly throughout.
+        sums = [sum(x["server_timings"]["predicted_per_second"] for x in g) for g in full
+                if all((x.get("server_timings") or {}).get("predicted_per_second") for x in g)]
+        concurrent["server_combined_tok_s"] = _median(sums)
+        concurrent["vs_server"] = _vs(concurrent["combined_tok_s"], concurrent["server_combined_tok_s"])
     early = [{"request_id": x["request_id"], "prompt": x.get("prompt"), "run": x.get("run"),
               "completion_tokens": x.get("completion_tokens"), "finish_reason": x.get("finish_reason")}
              for x in ok if (x.get("completion_tokens") or 0) < plan.max_tokens]
