@@ -1,0 +1,188 @@
+"""The report's "what the server says" section: build identity, draft acceptance, server counters, context, log flags.
+
+Everything comes from each run's manifest (`server_identity`, `build_label`, `build`) and summary (`spec_decode`,
+`server_metrics`, `server_log`), so an old run renders the same. Acceptance per position is marked against the
+first run with a two-proportion test on the drafts counted (binomial noise), not guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from evalkit.report import noise
+from evalkit.report.runs import LabelledRun
+from evalkit.report.tables import Table
+from evalkit.evidence import evidence_summary
+from evalkit.server_identity import identity_label
+
+_CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
+# Counter families worth a row, by server: (row name, series name, how to show it).
+_COUNTER_ROWS = (
+    ("prefix cache hits / queries", ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")),
+    ("preemptions", ("vllm:num_preemptions_total",)),
+    ("prompt tokens", ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "sglang:prompt_tokens_total")),
+    ("generated tokens", ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total",
+                          "sglang:generation_tokens_total")),
+    ("mean queue time (s)", ("vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count")),
+    ("mean prefill time (s)", ("vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count")),
+)
+_GAUGE_ROWS = (
+    ("running requests (max)", ("vllm:num_requests_running", "llamacpp:requests_processing",
+                                "sglang:num_running_reqs")),
+    ("waiting requests (max)", ("vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs")),
+)
+
+
+def _evidence(run: LabelledRun) -> dict[str, Any]:
+    """The run's evidence fields, recomputed from its files when its summary predates them."""
+    s = run.summary
+    if ("server_metrics" in s and "spec_decode" in s) or not (run.run.path / "metrics.jsonl").exists():
+        return s
+    return {**s, **evidence_summary(run.run.path)}
+
+
+def _sum(series: dict[str, Any], name: str) -> float | None:
+    vals = [v for k, v in series.items() if k.split("{", 1)[0] == name and isinstance(v, (int, float))]
+    return sum(vals) if vals else None
+
+
+def _gauge_max(gauges: dict[str, Any], name: str) -> float | None:
+    vals = [g["max"] for k, g in gauges.items() if k.split("{", 1)[0] == name]
+    return max(vals) if vals else None
+
+
+def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
+    """Who each run measured, and a warning when the runs served different models."""
+    cols = [r.label for r in runs]
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(name: str, values: list[Any]) -> None:
+        if any(v not in (None, "", []) for v in values):
+            rows.append((name, ["–" if v in (None, "") else str(v) for v in values]))
+
+    idents = [r.run.manifest.get("server_identity") or {} for r in runs]
+    row("build", [identity_label(r.run.manifest) for r in runs])
+    row("model", [r.run.manifest.get("model") for r in runs])
+    row("server", [i.get("server_type") for i in idents])
+    row("version / build info", [i.get("version") or (i.get("props") or {}).get("build_info")
+                                 or (i.get("server_info") or {}).get("version") for i in idents])
+    row("slots", [(i.get("props") or {}).get("total_slots") for i in idents])
+    row("context (server)", [(i.get("props") or {}).get("n_ctx") or (i.get("server_info") or {}).get("context_length")
+                             or next((m.get("max_model_len") for m in i.get("models") or [] if m.get("max_model_len")),
+                                     None) for i in idents])
+    row("context per request (log)", [_context_from_log(r) for r in runs])
+    keys = sorted({k for r in runs for k in (r.run.manifest.get("build") or {})})
+    for k in keys:
+        row(f"build.{k}", [(r.run.manifest.get("build") or {}).get(k) for r in runs])
+    warnings = []
+    models = {r.run.manifest.get("model") for r in runs if r.run.manifest.get("model")}
+    if len(models) > 1:
+        warnings.append("the runs served different models (" + ", ".join(sorted(models)) + "): their figures "
+                        "compare two models, not two builds")
+    return Table("server_identity", "Build identity", cols, rows, row_header="what"), warnings
+
+
+def _context_from_log(run: LabelledRun) -> str | None:
+    for ln in (run.summary.get("server_log") or {}).get("flagged_lines") or []:
+        if "context_per_request" in ln.get("flags", []):
+            m = _CONTEXT_NUMBER.search(ln["line"].split(":", 1)[-1])
+            if m:
+                return m.group(1)
+    return None
+
+
+def _prop_mark(p0: float, n0: float, p1: float, n1: float) -> str:
+    se = math.sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1) if n0 and n1 else 0.0
+    if se == 0:
+        return noise.UNKNOWN
+    if abs(p1 - p0) <= 2 * se:
+        return noise.WITHIN
+    return noise.BETTER if p1 > p0 else noise.WORSE
+
+
+def acceptance_table(runs: list[LabelledRun]) -> Table | None:
+    """Draft acceptance per position per bench prompt, one column per run; marks against the first column."""
+    specs = [(_evidence(r).get("spec_decode") or {}).get("per_label") or {} for r in runs]
+    prompts = list(dict.fromkeys(p for s in specs for p in s))
+    if not prompts:
+        return None
+    rows: list[tuple[str, list[str]]] = []
+    for p in prompts:
+        base = specs[0].get(p)
+        depth = max(len((s.get(p) or {}).get("per_position") or []) for s in specs)
+        for i in range(depth):
+            cells = []
+            for s in specs:
+                e = s.get(p)
+                pos = (e or {}).get("per_position") or []
+                if e is None or i >= len(pos):
+                    cells.append("–")
+                    continue
+                cell = f"{pos[i]:.1%}"
+                if base is not None and e is not base and i < len(base.get("per_position") or []):
+                    b = base["per_position"][i]
+                    cell += f" ({(pos[i] - b) * 100:+.1f} pt) " + _prop_mark(b, base["drafts"], pos[i], e["drafts"])
+                cells.append(cell)
+            rows.append((f"{p} position {i}", cells))
+        rows.append((f"{p} mean acceptance length",
+                     [f"{(s.get(p) or {}).get('mean_acceptance_length') or 0:.2f}" if s.get(p) else "–"
+                      for s in specs]))
+    notes = ["per position = accepted at that draft position / drafts, from the server's counters differenced over "
+             "the prompt's requests; marks: beyond two binomial standard errors of the drafts counted"]
+    if any(e.get("caveat") for s in specs for e in s.values()):
+        notes.append("SGLang figures are gauges read after the prompt: they describe recent steps, not only it")
+    return Table("spec_acceptance", "Draft acceptance per position", [r.label for r in runs], rows, notes,
+                 row_header="prompt / position")
+
+
+def counters_table(runs: list[LabelledRun]) -> Table | None:
+    """Server counters over each run (before -> after) and the largest queue/running gauges seen."""
+    mets = [_evidence(r).get("server_metrics") or {} for r in runs]
+    if not any(m.get("available") for m in mets):
+        return None
+    rows = []
+    for name, series in _COUNTER_ROWS:
+        cells = []
+        for m in mets:
+            c = m.get("counters") or {}
+            vals = [_sum(c, s) for s in series]
+            if name.startswith("mean"):
+                cells.append(f"{vals[0] / vals[1]:.3g}" if vals[0] is not None and vals[1] else "–")
+            elif name.startswith("prefix"):
+                cells.append(f"{vals[0]:.0f} / {vals[1]:.0f}" if None not in vals else "–")
+            else:
+                v = next((x for x in vals if x is not None), None)
+                cells.append(f"{v:.0f}" if v is not None else "–")
+        if any(c != "–" for c in cells):
+            rows.append((name, cells))
+    for name, series in _GAUGE_ROWS:
+        cells = []
+        for m in mets:
+            v = next((x for x in (_gauge_max(m.get("gauges") or {}, s) for s in series) if x is not None), None)
+            cells.append(f"{v:.0f}" if v is not None else "–")
+        if any(c != "–" for c in cells):
+            rows.append((name, cells))
+    notes = [f"{r.label}: /metrics unavailable ({m.get('first_error')})" for r, m in zip(runs, mets)
+             if m and not m.get("available")]
+    return Table("server_counters", "Server counters over the run", [r.label for r in runs], rows, notes,
+                 row_header="what")
+
+
+def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
+    """The section's context: tables, warnings, and the flagged log lines of each run."""
+    if not runs:
+        return None
+    ident, warnings = identity_table(runs)
+    tables = [ident]
+    for t in (acceptance_table(runs), counters_table(runs)):
+        if t is not None:
+            tables.append(t)
+    flagged = []
+    for r in runs:
+        log = r.summary.get("server_log")
+        if log and log.get("flagged_lines"):
+            flagged.append({"label": r.label, "kind": r.kind, "path": log.get("path"),
+                            "lines": log["flagged_lines"][:12], "more": max(0, log.get("flagged", 0) - 12)})
+    return {"heading": "What the server says", "tables": tables, "warnings": warnings, "flagged": flagged}
