@@ -2,13 +2,16 @@
 
 One `evalkit stress --cycles 1` run per combination of yield / no yield, cancel that aborts at the next chunk /
 at the end of a 4096-token batch / never, housekeeping on / off and 1 / 2 slots (16K-token long prompts at
-`--time-scale 25`). The verdicts from the run's files (timings, log, /metrics) must agree with `/sim/events`; the
+`--time-scale 25`). A run takes ~10 s, mostly fixed start-up, so by default six combinations run that cover every
+pair of settings; `EVALKIT_TEST_FULL_MATRIX=1` runs all 24. The verdicts from the run's files (timings, log, /metrics) must agree with `/sim/events`; the
 same run with the server's evidence stripped (the client alone) must agree or say "can't tell", never be wrong.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -74,15 +77,19 @@ def client_only(lines: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[st
                     ServerEvidence())
 
 
-@pytest.mark.parametrize("slots", ["1", "2"])
-@pytest.mark.parametrize("housekeeping", ["off", "on"])
-@pytest.mark.parametrize("cancel", list(CANCELS))
-@pytest.mark.parametrize("yielding", ["--yield", "--no-yield"])
+# Every pair of values of any two settings appears in at least one of these (a covering array).
+PAIRWISE = [("--yield", "chunk", "off", "1"), ("--yield", "batch", "on", "2"), ("--yield", "never", "on", "1"),
+            ("--no-yield", "chunk", "on", "2"), ("--no-yield", "batch", "off", "1"), ("--no-yield", "never", "off", "2")]
+FULL = list(itertools.product(["--yield", "--no-yield"], list(CANCELS), ["off", "on"], ["1", "2"]))
+
+
+@pytest.mark.parametrize("yielding,cancel,housekeeping,slots",
+                         FULL if os.environ.get("EVALKIT_TEST_FULL_MATRIX") else PAIRWISE)
 def test_verdicts_agree_with_the_sims_events(tmp_path: Path, yielding: str, cancel: str, housekeeping: str,
                                              slots: str) -> None:
     flags = [yielding, *CANCELS[cancel], "--max-batch", slots]
     if housekeeping == "on":
-        flags += ["--housekeeping-s-per-token", "0.0001"]  # 1.6 s after a 16K-token request (its prefill: 8 s)
+        flags += ["--housekeeping-s-per-token", "0.0005"]  # 8 s after a 16K-token request, its prefill time
     r = _run(tmp_path, flags)
     want = truth(r["lines"], r["events"])
     d = r["summary"]["diagnoses"]
@@ -106,3 +113,13 @@ def test_verdicts_agree_with_the_sims_events(tmp_path: Path, yielding: str, canc
         assert alone[name]["evidence"] == "client"
         if v == CANT:
             assert alone[name]["would_tell"]
+
+
+def test_killed_streams_are_errors_of_their_own_kind_against_the_killed_request(tmp_path: Path) -> None:
+    r = _run(tmp_path, ["--kill-on-new-request", "--max-batch", "2"])
+    s = r["summary"]
+    killed = {rid for rid, e in r["events"].items() if e["status"] == "killed"}
+    errors = {e["request_id"] for e in s["error_requests"] if e["kind"] == "killed_stream"}
+    print(f"\nkilled by the sim: {sorted(killed)}; error kinds {s['error_kinds']}")
+    assert killed and errors == killed
+    assert s["error_kinds"]["killed_stream"] == len(killed) and s["cycles"] == 1

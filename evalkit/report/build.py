@@ -11,6 +11,7 @@ from evalkit.report.memory import memory_section
 from evalkit.report.memory_plot import gpu_memory_plot
 from evalkit.report import capability as capability_report
 from evalkit.report.runs import LabelledRun
+from evalkit.report import stress_diagnoses
 from evalkit.report.server_says import server_says_section
 
 SECTION_ORDER = ("bench", "capability", "stress", "load")
@@ -37,7 +38,7 @@ def build_context(
         elif kind == "capability":
             tbls = capability_report.capability_tables(group)
         elif kind == "stress":
-            tbls = [tables.stress_table(group, noise_floor)]
+            tbls = [tables.stress_table(group, noise_floor), *stress_diagnoses.diagnosis_tables(group)]
         elif kind == "load":
             sections.append(capacity.capacity_section(group, HEADINGS[kind]))
             continue

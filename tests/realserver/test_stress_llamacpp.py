@@ -26,6 +26,7 @@ SERVERS = {
 def stress_run(llama_server, tmp_path_factory: pytest.TempPathFactory):
     """`stress_run(label)` -> (summary, request lines, server log): one stress run per configuration, shared."""
     runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]], str]] = {}
+    logs: dict[str, list[dict[str, Any]]] = {}
 
     def get(label: str) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         if label not in runs:
@@ -33,13 +34,16 @@ def stress_run(llama_server, tmp_path_factory: pytest.TempPathFactory):
             out = tmp_path_factory.mktemp(f"stress-{label}")
             proc = run_evalkit(["stress", "--base-url", srv.base_url, "--cycles", "1", "--seed", "42",
                                 "--long-tokens", str(LONG_TOKENS), "--long-max-tokens", "16", "--gen-tokens", "256",
+                                "--server-log", str(srv.log_path),
                                 "--no-progress", "--out", str(out), "--name", f"stress-{label}"], cwd=out)
             assert proc.returncode == 0, proc.stderr
             run = run_dir_from(proc)
             runs[label] = (json.loads((run / "summary.json").read_text()), read_jsonl(run / "requests.jsonl"),
                            srv.log_text())
+            logs[label] = read_jsonl(run / "server_log.jsonl")
         return runs[label]
 
+    get.logs = logs  # type: ignore[attr-defined]
     return get
 
 
@@ -139,3 +143,28 @@ def test_what_llama_cpp_does_with_a_cancelled_prefill(stress_run) -> None:
         assert ca["aborts"] is not None, ca
     # With 512-token batches the abort lands within ~3 s, far inside a 3000-token prefill.
     assert _diagnoses(stress_run("np2-b512")[0])["cancel_aborts"]["aborts"] is True
+
+
+@pytest.mark.parametrize("label", list(SERVERS))
+def test_cancel_verdict_and_granularity_agree_with_the_server_log(stress_run, label: str) -> None:
+    """The log's `cancel task` / `stop processing: n_tokens = N` lines after the cancel say the engine stopped before
+    the end of the prompt (llama.cpp finishes the current -b batch): the verdict must say yes, at a batch boundary
+    (or at once), from the log, and name the same n_tokens."""
+    summary, lines, _ = stress_run(label)
+    log = stress_run.logs[label]
+    ca = _diagnoses(summary)["cancel_aborts"]
+    c = next(x for x in lines if x.get("scenario") == "cancel_then_short" and x.get("role") == "long")
+    stops = [x for x in log if "stop processing: n_tokens" in x["line"] and x["t"] >= c["t_done"] - 0.05]
+    cancels = [x for x in log if "cancel task" in x["line"] and x["t"] >= c["t_done"] - 0.05]
+    print(f"\n[realserver] cancel on {label}: verdict {ca['verdict']} ({ca.get('granularity')}, evidence "
+          f"{ca['evidence']}); log after the cancel: {[x['line'].strip()[:100] for x in (cancels + stops)[:3]]}")
+    assert cancels and stops, "the server log shows no cancel / stop processing line after the cancel"
+    n_tokens = int(stops[0]["line"].split("n_tokens = ")[1].split(",")[0])
+    prompt = c.get("planned_prompt_tokens") or LONG_TOKENS
+    log_says_aborted = n_tokens < 0.98 * prompt
+    assert ca["evidence"] == "log"
+    assert ca["aborts"] is log_says_aborted
+    sample = ca["samples"][0]
+    assert sample["figures"]["stopped_at_tokens"] == n_tokens
+    if log_says_aborted:
+        assert ca["granularity"] in ("at a batch boundary", "at once")
