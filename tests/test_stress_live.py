@@ -97,7 +97,7 @@ def test_before_after_ratio_and_diagnoses(runs: dict[str, dict[str, Any]]) -> No
     assert after["diagnoses"]["cancel_aborts"]["aborts"] is True
     assert before["diagnoses"]["head_of_line_blocking"]["detected"] is True
     assert after["diagnoses"]["head_of_line_blocking"]["detected"] is False
-    assert "cancel does NOT abort" in runs["dual-2080ti-before"]["stdout"]
+    assert "cancel aborts the prefill: no" in runs["dual-2080ti-before"]["stdout"]
     assert "effective concurrency: 2" in runs["dual-2080ti-after"]["stdout"]
 
 
