@@ -212,8 +212,9 @@ def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
         text = f"can't tell: fewer than {MIN_CYCLES} cycles to judge a slope by"
     else:
         text = "no leak: every card's memory is flat across cycles (slope within noise)"
-    return {"leak_suspected_on": [c["index"] for c in growing], "cards": len(ordered), "verdict": text,
-            "evidence": EVIDENCE}
+    # `cards_growing` is a number so that a gate rule can hold it at 0.
+    return {"leak_suspected_on": [c["index"] for c in growing], "cards_growing": len(growing), "cards": len(ordered),
+            "verdict": text, "evidence": EVIDENCE}
 
 
 def peaks_line(cards: dict[str, Any] | None) -> str | None:

@@ -66,7 +66,7 @@ def test_leak_on_card_0_only_is_named_with_its_figures(runs: dict[str, Any]) -> 
     assert gpu["0"]["slope_mib_per_hour"] > 0
     assert (gpu["0"]["verdict"], gpu["1"]["verdict"]) == ("growing", "flat")
     assert gpu["1"]["slope_mib_per_cycle"] == 0 and gpu["1"]["peak_mib"] == 2500
-    assert verdict["leak_suspected_on"] == [0]
+    assert (verdict["leak_suspected_on"], verdict["cards_growing"], verdict["cards"]) == ([0], 1, 2)
     assert verdict["verdict"].startswith("possible leak on GPU 0 (NVIDIA GeForce RTX 2080 Ti): +")
     assert "GPU 1 flat" in verdict["verdict"] and "GPU 1 (" not in verdict["verdict"]
     assert f"{gpu['0']['slope_mib_per_cycle']:+.1f}" in verdict["verdict"]
@@ -172,3 +172,19 @@ def test_bench_and_capability_record_peak_per_card(tmp_path: Path, command: list
     assert gpu["0"]["peak_mib"] == 4000 + 5 * finished
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["gpu_memory_sampler"].endswith("nvidia-smi")
+
+
+def test_report_judges_an_old_run_from_its_gpu_samples(tmp_path: Path) -> None:
+    """A run summarised before the verdict existed (peak and slope only) gets its verdict from gpu_memory.jsonl."""
+    from runfixtures import write_run
+
+    run = write_run(tmp_path / "old", "stress", {"seed": 1, "cycles": 4, "requests": 0, "errors": 0,
+                                                  "wrong_answers": 0, "metrics": {},
+                                                  "gpu_memory": {"0": {"peak_mib": 1300.0}, "1": {"peak_mib": 900.0}}})
+    samples = [{"t": 100.0 + 10 * c + k, "cycle": c, "gpu": g, "used_mib": (900.0 if g else 1000 + 75 * c + k),
+                "total_mib": 16384} for c in range(1, 5) for k in range(3) for g in (0, 1)]
+    (run / "gpu_memory.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    out = tmp_path / "report.md"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    section = _section(out.read_text())
+    assert "possible leak on GPU 0: +75.0 ± 0.0 MiB per cycle" in section and "GPU 1 flat" in section
