@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from evalkit.cli import main
+from evalkit.evidence import evidence_summary
 from evalkit.load.summary import build_summary
 from evalkit.load.workload import count_for
 from evalkit.sim.launch import SimProcess, start_sim
@@ -112,7 +113,7 @@ def test_every_answer_checked_and_warmup_not_counted(searched: dict[int, Path]) 
         assert r["ttft_s"] > 0 and r["e2e_s"] >= r["ttft_s"] and len(r["chunk_times"]) >= 60
         assert r["completion_tokens"] == 2 * r["count_to"] - 1
     # The summary is a function of the run directory's files alone.
-    assert build_summary(run) == s
+    assert {**build_summary(run), **evidence_summary(run)} == s
 
 
 def test_report_shows_the_moved_maximum_with_a_verdict(searched: dict[int, Path], tmp_path: Path) -> None:

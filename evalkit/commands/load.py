@@ -19,6 +19,7 @@ from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.errors import UsageError
+from evalkit.evidence import evidence_summary
 from evalkit.load.metrics import judge_point, point_metrics
 from evalkit.load.runner import LoadRunner, PointRun
 from evalkit.load.schedule import ARRIVALS, PointPlan, PointSpec, render_plan
@@ -135,6 +136,7 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
                 next_id[0] += 1
                 t0 = utc_now_iso()
                 await runner.run_point(point)
+                await ctx.evidence.snapshot(f"{spec.label} repeat {repeat}")  # the server's counters per point
                 m = point_metrics(point.measured(), mode, load, targets)
                 reps.append(m)
                 ctx.rundir.append(POINTS, {"point": point.point_id, "mode": mode, "load": load, "repeat": repeat,
@@ -152,9 +154,8 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
                 await measure(start)
         finally:
             runner.close()
-        if getattr(ctx, "evidence", None) is not None:  # the server's /metrics and log, where the tree has them
-            await ctx.evidence.end()
-        summary = build_summary(ctx.rundir.path)
+        await ctx.evidence.end()
+        summary = {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish()
         print(_table(summary), flush=True)
