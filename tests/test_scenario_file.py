@@ -111,3 +111,19 @@ rounds = 3
 def test_every_example_is_valid_with_expectations(path: Path) -> None:
     f = load_scenarios(path)
     assert f.scenarios and all(s.expect for s in f.scenarios)
+
+
+def test_resume_with_another_scenario_file_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from evalkit.errors import UsageError
+    from evalkit_stress.scenario_results import check_same_scenarios
+
+    first = parse_scenarios(GOOD, "first.toml")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"kind": "stress", "stress": {
+        "scenario_file": "first.toml", "scenario_sha256": first.sha256}}))
+    check_same_scenarios(run, first)
+    with pytest.raises(UsageError, match="first.toml"):
+        check_same_scenarios(run, parse_scenarios(GOOD.replace("2.0", "3.0"), "second.toml"))
