@@ -11,3 +11,8 @@ fi
 start=$(date +%s)
 python -m evalkit.realserver provision "$@"
 echo "provision: llama-server ready in $(( $(date +%s) - start )) s"
+# llama-cpp-python's server (tests/realserver/test_llama_cpp_python.py): its own source build of llama.cpp with the
+# same flags, cached the same way, installed with its [server] extra into a venv of its own inside the cache.
+start=$(date +%s)
+python -m evalkit.realserver provision-llama-cpp-python
+echo "provision: llama-cpp-python ready in $(( $(date +%s) - start )) s"
