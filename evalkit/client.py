@@ -65,6 +65,7 @@ class ChatClient:
         # Servers behind starlette-context (llama-cpp-python) answer HTTP 400 to an X-Request-Id that is not a
         # UUID; then the id sent, and recorded as `request_id`, is a UUID and the caller's id is `request_label`.
         self.uuid_request_ids = uuid_request_ids
+        self.preflight: Any = None  # what the preflight found (evalkit.preflight.CheckResult), set by connect
         # `t_sent` is stamped by the HTTP library's hooks (`_on_request`), when the request's headers are in the
         # socket: the SDK's own request building (about 1 ms, more on a busy client) is the client's cost, not
         # the server's latency.

@@ -45,5 +45,7 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None) -> tup
     if refused:
         raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: {refused[0].detail}"
                             + (f"; {refused[0].fix}" if refused[0].fix else "") + " (evalkit check shows more)")
-    return ChatClient(profile.base_url or "", model, api_key=api_key(profile), clock=clock,
-                      uuid_request_ids=check.uuid_request_ids), profile
+    client = ChatClient(profile.base_url or "", model, api_key=api_key(profile), clock=clock,
+                        uuid_request_ids=check.uuid_request_ids)
+    client.preflight = check
+    return client, profile

@@ -12,7 +12,7 @@ from evalkit.clock import Clock
 from evalkit.config import ServerProfile, api_key, manifest_fields, resolve_profile
 from evalkit.connect import open_client
 from evalkit.evidence import ServerEvidence, evidence_from_args
-from evalkit.rundir import RunDir, default_run_name
+from evalkit.rundir import RunDir, default_run_name, write_json_atomic
 from evalkit.server_identity import apply_build_args, identify
 
 
@@ -52,6 +52,8 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
         fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
                                   getattr(args, "build_info", None) or [])
         rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **manifest})
+        if client.preflight is not None:  # what the preflight found, and how the client talks to this server
+            write_json_atomic(rundir.path / "check.json", client.preflight.to_json())
         key = api_key(profile)
         identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.

@@ -54,6 +54,7 @@ def test_uuid_request_ids(sim, tmp_path: Path) -> None:
     s.reset()
     assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
                  "--max-tokens", "16", "--concurrency", "1"]) == 0
+    assert json.loads((tmp_path / "b" / "check.json").read_text())["uuid_request_ids"] is True
     lines = read_jsonl(tmp_path / "b" / "requests.jsonl")
     events = {e["request_id"]: e for e in s.events()}
     assert lines and all(x["status"] == "ok" and x["request_label"].startswith("bench-") for x in lines)
