@@ -259,6 +259,11 @@ async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_bo
     pair = await asyncio.gather(chat_probe(http, result.base_url, body, _hdr(result)),
                                 chat_probe(http, result.base_url, body, _hdr(result)))
     together = time.perf_counter() - start
+    killed = [p for p in pair if p.status == 200 and p.finish_reason is None]
+    if alone.ok and killed and len(killed) < len(pair):
+        # llama-cpp-python: the second request ends the first one's stream (HTTP 200, then nothing more).
+        return Row("requests served at once", False, f"1: a second request killed the stream in progress "
+                   f"(HTTP 200, {killed[0].chunks} chunks, no finish_reason); stress counts it as killed_stream")
     if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
         return Row("requests served at once", None, "could not time two generations")
     served = 2 * alone.elapsed_s / together

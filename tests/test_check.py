@@ -61,6 +61,13 @@ def test_uuid_request_ids(sim, tmp_path: Path) -> None:
     assert all(events[x["request_id"]]["completion_tokens"] == x["completion_tokens"] for x in lines)
 
 
+def test_killed_stream_reported(sim, tmp_path: Path) -> None:
+    s = sim("--time-scale", "20", "--kill-on-new-request", "--max-batch", "1")
+    code, rows = _check(s, tmp_path, "--thinking", "")
+    row = rows["requests served at once"]
+    assert code == 0 and row["supported"] is False and "killed the stream in progress" in row["detail"]
+
+
 def test_refused_field_named(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20", "--reject-fields", "stream_options")
     code, rows = _check(s, tmp_path, "--thinking", "")
