@@ -20,6 +20,7 @@ class QuestionScore:
     dataset: str
     outcomes: tuple[str, ...]
     extracted: tuple[Any, ...]
+    whys: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -66,7 +67,8 @@ def question_scores(lines: list[dict[str, Any]]) -> dict[str, QuestionScore]:
     return {q: QuestionScore(q, str(grouped[q][0].get("dataset") or q.split(":", 1)[0]),
                              tuple(str(ln.get("outcome") or ("correct" if ln.get("correct") else "wrong"))
                                    for ln in grouped[q]),
-                             tuple(ln.get("extracted") for ln in grouped[q]))
+                             tuple(ln.get("extracted") for ln in grouped[q]),
+                             tuple(str(ln.get("why") or "") for ln in grouped[q]))
             for q in order}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalkit_evals.datasets import load_items
+from evalkit_evals.prompting import musr_choices
 from cases.capability_hard_cases import GSM8K, HUMANEVALPLUS, MATH500, MUSR
 
 EVALKIT = [sys.executable, "-m", "evalkit"]
@@ -51,7 +52,8 @@ def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
 
 
 def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
-    """GSM8K's worked answers, MATH-500's answer boxed, MuSR's right choice, all 164 canonical solutions."""
+    """GSM8K's worked answers, MATH-500's answer boxed, MuSR's right choice (by number and by text), all 164
+    canonical solutions: the 2,739 items' reference answers all grade correct."""
     answers = []
     for it in load_items("gsm8k", data_dir):
         answers.append({"id": it.qid, "content": it.row["answer"], "reasoning": None})
@@ -60,14 +62,19 @@ def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
                         "reasoning": None})
     for it in load_items("musr", data_dir):
         answers.append({"id": it.qid, "content": f"ANSWER: {int(it.row['answer_index']) + 1}", "reasoning": None})
+        # The right choice named by its text, as models often answer: no twin, substring or spacing trap fails it.
+        gold_text = musr_choices(it.row)[int(it.row["answer_index"])].strip()
+        answers.append({"id": it.qid, "content": f"ANSWER: {gold_text}", "reasoning": None})
     for it in load_items("humanevalplus", data_dir):
         code = it.row["prompt"] + it.row["canonical_solution"]
         answers.append({"id": it.qid, "content": f"```python\n{code}\n```", "reasoning": "not graded"})
     graded, summary, _ = _replay(tmp_path, answers, "reference")
     failed = [(g["id"], g["outcome"], g["why"][:200]) for g in graded if not g["correct"]]
     assert not failed, failed[:20]
-    assert summary["total"] == {"correct": len(answers), "total": len(answers),
-                                "outcomes": {"correct": len(answers), "wrong": 0, "unparsed": 0, "truncated": 0,
+    items = len({a["id"] for a in answers})  # the summary counts each id once (its last line)
+    assert items == 1319 + 500 + 756 + 164 == 2739
+    assert summary["total"] == {"correct": items, "total": items,
+                                "outcomes": {"correct": items, "wrong": 0, "unparsed": 0, "truncated": 0,
                                              "error": 0}}
     assert any(g["id"] == "humanevalplus:HumanEval/32" and g["correct"] for g in graded)
 

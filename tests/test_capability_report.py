@@ -91,6 +91,9 @@ def test_report_lists_exactly_the_flipped_questions(runs: dict[str, Path], tmp_p
         {q: "right_to_wrong" if d == "right→wrong" else "wrong_to_right" for q, d in implied.items()}
     assert all(e["comparable"] and e["before"]["label"] == "seed1" and e["after"]["label"] == "seed2"
                for e in exported)
+    for e in exported:  # each side says why it was graded so, as graded.jsonl does
+        assert e["before"]["why"] == [ga[e["id"]]["why"]] and e["after"]["why"] == [gb[e["id"]]["why"]]
+        assert e["before"]["extracted"] == [ga[e["id"]]["extracted"]]
     # Per dataset: each changed table's ids belong to its dataset, and its title counts them.
     for ds in DATASETS.split(","):
         mine = [q for q in implied if q.startswith(ds + ":")]

@@ -35,7 +35,8 @@ class QuestionChange:
     def to_json(self, before_label: str, after_label: str) -> dict[str, Any]:
         """A line of the `--changed-only` export."""
         def side(label: str, s: QuestionScore) -> dict[str, Any]:
-            return {"label": label, "score": s.score, "outcomes": list(s.outcomes), "extracted": list(s.extracted)}
+            return {"label": label, "score": s.score, "outcomes": list(s.outcomes), "extracted": list(s.extracted),
+                    "why": list(s.whys)}
         return {"id": self.qid, "dataset": self.dataset, "change": self.change,
                 "before": side(before_label, self.before), "after": side(after_label, self.after)}
 
@@ -65,20 +66,20 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
              if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]]
     if moved:
         reasons.append(f"{len(moved)} question(s) have different text (row_hash), e.g. {sorted(moved)[0]}")
-    for key, what in (("question_set", "question-set manifests"), ("prompt_templates", "prompt templates")):
-        va, vb = base.run.manifest.get(key), other.run.manifest.get(key)
-        if va is not None and vb is not None and va != vb:
-            reasons.append(f"different {what}" + (f" ({', '.join(_diff_keys(va, vb))})" if isinstance(va, dict)
-                                                  and isinstance(vb, dict) else ""))
+    qa, qb = base.run.manifest.get("question_set"), other.run.manifest.get("question_set")
+    if qa is not None and qb is not None and qa != qb:
+        reasons.append("different question-set manifests")
+    # Templates of datasets only one run asked are already a difference of questions.
+    ta, tb = base.run.manifest.get("prompt_templates"), other.run.manifest.get("prompt_templates")
+    changed = [k for k in sorted(set(ta) & set(tb)) if ta[k] != tb[k]] if isinstance(ta, dict) and \
+        isinstance(tb, dict) else []
+    if changed:
+        reasons.append(f"different prompt templates ({', '.join(changed)})")
     for r in (base, other):
         errors = ((r.summary.get("total") or {}).get("outcomes") or {}).get("error")
         if errors:
             reasons.append(f"{r.label} has {errors} error outcome(s)")
     return reasons
-
-
-def _diff_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
 def question_changes(base: LabelledRun, other: LabelledRun) -> list[QuestionChange]:
@@ -175,8 +176,8 @@ def change_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     """Per dataset, the questions that went right→wrong and wrong→right against the first run, with both answers."""
     out = []
     for k, r in enumerate(group[1:], 1):
-        if not (_scores(group[0]) and _scores(r)):
-            continue  # without graded.jsonl on both sides there is nothing to pair
+        if not set(_scores(group[0])) & set(_scores(r)):
+            continue  # no question graded by both runs: nothing to pair
         changes = question_changes(group[0], r)
         by_ds: dict[str, list[QuestionChange]] = {}
         for c in changes:
