@@ -76,11 +76,15 @@ def test_refused_field_named(sim, tmp_path: Path) -> None:
     assert row["supported"] is False and "stream_options" in row["detail"] and "rejects the request field" in row["detail"]
 
 
-def test_server_refusing_everything_stops_after_preflight(sim, tmp_path: Path,
+@pytest.mark.parametrize("command", [
+    ["stress", "--cycles", "1", "--seed", "1", "--long-tokens", "3000", "--no-progress"],
+    ["bench", "--runs", "1"],
+    ["capability", "--thinking", "off", "--limit", "2"],
+])
+def test_server_refusing_everything_stops_after_preflight(sim, tmp_path: Path, command: list[str],
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     s = sim("--time-scale", "20", "--fail-rate", "1.0")
-    assert main(["stress", "--base-url", s.base_url, "--out", str(tmp_path), "--cycles", "1", "--seed", "1",
-                 "--long-tokens", "3000", "--no-progress"]) == 1
+    assert main([*command, "--base-url", s.base_url, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "HTTP 500" in err[0] and "simulated internal server error" in err[0]
     assert len(s.events()) <= 3  # the probe and its variants, not a cycle of failed requests
