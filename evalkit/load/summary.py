@@ -45,7 +45,8 @@ def build_summary(path: Path) -> dict[str, Any]:
     failing = [p["load"] for p in points if not p["meets_slo"]]
     limit = min(failing) if failing else None
     passing = [p["load"] for p in points if p["meets_slo"] and (limit is None or p["load"] < limit)]
-    best = max(passing) if passing else None
+    # No load meeting the targets is a maximum of 0 (a number a gate rule can fail on), not a missing value.
+    best = max(passing) if passing else (0.0 if targets and points else None)
     at_best = next((p for p in points if p["load"] == best), None)
     measured_all = [r for r in lines if r.get("phase") == "measured"]
     summary: dict[str, Any] = {

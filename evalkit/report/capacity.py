@@ -37,7 +37,7 @@ def max_verdict(before: LabelledRun, after: LabelledRun) -> tuple[str, str]:
         return noise.UNKNOWN, "the runs were held to different targets: not comparable"
     bb, ab = b.get("max_load_meeting_slo"), a.get("max_load_meeting_slo")
     if bb is None or ab is None:
-        return noise.UNKNOWN, f"no load met the targets in {before.label if bb is None else after.label}"
+        return noise.UNKNOWN, f"{before.label if bb is None else after.label} has no maximum (a run without --slo)"
     invalid = [r.label for r in (before, after) if (r.summary.get("client") or {}).get("invalid_points")]
     step = max(_step(before, bb), _step(after, ab))
     unit = UNIT.get(str(mode), "")
