@@ -321,7 +321,7 @@ def _scenario(sc: dict[str, Any], where: _Where, context: int | None) -> Scenari
 def _resolve_same_as(r: dict[str, Any], by_id: dict[str, dict[str, Any]], where: _Where) -> None:
     src = r["same_as"]
     if src is None:
-        r["role"] = r["role"] or r["prompt"]
+        r["role"] = r["role"] or r["id"]
         return
     t = by_id.get(src)
     if t is None:
@@ -331,7 +331,7 @@ def _resolve_same_as(r: dict[str, Any], by_id: dict[str, dict[str, Any]], where:
     if r["prompt"] not in (None, t["prompt"]):
         where.fail(f"request.{r['id']}.prompt", f"differs from the prompt of {src!r}, which it copies")
     r["prompt"] = t["prompt"]
-    r["role"] = r["role"] or t["prompt"]
+    r["role"] = r["role"] or r["id"]
     if t["prompt"] == "long":
         r["tokens"] = r["tokens"] or t["tokens"]
 
