@@ -21,8 +21,9 @@ DATASETS = "gsm8k,musr"  # the fastest to grade; MATH-500 and HumanEval+ add gra
 
 
 def _capability(base_url: str, out: Path, name: str, *flags: str) -> subprocess.Popen:
+    thinking = [] if "--thinking" in flags else ["--thinking", "off"]
     return subprocess.Popen([*EVALKIT, "capability", "--base-url", base_url, "--out", str(out), "--name", name,
-                             "--thinking", "off", "--concurrency", "4", *flags],
+                             *thinking, "--concurrency", "4", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -58,7 +59,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """Two sims at accuracy 0.9 with different seeds; full runs of three datasets and smaller ones."""
     out = tmp_path_factory.mktemp("caprep")
     sims = [start_sim(["--port", "0", "--time-scale", "1000", "--accuracy", "0.9", "--seed", s]) for s in ("1", "2")]
-    try:  # all five at once: each spends most of its time starting up and waiting on the sim
+    try:  # all at once: each spends most of its time starting up and waiting on the sim
         procs = {
             "a": _capability(sims[0].base_url, out, "a", "--datasets", DATASETS),
             "b": _capability(sims[1].base_url, out, "b", "--datasets", DATASETS),
@@ -66,6 +67,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
             "b_two": _capability(sims[1].base_url, out, "b_two", "--datasets", "gsm8k"),
             "rep": _capability(sims[0].base_url, out, "rep", "--datasets", "gsm8k,musr", "--limit", "8",
                                "--repeats", "3", "--temperature", "0.8"),
+            "think": _capability(sims[0].base_url, out, "think", "--thinking", "low", "--datasets", "gsm8k",
+                                 "--limit", "6", "--max-tokens", "2000"),
         }
         yield {k: _finished(p) for k, p in procs.items()}
     finally:
@@ -160,3 +163,16 @@ def test_repeats_pass_at_1_is_the_mean_of_per_question_scores(runs: dict[str, Pa
     total = {r[0]: r for r in _rows(md, "Capability, thinking off")}["total"]
     assert total[1].startswith(f"{expected:.3f} [")
     assert "pass@1 is the mean over questions" in md
+
+
+def test_thinking_run_shows_the_share_of_the_budget_thinking_used(runs: dict[str, Path], tmp_path: Path) -> None:
+    graded = _graded(runs["think"])
+    assert all(g["thinking"] and g["reasoning_tokens"] > 0 for g in graded)
+    md = _report(tmp_path, str(runs["think"]), "--labels", "t")
+    header = next(r for r in _rows(md, "How the model answered, thinking low: t") if r[0] == "dataset")
+    row = {r[0]: r for r in _rows(md, "How the model answered, thinking low: t")}["gsm8k"]
+    used = sorted(g["reasoning_tokens"] / 2000 for g in graded)
+    median = (used[2] + used[3]) / 2
+    assert header[-1] == "budget used by thinking p50" and row[-1] == f"{median * 100:.0f}%"
+    reasoning = sorted(g["reasoning_tokens"] for g in graded)
+    assert row[1] == f"{(reasoning[2] + reasoning[3]) / 2:.0f}"
