@@ -63,6 +63,10 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
     rundir.write_summary(summary)
     rundir.finish()
     print(table(summary))
+    p1 = summary["total"].get("pass_at_1")
+    if p1:
+        print(f"pass@1 {p1['value']:.3f} (95% interval {p1['ci95'][0]:.3f} to {p1['ci95'][1]:.3f}) over "
+              f"{p1['questions']} questions x {p1['repeats']} repeats; repeats agree on {p1['agreement']:.0%}")
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
     if warning:
