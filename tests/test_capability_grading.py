@@ -18,7 +18,7 @@ GSM8K_SEPARATORS = [  # (gold, answer, expected, why)
     ("36500", "The answer is 36\u202f500.", "correct", "narrow no-break space"),
     ("36500", "**Answer:** 36\u00a0500", "correct", "no-break space"),
     ("1250000", "\\boxed{1 250 000}", "correct", "space groups inside boxed"),
-    ("500", "She packs 3 500-gram bags.\nThe answer is 500", "correct", "a count before a hyphenated unit is not a group"),
+    ("500", "She packs 3 500-gram bags.\nThe answer is 500", "correct", "a count before a hyphenated unit"),
     ("3500", "#### 3 5000", "wrong", "malformed space group: 3, not 35000"),
     ("36500", "The answer is 36 50", "wrong", "a two-digit group is no group"),
     ("18", "16 - 3 - 4 = 9 eggs\n#### 18", "correct", "spaced arithmetic is not grouped"),
