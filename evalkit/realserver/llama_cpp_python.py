@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from evalkit.realserver.launch import free_port
-from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, _locked, build_key, cache_root
+from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, cache_root, locked
 
 VERSION = "0.3.36"
 
@@ -78,7 +78,7 @@ def provision(root: Path | None = None, seed_wheel: Path | None = None,
               say: Callable[[str], None] = print) -> PythonServer:
     """Reuse or build the wheel, and install it with its `[server]` extra into the cached venv (once)."""
     directory = build_dir(root)
-    with _locked(directory):
+    with locked(directory):
         wheel = cached_wheel(directory)
         if wheel is None and seed_wheel is not None:
             wheel = directory / seed_wheel.name
