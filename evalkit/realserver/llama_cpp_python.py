@@ -1,5 +1,6 @@
 """llama-cpp-python's OpenAI server, provisioned like llama-server: built once from the PyPI source package with the
-same no-AMX flags, cached by version + flags hash, run from a virtual environment of its own.
+same no-AMX flags (less the ISA extensions this CPU lacks), cached by version + flags hash, run from a virtual
+environment of its own.
 
 `<cache>/llama-cpp-python/<version>-<flags hash>/` holds the wheel, `build.log` and `venv/` (the wheel with its
 `[server]` extra: FastAPI, uvicorn, starlette-context ...), so its dependencies never touch evalkit's environment.
@@ -25,6 +26,34 @@ from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, 
 
 VERSION = "0.3.36"
 
+# The ISA flags of BUILD_FLAGS and the /proc/cpuinfo flag each one needs. A build for an extension the CPU lacks
+# dies with SIGILL (seen here: `{vex} vpdpbusd` from -DGGML_AVX_VNNI=ON on a Xeon with avx512_vnni only).
+_NEEDS = {
+    "-DGGML_AVX=ON": "avx", "-DGGML_AVX2=ON": "avx2", "-DGGML_FMA=ON": "fma", "-DGGML_F16C=ON": "f16c",
+    "-DGGML_BMI2=ON": "bmi2", "-DGGML_AVX_VNNI=ON": "avx_vnni", "-DGGML_AVX512=ON": "avx512f",
+    "-DGGML_AVX512_VBMI=ON": "avx512_vbmi", "-DGGML_AVX512_VNNI=ON": "avx512_vnni",
+    "-DGGML_AVX512_BF16=ON": "avx512_bf16",
+}
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str] | None:
+    """The CPU's feature flags, or None when they cannot be read (then every flag is kept)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None
+
+
+def build_flags(have: set[str] | None = None) -> tuple[str, ...]:
+    """BUILD_FLAGS without the ISA extensions this CPU lacks (AMX stays off either way)."""
+    have = cpu_flags() if have is None else have
+    if have is None:
+        return BUILD_FLAGS
+    return tuple(f for f in BUILD_FLAGS if _NEEDS.get(f) is None or _NEEDS[f] in have)
+
 
 @dataclass(frozen=True)
 class PythonServer:
@@ -35,7 +64,7 @@ class PythonServer:
 
 def build_dir(root: Path | None = None) -> Path:
     """Where the wheel and the venv for the current version and flags live."""
-    return (root or cache_root()) / "llama-cpp-python" / build_key(VERSION, BUILD_FLAGS)
+    return (root or cache_root()) / "llama-cpp-python" / build_key(VERSION, build_flags())
 
 
 def cached_wheel(directory: Path) -> Path | None:
@@ -47,8 +76,9 @@ def cached_wheel(directory: Path) -> Path | None:
 def build_wheel(directory: Path, say: Callable[[str], None] = print) -> Path:
     """Compile llama-cpp-python (it vendors llama.cpp) into a wheel in `directory`; log in `build.log`."""
     log_path = directory / "build.log"
-    env = {**os.environ, "CMAKE_ARGS": " ".join(BUILD_FLAGS), "CMAKE_BUILD_PARALLEL_LEVEL": str(BUILD_JOBS)}
-    say(f"building llama-cpp-python {VERSION} from source; log: {log_path}")
+    flags = build_flags()
+    env = {**os.environ, "CMAKE_ARGS": " ".join(flags), "CMAKE_BUILD_PARALLEL_LEVEL": str(BUILD_JOBS)}
+    say(f"building llama-cpp-python {VERSION} from source with {' '.join(flags)}; log: {log_path}")
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=directory) as tmp, open(log_path, "w") as log:
         # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and could hand back a -march=native (SIGILL) build.
