@@ -108,6 +108,7 @@ def test_every_answer_checked_and_warmup_not_counted(searched: dict[int, Path]) 
     assert any(r["phase"] == "warmup" for r in lines)
     assert all(r["outcome"] == "correct" and r["extracted"] for r in measured)
     assert s["errors"] == 0 and s["wrong_answers"] == 0
+    assert json.loads((run / "manifest.json").read_text())["token_scale"] == 1.0  # the sim counts by its own rule
     for r in measured:
         assert r["t_sent"] >= r["scheduled_send"] - 1e-6 and r["send_lateness_s"] >= -1e-6
         assert r["ttft_s"] > 0 and r["e2e_s"] >= r["ttft_s"] and len(r["chunk_times"]) >= 60

@@ -150,3 +150,13 @@ def test_bad_flags_exit_2(flags: list[str], capsys: pytest.CaptureFixture[str]) 
     rc, out, err = dry_run(capsys, *flags)
     assert rc == 2, out + err
     assert "error" in err and "Traceback" not in err
+
+
+def test_token_scale_fits_prompts_to_the_servers_tokens() -> None:
+    plain = Workload(Lengths(400, 400), Lengths(20, 20), prefix_tokens=100)
+    scaled = Workload(Lengths(400, 400), Lengths(20, 20), prefix_tokens=100, token_scale=2.0)
+    for wl, local in ((plain, 400), (scaled, 200)):
+        r = PointPlan(seed=1, spec=PointSpec("rate", 1.0), workload=wl, warmup=0, measured=3,
+                      duration_s=None).request(0)
+        assert count_tokens(r.prompt) + 6 == local
+        assert r.prompt_tokens == 400  # in the server's tokens

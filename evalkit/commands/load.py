@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from evalkit.load.schedule import ARRIVALS, PointPlan, PointSpec, render_plan
 from evalkit.load.search import search_max
 from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
+from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
 from evalkit.rundir import MANIFEST, utc_now_iso
 from evalkit.runcontext import open_run, print_run_path
@@ -50,6 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--prompt-tokens", default="256", help="prompt length in tokens: N or LO:HI (default 256)")
     w.add_argument("--output-tokens", default="64", help="answer length in tokens: N or LO:HI (default 64)")
     w.add_argument("--prefix-tokens", type=int, default=0, help="a prefix of P tokens every request shares")
+    w.add_argument("--token-scale", type=float, help="the server's tokens per token of the sim's rule (default: "
+                   "measured from the server at the start; --dry-run: 1, or the manifest's token_scale)")
     w.add_argument("--timeout-s", type=float, default=300.0, help="per-request timeout in seconds (default 300)")
     s = p.add_argument_group("targets and search")
     s.add_argument("--slo", action="append", default=[], metavar="TARGET",
@@ -84,6 +88,8 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
         raise UsageError("--runs must be at least 1")
     if args.search and not args.slo:
         raise UsageError("--search needs at least one --slo target")
+    if args.token_scale is not None and args.token_scale <= 0:
+        raise UsageError("--token-scale must be positive")
     if args.prefix_tokens < 0 or args.warmup is not None and args.warmup < 0:
         raise UsageError("--prefix-tokens and --warmup cannot be negative")
 
@@ -104,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     _check(args, mode, load)
     targets = [parse_target(s) for s in args.slo]
     workload = Workload(Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
-                        Lengths.parse(args.output_tokens, "--output-tokens"), args.prefix_tokens)
+                        Lengths.parse(args.output_tokens, "--output-tokens"), args.prefix_tokens,
+                        args.token_scale or 1.0)
     if args.dry_run:
         sys.stdout.write(render_plan(_plan(args, workload, PointSpec(mode, load))))
         if args.search:
@@ -125,6 +132,12 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
 
 async def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
     async with open_run(args, "load", {"seed": args.seed, "load": _options(args, mode, start)}) as ctx:
+        if args.token_scale is None:
+            scale, how = await measure_token_scale(ctx.client, dict(ctx.profile.extra_body))
+            workload = dataclasses.replace(workload, token_scale=scale)
+            ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
+        else:
+            ctx.rundir.update_manifest(token_scale=args.token_scale, tokenization={"method": "--token-scale"})
         runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, dict(ctx.profile.extra_body), args.timeout_s)
         next_id = [0]
 

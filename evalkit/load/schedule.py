@@ -48,7 +48,8 @@ class PointPlan:
     arrivals: str = "constant"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_prefix", shared_prefix(self.seed, self.workload.prefix_tokens))
+        object.__setattr__(self, "_prefix", shared_prefix(
+            self.seed, round(self.workload.prefix_tokens / self.workload.token_scale)))
 
     def request(self, index: int) -> LoadRequest:
         """Request `index` (warm-up first, then measured, then closed loop's cool-down)."""
@@ -101,6 +102,7 @@ def render_plan(plan: PointPlan, limit: int | None = None) -> str:
     lines = [
         f"# evalkit load plan: seed {plan.seed}, {s.mode} {s.load:g}, repeat {s.repeat}, key {s.key(plan.seed)}",
         f"# prompt_tokens {w.prompt_tokens}, output_tokens {w.output_tokens}, prefix_tokens {w.prefix_tokens}, "
+        f"token_scale {w.token_scale:.4f}, "
         f"warmup {plan.warmup}, " + (f"requests {plan.measured}" if plan.measured is not None
                                      else f"duration {plan.duration_s:g} s")
         + (f", arrivals {plan.arrivals}" if s.mode == "rate" else ""),

@@ -58,6 +58,7 @@ class Workload:
     prompt_tokens: Lengths
     output_tokens: Lengths
     prefix_tokens: int = 0
+    token_scale: float = 1.0  # the server's tokens per sim-rule token (evalkit/load/tokens.py)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class LoadRequest:
     index: int
     prompt: str
     count_to: int
-    prompt_tokens: int  # by the sim's rule, template included
+    prompt_tokens: int  # by the sim's rule times the run's token scale, template included
     output_tokens: int  # the count's answer length by the sim's rule
 
     @property
@@ -85,7 +86,8 @@ class LoadRequest:
         return hashlib.sha256(self.prompt.encode()).hexdigest()[:12]
 
 
-def _words(rng: random.Random, tokens: int) -> str:
+def filler_text(rng: random.Random, tokens: int) -> str:
+    """Seeded filler sentences of exactly `tokens` tokens by the sim's rule."""
     # Each filler word is one token by the sim's rule (a word with its leading space), a full stop is one more.
     vocab = filler_words()
     out: list[str] = []
@@ -103,7 +105,7 @@ def _words(rng: random.Random, tokens: int) -> str:
 
 def shared_prefix(seed: int, tokens: int) -> str:
     """The prefix every request of the run starts with (empty for 0 tokens)."""
-    return _words(random.Random(f"load-prefix:{seed}"), tokens) if tokens > 0 else ""
+    return filler_text(random.Random(f"load-prefix:{seed}"), tokens) if tokens > 0 else ""
 
 
 def count_for(output_tokens: int, index: int) -> int:
@@ -117,7 +119,7 @@ def count_for(output_tokens: int, index: int) -> int:
 def build_request(workload: Workload, prefix: str, key: str, index: int) -> LoadRequest:
     """Request `index` of the point named by `key` (the same key and index always give the same request)."""
     rng = random.Random(f"load-request:{key}:{index}")
-    want_prompt = workload.prompt_tokens.draw(rng)
+    want_prompt = round(workload.prompt_tokens.draw(rng) / workload.token_scale)
     want_output = workload.output_tokens.draw(rng)
     n = count_for(want_output, index)
     question = GenQuestion(n).text
@@ -125,6 +127,7 @@ def build_request(workload: Workload, prefix: str, key: str, index: int) -> Load
     fixed = count_tokens(head + question) + CHAT_OVERHEAD
     own = max(0, want_prompt - fixed)
     # Words join their neighbours' whitespace, so the count of the joined text is checked, not assumed.
-    text = head + (_words(rng, own) + "\n\n" if own else "") + question
-    return LoadRequest(index=index, prompt=text, count_to=n, prompt_tokens=count_tokens(text) + CHAT_OVERHEAD,
+    text = head + (filler_text(rng, own) + "\n\n" if own else "") + question
+    return LoadRequest(index=index, prompt=text, count_to=n,
+                       prompt_tokens=round((count_tokens(text) + CHAT_OVERHEAD) * workload.token_scale),
                        output_tokens=count_tokens(GenQuestion(n).answer))
