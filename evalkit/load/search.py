@@ -22,11 +22,6 @@ class SearchResult:
     bounded: bool  # False when the largest load allowed still passed (the true maximum may be higher)
     steps: list[tuple[float, bool]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, object]:
-        """As summary.json records it."""
-        return {"max_load": self.best, "first_failing_load": self.first_failing, "bounded": self.bounded,
-                "steps": [{"load": load, "meets_slo": ok} for load, ok in self.steps]}
-
 
 async def search_max(measure: Measure, start: float, max_load: float, integer: bool,
                      resolution: float = 0.1, min_load: float | None = None) -> SearchResult:

@@ -51,7 +51,8 @@ class Target:
 
     def to_json(self) -> dict[str, Any]:
         """As summary.json lists it."""
-        return {"slo": self.text, "metric": self.metric, "stat": self.stat, "op": self.op, "limit": self.limit}
+        return {"slo": self.text, "metric": self.metric, "stat": self.stat, "op": self.op, "limit": self.limit,
+                "scale": self.scale}
 
 
 def parse_target(text: str) -> Target:

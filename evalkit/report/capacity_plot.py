@@ -31,8 +31,8 @@ def latency_vs_load(runs: list[LabelledRun], path: Path) -> Path | None:
             ax.axvline(best, color=color, linestyle=":", alpha=0.8)
     for t in runs[0].summary.get("slo") or []:
         if t.get("metric") == "ttft_s" and t.get("stat") in ("p50", "p99", "p95", "p90", "max"):
-            unit_scale = 0.001 if t["slo"].split("<")[0].split(">")[0].endswith("_ms") else 1.0
-            ax.axhline(t["limit"] * unit_scale, color="grey", linestyle="-.", label=f"target {t['slo']}")
+            # `scale` turns the stored seconds into the target's unit; the axis is in seconds.
+            ax.axhline(t["limit"] / t.get("scale", 1.0), color="grey", linestyle="-.", label=f"target {t['slo']}")
     mode = runs[0].summary.get("mode")
     ax.set_xlabel("concurrency (streams)" if mode == "concurrency" else "offered rate (requests/s)")
     ax.set_ylabel("time to first token (s)")
