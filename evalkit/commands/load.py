@@ -201,7 +201,9 @@ def _table(s: dict[str, Any]) -> str:
                      "yes" if p["valid"] else "no"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    if s["slo"]:
+    if s["slo"] and not s["search"]:
+        out.append(f"meets {', '.join(t['slo'] for t in s['slo'])}: {'yes' if s['points'][0]['meets_slo'] else 'no'}")
+    elif s["slo"]:
         best = s["max_load_meeting_slo"]
         out.append(f"largest {s['mode']} meeting {', '.join(t['slo'] for t in s['slo'])}: "
                    f"{_f(best, 6)}" + ("" if s["bounded"] else " (the largest tried: not bounded)"))
