@@ -166,6 +166,27 @@ def server_rate(lines: list[dict[str, Any]]) -> float | None:
                     if (x.get("server_timings") or {}).get("predicted_per_second")])
 
 
+def server_combined_rate(group: list[dict[str, Any]]) -> float | None:
+    """The streams' tokens over the union of their decode windows as the server timed them, if it did.
+
+    Each stream's window is its `predicted_ms`, ending when its last token arrived: streams decoded in one batch
+    give about the sum of their rates, streams that took turns (one slot) the rate of one.
+    """
+    spans = []
+    tokens = 0
+    for x in group:
+        t = x.get("server_timings") or {}
+        if not t.get("predicted_ms") or not t.get("predicted_n") or x.get("t_last_token") is None:
+            return None
+        spans.append((x["t_last_token"] - t["predicted_ms"] / 1000.0, x["t_last_token"]))
+        tokens += int(t["predicted_n"])
+    union, end = 0.0, float("-inf")
+    for lo, hi in sorted(spans):
+        union += max(0.0, hi - max(lo, end))
+        end = max(end, hi)
+    return tokens / union if union > 0 else None
+
+
 def _vs(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs - 1 if ours and theirs else None
 
@@ -210,10 +231,8 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "combined_request_tok_s": _median(combined_req), "request_runs": combined_req,
             "per_stream_tok_s": [_median(s) for s in per_stream], "per_stream_runs": per_stream,
         }
-        # The server's per-stream rates summed per run: both streams decode in one batch nearly throughout.
-        sums = [sum(x["server_timings"]["predicted_per_second"] for x in g) for g in full
-                if all((x.get("server_timings") or {}).get("predicted_per_second") for x in g)]
-        concurrent["server_combined_tok_s"] = _median(sums)
+        concurrent["server_combined_tok_s"] = _median(
+            [r for r in (server_combined_rate(g) for g in full) if r is not None])
         concurrent["vs_server"] = _vs(concurrent["combined_tok_s"], concurrent["server_combined_tok_s"])
     early = [{"request_id": x["request_id"], "prompt": x.get("prompt"), "run": x.get("run"),
               "completion_tokens": x.get("completion_tokens"), "finish_reason": x.get("finish_reason")}
