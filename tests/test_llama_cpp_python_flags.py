@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.realserver.llama_cpp_python import build_dir, build_flags, cpu_flags
+from evalkit.realserver.cpu_isa import cpu_flags
+from evalkit.realserver.llama_cpp_python import build_dir, build_flags
 from evalkit.realserver.provisioning import BUILD_FLAGS
 
 AVX512_ONLY = {"avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512_vnni"}  # this CI Xeon: no avx_vnni/bf16/vbmi
@@ -34,3 +35,11 @@ def test_cpu_flags_read(tmp_path: Path) -> None:
 def test_cache_key_follows_flags(tmp_path: Path) -> None:
     assert build_dir(tmp_path).parent == tmp_path / "llama-cpp-python"
     assert build_dir(tmp_path).name.startswith("0.3.36-")
+
+
+def test_llama_server_build_uses_the_same_runnable_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.realserver import provisioning
+
+    monkeypatch.setattr("evalkit.realserver.cpu_isa.cpu_flags", lambda: AVX512_ONLY)
+    assert "-DGGML_AVX_VNNI=ON" not in provisioning.build_flags()
+    assert provisioning.build_dir().name == provisioning.build_key(flags=provisioning.build_flags())

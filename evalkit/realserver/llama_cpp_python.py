@@ -22,37 +22,14 @@ from pathlib import Path
 from typing import Callable
 
 from evalkit.realserver.launch import free_port
+from evalkit.realserver.cpu_isa import runnable_flags
 from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, cache_root, locked
 
 VERSION = "0.3.36"
 
-# The ISA flags of BUILD_FLAGS and the /proc/cpuinfo flag each one needs. A build for an extension the CPU lacks
-# dies with SIGILL (seen here: `{vex} vpdpbusd` from -DGGML_AVX_VNNI=ON on a Xeon with avx512_vnni only).
-_NEEDS = {
-    "-DGGML_AVX=ON": "avx", "-DGGML_AVX2=ON": "avx2", "-DGGML_FMA=ON": "fma", "-DGGML_F16C=ON": "f16c",
-    "-DGGML_BMI2=ON": "bmi2", "-DGGML_AVX_VNNI=ON": "avx_vnni", "-DGGML_AVX512=ON": "avx512f",
-    "-DGGML_AVX512_VBMI=ON": "avx512_vbmi", "-DGGML_AVX512_VNNI=ON": "avx512_vnni",
-    "-DGGML_AVX512_BF16=ON": "avx512_bf16",
-}
-
-
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str] | None:
-    """The CPU's feature flags, or None when they cannot be read (then every flag is kept)."""
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        return None
-    return None
-
-
 def build_flags(have: set[str] | None = None) -> tuple[str, ...]:
     """BUILD_FLAGS without the ISA extensions this CPU lacks (AMX stays off either way)."""
-    have = cpu_flags() if have is None else have
-    if have is None:
-        return BUILD_FLAGS
-    return tuple(f for f in BUILD_FLAGS if _NEEDS.get(f) is None or _NEEDS[f] in have)
+    return runnable_flags(BUILD_FLAGS, have)
 
 
 @dataclass(frozen=True)

