@@ -2,7 +2,9 @@
 
 Timing follows the lessons of vLLM's serve benchmark, done better: one clock, the first token stamped when a
 chunk that actually carries text (content or reasoning) arrives, not on the role-only or empty first chunk,
-and every chunk's arrival kept so rates are computed from raw samples later.
+and every chunk's arrival kept so rates are computed from raw samples later. The request goes out on
+`evalkit.http_stream`: the send is stamped right before the socket write, and chunks are stamped and parsed in the
+connection's callback as their bytes are read, so neither stamp waits behind other ready tasks.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import openai
-
 from evalkit.clock import Clock
 from evalkit.http_errors import describe, is_uuid
+from evalkit.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
 from evalkit.records import RequestRecord
 from evalkit.thinking_text import split_inline_reasoning
 
@@ -49,7 +50,7 @@ def uuid_request_id(request_id: str) -> str:
 
 
 class ChatClient:
-    """Sends chat requests to one OpenAI-compatible server through the official `openai` SDK."""
+    """Sends chat requests to one OpenAI-compatible server and times them (evalkit's own lean HTTP/1.1 transport)."""
 
     def __init__(
         self,
@@ -66,36 +67,16 @@ class ChatClient:
         # UUID; then the id sent, and recorded as `request_id`, is a UUID and the caller's id is `request_label`.
         self.uuid_request_ids = uuid_request_ids
         self.preflight: Any = None  # what the preflight found (evalkit.preflight.CheckResult), set by connect
-        # `t_sent` is stamped by the HTTP library's hooks (`_on_request`), when the request's headers are in the
-        # socket: the SDK's own request building (about 1 ms, more on a busy client) is the client's cost, not
-        # the server's latency.
-        self._handed_over: dict[str, float] = {}
-        self._oai = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "EMPTY",
-            max_retries=0,  # a retry would hide exactly the failures we count
-            timeout=900.0,
-            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [self._on_request]},
-                                                       limits=_pool_limits()),
-        )
-
-    async def _on_request(self, request: Any) -> None:
-        rid = request.headers.get("x-request-id")
-        if not rid:
-            return
-        self._handed_over[rid] = self.clock.now()
-
-        # The HTTP library yields to the event loop before it writes; its trace hook tells when the request's
-        # headers are actually in the socket, which is when the server can first see it.
-        async def trace(name: str, info: dict[str, Any]) -> None:
-            if name.endswith("send_request_headers.complete"):
-                self._handed_over[rid] = self.clock.now()
-
-        request.extensions["trace"] = trace
+        # The openai SDK is not on this path: under load its stack (httpx, httpcore, anyio) cost ~105 µs of CPU a
+        # chunk and stamped the send only after every other ready task ran. Here `t_sent` is taken with no await
+        # before the socket write and each chunk is parsed in the connection's callback as its bytes arrive.
+        self._pool = HttpPool(base_url, self.clock, KEEPALIVE_EXPIRY_S)
+        self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'EMPTY'}",
+                         "User-Agent": "evalkit"}
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        await self._oai.close()
+        await self._pool.aclose()
 
     async def __aenter__(self) -> "ChatClient":
         return self
@@ -172,52 +153,53 @@ class ChatClient:
             rec.completion_tokens = rec.content_chunks + rec.reasoning_chunks
             rec.usage_source = "chunks"
 
+    def _request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body, as the openai SDK built it: its fields, then `extra_body` merged over them."""
+        body: dict[str, Any] = {"model": self.model, "messages": request.messages, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        body.update(request.extra_body)
+        return body
+
     async def _stream(self, request: ChatRequest, rec: RequestRecord,
                       on_first_token: Callable[[float], None] | None = None) -> None:
         clock = self.clock
-        body: dict[str, Any] = dict(request.extra_body)
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": request.messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "extra_headers": {"X-Request-Id": rec.request_id},
-            "extra_body": body,
-        }
-        if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+        body = self._request_body(request)
+        wire = build_request(self._pool.origin, "POST", "/chat/completions",
+                             {**self._headers, "X-Request-Id": rec.request_id},
+                             json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
         content: list[str] = []
         reasoning: list[str] = []
         try:
             while True:
+                events = _EventStream(rec, content, reasoning, on_first_token)
                 try:
-                    await self._attempt(kwargs, rec, content, reasoning, on_first_token)
+                    await self._pool.request(wire, events, _stamp(rec))
+                    events.flush()
                     break
-                except openai.APIConnectionError as e:
-                    if not _closed_before_answering(e, rec) or rec.connection_retries >= 1:
+                except ClosedBeforeAnswering:
+                    if rec.t_first_byte is not None or rec.connection_retries >= 1:
                         raise
                     # The server closed a pooled keep-alive connection as the request went out (llama.cpp does
                     # this now and then): the request never reached it, so sending it again is safe. Counted.
                     rec.connection_retries += 1
             rec.t_done = clock.now()
-            if rec.finish_reason is None:
+            if events.error_body is not None:
+                rec.status = "error"
+                text = b"".join(events.error_body).decode("utf-8", errors="replace")
+                rec.error = describe(rec.http_status or 0, text, body, rec.request_id)
+            elif rec.finish_reason is None:
                 rec.status, rec.error = "error", "stream ended without a finish_reason (broken stream)"
-        except openai.APITimeoutError as e:
-            rec.status, rec.error = "timeout", f"APITimeoutError: {e}"
-        except openai.APIStatusError as e:
-            rec.status, rec.http_status = "error", e.status_code
-            sent = {**body, **{k: v for k, v in kwargs.items() if k not in ("extra_headers", "extra_body")}}
-            rec.error = describe(e.status_code, _body_text(e), sent, rec.request_id)
-        except (openai.APIError, StreamError) as e:  # connection errors, error events in the stream
+        except (APIConnectionError, StreamError) as e:  # connection errors, error events in the stream
             cause = e.__cause__ or e.__context__
             why = f" ({type(cause).__name__}: {_short(str(cause), 200)})" if cause is not None else ""
             rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e))}{why}"
-        except Exception as e:  # noqa: BLE001 - a stream broken mid-way surfaces as the HTTP library's own error
+        except Exception as e:  # noqa: BLE001 - a stream broken mid-way, a body that is not JSON ...
             rec.status, rec.error = "error", f"{type(e).__name__}: {_short(str(e)) or 'stream broken'}"
         finally:
-            rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
             if rec.t_done is None and rec.status != "ok":
                 rec.t_done = clock.now()
             text = "".join(content)
@@ -226,54 +208,102 @@ class ChatClient:
             else:
                 rec.reasoning, rec.content = split_inline_reasoning(text)
 
-    async def _attempt(self, kwargs: dict[str, Any], rec: RequestRecord, content: list[str],
-                       reasoning: list[str], on_first_token: Callable[[float], None] | None = None) -> None:
-        clock = self.clock
-        rec.t_sent = clock.now()
-        self._handed_over.pop(rec.request_id, None)
-        # The SDK sends the request and turns HTTP errors into exceptions; the event stream itself is read line by
-        # line and parsed with json, so each chunk is stamped as its bytes arrive rather than after a model object
-        # was built for it (which, with several streams in flight, queues chunks behind each other's parsing).
-        async with self._oai.chat.completions.with_streaming_response.create(**kwargs) as response:
-            rec.t_sent = self._handed_over.pop(rec.request_id, rec.t_sent)
-            rec.t_first_byte = clock.now()
-            rec.http_status = response.status_code
-            async for line in response.iter_lines():
-                now = clock.now()
-                data = _sse_data(line)
-                if data is None:
-                    continue
-                if data == "[DONE]":
-                    continue  # read on to the end of the body, so the connection goes back to the pool
-                _take_chunk(rec, json.loads(data), now, content, reasoning)
-                if on_first_token is not None and rec.t_first_token is not None:
-                    on_first_token(rec.t_first_token)
-                    on_first_token = None
-
     async def list_models(self) -> list[str]:
         """Model ids from `GET /v1/models`, in the server's order."""
-        page = await self._oai.models.list()
-        return [m.id for m in page.data]
+        sink = _Collect()
+        wire = build_request(self._pool.origin, "GET", "/models", dict(self._headers), b"")
+        await self._pool.request(wire, sink, lambda t: None)
+        text = b"".join(sink.body).decode("utf-8", errors="replace")
+        if not 200 <= sink.status < 300:
+            raise HttpStatusError(sink.status, describe(sink.status, text))
+        return [m["id"] for m in json.loads(text).get("data") or []]
 
 
-# llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s, the
-# same as the HTTP library's default expiry: a request sent on a connection the server is closing at that moment
-# fails with "Connection error" though the server is fine. Dropping idle connections sooner avoids the race.
+# llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s: a
+# request sent on a connection the server is closing at that moment fails though the server is fine. Dropping
+# idle connections sooner avoids the race.
 KEEPALIVE_EXPIRY_S = 2.0
 
 
-def _pool_limits() -> Any:
-    """The SDK's connection limits with a keep-alive expiry shorter than common servers' idle timeout."""
-    limits = openai._constants.DEFAULT_CONNECTION_LIMITS  # noqa: SLF001 - an instance of the SDK's HTTP library
-    return type(limits)(max_connections=limits.max_connections,
-                        max_keepalive_connections=limits.max_keepalive_connections,
-                        keepalive_expiry=KEEPALIVE_EXPIRY_S)
+class HttpStatusError(Exception):
+    """A non-2xx answer to a request other than a chat stream (whose errors go into its record)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status
 
 
-def _closed_before_answering(error: Exception, rec: RequestRecord) -> bool:
-    """Whether the server hung up on the request before a single byte of response (a stale pooled connection)."""
-    cause = error.__cause__ or error.__context__
-    return rec.t_first_byte is None and "without sending a response" in str(cause)
+def _stamp(rec: RequestRecord) -> Callable[[float], None]:
+    """Where the transport puts the send stamp of each attempt."""
+    def on_sent(t: float) -> None:
+        rec.t_sent = t
+    return on_sent
+
+
+class _Collect:
+    """A sink that keeps a whole (small) response."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.body: list[bytes] = []
+
+    def on_head(self, status: int, headers: dict[str, str], now: float) -> None:
+        self.status = status
+
+    def on_data(self, data: bytes, now: float) -> None:
+        self.body.append(data)
+
+
+class _EventStream:
+    """Folds an event stream into the record from the connection's callback, each chunk stamped as read.
+
+    A non-2xx answer's body is kept instead (`error_body`), to be described once it is complete."""
+
+    __slots__ = ("rec", "content", "reasoning", "on_first_token", "error_body", "_pending", "_now")
+
+    def __init__(self, rec: RequestRecord, content: list[str], reasoning: list[str],
+                 on_first_token: Callable[[float], None] | None) -> None:
+        self.rec, self.content, self.reasoning, self.on_first_token = rec, content, reasoning, on_first_token
+        self.error_body: list[bytes] | None = None
+        self._pending = b""
+        self._now = 0.0
+
+    def on_head(self, status: int, headers: dict[str, str], now: float) -> None:
+        self.rec.http_status = status
+        if 200 <= status < 300:
+            self.rec.t_first_byte = now
+        else:
+            self.error_body = []
+
+    def on_data(self, data: bytes, now: float) -> None:
+        if self.error_body is not None:
+            self.error_body.append(data)
+            return
+        self._now = now
+        if self._pending:
+            data = self._pending + data
+        lines = data.split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self._line(line, now)
+
+    def flush(self) -> None:
+        """The last line, when the body did not end with a line break."""
+        if self._pending and self.error_body is None:
+            line, self._pending = self._pending, b""
+            self._line(line, self._now)
+
+    def _line(self, line: bytes, now: float) -> None:
+        if not line.startswith(b"data:"):
+            return
+        payload = line[5:].strip()
+        if not payload or payload == b"[DONE]":
+            return  # read on to the end of the body, so the connection goes back to the pool
+        rec = self.rec
+        _take_chunk(rec, json.loads(payload), now, self.content, self.reasoning)
+        if self.on_first_token is not None and rec.t_first_token is not None:
+            callback, self.on_first_token = self.on_first_token, None
+            callback(rec.t_first_token)
 
 
 class StreamError(Exception):
@@ -322,14 +352,6 @@ def _take_chunk(rec: RequestRecord, chunk: dict[str, Any], now: float, content: 
                 rec.t_first_token = now
         if choice.get("finish_reason"):
             rec.finish_reason = choice["finish_reason"]
-
-
-def _body_text(error: openai.APIStatusError) -> str:
-    """The error response's body as the server sent it (the SDK has read it before raising)."""
-    try:
-        return error.response.text
-    except Exception:  # noqa: BLE001 - a body that cannot be read is reported as empty
-        return ""
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -1,0 +1,339 @@
+"""A lean HTTP/1.1 client for the client's hot path: the send stamped right before the bytes go into the socket, and
+the answer handed to a sink from asyncio's protocol callback as it arrives (no task wake-up per chunk).
+
+Only what evalkit's requests need: one request at a time per connection, keep-alive pooling, `Content-Length`,
+chunked and read-until-close bodies, http and https. No proxies, redirects or compression.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+from typing import Callable, Protocol
+from urllib.parse import urlsplit
+
+from evalkit.clock import Clock
+
+
+class BodySink(Protocol):
+    """Receives one response as it arrives; `now` is when its bytes were read off the socket."""
+
+    def on_head(self, status: int, headers: dict[str, str], now: float) -> None: ...
+
+    def on_data(self, data: bytes, now: float) -> None: ...
+
+
+class APIConnectionError(Exception):
+    """The request could not be sent or the connection failed before a response (the cause is chained)."""
+
+
+class ClosedBeforeAnswering(APIConnectionError):
+    """The server closed the connection after the request went out and before any byte of response."""
+
+
+class RemoteProtocolError(Exception):
+    """The response broke off or was not valid HTTP/1.1."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where requests go: scheme, host, port, and the base path (`/v1`) prefixed to every request path."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+
+    @classmethod
+    def parse(cls, base_url: str) -> "Origin":
+        """An `Origin` from a base URL such as `http://127.0.0.1:8000/v1`."""
+        u = urlsplit(base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        port = u.port or (443 if u.scheme == "https" else 80)
+        return cls(u.scheme, u.hostname, port, u.path.rstrip("/"))
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+def build_request(origin: Origin, method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
+    """The request's bytes: request line, headers (CR/LF refused in values), body."""
+    lines = [f"{method} {origin.base_path}{path} HTTP/1.1", f"Host: {origin.host_header}"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value:
+            raise ValueError(f"header {name} holds a line break")
+        lines.append(f"{name}: {value}")
+    lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; parses the response framing in `data_received` and feeds the sink."""
+
+    def __init__(self, clock: Clock, on_reusable: Callable[["_Connection"], None]) -> None:
+        self._clock = clock
+        self._on_reusable = on_reusable
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._sink: BodySink | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._buf = b""
+        self._mode = "idle"  # idle, head, length, chunk-size, chunk-data, chunk-crlf, trailer, close
+        self._left = 0
+        self._keep_alive = True
+        self._got_bytes = False
+
+    # asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        now = self._clock.now()
+        if self._done is None or self._done.done():
+            self._close()  # bytes nobody asked for: this connection cannot be trusted again
+            return
+        self._got_bytes = True
+        try:
+            self._feed(data, now)
+        except Exception as e:  # noqa: BLE001 - a framing error or the sink's own; either ends this exchange
+            self._fail(e)
+            self._close()
+
+    def eof_received(self) -> bool | None:
+        if self._mode == "close" and self._done is not None and not self._done.done():
+            self._mode = "idle"
+            self._done.set_result(None)
+        return None  # let the transport close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._done is not None and not self._done.done():
+            if self._mode == "close":
+                self._done.set_result(None)
+            elif not self._got_bytes:
+                err = ClosedBeforeAnswering("Connection error.")
+                err.__cause__ = RemoteProtocolError("Server disconnected without sending a response.")
+                self._done.set_exception(err)
+            elif self._mode.startswith("chunk") or self._mode == "trailer":
+                self._done.set_exception(RemoteProtocolError(
+                    "peer closed connection without sending complete message body (incomplete chunked read)"))
+            else:
+                self._done.set_exception(RemoteProtocolError(
+                    "peer closed connection without sending complete message body"))
+
+    # one exchange
+    def start(self, request: bytes, sink: BodySink) -> tuple[float, asyncio.Future[None]]:
+        """Write the request now; returns the send stamp (taken with no await before the write) and the end."""
+        assert self.transport is not None
+        self._sink, self._buf, self._mode, self._got_bytes = sink, b"", "head", False
+        self._done = asyncio.get_running_loop().create_future()
+        t_sent = self._clock.now()
+        self.transport.write(request)
+        return t_sent, self._done
+
+    def close(self) -> None:
+        """Close the connection (how a stream is cancelled: the server sees the client leave)."""
+        self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_exception(exc)
+
+    def _finish(self) -> None:
+        self._mode = "idle"
+        self._sink = None
+        done = self._done
+        if self._keep_alive and not self.closed and not self._buf:
+            self._on_reusable(self)
+        else:
+            self._close()
+        if done is not None and not done.done():
+            done.set_result(None)
+
+    def _feed(self, data: bytes, now: float) -> None:
+        sink = self._sink
+        assert sink is not None
+        mode = self._mode
+        if mode == "length":  # the common cases first, without copying
+            if len(data) < self._left:
+                self._left -= len(data)
+                sink.on_data(data, now)
+                return
+        elif mode == "close":
+            sink.on_data(data, now)
+            return
+        buf = self._buf + data if self._buf else data
+        pos = 0
+        out: list[bytes] = []
+        while True:
+            mode = self._mode
+            if mode == "chunk-data":
+                take = min(self._left, len(buf) - pos)
+                if take <= 0:
+                    break
+                out.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    self._mode = "chunk-crlf"
+            elif mode == "chunk-crlf":
+                if len(buf) - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise RemoteProtocolError("malformed chunked body")
+                pos += 2
+                self._mode = "chunk-size"
+            elif mode == "chunk-size":
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    if len(buf) - pos > 1024:
+                        raise RemoteProtocolError("malformed chunk size line")
+                    break
+                try:
+                    size = int(buf[pos:eol].split(b";", 1)[0], 16)
+                except ValueError:
+                    raise RemoteProtocolError("malformed chunk size line") from None
+                pos = eol + 2
+                self._left = size
+                self._mode = "chunk-data" if size else "trailer"
+            elif mode == "trailer":
+                if buf.startswith(b"\r\n", pos):
+                    pos += 2
+                else:
+                    end = buf.find(b"\r\n\r\n", pos)
+                    if end < 0:
+                        break
+                    pos = end + 4
+                self._buf = buf[pos:]
+                if out:
+                    sink.on_data(b"".join(out), now)
+                self._finish()
+                return
+            elif mode == "length":
+                take = min(self._left, len(buf) - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                self._buf = buf[pos:]
+                if out:
+                    sink.on_data(b"".join(out), now)
+                if self._left == 0:
+                    self._finish()
+                return
+            elif mode == "close":
+                out.append(buf[pos:])
+                pos = len(buf)
+                break
+            elif mode == "head":
+                end = buf.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    if len(buf) > 65536:
+                        raise RemoteProtocolError("response head too large")
+                    break
+                status, headers = _parse_head(buf[pos:end])
+                pos = end + 4
+                if 100 <= status < 200:
+                    continue  # an interim response (100 Continue): the real one follows
+                self._head(status, headers, now, sink)
+            else:
+                raise RemoteProtocolError("bytes after the end of the response")
+        self._buf = buf[pos:]
+        if out:
+            sink.on_data(b"".join(out), now)
+
+    def _head(self, status: int, headers: dict[str, str], now: float, sink: BodySink) -> None:
+        conn = headers.get("connection", "").lower()
+        self._keep_alive = "close" not in conn and headers.get(":version") != "HTTP/1.0" or "keep-alive" in conn
+        sink.on_head(status, headers, now)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._mode = "chunk-size"
+        elif "content-length" in headers:
+            self._left = int(headers["content-length"])
+            self._mode = "length"
+        elif status in (204, 304):
+            self._left, self._mode = 0, "length"
+        else:
+            self._mode, self._keep_alive = "close", False
+        if self._mode == "length" and self._left == 0:
+            self._finish()
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    """Status code and lower-cased headers of a response head (the version under `:version`)."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise RemoteProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
+    headers = {":version": parts[0]}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return int(parts[1]), headers
+
+
+class HttpPool:
+    """Keep-alive connections to one origin; idle ones older than `keepalive_expiry_s` are not reused."""
+
+    def __init__(self, base_url: str, clock: Clock, keepalive_expiry_s: float = 2.0) -> None:
+        self.origin = Origin.parse(base_url)
+        self._clock = clock
+        self._expiry = keepalive_expiry_s
+        self._idle: list[_Connection] = []
+        self._ssl: ssl.SSLContext | None = ssl.create_default_context() if self.origin.scheme == "https" else None
+
+    async def request(self, request: bytes, sink: BodySink, on_sent: Callable[[float], None]) -> None:
+        """Send one request and feed its response to `sink` until it ends; `on_sent(t)` gets the send stamp.
+
+        Cancelling it closes the connection, which is how a stream is cancelled."""
+        conn = await self._acquire()
+        try:
+            t_sent, done = conn.start(request, sink)
+        except Exception as e:  # noqa: BLE001 - a transport that broke between acquire and write
+            conn.close()
+            raise ClosedBeforeAnswering("Connection error.") from e
+        on_sent(t_sent)
+        try:
+            await done
+        except BaseException:
+            conn.close()
+            raise
+
+    async def _acquire(self) -> _Connection:
+        now = asyncio.get_running_loop().time()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < self._expiry:
+                return conn
+            conn.close()
+        o = self.origin
+        try:
+            _, conn = await asyncio.get_running_loop().create_connection(
+                lambda: _Connection(self._clock, self._release), o.host, o.port, ssl=self._ssl,
+                server_hostname=o.host if self._ssl else None)
+        except OSError as e:
+            raise APIConnectionError("Connection error.") from e
+        return conn
+
+    def _release(self, conn: _Connection) -> None:
+        conn.idle_since = asyncio.get_running_loop().time()
+        self._idle.append(conn)
+
+    async def aclose(self) -> None:
+        """Close every idle connection."""
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()

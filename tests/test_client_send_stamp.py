@@ -1,0 +1,38 @@
+"""The send stamp is never late: at 256 streams at once every request reaches the sim after evalkit says it was sent
+(the sim's `/sim/events` `arrived` is the truth), and the first chunk is read after the sim wrote it."""
+
+from __future__ import annotations
+
+import asyncio
+
+from evalkit.client import ChatClient, ChatRequest
+
+STREAMS = 256
+
+
+async def test_arrived_is_never_before_t_sent_at_256_streams(sim) -> None:
+    s = sim("--time-scale", "10", "--max-batch", str(STREAMS), "--decode-rate", "50",
+            "--batch-decode-rate", str(50 * STREAMS))
+    async with ChatClient(s.base_url, "evalkit-sim") as client:
+        async def one(i: int):
+            msgs = [{"role": "user", "content": f"Tell me a story about {i}."}]
+            # the first request of each stream opens its connection; the second goes out on a pooled one
+            first = await client.chat(ChatRequest(msgs, max_tokens=8, request_id=f"stamp-{i}-a",
+                                                  extra_body={"ignore_eos": True}))
+            second = await client.chat(ChatRequest(msgs, max_tokens=8, request_id=f"stamp-{i}-b",
+                                                   extra_body={"ignore_eos": True}))
+            return [first, second]
+
+        recs = [r for pair in await asyncio.gather(*[one(i) for i in range(STREAMS)]) for r in pair]
+    events = {e["request_id"]: e for e in s.events()}
+    assert len(recs) == 2 * STREAMS
+    late = []
+    for rec in recs:
+        assert rec.status == "ok" and rec.content_chunks == 8, (rec.request_id, rec.status, rec.error)
+        ev = events[rec.request_id]
+        if ev["arrived"] - rec.t_sent < 0:
+            late.append((rec.request_id, round((ev["arrived"] - rec.t_sent) * 1000, 3)))
+        assert rec.t_first_token >= ev["first_token"], rec.request_id
+        assert rec.t_sent <= rec.t_first_byte <= rec.t_first_token <= rec.t_done
+        assert 0 < rec.ttft_s < 30  # generous: a loaded 2-core machine
+    assert not late, f"{len(late)} requests arrived before their t_sent (ms): {late[:5]}"
