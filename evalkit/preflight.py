@@ -90,9 +90,10 @@ async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str,
                      headers: dict[str, str] | None = None) -> Reply:
     """Send one streaming chat request and read it to the end."""
     start = time.perf_counter()
+    reply = Reply(status=None)
     try:
         async with http.post(base_url.rstrip("/") + "/chat/completions", json=body, headers=headers or {}) as resp:
-            reply = Reply(status=resp.status, headers={k.lower(): v for k, v in resp.headers.items()})
+            reply.status, reply.headers = resp.status, {k.lower(): v for k, v in resp.headers.items()}
             if resp.status != 200:
                 reply.body = await resp.text(errors="replace")
                 return reply
@@ -102,7 +103,9 @@ async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str,
                     continue
                 _take(reply, json.loads(line[5:]))
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
-        return Reply(status=None, error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - start)
+        # Kept with its HTTP status: a stream cut after a 200 (llama-cpp-python ends one when another request
+        # arrives) is not the same as a server that never answered.
+        reply.error = f"{type(e).__name__}: {e}"
     reply.elapsed_s = time.perf_counter() - start
     return reply
 
@@ -185,7 +188,8 @@ def _words(reply: Reply, body: dict[str, Any]) -> str:
     if reply.status is None:
         return reply.error or "no answer"
     if reply.status == 200:
-        return f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
+        return (f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
+                + (f" ({reply.error})" if reply.error else ""))
     return describe(reply.status, reply.body, body)
 
 
@@ -262,8 +266,9 @@ async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_bo
     killed = [p for p in pair if p.status == 200 and p.finish_reason is None]
     if alone.ok and killed and len(killed) < len(pair):
         # llama-cpp-python: the second request ends the first one's stream (HTTP 200, then nothing more).
+        how = "body cut" if killed[0].error else "stream ended"
         return Row("requests served at once", False, f"1: a second request killed the stream in progress "
-                   f"(HTTP 200, {killed[0].chunks} chunks, no finish_reason); stress counts it as killed_stream")
+                   f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)")
     if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
         return Row("requests served at once", None, "could not time two generations")
     served = 2 * alone.elapsed_s / together

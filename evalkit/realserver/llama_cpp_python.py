@@ -164,7 +164,9 @@ def start(server: PythonServer, model: Path, n_ctx: int = 8192, log_dir: Path | 
     port = free_port()
     log_path = log_dir / f"llama-cpp-python-{port}.log"
     cmd = [str(server.python), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", str(n_ctx), "--model_alias", model.stem]
+           "--port", str(port), "--n_ctx", str(n_ctx), "--model_alias", model.stem,
+           # Its default is half the cores: one thread here, prefilling at 35 tok/s instead of about twice that.
+           "--n_threads", str(os.cpu_count() or 1), "--n_threads_batch", str(os.cpu_count() or 1)]
     begin = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
