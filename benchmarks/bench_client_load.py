@@ -19,6 +19,7 @@ import os
 import time
 
 from evalkit.client import ChatClient, ChatRequest
+from evalkit.eventloop import fast_loop
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
 
@@ -47,14 +48,15 @@ def _ms(values: list[float], q: float) -> str:
     return "-" if v is None else f"{v * 1000:8.2f}"
 
 
-def measure(streams: int, per_stream: int, tokens: int, rate: float, pin: bool) -> dict:
+def measure(streams: int, per_stream: int, tokens: int, rate: float, pin: bool, loop: str = "asyncio") -> dict:
     """One row: start a sim sized for `streams`, drive it, match records to the sim's events."""
     flags = ["--max-batch", str(max(streams, 1)), "--decode-rate", str(rate),
              "--batch-decode-rate", str(rate * max(streams, 1)), "--seed", "1"]
     with start_sim(flags) as sim:
         if pin:
             os.sched_setaffinity(sim.proc.pid, {0})
-        recs, cpu = asyncio.run(_run_streams(sim.base_url, streams, per_stream, tokens, rate))
+        with fast_loop(enabled=loop != "asyncio"):
+            recs, cpu = asyncio.run(_run_streams(sim.base_url, streams, per_stream, tokens, rate))
         events = {e["request_id"]: e for e in sim.events()}
     err, up, down, bad, chunks = [], [], [], 0, 0
     for r in recs:
@@ -85,18 +87,21 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rate", type=float, default=50.0, help="tokens per second a stream")
     ap.add_argument("--per-stream", type=int, default=2, help="requests each stream sends, back to back")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop",
+                    help="the client's event loop (uvloop where installed, as evalkit's commands use)")
     ap.add_argument("--no-pin", action="store_true", help="leave the sim and the client unpinned")
     args = ap.parse_args()
     pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
     if pin:
         os.sched_setaffinity(0, {1})
     print(f"client load: {args.tokens} tokens at {args.rate:g} tok/s a stream, {args.per_stream} requests a stream, "
-          f"{'sim on core 0, client on core 1' if pin else 'unpinned'}; {os.cpu_count()} cores, shared machine")
+          f"{'sim on core 0, client on core 1' if pin else 'unpinned'}, {args.loop} loop; {os.cpu_count()} cores, "
+          "shared machine")
     print("| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | CPU/chunk | "
           "failed | load avg |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",")]:
-        row = measure(n, args.per_stream, args.tokens, args.rate, pin)
+        row = measure(n, args.per_stream, args.tokens, args.rate, pin, args.loop)
         print(f"| {n} | {_ms(row['_err'], 99)} ms | {_ms(row['_up'], 50)} ms | {_ms(row['_up'], 99)} ms | "
               f"{row['up_min_ms']:+8.2f} ms | {_ms(row['_down'], 50)} ms | {_ms(row['_down'], 99)} ms | "
               f"{row['cpu_us_per_chunk']:6.1f} µs | {row['failed']}/{row['requests']} | {row['load_avg_1m']:.2f} |",

@@ -10,6 +10,7 @@ from typing import NoReturn, Sequence
 
 from evalkit import __version__
 from evalkit.errors import UsageError
+from evalkit.eventloop import fast_loop
 
 # name -> module under evalkit.commands exposing add_arguments(parser) and run(args) -> int
 COMMANDS: dict[str, str] = {
@@ -97,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(only=chosen or "")
     args = parser.parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        # Every command's client reads its streams on this loop; the simulator keeps the loop it was tuned on.
+        with fast_loop(enabled=args.command != "sim"):
+            return int(args._run(args) or 0)
     except UsageError as e:
         sys.stderr.write(f"evalkit {args.command}: error: {e}\n")
         return e.exit_code

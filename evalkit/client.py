@@ -219,6 +219,19 @@ class ChatClient:
         return [m["id"] for m in json.loads(text).get("data") or []]
 
 
+def _json_loads() -> Callable[[bytes], Any]:
+    """orjson's parser where it is installed (4x faster on a chunk), else the standard library's."""
+    try:
+        import orjson
+    except ImportError:
+        decode = json.JSONDecoder().decode
+        # decoded to text first: json's own sniffing of a byte string's encoding costs more than the decode
+        return lambda payload: decode(payload.decode("utf-8", "surrogatepass"))
+    return orjson.loads
+
+
+_loads = _json_loads()
+
 # llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s: a
 # request sent on a connection the server is closing at that moment fails though the server is fine. Dropping
 # idle connections sooner avoids the race.
@@ -285,7 +298,14 @@ class _EventStream:
         lines = data.split(b"\n")
         self._pending = lines.pop()
         for line in lines:
-            self._line(line, now)
+            if line.startswith(b"data:"):  # the hot path: one `data:` line per token, inlined
+                payload = line[5:].strip()
+                if payload and payload != b"[DONE]":
+                    rec = self.rec
+                    _take_chunk(rec, _loads(payload), now, self.content, self.reasoning)
+                    if self.on_first_token is not None and rec.t_first_token is not None:
+                        callback, self.on_first_token = self.on_first_token, None
+                        callback(rec.t_first_token)
 
     def flush(self) -> None:
         """The last line, when the body did not end with a line break."""
@@ -300,7 +320,7 @@ class _EventStream:
         if not payload or payload == b"[DONE]":
             return  # read on to the end of the body, so the connection goes back to the pool
         rec = self.rec
-        _take_chunk(rec, json.loads(payload), now, self.content, self.reasoning)
+        _take_chunk(rec, _loads(payload), now, self.content, self.reasoning)
         if self.on_first_token is not None and rec.t_first_token is not None:
             callback, self.on_first_token = self.on_first_token, None
             callback(rec.t_first_token)

@@ -173,6 +173,18 @@ class _Connection(asyncio.Protocol):
         elif mode == "close":
             sink.on_data(data, now)
             return
+        elif mode == "chunk-size" and not self._buf:
+            # One whole chunk in one read is what a streaming server sends per event: hand it over in one slice.
+            eol = data.find(b"\r\n", 0, 18)
+            if eol > 0:
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = 0  # an extension or junk: the general path below decides
+                end = eol + 2 + size
+                if size and len(data) == end + 2 and data.endswith(b"\r\n"):
+                    sink.on_data(data[eol + 2:end], now)
+                    return
         buf = self._buf + data if self._buf else data
         pos = 0
         out: list[bytes] = []
