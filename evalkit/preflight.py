@@ -312,15 +312,19 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
                         else "not echoed: server logs are matched to records by time only"))
         rows.append(Row("timings in stream", first.timings, "llama.cpp `timings` (server-side prefill/decode)"
                         if first.timings else "none: timing is the client's alone"))
-        capped = await chat_probe(http, base_url, {**evalkit_body(model, extra_body, 8, GEN_PROMPT),
+        # A prompt whose answer is one word, and room for far more: a server that honours ignore_eos runs on to
+        # max_tokens, one that does not stops after a few tokens.
+        cap = 48
+        capped = await chat_probe(http, base_url, {**evalkit_body(model, extra_body, cap, PROBE_PROMPT),
                                                    "ignore_eos": True}, _hdr(result))
         n = capped.usage.get("completion_tokens") if capped.usage else capped.chunks
-        rows.append(Row("max_tokens honoured", capped.ok and n is not None and n <= 8,
-                        f"asked 8, got {n} ({capped.finish_reason})", ("bench", "stress"),
+        rows.append(Row("max_tokens honoured", capped.ok and n is not None and n <= cap,
+                        f"asked {cap}, got {n} ({capped.finish_reason})", ("bench", "stress"),
                         "the server must stop at max_tokens: bench rates and stress plans depend on it"))
-        rows.append(Row("ignore_eos", capped.ok and capped.finish_reason == "length" and n == 8,
-                        "ran to max_tokens" if capped.finish_reason == "length" else
-                        f"stopped early ({capped.finish_reason}): generations may end before --gen-tokens"))
+        rows.append(Row("ignore_eos", capped.ok and capped.finish_reason == "length" and n is not None and n >= cap - 1,
+                        f"a one-word answer ran to max_tokens ({n}/{cap})" if capped.finish_reason == "length" else
+                        f"stopped after {n} of {cap} ({capped.finish_reason}): generations may end before "
+                        "--gen-tokens"))
         tok = await tokenize_form(http, root, model)
         rows.append(Row("tokenize endpoint", tok is not None, tok or "none: stress counts long prompts from usage "
                         "or a local estimate"))
