@@ -3,11 +3,14 @@
 Each of N streams sends requests back to back (128 tokens at 50 tok/s a stream by default), the streams' starts
 spread over one request's length so arrivals do not come in one burst. Requests are matched by `X-Request-Id` to the
 sim's `/sim/events`. Per request: |client TTFT - true TTFT|, split into the way up (`arrived - t_sent`, which must
-never be negative) and the way down (client chunk - sim `first_token`). CPU per chunk is the client process's
-`time.process_time` over the measured phase divided by the text chunks it received. The sim is pinned to core 0 and
-the client to core 1 (`os.sched_setaffinity`); the machine is shared, so the load average is printed with each row.
+never be negative) and the way down (client chunk - sim `first_token`). CPU per chunk is the client processes'
+`time.process_time` over the run divided by the text chunks they received; loop lag is how late a 20 ms sleep on the
+client's loop woke (what a chunk read on that loop can be late by). The sim is pinned to core 0 and the client to the
+other cores (`os.sched_setaffinity`); the machine is shared, so the load average is printed with each row.
+`--client-procs K` spreads the streams over K processes, each with its own loop, all stamping on one clock.
 
     python benchmarks/bench_client_load.py [--streams 1,64,256,512] [--tokens 128] [--rate 50] [--per-stream 2]
+                                           [--client-procs 1] [--loop uvloop|asyncio]
 """
 
 from __future__ import annotations
@@ -15,32 +18,76 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import time
+from dataclasses import dataclass
 
 from evalkit.client import ChatClient, ChatRequest
-from evalkit.eventloop import fast_loop
+from evalkit.clock import Clock
+from evalkit.eventloop import fast_loop, loop_name
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
 
+LAG_PROBE_S = 0.02
 
-async def _run_streams(base_url: str, streams: int, per_stream: int, tokens: int, rate: float) -> tuple[list, float]:
-    """Every stream's records, and the client's CPU seconds over the run."""
-    period = tokens / rate
-    async with ChatClient(base_url, "evalkit-sim") as client:
+
+@dataclass(frozen=True)
+class Share:
+    """One client process's part of a row: which streams it drives, and when stream 0 starts on the shared clock."""
+
+    base_url: str
+    streams: int
+    mine: tuple[int, ...]
+    per_stream: int
+    tokens: int
+    rate: float
+    anchor: tuple[float, float]
+    start_at: float
+    loop: str
+    cpus: tuple[int, ...]
+
+
+async def _drive(share: Share) -> dict:
+    """This process's records (as small dicts), its CPU seconds and its loop-lag samples."""
+    clock = Clock.from_anchor(share.anchor)
+    period = share.tokens / share.rate
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def probe() -> None:
+        while not stop.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(LAG_PROBE_S)
+            lags.append(time.perf_counter() - t - LAG_PROBE_S)
+
+    async with ChatClient(share.base_url, "evalkit-sim", clock=clock) as client:
         async def stream(i: int) -> list:
-            await asyncio.sleep(period * i / streams)
+            await asyncio.sleep(max(0.0, share.start_at + period * i / share.streams - clock.now()))
             out = []
-            for k in range(per_stream):
+            for k in range(share.per_stream):
                 msgs = [{"role": "user", "content": f"Tell me a story about {i}-{k}."}]
-                out.append(await client.chat(ChatRequest(msgs, max_tokens=tokens, request_id=f"load-{streams}-{i}-{k}",
-                                                         extra_body={"ignore_eos": True})))
+                rec = await client.chat(ChatRequest(msgs, max_tokens=share.tokens, extra_body={"ignore_eos": True},
+                                                    request_id=f"load-{share.streams}-{i}-{k}"))
+                out.append({"request_id": rec.request_id, "status": rec.status, "t_sent": rec.t_sent,
+                            "t_first_token": rec.t_first_token, "ttft_s": rec.ttft_s, "chunks": len(rec.chunk_times)})
             return out
 
+        prober = asyncio.ensure_future(probe())
         cpu0 = time.process_time()
-        per = await asyncio.gather(*[stream(i) for i in range(streams)])
+        per = await asyncio.gather(*[stream(i) for i in share.mine])
         cpu = time.process_time() - cpu0
-    return [r for rs in per for r in rs], cpu
+        stop.set()
+        await prober
+    return {"records": [r for rs in per for r in rs], "cpu_s": cpu, "lags": lags, "loop": loop_name()}
+
+
+def _run_share(share: Share) -> dict:
+    """A client process's entry point: pin, pick the loop, drive its streams."""
+    if share.cpus:
+        os.sched_setaffinity(0, set(share.cpus))
+    with fast_loop(enabled=share.loop != "asyncio"):
+        return asyncio.run(_drive(share))
 
 
 def _ms(values: list[float], q: float) -> str:
@@ -48,36 +95,48 @@ def _ms(values: list[float], q: float) -> str:
     return "-" if v is None else f"{v * 1000:8.2f}"
 
 
-def measure(streams: int, per_stream: int, tokens: int, rate: float, pin: bool, loop: str = "asyncio") -> dict:
-    """One row: start a sim sized for `streams`, drive it, match records to the sim's events."""
+def measure(streams: int, per_stream: int, tokens: int, rate: float, procs: int, loop: str,
+            sim_cpus: set[int] | None, client_cpus: tuple[int, ...]) -> dict:
+    """One row: start a sim sized for `streams`, drive it from `procs` processes, match records to the sim's events."""
     flags = ["--max-batch", str(max(streams, 1)), "--decode-rate", str(rate),
              "--batch-decode-rate", str(rate * max(streams, 1)), "--seed", "1"]
     with start_sim(flags) as sim:
-        if pin:
-            os.sched_setaffinity(sim.proc.pid, {0})
-        with fast_loop(enabled=loop != "asyncio"):
-            recs, cpu = asyncio.run(_run_streams(sim.base_url, streams, per_stream, tokens, rate))
+        if sim_cpus:
+            os.sched_setaffinity(sim.proc.pid, sim_cpus)
+        clock = Clock()
+        procs = max(1, min(procs, streams))
+        shares = [Share(sim.base_url, streams, tuple(range(k, streams, procs)), per_stream, tokens, rate,
+                        clock.anchor, clock.now() + 0.5 + 0.2 * procs, loop, client_cpus) for k in range(procs)]
+        if procs == 1:
+            parts = [_run_share(shares[0])]
+        else:
+            with multiprocessing.get_context("fork").Pool(procs) as pool:
+                parts = pool.map(_run_share, shares)
         events = {e["request_id"]: e for e in sim.events()}
     err, up, down, bad, chunks = [], [], [], 0, 0
-    for r in recs:
-        ev = events.get(r.request_id)
-        chunks += len(r.chunk_times)
-        if r.status != "ok" or ev is None or ev.get("first_token") is None or r.t_first_token is None:
+    for r in (r for part in parts for r in part["records"]):
+        ev = events.get(r["request_id"])
+        chunks += r["chunks"]
+        if r["status"] != "ok" or ev is None or ev.get("first_token") is None or r["t_first_token"] is None:
             bad += 1
             continue
-        up.append(ev["arrived"] - r.t_sent)
-        down.append(r.t_first_token - ev["first_token"])
-        err.append(abs(r.ttft_s - (ev["first_token"] - ev["arrived"])))
-    return {"streams": streams, "requests": len(recs), "failed": bad,
-            "ttft_err_p99_ms": percentile(err, 99) * 1000 if err else None,
-            "up_p50_ms": percentile(up, 50) * 1000 if up else None,
-            "up_p99_ms": percentile(up, 99) * 1000 if up else None,
-            "up_min_ms": min(up) * 1000 if up else None,
-            "down_p50_ms": percentile(down, 50) * 1000 if down else None,
-            "down_p99_ms": percentile(down, 99) * 1000 if down else None,
-            "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None,
-            "chunks": chunks, "load_avg_1m": os.getloadavg()[0],
-            "_err": err, "_up": up, "_down": down}
+        up.append(ev["arrived"] - r["t_sent"])
+        down.append(r["t_first_token"] - ev["first_token"])
+        err.append(abs(r["ttft_s"] - (ev["first_token"] - ev["arrived"])))
+    lags = [x for part in parts for x in part["lags"]]
+    cpu = sum(part["cpu_s"] for part in parts)
+    return {"streams": streams, "client_procs": procs, "loop": parts[0]["loop"], "requests": len(err) + bad,
+            "failed": bad, "ttft_err_p99_ms": _num(err, 99), "up_p50_ms": _num(up, 50), "up_p99_ms": _num(up, 99),
+            "up_min_ms": min(up) * 1000 if up else None, "down_p50_ms": _num(down, 50),
+            "down_p99_ms": _num(down, 99), "loop_lag_p99_ms": _num(lags, 99),
+            "loop_lag_max_ms": max(lags) * 1000 if lags else None,
+            "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None, "chunks": chunks,
+            "load_avg_1m": os.getloadavg()[0], "_err": err, "_up": up, "_down": down, "_lags": lags}
+
+
+def _num(values: list[float], q: float) -> float | None:
+    v = percentile(values, q)
+    return None if v is None else v * 1000
 
 
 def main() -> None:
@@ -87,25 +146,29 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rate", type=float, default=50.0, help="tokens per second a stream")
     ap.add_argument("--per-stream", type=int, default=2, help="requests each stream sends, back to back")
+    ap.add_argument("--client-procs", type=int, default=1, help="client processes, each with its own event loop")
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop",
                     help="the client's event loop (uvloop where installed, as evalkit's commands use)")
     ap.add_argument("--no-pin", action="store_true", help="leave the sim and the client unpinned")
     args = ap.parse_args()
-    pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
-    if pin:
-        os.sched_setaffinity(0, {1})
+    cores = sorted(os.sched_getaffinity(0))
+    pin = not args.no_pin and len(cores) >= 2
+    sim_cpus = {cores[0]} if pin else None
+    client_cpus = tuple(cores[1:]) if pin else ()
     print(f"client load: {args.tokens} tokens at {args.rate:g} tok/s a stream, {args.per_stream} requests a stream, "
-          f"{'sim on core 0, client on core 1' if pin else 'unpinned'}, {args.loop} loop; {os.cpu_count()} cores, "
-          "shared machine")
-    print("| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | CPU/chunk | "
-          "failed | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"{args.client_procs} client process(es), {args.loop} loop, "
+          f"{f'sim on core {cores[0]}, client on {list(client_cpus)}' if pin else 'unpinned'}; "
+          f"{os.cpu_count()} cores, shared machine (load average printed per row)")
+    print("| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | loop lag p99 | "
+          "CPU/chunk | failed | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",")]:
-        row = measure(n, args.per_stream, args.tokens, args.rate, pin, args.loop)
+        row = measure(n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus,
+                      client_cpus)
         print(f"| {n} | {_ms(row['_err'], 99)} ms | {_ms(row['_up'], 50)} ms | {_ms(row['_up'], 99)} ms | "
               f"{row['up_min_ms']:+8.2f} ms | {_ms(row['_down'], 50)} ms | {_ms(row['_down'], 99)} ms | "
-              f"{row['cpu_us_per_chunk']:6.1f} µs | {row['failed']}/{row['requests']} | {row['load_avg_1m']:.2f} |",
-              flush=True)
+              f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs | {row['failed']}/{row['requests']} | "
+              f"{row['load_avg_1m']:.2f} |", flush=True)
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
                           if not k.startswith("_")}), flush=True)
 
