@@ -14,7 +14,7 @@ from typing import Any
 
 from evalkit_stress.metrics import Line
 from evalkit_stress.server_evidence import ServerEvidence
-from evalkit_stress.ttft_split import TtftSplit, split_all
+from evalkit_stress.ttft_split import LOG_SLACK_S, TtftSplit, split_all
 
 YES, NO, CANT = "yes", "no", "can't tell"
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
@@ -86,7 +86,11 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
     if task is None:
         cancels = ev.events("cancel", t_c - 0.05)
         task = cancels[0].task if cancels else None
-    stops = [e for e in ev.events("stop", t_c - 0.05) if task is None or e.task == task]
+    if task is None:
+        # No line names the cancelled request's task. Another task's `stop processing` line says nothing about
+        # this one; but a log that records launches and shows none while it was in flight says it never started.
+        return _never_started(c, n, splits, ev)
+    stops = [e for e in ev.events("stop", t_c - 0.05) if e.task == task]
     if not stops:
         return None
     stop = stops[0]
@@ -107,6 +111,23 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
     out = {"verdict": YES if aborted else NO, "evidence": "log", "granularity": gran, "figures": figures,
            "_stop_t": stop.t}
     out["next_delay"] = _next_delay(n, t_c, stop.t, splits, ev)
+    return out
+
+
+def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence) -> dict[str, Any] | None:
+    """A cancelled request the server never launched: the cancel was honoured before any of its prefill ran."""
+    if not ev.events("launch") or c.get("t_sent") is None or c.get("t_first_token") is not None:
+        return None
+    t_c = c["t_done"]
+    taken = {s.task for s in splits.values() if s.task is not None}
+    if any(e.task not in taken for e in ev.events("launch", c["t_sent"] - 0.02, t_c + LOG_SLACK_S)):
+        return None  # a launch in its window that no request claimed could be this one's
+    out = {"verdict": YES, "evidence": "log", "granularity": "before it started",
+           "figures": {"stop_after_cancel_s": 0.0, "stopped_at_tokens": 0,
+                       "prompt_tokens": c.get("planned_prompt_tokens") or c.get("prompt_tokens"),
+                       "log_line": "no `processing task` line while it was in flight"},
+           "_stop_t": t_c}
+    out["next_delay"] = _next_delay(n, t_c, t_c, splits, ev)
     return out
 
 

@@ -119,7 +119,14 @@ def test_killed_streams_are_errors_of_their_own_kind_against_the_killed_request(
     r = _run(tmp_path, ["--kill-on-new-request", "--max-batch", "2"])
     s = r["summary"]
     killed = {rid for rid, e in r["events"].items() if e["status"] == "killed"}
-    errors = {e["request_id"] for e in s["error_requests"] if e["kind"] == "killed_stream"}
+    kinds = {e["request_id"]: e["kind"] for e in s["error_requests"]}
     print(f"\nkilled by the sim: {sorted(killed)}; error kinds {s['error_kinds']}")
-    assert killed and errors == killed
-    assert s["error_kinds"]["killed_stream"] == len(killed) and s["cycles"] == 1
+    assert killed and set(kinds) == killed and s["cycles"] == 1  # each kill is an error against its own request
+    # A stream killed before its first token ended with no content and no finish_reason: its own kind. One killed
+    # after some tokens reads like any cut stream to the client (the real llama-cpp-python server cuts mid-body
+    # too), so it stays a broken stream.
+    lines = {x["request_id"]: x for x in r["lines"]}
+    for rid in killed:
+        had_content = bool(lines[rid].get("content") or lines[rid].get("reasoning"))
+        assert kinds[rid] == ("broken_stream" if had_content else "killed_stream"), (rid, kinds[rid])
+    assert "killed_stream" in s["error_kinds"]

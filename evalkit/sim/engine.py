@@ -112,8 +112,10 @@ class Engine:
     def submit(self, job: Job) -> None:
         """Queue a job; the engine picks it up at its next step boundary."""
         if self.s.kill_on_new_request:
+            # Only streams a client still reads can be killed: one its client already closed was cancelled.
             for other in self.active + ([self.long_job] if self.long_job else []):
-                self._kill(other)
+                if not other.gone():
+                    self._kill(other)
         self.queue.append(job)
         self._wake.set()
 
@@ -161,6 +163,9 @@ class Engine:
         if job.trace.prefill_start is not None:
             self.log.write(f"srv          stop: cancel task, id_task = {job.trace.arrival_index}")
             self._released(job, at)
+        elif job.trace.engine_stopped is None:
+            # Dropped from the queue before the engine started on it: honoured at once, with nothing done.
+            job.trace.engine_stopped, job.trace.stopped_at_tokens = at, 0
         job.outbox.put_nowait((CANCELLED,))
 
     def _kill(self, job: Job) -> None:
