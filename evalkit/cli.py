@@ -43,6 +43,9 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
                    "(default OPENAI_API_KEY); the key itself is never a flag")
     g.add_argument("--server", help="a server profile named in the config file")
     g.add_argument("--config", type=Path, help="config file with server profiles (default ./evalkit.toml)")
+    g.add_argument("--client-procs", type=int, default=1, metavar="K",
+                   help="read the streams in K client processes, each with its own event loop (for more streams "
+                        "than one core can read; default 1)")
     add_evidence_options(p)
 
 

@@ -8,8 +8,10 @@ chunks are read and stamped in the worker that owns the stream.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import multiprocessing
+import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable
@@ -53,11 +55,7 @@ async def _serve(spec: WorkerSpec, conn: Connection) -> None:
         cancels.pop(key, None)
         conn.send(("done", key, rec))
 
-    def readable() -> None:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            msg = ("close",)
+    def handle(msg: tuple[Any, ...]) -> None:
         if msg[0] == "chat":
             _, key, request, cancel_after_s, first = msg
             cancels[key] = asyncio.Event()
@@ -70,14 +68,29 @@ async def _serve(spec: WorkerSpec, conn: Connection) -> None:
         elif not closed.done():
             closed.set_result(None)
 
-    loop.add_reader(conn.fileno(), readable)
+    threading.Thread(target=_pump, args=(conn, loop, handle), daemon=True).start()
     await closed
-    loop.remove_reader(conn.fileno())
     for event in cancels.values():
         event.set()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
     await client.aclose()
+
+
+def _pump(conn: Connection, loop: asyncio.AbstractEventLoop, handle: Callable[[tuple[Any, ...]], None]) -> None:
+    """Blocking reads of whole messages in a thread, each handed to the loop (the pipe stays a blocking socket:
+    an event loop's reader would make it non-blocking, and a long prompt arrives in pieces)."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError) as e:
+            msg = ("close", None, type(e).__name__)
+        try:
+            loop.call_soon_threadsafe(handle, msg)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            return
+        if msg[0] == "close":
+            return
 
 
 class _Worker:
@@ -112,20 +125,18 @@ class MultiProcessChatClient:
             return
         loop = asyncio.get_running_loop()
         for w in self._workers:
-            loop.add_reader(w.conn.fileno(), self._readable, w)
+            threading.Thread(target=_pump, args=(w.conn, loop, functools.partial(self._on_message, w)),
+                             daemon=True).start()
         self._reading = True
 
-    def _readable(self, w: _Worker) -> None:
-        try:
-            msg = w.conn.recv()
-        except (EOFError, OSError) as e:  # the worker died: its requests end as errors, not hangs
-            asyncio.get_running_loop().remove_reader(w.conn.fileno())
+    def _on_message(self, w: _Worker, msg: tuple[Any, ...]) -> None:
+        kind, key, value = msg
+        if kind == "close":  # the worker died: its requests end as errors, not hangs
             for fut, _ in w.pending.values():
                 if not fut.done():
-                    fut.set_exception(RuntimeError(f"client worker process ended ({type(e).__name__})"))
+                    fut.set_exception(RuntimeError(f"client worker process ended ({value})"))
             w.pending.clear()
             return
-        kind, key, value = msg
         entry = w.pending.get(key)
         if entry is None:
             return
@@ -166,10 +177,6 @@ class MultiProcessChatClient:
 
     async def aclose(self) -> None:
         """Stop the workers (their streams in flight are cancelled) and close the local pool."""
-        if self._reading:
-            loop = asyncio.get_running_loop()
-            for w in self._workers:
-                loop.remove_reader(w.conn.fileno())
         for w in self._workers:
             try:
                 w.conn.send(("close",))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import openai
 
 from evalkit.client import ChatClient
+from evalkit.client_procs import MultiProcessChatClient
 from evalkit.clock import Clock
 from evalkit.config import ServerProfile, api_key
 from evalkit.errors import ServerRefused, UsageError
@@ -31,7 +33,8 @@ async def discover_model(profile: ServerProfile, timeout_s: float = 10.0) -> str
     return page.data[0].id
 
 
-async def open_client(profile: ServerProfile, clock: Clock | None = None) -> tuple[ChatClient, ServerProfile]:
+async def open_client(profile: ServerProfile, clock: Clock | None = None,
+                      client_procs: int = 1) -> tuple[ChatClient, ServerProfile]:
     """A client for the profile's server, and the profile with its model filled in.
 
     The preflight's essential probe runs first: a server that refuses evalkit's request stops the command here
@@ -45,7 +48,11 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None) -> tup
     if refused:
         raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: {refused[0].detail}"
                             + (f"; {refused[0].fix}" if refused[0].fix else "") + " (evalkit check shows more)")
-    client = ChatClient(profile.base_url or "", model, api_key=api_key(profile), clock=clock,
-                        uuid_request_ids=check.uuid_request_ids)
+    if client_procs > 1:  # the streams are read in worker processes; the records come back whole
+        client: Any = MultiProcessChatClient(profile.base_url or "", model, client_procs, api_key=api_key(profile),
+                                             clock=clock, uuid_request_ids=check.uuid_request_ids)
+    else:
+        client = ChatClient(profile.base_url or "", model, api_key=api_key(profile), clock=clock,
+                            uuid_request_ids=check.uuid_request_ids)
     client.preflight = check
     return client, profile

@@ -46,12 +46,14 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
     last line of standard output by `print_run_path`.
     """
     clock = Clock()
-    client, profile = await open_client(profile_from_args(args), clock)
+    procs = max(1, getattr(args, "client_procs", 1) or 1)
+    client, profile = await open_client(profile_from_args(args), clock, client_procs=procs)
     try:
         name = getattr(args, "name", None) or default_run_name(kind)
         fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
                                   getattr(args, "build_info", None) or [])
-        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **manifest})
+        client_fields = {"client_procs": procs} if procs > 1 else {}
+        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest})
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
             write_json_atomic(rundir.path / "check.json", client.preflight.to_json())
         key = api_key(profile)
