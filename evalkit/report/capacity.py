@@ -67,7 +67,7 @@ def headline_table(runs: list[LabelledRun]) -> Table:
     """The found maximum per run, its goodput, and the verdict of each run against the first."""
     cols = [r.label for r in runs]
     mode = runs[0].summary.get("mode")
-    best, verdicts = [], [""]
+    best: list[str] = []
     for i, r in enumerate(runs):
         cell = _f(r.summary.get("max_load_meeting_slo"), 6)
         if r.summary.get("max_load_meeting_slo") is not None and not r.summary.get("bounded"):
