@@ -9,6 +9,7 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.http_errors import describe
+from evalkit.preflight import ESSENTIAL_TRIES
 from evalkit.rundir import read_jsonl
 
 
@@ -87,7 +88,9 @@ def test_server_refusing_everything_stops_after_preflight(sim, tmp_path: Path, c
     assert main([*command, "--base-url", s.base_url, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "HTTP 500" in err[0] and "simulated internal server error" in err[0]
-    assert len(s.events()) <= 3  # the probe and its variants, not a cycle of failed requests
+    # Only the probe's tries reached the server, not one request of the run itself.
+    probes = [e for e in s.events() if e["request_id"].startswith("preflight-")]
+    assert len(probes) == len(s.events()) <= ESSENTIAL_TRIES
 
 
 def test_unreachable_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
