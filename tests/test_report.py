@@ -226,3 +226,17 @@ def test_which_stress_metrics_are_better_higher(metric, higher):
     from evalkit.report.tables import _higher_is_better
 
     assert _higher_is_better(metric) is higher
+
+
+def test_two_runs_of_one_build_label_are_told_apart_by_their_directories(tmp_path):
+    """One build run at two flag sets (FastLLM --max_batch 1 and 2 on the H200) must not give two identical columns;
+    a bench and a stress run of one build keep the plain label (they sit in different tables)."""
+
+    mb1 = capability_run(tmp_path / "cap-mb1", "fastllm d3aea32f", set())
+    mb2 = capability_run(tmp_path / "cap-mb2", "fastllm d3aea32f", {"gsm8k:1"})
+    bench = bench_run(tmp_path / "bench-mb2", "fastllm d3aea32f", {"code": 100.0})
+    out = tmp_path / "r.md"
+    assert main(["report", str(mb1), str(mb2), str(bench), "-o", str(out)]) == 0
+    md = out.read_text()
+    assert "fastllm d3aea32f (cap-mb1) → fastllm d3aea32f (cap-mb2)" in md
+    assert "fastllm d3aea32f (bench-mb2)" not in md

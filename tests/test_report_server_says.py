@@ -26,7 +26,10 @@ def _add_evidence(run: Path, model: str, per_pos: list[float], drafts: int, log_
 def test_section_shows_acceptance_marks_identity_and_log(tmp_path: Path) -> None:
     before = bench_run(tmp_path / "before", "before", {"code": 100.0})
     after = bench_run(tmp_path / "after", "after", {"code": 85.0})
-    _add_evidence(before, "m", [0.872, 0.744, 0.609], 2000, "Model context window: 262144 tokens per session",
+    # FastLLM's own line (H200 run): its time stamp comes first and is not the context length.
+    _add_evidence(before, "m", [0.872, 0.744, 0.609], 2000,
+                  "2026-12-01 14:47:03,455 4958 server.py[line:326] INFO: Model context window: 262144 tokens per "
+                  "session (model=262144, shared KV cache=None, configured limit=None)",
                   "context_per_request")
     _add_evidence(after, "m2", [0.870, 0.612, 0.435], 2000, "explicit-token safety max_batch limited 2 -> 1",
                   "batch_clamp")

@@ -54,4 +54,14 @@ def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[Labell
     for i, r in enumerate(runs):
         label = labels[i] if labels else (r.manifest.get("build_label") or r.path.name)
         out.append(LabelledRun(str(label), r))
-    return out
+    return out if labels else _distinct_labels(out)
+
+
+def _distinct_labels(runs: list[LabelledRun]) -> list[LabelledRun]:
+    """Two runs of one kind under one build label (one build, two flag sets) get their directory name beside it."""
+    seen: dict[tuple[str, str], int] = {}
+    for r in runs:
+        key = (r.kind, r.label)
+        seen[key] = seen.get(key, 0) + 1
+    return [LabelledRun(f"{r.label} ({r.run.path.name})", r.run)
+            if seen[(r.kind, r.label)] > 1 else r for r in runs]

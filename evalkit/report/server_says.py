@@ -16,6 +16,7 @@ from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.evidence import evidence_summary
 from evalkit.server_identity import identity_label
+from evalkit.server_log import DEFAULT_PATTERNS
 
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
 # Counter families worth a row, by server: (row name, series name, how to show it).
@@ -87,7 +88,10 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
 def _context_from_log(run: LabelledRun) -> str | None:
     for ln in (run.summary.get("server_log") or {}).get("flagged_lines") or []:
         if "context_per_request" in ln.get("flags", []):
-            m = _CONTEXT_NUMBER.search(ln["line"].split(":", 1)[-1])
+            # The number after the flagged phrase: a log line's own time stamp (FastLLM's "14:47:03,455") is
+            # not a context length.
+            where = re.search(DEFAULT_PATTERNS["context_per_request"], ln["line"])
+            m = _CONTEXT_NUMBER.search(ln["line"], where.start() if where else 0)
             if m:
                 return m.group(1)
     return None
