@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 
@@ -40,6 +40,8 @@ class Reply:
     finish_reason: str | None = None
     elapsed_s: float = 0.0
     error: str | None = None  # connection-level failure
+    t_first_chunk: float | None = None  # perf_counter() when the first text chunk was read
+    t_end: float | None = None  # perf_counter() when the stream ended (or broke)
 
     @property
     def ok(self) -> bool:
@@ -87,7 +89,8 @@ def server_root(base_url: str) -> str:
 
 
 async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str, Any],
-                     headers: dict[str, str] | None = None) -> Reply:
+                     headers: dict[str, str] | None = None,
+                     on_first_chunk: Callable[[], None] | None = None) -> Reply:
     """Send one streaming chat request and read it to the end."""
     start = time.perf_counter()
     reply = Reply(status=None)
@@ -102,11 +105,16 @@ async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str,
                 if not line.startswith("data:") or line[5:].strip() == "[DONE]":
                     continue
                 _take(reply, json.loads(line[5:]))
+                if reply.chunks and reply.t_first_chunk is None:
+                    reply.t_first_chunk = time.perf_counter()
+                    if on_first_chunk is not None:
+                        on_first_chunk()
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
         # Kept with its HTTP status: a stream cut after a 200 (llama-cpp-python ends one when another request
         # arrives) is not the same as a server that never answered.
         reply.error = f"{type(e).__name__}: {e}"
-    reply.elapsed_s = time.perf_counter() - start
+    reply.t_end = time.perf_counter()
+    reply.elapsed_s = reply.t_end - start
     return reply
 
 
@@ -281,6 +289,43 @@ async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_bo
                f"{together:.2f} s, one alone {alone.elapsed_s:.2f} s)")
 
 
+KILL_TRIES = 5
+KILL_ROW = "a new request kills the stream in progress"
+
+
+async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
+                         tries: int = KILL_TRIES, tokens: int = 64) -> Row:
+    """Does a request that arrives end the stream in progress (llama-cpp-python's server does)?
+
+    A generation of `tokens` is started and, once its first chunk is read, a second request is sent. A kill is
+    seen when the first stream then ends with HTTP 200 and no finish_reason, after the second was sent, while the
+    second one finishes. One try in which both finish is a no (a server that kills streams kills every one);
+    yes needs a kill in every one of `tries` tries, so a server that drops connections at random (the sim's fault
+    tests drop 15%) is called a killer ~3e-5 of the time. `stress` relabels cut streams only on a yes.
+    """
+    body = {**evalkit_body(result.model, extra_body, tokens, GEN_PROMPT), "ignore_eos": True}
+    seen, notes = 0, []
+    for i in range(tries):
+        started = asyncio.Event()
+        first = asyncio.ensure_future(chat_probe(http, result.base_url, body, _hdr(result), started.set))
+        waiter = asyncio.ensure_future(started.wait())
+        await asyncio.wait([first, waiter], return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        t_second = time.perf_counter()
+        second = await chat_probe(http, result.base_url, body, _hdr(result))
+        a = await first
+        if a.ok and second.ok:
+            return Row(KILL_ROW, False, f"no: a stream finished while a second request ran (try {i + 1})")
+        if a.status == 200 and a.finish_reason is None and a.t_end is not None and a.t_end >= t_second \
+                and second.ok:
+            seen += 1
+            notes.append(f"{a.t_end - t_second:.3f} s after the second request was sent, {a.chunks} chunks in")
+    if seen == tries:
+        return Row(KILL_ROW, True, f"yes, {seen} of {tries} tries: the first stream ended (HTTP 200, no "
+                   f"finish_reason) {notes[0]}; stress counts such streams as killed_stream")
+    return Row(KILL_ROW, None, f"can't tell: {seen} of {tries} tries saw a kill, the others failed otherwise")
+
+
 def _http(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
@@ -366,7 +411,16 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
                             ("reasoning seen" if seen else "no reasoning seen")
                             + ("" if seen == want else " (the mode does not take effect)")))
         rows.append(await concurrency(http, result, extra_body))
+        rows.append(await stream_killing(http, result, extra_body))
     return result
+
+
+async def kill_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
+                     uuid_request_ids: bool, timeout_s: float = 60.0) -> Row:
+    """`stream_killing` alone, for a command that already passed the quick check (stress runs it first)."""
+    result = CheckResult(base_url=base_url, model=model, uuid_request_ids=uuid_request_ids)
+    async with _http(api_key, timeout_s) as http:
+        return await stream_killing(http, result, extra_body)
 
 
 def _hdr(result: CheckResult) -> dict[str, str]:

@@ -8,6 +8,7 @@ measured; the summary is computed afterwards from the files alone. Each complete
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import statistics
 import sys
 import uuid
@@ -18,8 +19,10 @@ from typing import Any, Mapping
 import aiohttp
 from tqdm import tqdm
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client import ChatClient, ChatRequest, uuid_request_id
 from evalkit.clock import Clock
+from evalkit.http_errors import is_uuid
+from evalkit.records import RequestRecord
 from evalkit.rundir import REQUESTS, RunDir
 from evalkit_stress.gpu_memory import GPU_FILE, GpuMemorySampler
 from evalkit_stress.prompts import LongSpec
@@ -59,6 +62,9 @@ class RunOptions:
     gpu_interval_s: float = 1.0
     extra_body: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
+    # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
+    # a stream cut after HTTP 200 while another request was sent is then `killed_stream`, even after content.
+    kills_streams: bool = False
 
 
 class StressRunner:
@@ -84,6 +90,7 @@ class StressRunner:
         self.counter: TokenCounter | None = counter
         # One writer thread: an fsync in the event loop would delay the next planned send (and it did, by ~50 ms).
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stress-writer")
+        self._sends: list[tuple[float, str]] = []  # (clock time, request id) of every request sent, in order
 
     @property
     def cycles_done(self) -> int:
@@ -184,9 +191,12 @@ class StressRunner:
             watcher = asyncio.ensure_future(self._cancel_on_event(r, tl, cancel))
             stop_watch = asyncio.ensure_future(self.stop.wait())
             stop_watch.add_done_callback(lambda _: cancel.set())
-        tl.stamp(r.plan_id, "sent", self.clock.now())
+        request = self._request(r)
+        sent_at = self.clock.now()
+        tl.stamp(r.plan_id, "sent", sent_at)
+        self._sends.append((sent_at, self._wire_id(request.request_id)))
         try:
-            rec = await self.client.chat(self._request(r), cancel_after_s=cancel_after, cancel_event=cancel,
+            rec = await self.client.chat(request, cancel_after_s=cancel_after, cancel_event=cancel,
                                          on_first_token=lambda t: tl.stamp(r.plan_id, "first_token", t))
         finally:
             if watcher is not None:
@@ -196,7 +206,13 @@ class StressRunner:
         tl.skip(r.plan_id)  # a request that ended before its first token sets that event without a stamp
         interrupted = self.stop.is_set() and rec.status == "cancelled"
         verdict = judge_prompt(rec, r.prompt, r.expected, planned_cancel=r.cancel_after_s is not None)
+        cut = verdict.error_kind in ("broken_stream", "killed_stream")
+        killer = self._killed_by(rec, sent_at) if cut else None
+        if killer is not None:
+            verdict = dataclasses.replace(verdict, error_kind="killed_stream")
         line = rec.to_json()
+        if killer is not None:
+            line["killed_by"] = killer
         metric = METRIC_OF.get((r.scenario, r.role))
         line.update(
             cycle=r.cycle, scenario=r.scenario, role=r.role, plan_id=r.plan_id, expected=r.expected, prompt=r.prompt,
@@ -212,6 +228,20 @@ class StressRunner:
             line[metric] = rec.decode_tok_s
         await self._write(REQUESTS, line)
         bar.update(1)
+
+    def _wire_id(self, request_id: str) -> str:
+        # The id the record will carry: a server that takes only UUIDs gets (and the record keeps) a derived one.
+        if getattr(self.client, "uuid_request_ids", False) and not is_uuid(request_id):
+            return uuid_request_id(request_id)
+        return request_id
+
+    def _killed_by(self, rec: RequestRecord, sent_at: float) -> str | None:
+        """The request whose arrival ended this one's stream, on a server the preflight saw killing streams."""
+        if not (self.opts.kills_streams and rec.http_status == 200 and rec.finish_reason is None):
+            return None
+        end = rec.t_done if rec.t_done is not None else self.clock.now()
+        others = [rid for t, rid in self._sends if sent_at < t <= end and rid != rec.request_id]
+        return others[-1] if others else None
 
     async def run_scenario(self, sc: Scenario, bar: tqdm) -> None:
         """Send one scenario's requests at their planned times and wait for all of them."""

@@ -9,13 +9,13 @@ import pytest
 
 from evalkit.cli import main
 from evalkit.http_errors import describe
-from evalkit.preflight import ESSENTIAL_TRIES
+from evalkit.preflight import ESSENTIAL_TRIES, KILL_ROW, KILL_TRIES
 from evalkit.rundir import read_jsonl
 
 
-def _check(s, tmp_path: Path, *flags: str) -> tuple[int, dict[str, dict]]:
-    code = main(["check", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "c", *flags])
-    data = json.loads((tmp_path / "c" / "check.json").read_text())
+def _check(s, tmp_path: Path, *flags: str, name: str = "c") -> tuple[int, dict[str, dict]]:
+    code = main(["check", "--base-url", s.base_url, "--out", str(tmp_path), "--name", name, *flags])
+    data = json.loads((tmp_path / name / "check.json").read_text())
     assert data["exit"] == code
     return code, {r["name"]: r for r in data["rows"]}
 
@@ -67,6 +67,22 @@ def test_killed_stream_reported(sim, tmp_path: Path) -> None:
     code, rows = _check(s, tmp_path, "--thinking", "")
     row = rows["requests served at once"]
     assert code == 0 and row["supported"] is False and "killed the stream in progress" in row["detail"]
+    kill = rows[KILL_ROW]
+    assert kill["supported"] is True and kill["detail"].startswith(f"yes, {KILL_TRIES} of {KILL_TRIES} tries")
+    killed = [e for e in s.events() if e["status"] == "killed"]
+    assert len(killed) >= KILL_TRIES  # one per try, plus the one the concurrency row saw
+
+
+def test_random_disconnects_are_not_called_stream_killing(sim, tmp_path: Path) -> None:
+    # One stream in five cut at random: a kill needs every try to show one (odds ~1e-4 per check that all five
+    # do), and one clean try is a no.
+    s = sim("--time-scale", "20", "--disconnect-rate", "0.2", "--seed", "4")
+    for name in "abc":
+        _, rows = _check(s, tmp_path, "--thinking", "", name=name)
+        assert rows[KILL_ROW]["supported"] is not True, rows[KILL_ROW]
+    s2 = sim("--time-scale", "20")
+    _, rows = _check(s2, tmp_path, "--thinking", "", name="clean")
+    assert rows[KILL_ROW]["supported"] is False and rows[KILL_ROW]["detail"].startswith("no:")
 
 
 def test_refused_field_named(sim, tmp_path: Path) -> None:

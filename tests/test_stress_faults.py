@@ -40,6 +40,8 @@ def test_every_injected_fault_is_counted_against_its_request(tmp_path: Path) -> 
     summary = json.loads((run / "summary.json").read_text())
     lines = {x["request_id"]: x for x in read_lines(run / "requests.jsonl")}
     assert summary["cycles"] == 3 and summary["requests"] == 42
+    # Random disconnects are not a server that kills streams: a cut stream stays broken_stream below.
+    assert summary["stream_killing"]["kills"] is not True, summary["stream_killing"]
     errors = {e["request_id"]: e for e in summary["error_requests"]}
     wrong = {w["request_id"] for w in summary["wrong_answer_requests"]}
 

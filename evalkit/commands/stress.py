@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.config import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
+from evalkit.preflight import KILL_ROW, kill_check
 from evalkit.runcontext import open_run, print_run_path
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.gpu_memory import nvidia_smi, peaks_line
@@ -150,10 +152,15 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 reason.setdefault("stopped", "max_minutes")
                 stop.set()
             timer = loop.call_later(args.max_minutes * 60, on_time)
+        kill = await kill_check(ctx.client.base_url, ctx.client.model, api_key(ctx.profile),
+                                dict(ctx.profile.extra_body), bool(getattr(ctx.client, "uuid_request_ids", False)))
+        ctx.rundir.update_manifest(stream_killing={"kills": kill.supported, "detail": kill.detail})
+        if kill.supported:
+            print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
         opts = RunOptions(
             time_scale=args.time_scale, short_max_tokens=args.short_max_tokens, long_max_tokens=args.long_max_tokens,
             gen_tokens=args.gen_tokens, timeout_s=args.timeout_s, gpu_interval_s=args.gpu_interval,
-            extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress,
+            extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress, kills_streams=bool(kill.supported),
         )
         exe = nvidia_smi()
         runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe, attempt=attempt,
@@ -171,7 +178,8 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         stopped = reason.get("stopped", "completed")
         await ctx.evidence.end()
         summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped),
-                   **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path)}
+                   **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path),
+                   "stream_killing": {"kills": kill.supported, "detail": kill.detail}}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
         _print_summary(summary)

@@ -2,7 +2,8 @@
 
 Its known behaviours are what is checked: it refuses an X-Request-Id that is not a UUID (evalkit then sends UUIDs),
 counts tokens at /extras/tokenize, serves one request at a time, kills the stream in progress when a new request
-arrives (HTTP 200, no content, no finish_reason: error kind `killed_stream`), and does not abort a prefill when
+arrives (HTTP 200, then the body cut with no finish_reason: the preflight sees it, and stress counts each such stream
+as `killed_stream` against the request it cut, naming the one whose arrival cut it), and does not abort a prefill when
 the client disconnects.
 """
 
@@ -62,6 +63,8 @@ def test_check_table(server: llama_cpp_python.RunningServer, tmp_path: Path) -> 
     at_once = rows["requests served at once"]
     assert at_once["supported"] is False and "killed the stream in progress" in at_once["detail"]
     assert rows["usage in stream"]["supported"] is False  # tokens are counted from chunks
+    kill = rows["a new request kills the stream in progress"]
+    assert kill["supported"] is True and kill["detail"].startswith("yes, 5 of 5 tries"), kill
     print(f"[realserver] llama-cpp-python check: request id echo {rows['X-Request-Id echo']['supported']}, "
           f"served at once: {at_once['detail']}")
 
@@ -92,6 +95,12 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
     # Killed streams: HTTP 200, then the body cut with no finish_reason while another of our requests waited.
     killed = [x for x in lines if x["status"] == "error"]
     assert all(x["http_status"] == 200 and x["finish_reason"] is None and _in_flight_at(x, lines) for x in killed)
+    # The preflight saw the server kill streams, so each cut stream is a killed_stream, content or not, naming the
+    # request of ours whose arrival ended it.
+    assert summary["stream_killing"]["kills"] is True, summary["stream_killing"]
+    ids = {x["request_id"] for x in lines}
+    assert all(x["error_kind"] == "killed_stream" and x["killed_by"] in ids for x in killed), \
+        [(x["error_kind"], x.get("killed_by")) for x in killed]
     kinds = {e["kind"] for e in summary["error_requests"]}
     cancel = summary["diagnoses"]["cancel_aborts"]
     print(f"[realserver] llama-cpp-python stress: {summary['requests']} requests, {len(ok)} ok, "
