@@ -2,8 +2,8 @@
 
 At `-np 2` (the options the evidence test uses, so the session's server is reused): evalkit's request accepted as
 sent, usage and `timings` in the stream, `ignore_eos` honoured, `/tokenize {content}`, `/props` with the context
-per slot, `/metrics`, two requests served at once and no stream killed by a new request. At `-np 1` the same
-table says one request at a time.
+per slot, `/metrics`, two requests served at once (their streams overlap) and no stream killed by a new request.
+At `-np 1` the same table says one request at a time.
 """
 
 from __future__ import annotations
@@ -37,10 +37,13 @@ def test_check_table_of_a_real_llama_server(llama_server, tmp_path: Path) -> Non
     assert rows["tokenize endpoint"]["detail"].startswith("POST /tokenize")
     assert rows["context length"]["detail"].startswith("4096")  # 8192 over 2 slots, from /props
     served = float(rows["requests served at once"]["detail"].split()[0].lstrip("~"))
-    assert served > 1.4, rows["requests served at once"]  # two slots decode together (~2 ideal; 2 CPU cores)
+    assert rows["requests served at once"]["supported"] is True  # (a dropped pooled connection is sent again)
     assert rows["a new request kills the stream in progress"]["supported"] is False
 
     one = _check(llama_server(parallel=1, ctx=8192), tmp_path, "np1")
     served1 = float(one["requests served at once"]["detail"].split()[0].lstrip("~"))
     print(f"[realserver] check np1: served at once {one['requests served at once']['detail']}")
-    assert served1 < 1.3 and one["a new request kills the stream in progress"]["supported"] is False
+    # Served at once = how much the pair's two streams overlapped: ~1.8 at -np 2, 1.0 at -np 1 (measured here; the
+    # pair's speed-up alone read ~1.2 at both on 2 CPU cores, which is why the probe measures overlap).
+    assert served > 1.5 and served1 < 1.15, (served, served1)
+    assert one["a new request kills the stream in progress"]["supported"] is False
