@@ -90,7 +90,7 @@ class StressRunner:
         self.counter: TokenCounter | None = counter
         # One writer thread: an fsync in the event loop would delay the next planned send (and it did, by ~50 ms).
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stress-writer")
-        self._sends: list[tuple[float, str]] = []  # (clock time, request id) of every request sent, in order
+        self._inflight: dict[str, float] = {}  # request id -> clock time sent, for requests not yet returned
 
     @property
     def cycles_done(self) -> int:
@@ -194,11 +194,13 @@ class StressRunner:
         request = self._request(r)
         sent_at = self.clock.now()
         tl.stamp(r.plan_id, "sent", sent_at)
-        self._sends.append((sent_at, self._wire_id(request.request_id)))
+        wire_id = self._wire_id(request.request_id)
+        self._inflight[wire_id] = sent_at
         try:
             rec = await self.client.chat(request, cancel_after_s=cancel_after, cancel_event=cancel,
                                          on_first_token=lambda t: tl.stamp(r.plan_id, "first_token", t))
         finally:
+            self._inflight.pop(wire_id, None)
             if watcher is not None:
                 watcher.cancel()
                 stop_watch.cancel()
@@ -207,7 +209,7 @@ class StressRunner:
         interrupted = self.stop.is_set() and rec.status == "cancelled"
         verdict = judge_prompt(rec, r.prompt, r.expected, planned_cancel=r.cancel_after_s is not None)
         cut = verdict.error_kind in ("broken_stream", "killed_stream")
-        killer = self._killed_by(rec, sent_at) if cut else None
+        killer = self._killed_by(rec) if cut else None
         if killer is not None:
             verdict = dataclasses.replace(verdict, error_kind="killed_stream")
         line = rec.to_json()
@@ -235,13 +237,18 @@ class StressRunner:
             return uuid_request_id(request_id)
         return request_id
 
-    def _killed_by(self, rec: RequestRecord, sent_at: float) -> str | None:
-        """The request whose arrival ended this one's stream, on a server the preflight saw killing streams."""
+    def _killed_by(self, rec: RequestRecord) -> str | None:
+        """The request that ended this one's stream, on a server the preflight saw killing streams.
+
+        A killer is still in flight when the stream it cut ends: the one that arrived then (the sim), or one that
+        was waiting and got its turn (llama-cpp-python lets a waiting request in when the prefill in progress ends,
+        and it cuts the running stream). Of those in flight, the earliest sent is the one served next.
+        """
         if not (self.opts.kills_streams and rec.http_status == 200 and rec.finish_reason is None):
             return None
         end = rec.t_done if rec.t_done is not None else self.clock.now()
-        others = [rid for t, rid in self._sends if sent_at < t <= end and rid != rec.request_id]
-        return others[-1] if others else None
+        others = sorted((t, rid) for rid, t in self._inflight.items() if rid != rec.request_id and t <= end)
+        return others[0][1] if others else None
 
     async def run_scenario(self, sc: Scenario, bar: tqdm) -> None:
         """Send one scenario's requests at their planned times and wait for all of them."""

@@ -132,5 +132,6 @@ def test_killed_streams_are_errors_of_their_own_kind_against_the_killed_request(
     for rid in killed:
         assert kinds[rid] == "killed_stream", (rid, kinds[rid], lines[rid].get("error"))
         killer = lines[rid]["killed_by"]
-        assert ev[rid]["arrived"] <= ev[killer]["arrived"] <= ev[rid]["done"] + 0.01, (rid, killer)
+        # (the killer was in flight when the killed stream ended)
+        assert ev[killer]["arrived"] <= ev[rid]["done"] + 0.01 <= ev[killer]["done"] + 0.02, (rid, killer)
     assert "killed_stream" in s["error_kinds"]
