@@ -4,7 +4,7 @@ Error kinds: `http` (an HTTP error status), `broken_stream` (the stream or conne
 `empty` (a finished request with no content: servers have returned empty answers under concurrency),
 `killed_stream` (HTTP 200, then the stream ended with no content and no finish_reason: llama-cpp-python's server
 ends the stream in progress when a new request arrives; the runner also counts a stream cut after content as one
-when the preflight saw the server kill streams and another request was sent during its life) and `cancelled` (a
+when the preflight saw the server kill streams and another request was in flight when it ended) and `cancelled` (a
 request cut short that was not planned to be).
 """
 
