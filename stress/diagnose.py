@@ -131,6 +131,35 @@ def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: Se
     return out
 
 
+def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> dict[str, Any] | None:
+    """On a one-at-a-time server that logs when it starts each request (llama-cpp-python), the engine was busy
+    with the cancelled request until it started the next one: that start, against the prefill left, says whether
+    the cancel stopped it."""
+    begins = ev.events("begin")
+    prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
+    if not begins or not prompt or left is None or left <= 0:
+        return None
+    t_c = c["t_done"]
+    own = [b for b in begins if c["t_sent"] - LOG_SLACK_S <= b.t <= t_c + LOG_SLACK_S
+           and b.n_tokens is not None and abs(b.n_tokens - prompt) <= 0.03 * prompt]
+    if not own:
+        return None
+    after = [b for b in begins if b.t > own[0].t]
+    if not after:
+        return None
+    busy = max(0.0, after[0].t - t_c)
+    figures = {"next_start_after_cancel_s": busy, "prefill_left_s": left, "prompt_tokens": prompt,
+               "log_line": after[0].line.strip()[:160]}
+    if busy >= RAN_ON * left:
+        return {"verdict": NO, "evidence": "log", "granularity": "only at the end", "figures": figures,
+                "why": f"the server (one request at a time) started the next request {busy:.3g} s after the "
+                       f"cancel, with {left:.3g} s of the cancelled prefill left: it ran on", "_stop_t": after[0].t}
+    if busy < STARTED_EARLY * left:
+        return {"verdict": YES, "evidence": "log", "granularity": CANT, "figures": figures,
+                "_stop_t": after[0].t}
+    return None
+
+
 def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[str, TtftSplit],
                 ev: ServerEvidence) -> dict[str, Any] | None:
     """What held the next request between the cancel and the server starting on it, in named parts."""
@@ -240,7 +269,7 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         left = _left(c, splits, facts)
         got = _cancel_from_log(c, n, splits, ev, facts) if ev.has_log else None
         if got is None:
-            got = _cancel_from_gauges(c, lines, ev, left)
+            got = _cancel_from_serial_log(c, ev, left) or _cancel_from_gauges(c, lines, ev, left)
             if got is not None:
                 got["next_delay"] = _next_delay(n, c["t_done"], got["_stop_t"], splits, ev)
         if got is None and c.get("t_first_token") is not None:

@@ -3,7 +3,8 @@
 Reads `server_log.jsonl` (the `--server-log` follower's lines, each stamped when read) and `metrics.jsonl` (the
 sampler's scrapes) from the run directory alone, so verdicts can be recomputed from an old run. Log lines are
 llama.cpp's wording (tools/server: `launch_slot_` "processing task", `stop: cancel task, id_task = N`, `release`
-"stop processing: n_tokens = N", the prompt cache's "making room for prompt cache entry" / "saving prompt").
+"stop processing: n_tokens = N", the prompt cache's "making room for prompt cache entry" / "saving prompt"), and
+llama-cpp-python's `Llama.generate: N prefix-match hit, remaining M prompt tokens to eval` (it starts a request).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _CANCEL = re.compile(r"cancel task, id_task = (\d+)")
 _STOP = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*stop processing: n_tokens = (\d+)")
 _CACHE = re.compile(r"making room for prompt cache entry|saving prompt with length|updating prompt cache|"
                     r"prompt cache update took")
+# llama-cpp-python's server (one model behind one lock: one request at a time) as it starts evaluating a request.
+_BEGIN = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 
 # Gauges of requests the engine is working on and requests it holds in its queue, by server.
 RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing")
@@ -34,7 +37,7 @@ class LogEvent:
     """One llama.cpp-style log line that matters to a verdict: a task launched, cancelled, stopped, or cache work."""
 
     t: float
-    kind: str  # launch | cancel | stop | cache
+    kind: str  # launch | cancel | stop | cache | begin (a one-at-a-time server starting a request, no task id)
     task: int | None = None
     slot: int | None = None
     n_tokens: int | None = None
@@ -83,6 +86,8 @@ def parse_log_line(t: float, line: str) -> LogEvent | None:
         return LogEvent(t, "cancel", task=int(m.group(1)), line=line)
     if _CACHE.search(line):
         return LogEvent(t, "cache", line=line)
+    if m := _BEGIN.search(line):
+        return LogEvent(t, "begin", n_tokens=int(m.group(1)) + int(m.group(2)), line=line)
     return None
 
 

@@ -3,8 +3,8 @@
 Its known behaviours are what is checked: it refuses an X-Request-Id that is not a UUID (evalkit then sends UUIDs),
 counts tokens at /extras/tokenize, serves one request at a time, kills the stream in progress when a new request
 arrives (HTTP 200, then the body cut with no finish_reason: the preflight sees it, and stress counts each such stream
-as `killed_stream` against the request it cut, naming the one whose arrival cut it), and does not abort a prefill when
-the client disconnects.
+as `killed_stream` against the request it cut, naming the one still in flight that cut it), and does not abort a
+prefill when the client disconnects (judged from its log: the next request starts only when that prefill is done).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _in_flight_at(x: dict[str, Any], lines: list[dict[str, Any]]) -> bool:
 def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) -> None:
     proc = run_evalkit(["stress", "--base-url", server.base_url, "--cycles", "1", "--seed", "42",
                         "--long-tokens", str(LONG_TOKENS), "--long-max-tokens", "16", "--gen-tokens", "64",
-                        "--no-progress", "--out", str(tmp_path), "--name", "stress"], cwd=tmp_path)
+                        "--no-progress", "--out", str(tmp_path), "--name", "stress",
+                        "--server-log", str(server.log_path)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     run = run_dir_from(proc)
     summary = json.loads((run / "summary.json").read_text())
@@ -103,6 +104,9 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
         [(x["error_kind"], x.get("killed_by")) for x in killed]
     kinds = {e["kind"] for e in summary["error_requests"]}
     cancel = summary["diagnoses"]["cancel_aborts"]
+    # A disconnect does not abort its prefill: its log shows the next request started only when that prefill ended.
+    assert cancel["verdict"] == "no" and cancel["evidence"] == "log", cancel
+    assert cancel["granularity"] == "only at the end", cancel
     print(f"[realserver] llama-cpp-python stress: {summary['requests']} requests, {len(ok)} ok, "
           f"{len(killed)} killed streams (error kinds {', '.join(sorted(kinds)) or 'none'}), long prompts counted "
           f"{[p['counted_tokens'] for p in prompts]}, served {served}")
