@@ -314,22 +314,26 @@ async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_bo
 
 
 KILL_TRIES = 5
+KILL_ATTEMPTS = 10
 KILL_ROW = "a new request kills the stream in progress"
 
 
 async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
-                         tries: int = KILL_TRIES, tokens: int = 64) -> Row:
+                         tries: int = KILL_TRIES, tokens: int = 64, attempts: int = KILL_ATTEMPTS) -> Row:
     """Does a request that arrives end the stream in progress (llama-cpp-python's server does)?
 
     A generation of `tokens` is started and, once its first chunk is read, a second request is sent. A kill is
     seen when the first stream then ends with HTTP 200 and no finish_reason, after the second was sent, while the
-    second one finishes. One try in which both finish is a no (a server that kills streams kills every one);
-    yes needs a kill in every one of `tries` tries, so a server that drops connections at random (the sim's fault
-    tests drop 15%) is called a killer ~3e-5 of the time. `stress` relabels cut streams only on a yes.
+    second one finishes; a clean try is one where both finish and the first streamed on for at least half its
+    streaming time after the second was sent (so the second had reached the server). One clean try is a no (a
+    server that kills streams kills every one); yes needs `tries` kills, so a server that drops connections at
+    random (the sim's fault tests drop 15%) is called a killer ~3e-5 of the time. A try that is neither (a slow
+    client sent the second late, or something failed) is sent again, up to `attempts` in all. `stress` relabels
+    cut streams only on a yes.
     """
     body = {**evalkit_body(result.model, extra_body, tokens, GEN_PROMPT), "ignore_eos": True}
     seen, notes = 0, []
-    for i in range(tries):
+    for i in range(attempts):
         started = asyncio.Event()
         first = asyncio.ensure_future(chat_probe(http, result.base_url, body, _hdr(result), started.set))
         waiter = asyncio.ensure_future(started.wait())
@@ -338,16 +342,17 @@ async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra
         t_second = time.perf_counter()
         second = await chat_probe(http, result.base_url, body, _hdr(result))
         a = await first
-        if a.ok and second.ok:
+        if a.ok and second.ok and a.t_end is not None and a.t_first_chunk is not None and \
+                a.t_end - t_second >= 0.5 * (a.t_end - a.t_first_chunk):
             return Row(KILL_ROW, False, f"no: a stream finished while a second request ran (try {i + 1})")
         if a.status == 200 and a.finish_reason is None and a.t_end is not None and a.t_end >= t_second \
                 and second.ok:
             seen += 1
             notes.append(f"{a.t_end - t_second:.3f} s after the second request was sent, {a.chunks} chunks in")
-    if seen == tries:
-        return Row(KILL_ROW, True, f"yes, {seen} of {tries} tries: the first stream ended (HTTP 200, no "
-                   f"finish_reason) {notes[0]}; stress counts such streams as killed_stream")
-    return Row(KILL_ROW, None, f"can't tell: {seen} of {tries} tries saw a kill, the others failed otherwise")
+            if seen == tries:
+                return Row(KILL_ROW, True, f"yes, {seen} of {i + 1} tries: the first stream ended (HTTP 200, no "
+                           f"finish_reason) {notes[0]}; stress counts such streams as killed_stream")
+    return Row(KILL_ROW, None, f"can't tell: {seen} of {attempts} tries saw a kill, none finished both in time")
 
 
 def _http(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:

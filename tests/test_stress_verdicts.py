@@ -30,11 +30,11 @@ CANCELS = {"chunk": ["--cancel-aborts"], "batch": ["--cancel-aborts", "--cancel-
            "never": ["--no-cancel-aborts"]}
 
 
-def _run(tmp: Path, flags: list[str]) -> dict[str, Any]:
+def _run(tmp: Path, flags: list[str], scale: str = SCALE) -> dict[str, Any]:
     log = tmp / "sim.log"
-    with start_sim([*flags, "--time-scale", SCALE, "--prefill-chunk", "512", "--server-log-file", str(log)]) as sim:
+    with start_sim([*flags, "--time-scale", scale, "--prefill-chunk", "512", "--server-log-file", str(log)]) as sim:
         p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp),
-                            "--name", "run", "--no-progress", "--cycles", "1", "--seed", "42", "--time-scale", SCALE,
+                            "--name", "run", "--no-progress", "--cycles", "1", "--seed", "42", "--time-scale", scale,
                             "--long-tokens", LONG, "--gen-tokens", "48", "--server-log", str(log),
                             "--metrics-interval", "0.02"], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr[-2000:]
@@ -116,14 +116,16 @@ def test_verdicts_agree_with_the_sims_events(tmp_path: Path, yielding: str, canc
 
 
 def test_killed_streams_are_errors_of_their_own_kind_against_the_killed_request(tmp_path: Path) -> None:
-    r = _run(tmp_path, ["--kill-on-new-request", "--max-batch", "2"])
+    # At 5x (250 tok/s a stream) the preflight's 64-token probe lasts ~0.25 s: a loaded CI client still sends its
+    # second request while the first streams (at 25x it once did not, and the probe rightly found no kill).
+    r = _run(tmp_path, ["--kill-on-new-request", "--max-batch", "2"], scale="5")
     s = r["summary"]
     # (the preflight's own probes are killed too, on purpose: that is how stress learns the server kills streams)
     killed = {rid for rid, e in r["events"].items() if e["status"] == "killed" and not rid.startswith("preflight-")}
     probes_killed = [rid for rid, e in r["events"].items() if e["status"] == "killed" and rid.startswith("preflight-")]
     kinds = {e["request_id"]: e["kind"] for e in s["error_requests"]}
     print(f"\nkilled by the sim: {sorted(killed)}; error kinds {s['error_kinds']}; {s['stream_killing']}")
-    assert s["stream_killing"]["kills"] is True and len(probes_killed) == 5, s["stream_killing"]
+    assert s["stream_killing"]["kills"] is True and len(probes_killed) >= 5, s["stream_killing"]
     assert killed and set(kinds) == killed and s["cycles"] == 1  # each kill is an error against its own request
     # Every killed stream is a killed_stream, before its first token or after some content (the real
     # llama-cpp-python server cuts mid-body too), and names the request whose arrival ended it.

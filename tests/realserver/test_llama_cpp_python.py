@@ -64,7 +64,7 @@ def test_check_table(server: llama_cpp_python.RunningServer, tmp_path: Path) -> 
     assert at_once["supported"] is False and "killed the stream in progress" in at_once["detail"]
     assert rows["usage in stream"]["supported"] is False  # tokens are counted from chunks
     kill = rows["a new request kills the stream in progress"]
-    assert kill["supported"] is True and kill["detail"].startswith("yes, 5 of 5 tries"), kill
+    assert kill["supported"] is True and kill["detail"].startswith("yes, 5 of "), kill
     print(f"[realserver] llama-cpp-python check: request id echo {rows['X-Request-Id echo']['supported']}, "
           f"served at once: {at_once['detail']}")
 
