@@ -95,10 +95,11 @@ class ChatClient:
         """Stream one chat completion; cancel it (close the stream) after a delay or when the event is set.
 
         `on_first_token(t)` is called as the first token arrives (stress scenarios time other requests from it)."""
-        rid = request.request_id or new_request_id()
+        label = request.request_id or new_request_id()
         tags = dict(request.tags)
-        if self.uuid_request_ids and not is_uuid(rid):
-            tags["request_label"], rid = rid, uuid_request_id(rid)
+        rid = self.wire_id(label)
+        if rid != label:
+            tags["request_label"] = label
         rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=tags)
         task = asyncio.ensure_future(self._stream(request, rec, on_first_token))
         timer = asyncio.ensure_future(asyncio.sleep(request.timeout_s))
@@ -208,6 +209,11 @@ class ChatClient:
             else:
                 rec.reasoning, rec.content = split_inline_reasoning(text)
 
+    def wire_id(self, request_id: str) -> str:
+        """The id sent (and recorded as `request_id`) for a caller's id: a derived UUID for a server that takes
+        only UUIDs, else the id itself."""
+        return uuid_request_id(request_id) if self.uuid_request_ids else request_id
+
     async def list_models(self) -> list[str]:
         """Model ids from `GET /v1/models`, in the server's order."""
         sink = _Collect()
@@ -298,14 +304,7 @@ class _EventStream:
         lines = data.split(b"\n")
         self._pending = lines.pop()
         for line in lines:
-            if line.startswith(b"data:"):  # the hot path: one `data:` line per token, inlined
-                payload = line[5:].strip()
-                if payload and payload != b"[DONE]":
-                    rec = self.rec
-                    _take_chunk(rec, _loads(payload), now, self.content, self.reasoning)
-                    if self.on_first_token is not None and rec.t_first_token is not None:
-                        callback, self.on_first_token = self.on_first_token, None
-                        callback(rec.t_first_token)
+            self._line(line, now)
 
     def flush(self) -> None:
         """The last line, when the body did not end with a line break."""
@@ -314,9 +313,7 @@ class _EventStream:
             self._line(line, self._now)
 
     def _line(self, line: bytes, now: float) -> None:
-        if not line.startswith(b"data:"):
-            return
-        payload = line[5:].strip()
+        payload = _sse_data(line)
         if not payload or payload == b"[DONE]":
             return  # read on to the end of the body, so the connection goes back to the pool
         rec = self.rec
@@ -330,9 +327,9 @@ class StreamError(Exception):
     """An error event inside an event stream (the server gave up after the HTTP status was sent)."""
 
 
-def _sse_data(line: str) -> str | None:
+def _sse_data(line: bytes) -> bytes | None:
     """The payload of an SSE `data:` line; None for comments, blank lines and other fields."""
-    if not line.startswith("data:"):
+    if not line.startswith(b"data:"):
         return None
     return line[5:].strip()
 

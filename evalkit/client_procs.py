@@ -120,6 +120,10 @@ class MultiProcessChatClient:
         self._keys = itertools.count()
         self._reading = False
 
+    def wire_id(self, request_id: str) -> str:
+        """The id a worker sends (and records) for a caller's id, as `ChatClient.wire_id`."""
+        return self._local.wire_id(request_id)
+
     def _start_reading(self) -> None:
         if self._reading:
             return

@@ -19,9 +19,8 @@ from typing import Any, Mapping
 import aiohttp
 from tqdm import tqdm
 
-from evalkit.client import ChatClient, ChatRequest, uuid_request_id
+from evalkit.client import ChatClient, ChatRequest
 from evalkit.clock import Clock
-from evalkit.http_errors import is_uuid
 from evalkit.records import RequestRecord
 from evalkit.rundir import REQUESTS, RunDir
 from evalkit_stress.gpu_memory import GPU_FILE, GpuMemorySampler
@@ -63,7 +62,7 @@ class RunOptions:
     extra_body: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
-    # a stream cut after HTTP 200 while another request was sent is then `killed_stream`, even after content.
+    # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
 
 
@@ -194,7 +193,7 @@ class StressRunner:
         request = self._request(r)
         sent_at = self.clock.now()
         tl.stamp(r.plan_id, "sent", sent_at)
-        wire_id = self._wire_id(request.request_id)
+        wire_id = self.client.wire_id(request.request_id)
         self._inflight[wire_id] = sent_at
         try:
             rec = await self.client.chat(request, cancel_after_s=cancel_after, cancel_event=cancel,
@@ -230,12 +229,6 @@ class StressRunner:
             line[metric] = rec.decode_tok_s
         await self._write(REQUESTS, line)
         bar.update(1)
-
-    def _wire_id(self, request_id: str) -> str:
-        # The id the record will carry: a server that takes only UUIDs gets (and the record keeps) a derived one.
-        if getattr(self.client, "uuid_request_ids", False) and not is_uuid(request_id):
-            return uuid_request_id(request_id)
-        return request_id
 
     def _killed_by(self, rec: RequestRecord) -> str | None:
         """The request that ended this one's stream, on a server the preflight saw killing streams.

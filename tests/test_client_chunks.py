@@ -7,21 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.client import StreamError, _sse_data, _take_chunk
+from evalkit.client import StreamError, _EventStream, _sse_data, _take_chunk
 from evalkit.records import RequestRecord
 
 SERVERS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "servers"
 
 
 def fold(lines: list[str]) -> tuple[RequestRecord, str, str]:
+    """The transcript fed line by line to the event-stream reader the client uses (line i read at time i)."""
     rec = RequestRecord(request_id="r", t_sent=0.0)
     content: list[str] = []
     reasoning: list[str] = []
+    events = _EventStream(rec, content, reasoning, None)
+    events.on_head(200, {}, 0.0)
     for i, line in enumerate(lines):
-        data = _sse_data(line)
-        if data is None or data == "[DONE]":
-            continue
-        _take_chunk(rec, json.loads(data), float(i), content, reasoning)
+        events.on_data(line.encode() + b"\n", float(i))
+    events.flush()
     return rec, "".join(content), "".join(reasoning)
 
 
@@ -50,12 +51,12 @@ def test_real_server_transcripts(transcript, completion_tokens, content_chunks, 
 @pytest.mark.parametrize(
     "line, payload",
     [
-        ("data: {\"a\": 1}", "{\"a\": 1}"),
-        ("data:{\"a\": 1}", "{\"a\": 1}"),
-        ("data: [DONE]", "[DONE]"),
-        (": keep-alive comment", None),
-        ("", None),
-        ("event: message", None),
+        (b"data: {\"a\": 1}", b"{\"a\": 1}"),
+        (b"data:{\"a\": 1}", b"{\"a\": 1}"),
+        (b"data: [DONE]", b"[DONE]"),
+        (b": keep-alive comment", None),
+        (b"", None),
+        (b"event: message", None),
     ],
 )
 def test_sse_data(line, payload):

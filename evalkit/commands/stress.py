@@ -153,8 +153,9 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 stop.set()
             timer = loop.call_later(args.max_minutes * 60, on_time)
         kill = await kill_check(ctx.client.base_url, ctx.client.model, api_key(ctx.profile),
-                                dict(ctx.profile.extra_body), bool(getattr(ctx.client, "uuid_request_ids", False)))
-        ctx.rundir.update_manifest(stream_killing={"kills": kill.supported, "detail": kill.detail})
+                                dict(ctx.profile.extra_body), ctx.client.uuid_request_ids)
+        killing = {"kills": kill.supported, "detail": kill.detail}
+        ctx.rundir.update_manifest(stream_killing=killing)
         if kill.supported:
             print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
         opts = RunOptions(
@@ -179,7 +180,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         await ctx.evidence.end()
         summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped),
                    **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path),
-                   "stream_killing": {"kills": kill.supported, "detail": kill.detail}}
+                   "stream_killing": killing}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
         _print_summary(summary)
