@@ -4,10 +4,12 @@ Each of N streams sends requests back to back (128 tokens at 50 tok/s a stream b
 spread over one request's length so arrivals do not come in one burst. Requests are matched by `X-Request-Id` to the
 sim's `/sim/events`. Per request: |client TTFT - true TTFT|, split into the way up (`arrived - t_sent`, which must
 never be negative) and the way down (client chunk - sim `first_token`). CPU per chunk is the client processes'
-`time.process_time` over the run divided by the text chunks they received; loop lag is how late a 20 ms sleep on the
-client's loop woke (what a chunk read on that loop can be late by). The sim is pinned to core 0 and the client to the
-other cores (`os.sched_setaffinity`); the machine is shared, so the load average is printed with each row.
-`--client-procs K` spreads the streams over K processes, each with its own loop, all stamping on one clock.
+`time.process_time` over the run divided by the text chunks they received; read lag is how long after the kernel
+received a response's bytes the client read them (`read_lag_s`, the worst per request: a busy client reads late,
+while its stamps, the kernel's, stay true). The sim is pinned to core 0 and the client to the other cores
+(`os.sched_setaffinity`); the machine is a shared VM, so each row prints the load average and the share of the
+client cores' time the host took away (steal, from /proc/stat). `--client-procs K` spreads the streams over K
+processes, each with its own loop, all stamping on one clock. `--repeat R` runs each row R times and prints each.
 
     python benchmarks/bench_client_load.py [--streams 1,64,256,512] [--tokens 128] [--rate 50] [--per-stream 2]
                                            [--client-procs 1] [--loop uvloop|asyncio]
@@ -20,7 +22,6 @@ import asyncio
 import json
 import multiprocessing
 import os
-import time
 from dataclasses import dataclass
 
 from evalkit.client import ChatClient, ChatRequest
@@ -29,7 +30,6 @@ from evalkit.eventloop import fast_loop, loop_name
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
 
-LAG_PROBE_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -49,17 +49,9 @@ class Share:
 
 
 async def _drive(share: Share) -> dict:
-    """This process's records (as small dicts), its CPU seconds and its loop-lag samples."""
+    """This process's records (as small dicts) and its CPU seconds (user, system)."""
     clock = Clock.from_anchor(share.anchor)
     period = share.tokens / share.rate
-    lags: list[float] = []
-    stop = asyncio.Event()
-
-    async def probe() -> None:
-        while not stop.is_set():
-            t = time.perf_counter()
-            await asyncio.sleep(LAG_PROBE_S)
-            lags.append(time.perf_counter() - t - LAG_PROBE_S)
 
     async with ChatClient(share.base_url, "evalkit-sim", clock=clock) as client:
         async def stream(i: int) -> list:
@@ -70,16 +62,15 @@ async def _drive(share: Share) -> dict:
                 rec = await client.chat(ChatRequest(msgs, max_tokens=share.tokens, extra_body={"ignore_eos": True},
                                                     request_id=f"load-{share.streams}-{i}-{k}"))
                 out.append({"request_id": rec.request_id, "status": rec.status, "t_sent": rec.t_sent,
-                            "t_first_token": rec.t_first_token, "ttft_s": rec.ttft_s, "chunks": len(rec.chunk_times)})
+                            "t_first_token": rec.t_first_token, "ttft_s": rec.ttft_s, "chunks": len(rec.chunk_times),
+                            "read_lag_s": rec.read_lag_s})
             return out
 
-        prober = asyncio.ensure_future(probe())
-        cpu0 = time.process_time()
+        t0 = os.times()
         per = await asyncio.gather(*[stream(i) for i in share.mine])
-        cpu = time.process_time() - cpu0
-        stop.set()
-        await prober
-    return {"records": [r for rs in per for r in rs], "cpu_s": cpu, "lags": lags, "loop": loop_name()}
+        t1 = os.times()
+    return {"records": [r for rs in per for r in rs], "cpu_user_s": t1.user - t0.user,
+            "cpu_sys_s": t1.system - t0.system, "loop": loop_name()}
 
 
 def _run_share(share: Share) -> dict:
@@ -95,6 +86,22 @@ def _ms(values: list[float], q: float) -> str:
     return "-" if v is None else f"{v * 1000:8.2f}"
 
 
+def _cpu_ticks(cpus: tuple[int, ...]) -> tuple[int, int]:
+    """(all ticks, steal ticks) of these cores so far, from /proc/stat ((0, 0) where it cannot be read)."""
+    total = steal = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and (not cpus or int(name[3:]) in cpus):
+                    values = [int(v) for v in fields[:8]]
+                    total += sum(values)
+                    steal += values[7] if len(values) > 7 else 0
+    except OSError:
+        pass
+    return total, steal
+
+
 def measure(streams: int, per_stream: int, tokens: int, rate: float, procs: int, loop: str,
             sim_cpus: set[int] | None, client_cpus: tuple[int, ...]) -> dict:
     """One row: start a sim sized for `streams`, drive it from `procs` processes, match records to the sim's events."""
@@ -107,30 +114,39 @@ def measure(streams: int, per_stream: int, tokens: int, rate: float, procs: int,
         procs = max(1, min(procs, streams))
         shares = [Share(sim.base_url, streams, tuple(range(k, streams, procs)), per_stream, tokens, rate,
                         clock.anchor, clock.now() + 0.5 + 0.2 * procs, loop, client_cpus) for k in range(procs)]
+        ticks0 = _cpu_ticks(client_cpus)
         if procs == 1:
             parts = [_run_share(shares[0])]
         else:
             with multiprocessing.get_context("fork").Pool(procs) as pool:
                 parts = pool.map(_run_share, shares)
+        ticks1 = _cpu_ticks(client_cpus)
         events = {e["request_id"]: e for e in sim.events()}
-    err, up, down, bad, chunks = [], [], [], 0, 0
+    err, up, down, lags, bad, chunks = [], [], [], [], 0, 0
     for r in (r for part in parts for r in part["records"]):
         ev = events.get(r["request_id"])
         chunks += r["chunks"]
+        if r["read_lag_s"] is not None:
+            lags.append(r["read_lag_s"])
         if r["status"] != "ok" or ev is None or ev.get("first_token") is None or r["t_first_token"] is None:
             bad += 1
             continue
         up.append(ev["arrived"] - r["t_sent"])
         down.append(r["t_first_token"] - ev["first_token"])
         err.append(abs(r["ttft_s"] - (ev["first_token"] - ev["arrived"])))
-    lags = [x for part in parts for x in part["lags"]]
-    cpu = sum(part["cpu_s"] for part in parts)
+    user = sum(part["cpu_user_s"] for part in parts)
+    system = sum(part["cpu_sys_s"] for part in parts)
+    cpu = user + system
+    spent = ticks1[0] - ticks0[0]
     return {"streams": streams, "client_procs": procs, "loop": parts[0]["loop"], "requests": len(err) + bad,
             "failed": bad, "ttft_err_p99_ms": _num(err, 99), "up_p50_ms": _num(up, 50), "up_p99_ms": _num(up, 99),
             "up_min_ms": min(up) * 1000 if up else None, "down_p50_ms": _num(down, 50),
-            "down_p99_ms": _num(down, 99), "loop_lag_p99_ms": _num(lags, 99),
-            "loop_lag_max_ms": max(lags) * 1000 if lags else None,
-            "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None, "chunks": chunks,
+            "down_p99_ms": _num(down, 99), "read_lag_p99_ms": _num(lags, 99),
+            "read_lag_max_ms": max(lags) * 1000 if lags else None,
+            "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None,
+            "cpu_user_us_per_chunk": user / chunks * 1e6 if chunks else None,
+            "cpu_sys_us_per_chunk": system / chunks * 1e6 if chunks else None, "chunks": chunks,
+            "steal_pct": 100.0 * (ticks1[1] - ticks0[1]) / spent if spent > 0 else None,
             "load_avg_1m": os.getloadavg()[0], "_err": err, "_up": up, "_down": down, "_lags": lags}
 
 
@@ -150,6 +166,7 @@ def main() -> None:
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop",
                     help="the client's event loop (uvloop where installed, as evalkit's commands use)")
     ap.add_argument("--no-pin", action="store_true", help="leave the sim and the client unpinned")
+    ap.add_argument("--repeat", type=int, default=1, help="rows per stream count (a shared machine's noise)")
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     pin = not args.no_pin and len(cores) >= 2
@@ -159,16 +176,18 @@ def main() -> None:
           f"{args.client_procs} client process(es), {args.loop} loop, "
           f"{f'sim on core {cores[0]}, client on {list(client_cpus)}' if pin else 'unpinned'}; "
           f"{os.cpu_count()} cores, shared machine (load average printed per row)")
-    print("| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | loop lag p99 | "
-          "CPU/chunk | failed | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for n in [int(x) for x in args.streams.split(",")]:
+    print("| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | read lag p99 | "
+          "CPU/chunk (user+sys) | failed | load avg | steal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
         row = measure(n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus,
                       client_cpus)
+        steal = "-" if row["steal_pct"] is None else f"{row['steal_pct']:.1f}%"
         print(f"| {n} | {_ms(row['_err'], 99)} ms | {_ms(row['_up'], 50)} ms | {_ms(row['_up'], 99)} ms | "
               f"{row['up_min_ms']:+8.2f} ms | {_ms(row['_down'], 50)} ms | {_ms(row['_down'], 99)} ms | "
-              f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs | {row['failed']}/{row['requests']} | "
-              f"{row['load_avg_1m']:.2f} |", flush=True)
+              f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs ({row['cpu_user_us_per_chunk']:.1f}"
+              f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | "
+              f"{row['load_avg_1m']:.2f} | {steal} |", flush=True)
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
                           if not k.startswith("_")}), flush=True)
 

@@ -3,8 +3,9 @@
 Timing follows the lessons of vLLM's serve benchmark, done better: one clock, the first token stamped when a
 chunk that actually carries text (content or reasoning) arrives, not on the role-only or empty first chunk,
 and every chunk's arrival kept so rates are computed from raw samples later. The request goes out on
-`evalkit.http_stream`: the send is stamped right before the socket write, and chunks are stamped and parsed in the
-connection's callback as their bytes are read, so neither stamp waits behind other ready tasks.
+`evalkit.http_stream`: the send is stamped right before the socket write, and each chunk is stamped with the
+kernel's receive time of its bytes (plain http on Linux; elsewhere when its callback reads them), so neither stamp
+waits behind other ready tasks or a busy loop.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ class ChatClient:
             while True:
                 events = _EventStream(rec, content, reasoning, on_first_token)
                 try:
-                    await self._pool.request(wire, events, _stamp(rec))
+                    rec.read_lag_s = await self._pool.request(wire, events, _stamp(rec))
                     events.flush()
                     break
                 except ClosedBeforeAnswering:
@@ -301,6 +302,9 @@ class _EventStream:
         self._now = now
         if self._pending:
             data = self._pending + data
+        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
+            self._line(data, now)  # one whole event, as a server sends a token: no split
+            return
         lines = data.split(b"\n")
         self._pending = lines.pop()
         for line in lines:

@@ -1,5 +1,11 @@
 """A lean HTTP/1.1 client for the client's hot path: the send stamped right before the bytes go into the socket, and
-the answer handed to a sink from asyncio's protocol callback as it arrives (no task wake-up per chunk).
+the answer handed to a sink as it is read (no task wake-up per chunk), each piece stamped with when it arrived.
+
+Plain-http connections on Linux are read by one `_BatchReader` per pool: an epoll set of the pool's sockets, read
+with `recvmsg` so that every piece carries the kernel's receive stamp (`evalkit.kernel_stamps`), and read at most
+once every `BATCH_HOLD_S` while bytes keep coming. A loaded client then neither stamps late (the stamp is the
+kernel's, not the loop's) nor wakes once a chunk (at 64 streams the wake-ups cost more CPU than the reading). https,
+and platforms without receive stamps, use asyncio's transports and stamp a piece when its callback runs.
 
 Only what evalkit's requests need: one request at a time per connection, keep-alive pooling, `Content-Length`,
 chunked and read-until-close bodies, http and https. No proxies, redirects or compression.
@@ -8,12 +14,22 @@ chunked and read-until-close bodies, http and https. No proxies, redirects or co
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import ssl
+import struct
 from dataclasses import dataclass
 from typing import Callable, Protocol
 from urllib.parse import urlsplit
 
+from evalkit import kernel_stamps
 from evalkit.clock import Clock
+
+# While bytes keep coming, the batch reader waits this long after a batch before it looks again: reads stay
+# stamped by the kernel, so waiting moves no stamp, and a loaded client reads many sockets per wake-up.
+BATCH_HOLD_S = 0.001
+_READ_SIZE = 256 * 1024
+_TIMESPEC = struct.Struct("qq")
 
 
 class BodySink(Protocol):
@@ -88,13 +104,21 @@ class _Connection(asyncio.Protocol):
         self._left = 0
         self._keep_alive = True
         self._got_bytes = False
+        # How late the bytes of the exchange in progress were read after the kernel had them (longest; None where
+        # the transport has no receive stamps).
+        self.read_lag: float | None = None
 
     # asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if isinstance(transport, _SocketTransport):
+            self.read_lag = 0.0
 
     def data_received(self, data: bytes) -> None:
-        now = self._clock.now()
+        self.received(data, self._clock.now())
+
+    def received(self, data: bytes, now: float) -> None:
+        """Bytes of the response, which arrived at `now`."""
         if self._done is None or self._done.done():
             self._close()  # bytes nobody asked for: this connection cannot be trusted again
             return
@@ -132,6 +156,8 @@ class _Connection(asyncio.Protocol):
         """Write the request now; returns the send stamp (taken with no await before the write) and the end."""
         assert self.transport is not None
         self._sink, self._buf, self._mode, self._got_bytes = sink, b"", "head", False
+        if self.read_lag is not None:
+            self.read_lag = 0.0
         self._done = asyncio.get_running_loop().create_future()
         t_sent = self._clock.now()
         self.transport.write(request)
@@ -297,6 +323,155 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     return int(parts[1]), headers
 
 
+class _SocketTransport:
+    """A plain-TCP connection's socket as its `_Connection`'s transport: written with `send` (the rest of a large
+    request when the socket takes it), read by the pool's `_BatchReader` with the kernel's receive stamps."""
+
+    def __init__(self, sock: socket.socket, reader: "_BatchReader", protocol: _Connection) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self._reader = reader
+        self._protocol = protocol
+        self.protocol = protocol
+        self._out = bytearray()
+        self._closing = False
+
+    def write(self, data: bytes) -> None:
+        """Send now; what the socket does not take goes out as it can (in order)."""
+        if self._closing:
+            raise ConnectionResetError("the connection is closed")
+        if not self._out:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self._reader.loop.add_writer(self.fd, self._flush)
+        self._out += data
+
+    def _flush(self) -> None:
+        try:
+            sent = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self.lost(e)
+            return
+        del self._out[:sent]
+        if not self._out:
+            self._reader.loop.remove_writer(self.fd)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Close the socket at once (the server sees the client leave)."""
+        if self._closing:
+            return
+        self._closing = True
+        self._reader.remove(self)
+        if self._out:
+            self._reader.loop.remove_writer(self.fd)
+            self._out.clear()
+        self.sock.close()
+
+    def ended(self) -> None:
+        """The server closed its end (a read returned nothing)."""
+        protocol = self._protocol
+        protocol.eof_received()
+        self.close()
+        protocol.connection_lost(None)
+
+    def lost(self, exc: Exception) -> None:
+        """The socket failed."""
+        self.close()
+        self._protocol.connection_lost(exc)
+
+
+class _BatchReader:
+    """Reads a pool's plain-TCP sockets: one epoll set watched by the loop; when any is readable, every readable one
+    is read, then the set is left alone for `hold_s` (the kernel keeps stamping what arrives meanwhile)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, hold_s: float = BATCH_HOLD_S) -> None:
+        self.loop = loop
+        self._clock = clock
+        self._hold = hold_s
+        self._epoll = select.epoll()
+        self._fd = self._epoll.fileno()
+        self._conns: dict[int, _SocketTransport] = {}
+        self._view = memoryview(bytearray(_READ_SIZE))
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._arm()
+
+    def add(self, transport: _SocketTransport) -> None:
+        self._epoll.register(transport.fd, select.EPOLLIN)
+        self._conns[transport.fd] = transport
+
+    def remove(self, transport: _SocketTransport) -> None:
+        if self._conns.pop(transport.fd, None) is not None and not self._closed:
+            try:
+                self._epoll.unregister(transport.fd)
+            except (OSError, ValueError):
+                pass
+
+    @property
+    def empty(self) -> bool:
+        return not self._conns
+
+    def _arm(self) -> None:
+        self._timer = None
+        if not self._closed:
+            self.loop.add_reader(self._fd, self._on_ready)
+
+    def _on_ready(self) -> None:
+        # The hot path of every streamed token, in one frame: read each readable socket with its receive stamp, note
+        # how late it was read, hand the bytes over.
+        self.loop.remove_reader(self._fd)
+        now = self._clock.now
+        offset = kernel_stamps.clock_offset(self._clock)
+        view, conns, space, stamped = self._view, self._conns, kernel_stamps.ANCILLARY_SPACE, kernel_stamps.SO_TIMESTAMPNS
+        unpack = _TIMESPEC.unpack_from
+        for fd, _ in self._epoll.poll(0):
+            transport = conns.get(fd)
+            if transport is None:
+                continue
+            try:
+                n, ancdata, _, _ = transport.sock.recvmsg_into([view], space)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as e:
+                transport.lost(e)
+                continue
+            if n == 0:
+                transport.ended()
+                continue
+            read_at = now()
+            if ancdata and ancdata[0][1] == stamped:
+                sec, nsec = unpack(ancdata[0][2])
+                arrived = sec + nsec * 1e-9 + offset
+            else:
+                arrived = read_at
+            protocol = transport.protocol
+            if read_at - arrived > protocol.read_lag:
+                protocol.read_lag = read_at - arrived
+            protocol.received(bytes(view[:n]), arrived)
+        if not self._closed:
+            self._timer = self.loop.call_later(self._hold, self._arm)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        else:
+            self.loop.remove_reader(self._fd)
+        self._epoll.close()
+
+
 class HttpPool:
     """Keep-alive connections to one origin; idle ones older than `keepalive_expiry_s` are not reused."""
 
@@ -306,9 +481,13 @@ class HttpPool:
         self._expiry = keepalive_expiry_s
         self._idle: list[_Connection] = []
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if self.origin.scheme == "https" else None
+        self._reader: _BatchReader | None = None
+        # Kernel receive stamps and batched reads for plain http where the platform has them.
+        self.kernel_stamps = self._ssl is None and kernel_stamps.available()
 
-    async def request(self, request: bytes, sink: BodySink, on_sent: Callable[[float], None]) -> None:
+    async def request(self, request: bytes, sink: BodySink, on_sent: Callable[[float], None]) -> float | None:
         """Send one request and feed its response to `sink` until it ends; `on_sent(t)` gets the send stamp.
+        Returns how late the response's bytes were read at worst (None without receive stamps).
 
         Cancelling it closes the connection, which is how a stream is cancelled."""
         conn = await self._acquire()
@@ -323,6 +502,7 @@ class HttpPool:
         except BaseException:
             conn.close()
             raise
+        return conn.read_lag
 
     async def _acquire(self) -> _Connection:
         now = asyncio.get_running_loop().time()
@@ -332,13 +512,43 @@ class HttpPool:
                 return conn
             conn.close()
         o = self.origin
+        loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.get_running_loop().create_connection(
+            if self.kernel_stamps:
+                return await self._open_stamped(loop)
+            _, conn = await loop.create_connection(
                 lambda: _Connection(self._clock, self._release), o.host, o.port, ssl=self._ssl,
                 server_hostname=o.host if self._ssl else None)
         except OSError as e:
             raise APIConnectionError("Connection error.") from e
         return conn
+
+    async def _open_stamped(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+        """A connection on a plain socket whose receives the kernel stamps, read by this pool's batch reader."""
+        if self._reader is None or self._reader.loop is not loop:
+            self._reader = _BatchReader(loop, self._clock)
+        infos = await loop.getaddrinfo(self.origin.host, self.origin.port, type=socket.SOCK_STREAM)
+        error: OSError = OSError(f"no address for {self.origin.host}")
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                kernel_stamps.enable(sock)  # before any byte can arrive
+                await loop.sock_connect(sock, address)
+            except OSError as e:
+                sock.close()
+                error = e
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            conn = _Connection(self._clock, self._release)
+            transport = _SocketTransport(sock, self._reader, conn)
+            conn.connection_made(transport)  # type: ignore[arg-type]
+            self._reader.add(transport)
+            return conn
+        raise error
 
     def _release(self, conn: _Connection) -> None:
         conn.idle_since = asyncio.get_running_loop().time()
@@ -349,3 +559,6 @@ class HttpPool:
         for conn in self._idle:
             conn.close()
         self._idle.clear()
+        if self._reader is not None and self._reader.empty:
+            self._reader.close()
+            self._reader = None

@@ -33,6 +33,10 @@ class RequestRecord:
     content_chunks: int = 0
     # Times the request was sent again because the server closed a pooled connection before answering.
     connection_retries: int = 0
+    # How late the client read this answer's bytes after the kernel received them, at worst (plain http on Linux,
+    # where chunk times are the kernel's receive stamps; None elsewhere). Large values mean a busy client: its
+    # stamps stay true, but what it does on a token (cancel, send the next request) happens that much later.
+    read_lag_s: float | None = None
     # Server-specific timing extras (llama.cpp `timings`), kept verbatim.
     server_timings: dict[str, Any] | None = None
     # Caller-supplied labels: cycle, scenario, question id, run number ...
