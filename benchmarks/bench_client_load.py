@@ -107,10 +107,10 @@ def measure(streams: int, per_stream: int, tokens: int, rate: float, procs: int,
     """One row: start a sim sized for `streams`, drive it from `procs` processes, match records to the sim's events."""
     flags = ["--max-batch", str(max(streams, 1)), "--decode-rate", str(rate),
              "--batch-decode-rate", str(rate * max(streams, 1)), "--seed", "1"]
-    with start_sim(flags) as sim:
+    clock = Clock()
+    with start_sim(flags, clock=clock) as sim:  # the sim stamps on this clock: arrived - t_sent is exact
         if sim_cpus:
             os.sched_setaffinity(sim.proc.pid, sim_cpus)
-        clock = Clock()
         procs = max(1, min(procs, streams))
         shares = [Share(sim.base_url, streams, tuple(range(k, streams, procs)), per_stream, tokens, rate,
                         clock.anchor, clock.now() + 0.5 + 0.2 * procs, loop, client_cpus) for k in range(procs)]

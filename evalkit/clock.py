@@ -5,6 +5,10 @@ from __future__ import annotations
 import time
 
 
+# Set by a process that starts another evalkit process it compares stamps with (the sim): "epoch,perf_counter".
+ANCHOR_ENV = "EVALKIT_CLOCK_ANCHOR"
+
+
 class Clock:
     """Epoch seconds read from `perf_counter`: never jumps with NTP, yet lines up with server epoch stamps."""
 
@@ -22,6 +26,24 @@ class Clock:
         clock = cls.__new__(cls)
         clock._epoch0, clock._mono0 = anchor
         return clock
+
+    @classmethod
+    def from_env(cls, environ: "dict[str, str] | None" = None) -> "Clock":
+        """The clock whose anchor `EVALKIT_CLOCK_ANCHOR` names (a parent's, so that both stamp on one clock to the
+        nanosecond), else a fresh one."""
+        import os
+
+        text = (os.environ if environ is None else environ).get(ANCHOR_ENV, "")
+        try:
+            epoch, mono = (float(v) for v in text.split(","))
+        except ValueError:
+            return cls()
+        return cls.from_anchor((epoch, mono))
+
+    @property
+    def anchor_text(self) -> str:
+        """The anchor as `EVALKIT_CLOCK_ANCHOR` takes it."""
+        return f"{self._epoch0!r},{self._mono0!r}"
 
     def now(self) -> float:
         """Current time as epoch seconds (float)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from evalkit.client_lag import client_lag
 from evalkit.clock import Clock
 from evalkit.stats import distribution
 from evalkit_stress.background import stop_task
@@ -47,7 +48,8 @@ class LoopLagSampler:
 
 
 def client_health(lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
-    """Send lateness and loop lag distributions, and `distorted` with its reasons."""
+    """Send lateness and loop lag distributions, `distorted` with its reasons, and the client's read lag
+    (`evalkit.client_lag`: `read_lag_s`, `client_bound`, `note`)."""
     lateness = [r["t_sent"] - r["t_planned"] for r in lines if r.get("t_planned") is not None and r.get("t_sent")]
     lag_p95 = [row["lag_p95_s"] for row in lag_rows if row.get("lag_p95_s") is not None]
     lag_max = [row["lag_max_s"] for row in lag_rows if row.get("lag_max_s") is not None]
@@ -70,4 +72,5 @@ def client_health(lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], m
         "loop_lag_max_s": max(lag_max) if lag_max else None,
         "distorted": bool(reasons),
         "distortion_reasons": reasons,
+        **client_lag(lines),
     }

@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from evalkit.clock import Clock
 from evalkit.sim.launch import SimProcess, start_sim
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,11 +29,12 @@ def data_dir() -> Path:
 
 @pytest.fixture
 def sim() -> Iterator[Callable[..., SimProcess]]:
-    """A factory: `sim("--time-scale", "50", ...)` starts an `evalkit sim` and returns its `SimProcess`."""
+    """A factory: `sim("--time-scale", "50", ...)` starts an `evalkit sim` and returns its `SimProcess`
+    (`clock=`: the sim stamps on that clock)."""
     started: list[SimProcess] = []
 
-    def _start(*flags: str) -> SimProcess:
-        proc = start_sim(list(flags))
+    def _start(*flags: str, clock: Clock | None = None) -> SimProcess:
+        proc = start_sim(list(flags), clock=clock)
         started.append(proc)
         return proc
 

@@ -1,19 +1,23 @@
 """The send stamp is never late: at 256 streams at once every request reaches the sim after evalkit says it was sent
-(the sim's `/sim/events` `arrived` is the truth), and the first chunk is read after the sim wrote it."""
+(the sim's `/sim/events` `arrived`, the kernel's receive stamp on one clock shared with the client, is the truth),
+and the first chunk is stamped after the sim wrote it."""
 
 from __future__ import annotations
 
 import asyncio
 
+from evalkit import kernel_stamps
 from evalkit.client import ChatClient, ChatRequest
+from evalkit.clock import Clock
 
 STREAMS = 256
 
 
 async def test_arrived_is_never_before_t_sent_at_256_streams(sim) -> None:
+    clock = Clock()
     s = sim("--time-scale", "10", "--max-batch", str(STREAMS), "--decode-rate", "50",
-            "--batch-decode-rate", str(50 * STREAMS))
-    async with ChatClient(s.base_url, "evalkit-sim") as client:
+            "--batch-decode-rate", str(50 * STREAMS), clock=clock)
+    async with ChatClient(s.base_url, "evalkit-sim", clock=clock) as client:
         async def one(i: int):
             msgs = [{"role": "user", "content": f"Tell me a story about {i}."}]
             # the first request of each stream opens its connection; the second goes out on a pooled one
@@ -35,4 +39,6 @@ async def test_arrived_is_never_before_t_sent_at_256_streams(sim) -> None:
         assert rec.t_first_token >= ev["first_token"], rec.request_id
         assert rec.t_sent <= rec.t_first_byte <= rec.t_first_token <= rec.t_done
         assert 0 < rec.ttft_s < 30  # generous: a loaded 2-core machine
+        # with receive stamps the record says how late its bytes were read; without, it cannot
+        assert (rec.read_lag_s is not None and rec.read_lag_s >= 0) is kernel_stamps.available()
     assert not late, f"{len(late)} requests arrived before their t_sent (ms): {late[:5]}"

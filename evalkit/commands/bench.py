@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from evalkit import bisect
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
+from evalkit.client_lag import client_lag
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.connect import discover_model
 from evalkit.errors import UsageError
@@ -74,8 +75,9 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
                 await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
         await ctx.evidence.end()
-        summary = {**summarize(ctx.rundir.read(REQUESTS), plan), **evidence_summary(ctx.rundir.path),
-                   "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE))}
+        lines = ctx.rundir.read(REQUESTS)
+        summary = {**summarize(lines, plan), **evidence_summary(ctx.rundir.path),
+                   "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)), "client": client_lag(lines)}
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish()
         return ctx, summary
@@ -98,6 +100,8 @@ def _print_table(summary: dict) -> None:
                      "(the server may ignore ignore_eos)")
     if summary["errors"]:
         lines.append(f"warning: {summary['errors']} request(s) failed, e.g. {summary['error_samples'][0]['error']}")
+    if (summary.get("client") or {}).get("note"):
+        lines.append(f"warning: {summary['client']['note']}")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.client_lag import client_lag
 from evalkit.config import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
@@ -72,6 +73,9 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
     if warning:
         sys.stderr.write(f"warning: {warning}\n")
         print(f"warning: {warning}")
+    note = (summary.get("client") or {}).get("note")
+    if note:
+        sys.stderr.write(f"warning: {note}\n")
     print_run_path(rundir)
     return 0
 
@@ -143,7 +147,8 @@ async def _live(args: argparse.Namespace) -> int:
         return _finish(ctx.rundir, lines, args.thinking,
                        {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256,
                         **evidence_summary(ctx.rundir.path),
-                        "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE))})
+                        "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
+                        "client": client_lag(ctx.rundir.read("requests.jsonl"))})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -158,18 +158,27 @@ def _check(s: SimSettings) -> None:
 async def _serve(settings: SimSettings, host: str, port: int) -> None:
     from aiohttp import web
 
+    from evalkit import kernel_stamps
+    from evalkit.clock import Clock
     from evalkit.sim.server import SimServer
+    from evalkit.sim.stamped_server import serve_stamped
 
-    server = SimServer(settings)
+    server = SimServer(settings, Clock.from_env())
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    listener = None
     try:
-        await site.start()
+        if kernel_stamps.available():
+            # Requests stamped `arrived` when the kernel received them (evalkit/sim/stamped_server.py).
+            listener = await serve_stamped(runner.server, host, port, server.clock)
+            sockets = listener.sockets
+        else:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the only way to learn port 0's pick
     except OSError as e:
         await runner.cleanup()
         raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the only way to learn port 0's pick
     real_port = sockets[0].getsockname()[1] if sockets else port
     if settings.clamp_batch and settings.max_batch > 1:
         sys.stderr.write(f"explicit-token safety max_batch limited {settings.max_batch} -> 1\n")
@@ -185,6 +194,8 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
     try:
         await stop.wait()
     finally:
+        if listener is not None:
+            listener.close()
         await runner.cleanup()
 
 

@@ -219,6 +219,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         out.append(f"  wrong: {w['request_id']} ({w['scenario']}) expected {w['expected'][:20]} got {w['extracted']}")
     if s["client"]["distorted"]:
         out.extend("  client distorted the run: " + r for r in s["client"]["distortion_reasons"])
+    if s["client"].get("note"):
+        out.append(f"  warning: {s['client']['note']}")
     if s.get("gpu_memory_verdict"):
         out.append(f"  {peaks_line(s['gpu_memory'])}")
         out.append(f"  GPU memory: {s['gpu_memory_verdict']['verdict']}")

@@ -20,6 +20,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from evalkit.clock import ANCHOR_ENV, Clock
+
 LISTEN_PREFIX = "evalkit sim listening on "
 
 
@@ -101,8 +103,11 @@ class SimProcess:
 
 
 def start_sim(flags: list[str] | tuple[str, ...] = (), data_dir: str | Path | None = None,
-              timeout: float = 30.0, python: str | None = None) -> SimProcess:
-    """Start `evalkit sim --port 0 FLAGS` (as `python -m evalkit.sim`), wait for its listening line and `/health`."""
+              timeout: float = 30.0, python: str | None = None, clock: Clock | None = None) -> SimProcess:
+    """Start `evalkit sim --port 0 FLAGS` (as `python -m evalkit.sim`), wait for its listening line and `/health`.
+
+    With `clock`, the sim stamps on that clock (same anchor): its `arrived` and the caller's `t_sent` then compare
+    to the nanosecond, not to the few microseconds two separately anchored clocks agree to."""
     # `-m evalkit.sim` runs the same command as `-m evalkit sim` but skips importing every other command.
     cmd = [python or sys.executable, "-m", "evalkit.sim", "--host", "127.0.0.1", "--port", "0", *flags]
     if data_dir is not None and "--data-dir" not in flags:
@@ -110,7 +115,8 @@ def start_sim(flags: list[str] | tuple[str, ...] = (), data_dir: str | Path | No
     fd, err_name = tempfile.mkstemp(prefix="evalkit-sim-", suffix=".stderr")
     err_path = Path(err_name)
     with os.fdopen(fd, "w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+        env = None if clock is None else {**os.environ, ANCHOR_ENV: clock.anchor_text}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1, env=env)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     line = ""

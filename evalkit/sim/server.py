@@ -3,8 +3,9 @@
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (streaming and not; usage in a final `choices: []` chunk only
 with `stream_options.include_usage`), `GET /health`, `POST /tokenize`, `GET /sim/events`, `POST /sim/reset`,
 `GET /sim/config`. Headers go out at once; the role-only chunk follows when the prefill ends, then one chunk per
-token. `arrived` is stamped as the handler starts, before the body is read, and `first_token` as the first token's
-chunk is handed to the socket, so `first_token - arrived` is what a client should measure as TTFT.
+token. `arrived` is when the kernel received the request's first bytes (on Linux; elsewhere as the handler starts,
+before the body is read), and `first_token` is stamped as the first token's chunk is handed to the socket, so
+`first_token - arrived` is what a client should measure as TTFT.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from evalkit.sim.thinking import decide
 from evalkit.sim.tokens import prompt_tokens, tokenize
 from evalkit.sim.trace import RequestTrace
 
+# The request's (clock, perf_counter) arrival, set by the arrival middleware.
+ARRIVED = "evalkit.arrived"
+
 # What aiohttp raises when writing to a connection the client has closed.
 _WRITE_ERRORS = (ConnectionError, RuntimeError)
 
@@ -42,10 +46,10 @@ _WRITE_ERRORS = (ConnectionError, RuntimeError)
 class SimServer:
     """Holds the engine, the question index and the event log; builds the aiohttp application."""
 
-    def __init__(self, settings: SimSettings) -> None:
+    def __init__(self, settings: SimSettings, clock: Clock | None = None) -> None:
         self.s = settings
         self.log = SimLog(settings.server_log)
-        self.clock = Clock()
+        self.clock = clock or Clock()
         self.index = QuestionIndex(settings.data_dir)
         self.traces: list[RequestTrace] = []
         self.engine: Engine | None = None
@@ -54,7 +58,7 @@ class SimServer:
 
     def app(self) -> web.Application:
         """The aiohttp application."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._stamp_arrival])
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/health", self.health)
@@ -139,8 +143,29 @@ class SimServer:
         await self._index_loading
         return recognise(messages, self.index)
 
+    def _arrival(self, request: web.Request) -> tuple[float, float]:
+        """(clock, perf_counter) time the request reached the sim: the kernel's receive stamp of its first bytes on a
+        stamped connection (evalkit/sim/stamped_server.py), else now, as its handler starts."""
+        now, now_perf = self.clock.now(), time.perf_counter()
+        take = getattr(request.transport, "take_arrival", None)
+        t = take() if take is not None else None
+        if t is None or t > now:
+            return now, now_perf
+        return t, now_perf - (now - t)
+
+    @web.middleware
+    async def _stamp_arrival(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every request's arrival, taken before its handler runs; its body read at once, so that bytes of a long body
+        that came later are not taken for the next request's arrival."""
+        request[ARRIVED] = self._arrival(request)
+        take = getattr(request.transport, "take_arrival", None)
+        if take is not None and request.can_read_body:
+            await request.read()
+            take()
+        return await handler(request)
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        arrived, arrived_perf = self.clock.now(), time.perf_counter()
+        arrived, arrived_perf = request[ARRIVED]
         arrival_index = self._arrivals
         self._arrivals += 1
         header_id = request.headers.get("X-Request-Id")

@@ -1,0 +1,104 @@
+"""Chunk times are when the bytes arrived, not when a busy client got round to reading them: a server writes a
+token while the client's event loop is blocked, and the record still puts that token at the moment it was written
+(the kernel's receive stamp), with the lateness of the read in `read_lag_s`. And `client_lag` says when that
+lateness made the client, not the server, the bottleneck."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+
+from evalkit import kernel_stamps
+from evalkit.client import ChatClient, ChatRequest
+from evalkit.client_lag import client_lag
+from evalkit.clock import Clock
+
+pytestmark = pytest.mark.skipif(not kernel_stamps.available(), reason="receive stamps are Linux-only")
+
+BLOCK_S = 0.3
+
+
+def _chunk(body: bytes) -> bytes:
+    return f"{len(body):x}\r\n".encode() + body + b"\r\n"
+
+
+def _event(delta: dict, finish: str | None = None) -> bytes:
+    return _chunk(f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
+                  .encode())
+
+
+async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_time() -> None:
+    clock = Clock()
+    written: dict[str, float] = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(v.split(b":")[1]) for v in head.split(b"\r\n") if v.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(_event({"content": "first"}))
+        await writer.drain()
+        await asyncio.sleep(0.1)  # the client's loop is blocked from about now
+        written["second"] = clock.now()
+        writer.write(_event({"content": " second"}))
+        await writer.drain()
+        await asyncio.sleep(BLOCK_S + 0.1)
+        writer.write(_event({}, "stop") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    # The server runs in its own thread's loop, so blocking the client's loop does not block it.
+    started = asyncio.get_running_loop().create_future()
+    stop: list[asyncio.AbstractEventLoop] = []
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        stop.append(loop)
+
+        async def main() -> None:
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            started.get_loop().call_soon_threadsafe(started.set_result, port)
+            async with server:
+                await asyncio.sleep(10)
+
+        try:
+            loop.run_until_complete(main())
+        except RuntimeError:
+            pass  # stopped
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = await started
+
+    async with ChatClient(f"http://127.0.0.1:{port}/v1", "m", clock=clock) as client:
+        async def blocker() -> None:
+            while client_first["t"] is None:
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(0.05)
+            time.sleep(BLOCK_S)  # the loop cannot read meanwhile; the second token arrives during it
+
+        client_first: dict[str, float | None] = {"t": None}
+        task = asyncio.ensure_future(blocker())
+        rec = await client.chat(ChatRequest([{"role": "user", "content": "hi"}]),
+                                on_first_token=lambda t: client_first.__setitem__("t", t))
+        await task
+    stop[0].call_soon_threadsafe(stop[0].stop)
+    assert rec.status == "ok", rec.error
+    assert rec.content == "first second" and len(rec.chunk_times) == 2
+    # stamped when it arrived (within a generous 50 ms of the write), not when the blocked loop read it
+    assert abs(rec.chunk_times[1] - written["second"]) < 0.05, rec.chunk_times[1] - written["second"]
+    assert rec.read_lag_s is not None and rec.read_lag_s > BLOCK_S / 2
+
+
+def test_client_lag_says_when_the_client_was_the_bottleneck() -> None:
+    fast_reader = [{"read_lag_s": 0.001, "decode_tok_s": 50.0} for _ in range(20)]
+    slow_reader = [{"read_lag_s": 0.060, "decode_tok_s": 50.0} for _ in range(20)]
+    assert client_lag(fast_reader)["client_bound"] is False and client_lag(fast_reader)["note"] is None
+    slow = client_lag(slow_reader)
+    assert slow["client_bound"] is True and "bottleneck" in slow["note"] and slow["token_gap_p50_s"] == 0.02
+    assert client_lag([{"read_lag_s": None, "decode_tok_s": 50.0}])["client_bound"] is None
