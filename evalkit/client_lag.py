@@ -2,8 +2,9 @@
 after the kernel received them.
 
 Chunk times are the kernel's receive stamps, so a busy client does not bend them; but what it does on a token
-(cancel, send the next request) happens late by its read lag, and a client that reads more slowly than the server
-writes makes the server wait on a full socket. The client was the bottleneck when its read lag (p95) exceeds the
+(cancel, send the next request) happens late by its read lag, tokens that queued unread share the stamp of the last
+of them (the kernel merges them), and a client that reads more slowly than the server writes makes the server wait on
+a full socket. The client was the bottleneck when its read lag (p95) exceeds the
 server's median time between tokens: answers waited for the client longer than the server took to make the next
 token. `--client-procs K` spreads the reading over K processes.
 """
@@ -32,7 +33,7 @@ def client_lag(lines: Iterable[dict[str, Any]]) -> dict[str, Any]:
     note = None
     if bound:
         note = (f"the client read answers {p95 * 1000:.1f} ms late (p95), longer than the server's "
-                f"{gap * 1000:.1f} ms between tokens: the client, not the server, was the bottleneck (times stay "
-                "true, they are the kernel's receive stamps; what the client did on a token ran late; try "
-                "--client-procs 2)")
+                f"{gap * 1000:.1f} ms between tokens: the client, not the server, was the bottleneck (tokens that "
+                "waited unread share one arrival stamp, what the client did on a token ran late; try "
+                "--client-procs 2 or fewer streams)")
     return {"read_lag_s": dist, "token_gap_p50_s": gap, "client_bound": bound, "note": note}

@@ -124,6 +124,17 @@ class _Connection(asyncio.Protocol):
             return
         self._got_bytes = True
         try:
+            if self._mode == "chunk-size" and not self._buf:
+                # One whole chunk in one read is what a streaming server sends per event: hand it over in one slice.
+                eol = data.find(b"\r\n", 0, 18)
+                if eol > 0:
+                    try:
+                        size = int(data[:eol], 16)
+                    except ValueError:
+                        size = 0  # an extension or junk: the general path decides
+                    if size and len(data) == eol + size + 4 and data.endswith(b"\r\n"):
+                        self._sink.on_data(data[eol + 2:eol + 2 + size], now)  # type: ignore[union-attr]
+                        return
             self._feed(data, now)
         except Exception as e:  # noqa: BLE001 - a framing error or the sink's own; either ends this exchange
             self._fail(e)
@@ -199,18 +210,6 @@ class _Connection(asyncio.Protocol):
         elif mode == "close":
             sink.on_data(data, now)
             return
-        elif mode == "chunk-size" and not self._buf:
-            # One whole chunk in one read is what a streaming server sends per event: hand it over in one slice.
-            eol = data.find(b"\r\n", 0, 18)
-            if eol > 0:
-                try:
-                    size = int(data[:eol], 16)
-                except ValueError:
-                    size = 0  # an extension or junk: the general path below decides
-                end = eol + 2 + size
-                if size and len(data) == end + 2 and data.endswith(b"\r\n"):
-                    sink.on_data(data[eol + 2:end], now)
-                    return
         buf = self._buf + data if self._buf else data
         pos = 0
         out: list[bytes] = []
@@ -438,6 +437,7 @@ class _BatchReader:
             transport = conns.get(fd)
             if transport is None:
                 continue
+            protocol = transport.protocol
             try:
                 n, ancdata, _, _ = transport.sock.recvmsg_into([view], space)
             except (BlockingIOError, InterruptedError):
@@ -454,7 +454,6 @@ class _BatchReader:
                 arrived = sec + nsec * 1e-9 + offset
             else:
                 arrived = read_at
-            protocol = transport.protocol
             if read_at - arrived > protocol.read_lag:
                 protocol.read_lag = read_at - arrived
             protocol.received(bytes(view[:n]), arrived)

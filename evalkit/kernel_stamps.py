@@ -4,7 +4,12 @@ An event loop reads a socket only when it gets round to it; under load that is m
 in. The kernel stamps each packet as it arrives, and `recvmsg` hands the stamp of the last packet it read over with
 the data. Both ends of a measurement use it: the client for when a token arrived, the sim for when a request did.
 The stamp is wall-clock time (CLOCK_REALTIME); adding `clock_offset` puts it on evalkit's `Clock`, the offset read
-at the time of the read, so a wall-clock step or slew since the clock's anchoring does not move it.
+at the time of the read, so a wall-clock step since the clock's anchoring does not move it.
+
+One limit, the kernel's: packets that queue unread are merged into one buffer that keeps the newest packet's stamp
+(seen: a first token read 150 ms late together with the next token got the next token's stamp, even when the read
+took the first token's bytes alone). A client that keeps up reads each token on its own; how late it read is
+`read_lag_s`, and `evalkit.client_lag` says when that made the client the bottleneck.
 """
 
 from __future__ import annotations

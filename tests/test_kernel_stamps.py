@@ -31,7 +31,15 @@ def _event(delta: dict, finish: str | None = None) -> bytes:
                   .encode())
 
 
-async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_time() -> None:
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+END = _event({}, "stop") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+async def _run(script: list[tuple[float, bytes, str]], block_at_s: float, block_s: float,
+               after_first_token: bool) -> tuple[object, dict[str, float]]:
+    """Serve one streamed answer as `script` says ((delay before, bytes, name) steps, the server in a thread of its
+    own), block the client's loop for `block_s` from `block_at_s` (counted from the first token or from the send),
+    and return the record and when each named step was written."""
     clock = Clock()
     written: dict[str, float] = {}
 
@@ -39,30 +47,24 @@ async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_tim
         head = await reader.readuntil(b"\r\n\r\n")
         length = next(int(v.split(b":")[1]) for v in head.split(b"\r\n") if v.lower().startswith(b"content-length"))
         await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        writer.write(_event({"content": "first"}))
-        await writer.drain()
-        await asyncio.sleep(0.1)  # the client's loop is blocked from about now
-        written["second"] = clock.now()
-        writer.write(_event({"content": " second"}))
-        await writer.drain()
-        await asyncio.sleep(BLOCK_S + 0.1)
-        writer.write(_event({}, "stop") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        await writer.drain()
+        for delay, data, name in script:
+            await asyncio.sleep(delay)
+            written[name] = clock.now()
+            writer.write(data)
+            await writer.drain()
         writer.close()
 
-    # The server runs in its own thread's loop, so blocking the client's loop does not block it.
-    started = asyncio.get_running_loop().create_future()
-    stop: list[asyncio.AbstractEventLoop] = []
+    port_ready = asyncio.get_running_loop().create_future()
+    loops: list[asyncio.AbstractEventLoop] = []
 
     def serve() -> None:
         loop = asyncio.new_event_loop()
-        stop.append(loop)
+        loops.append(loop)
 
         async def main() -> None:
             server = await asyncio.start_server(handle, "127.0.0.1", 0)
             port = server.sockets[0].getsockname()[1]
-            started.get_loop().call_soon_threadsafe(started.set_result, port)
+            port_ready.get_loop().call_soon_threadsafe(port_ready.set_result, port)
             async with server:
                 await asyncio.sleep(10)
 
@@ -71,23 +73,29 @@ async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_tim
         except RuntimeError:
             pass  # stopped
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    port = await started
+    threading.Thread(target=serve, daemon=True).start()
+    port = await port_ready
+    first: dict[str, float] = {}
 
     async with ChatClient(f"http://127.0.0.1:{port}/v1", "m", clock=clock) as client:
         async def blocker() -> None:
-            while client_first["t"] is None:
+            while after_first_token and not first:
                 await asyncio.sleep(0.005)
-            await asyncio.sleep(0.05)
-            time.sleep(BLOCK_S)  # the loop cannot read meanwhile; the second token arrives during it
+            await asyncio.sleep(block_at_s)
+            time.sleep(block_s)  # the loop cannot read meanwhile
 
-        client_first: dict[str, float | None] = {"t": None}
         task = asyncio.ensure_future(blocker())
         rec = await client.chat(ChatRequest([{"role": "user", "content": "hi"}]),
-                                on_first_token=lambda t: client_first.__setitem__("t", t))
+                                on_first_token=lambda t: first.setdefault("t", t))
         await task
-    stop[0].call_soon_threadsafe(stop[0].stop)
+    loops[0].call_soon_threadsafe(loops[0].stop)
+    return rec, written
+
+
+async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_time() -> None:
+    script = [(0.0, HEAD + _event({"content": "first"}), "first"), (0.1, _event({"content": " second"}), "second"),
+              (BLOCK_S + 0.1, END, "end")]
+    rec, written = await _run(script, block_at_s=0.05, block_s=BLOCK_S, after_first_token=True)
     assert rec.status == "ok", rec.error
     assert rec.content == "first second" and len(rec.chunk_times) == 2
     # stamped when it arrived (within a generous 50 ms of the write), not when the blocked loop read it
