@@ -3,9 +3,9 @@ the answer handed to a sink as it is read (no task wake-up per chunk), each piec
 
 Plain-http connections on Linux are read by one `_BatchReader` per pool: an epoll set of the pool's sockets, read
 with `recvmsg` so that every piece carries the kernel's receive stamp (`evalkit.kernel_stamps`), and read at most
-once every `BATCH_HOLD_S` while bytes keep coming. A loaded client then neither stamps late (the stamp is the
-kernel's, not the loop's) nor wakes once a chunk (at 64 streams the wake-ups cost more CPU than the reading). https,
-and platforms without receive stamps, use asyncio's transports and stamp a piece when its callback runs.
+once every `BATCH_HOLD_S` while bytes keep coming. A loaded client then does not stamp late (the stamp is the
+kernel's, not the loop's) and reads many sockets per wake-up. https, and platforms without receive stamps, use
+asyncio's transports and stamp a piece when its callback runs.
 
 Only what evalkit's requests need: one request at a time per connection, keep-alive pooling, `Content-Length`,
 chunked and read-until-close bodies, http and https. No proxies, redirects or compression.
@@ -33,7 +33,8 @@ _TIMESPEC = struct.Struct("qq")
 
 
 class BodySink(Protocol):
-    """Receives one response as it arrives; `now` is when its bytes were read off the socket."""
+    """Receives one response as it arrives; `now` is when its bytes arrived (the kernel's receive stamp where there
+    is one, else when they were read off the socket)."""
 
     def on_head(self, status: int, headers: dict[str, str], now: float) -> None: ...
 
@@ -330,7 +331,6 @@ class _SocketTransport:
         self.sock = sock
         self.fd = sock.fileno()
         self._reader = reader
-        self._protocol = protocol
         self.protocol = protocol
         self._out = bytearray()
         self._closing = False
@@ -378,7 +378,7 @@ class _SocketTransport:
 
     def ended(self) -> None:
         """The server closed its end (a read returned nothing)."""
-        protocol = self._protocol
+        protocol = self.protocol
         protocol.eof_received()
         self.close()
         protocol.connection_lost(None)
@@ -386,7 +386,7 @@ class _SocketTransport:
     def lost(self, exc: Exception) -> None:
         """The socket failed."""
         self.close()
-        self._protocol.connection_lost(exc)
+        self.protocol.connection_lost(exc)
 
 
 class _BatchReader:
