@@ -1,6 +1,7 @@
 """`--server-log FILE`: follow the server's log during a run, keep each line in `server_log.jsonl`, flag known ones.
 
-Each line of `server_log.jsonl` is `{"t": <epoch when evalkit read it>, "line": "<text>", "flags": [<names>]}`.
+Each line of `server_log.jsonl` is `{"t": <epoch when evalkit read it>, "t_after": <epoch of the read before, which
+did not see it yet>, "line": "<text>", "flags": [<names>]}`: the server wrote the line in (t_after, t].
 Following starts at the file's end when the run starts; of the lines already there only flagged ones are kept, with
 `"earlier": true` (a server's start-up lines, such as FastLLM's clamp, come before any run). A file that does
 not exist yet is warned about once and polled for, and then read from its start. A file cut shorter (rotated,
@@ -81,6 +82,7 @@ class LogFollower:
         self._pos: int | None = None
         self._partial = b""
         self.lines = 0
+        self._seen_at = clock.now()  # when the file was last read: lines read next were written after it
 
     def start(self) -> None:
         """Keep the flagged lines already in the file (marked `earlier`), then follow from its end."""
@@ -124,6 +126,8 @@ class LogFollower:
             self._stop.wait(self._poll_s)
 
     def _read_new(self) -> None:
+        polled = self.clock.now()
+        after, self._seen_at = self._seen_at, polled
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
@@ -139,12 +143,15 @@ class LogFollower:
         chunks = (self._partial + data).split(b"\n")
         self._partial = chunks.pop()
         for raw in chunks:
-            self._write(raw)
+            self._write(raw, after)
 
-    def _write(self, raw: bytes) -> None:
+    def _write(self, raw: bytes, after: float | None = None) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
         self.lines += 1
-        self._emit(LOG_FILE, {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)})
+        row: dict[str, Any] = {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)}
+        if after is not None:
+            row["t_after"] = after
+        self._emit(LOG_FILE, row)
 
 
 def summarize_log(lines: list[dict[str, Any]], path: str | None = None, limit: int = 50) -> dict[str, Any]:

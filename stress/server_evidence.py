@@ -10,7 +10,7 @@ llama-cpp-python's `Llama.generate: N prefix-match hit, remaining M prompt token
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ class LogEvent:
     slot: int | None = None
     n_tokens: int | None = None
     line: str = ""
+    # When the follower's read before this one ran (the line was written in (t_after, t]); None: unknown.
+    t_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,12 @@ class ServerEvidence:
         return bool(self.gauges)
 
     def events(self, kind: str, t0: float = float("-inf"), t1: float = float("inf")) -> list[LogEvent]:
-        """Log events of one kind read within [t0, t1]."""
-        return [e for e in self.log if e.kind == kind and t0 <= e.t <= t1]
+        """Log events of one kind that may have happened within [t0, t1]: read at or after t0, and written (after the
+        follower's previous read) by t1. A line is read up to a poll, or more on a loaded machine, after it was
+        written, and the client's chunk times are the kernel's: a window closing at a request's server-side start
+        must not miss the line written just before it."""
+        return [e for e in self.log if e.kind == kind and t0 <= e.t
+                and (e.t if e.t_after is None else min(e.t, e.t_after)) <= t1]
 
 
 def parse_log_line(t: float, line: str) -> LogEvent | None:
@@ -103,7 +109,8 @@ def read_evidence(run_path: Path) -> ServerEvidence:
         if isinstance(r.get("line"), str) and isinstance(r.get("t"), (int, float)):
             e = parse_log_line(float(r["t"]), r["line"])
             if e is not None:
-                log.append(e)
+                after = r.get("t_after")
+                log.append(replace(e, t_after=float(after)) if isinstance(after, (int, float)) else e)
     scrapes = tuple(r for r in read_jsonl(run_path / METRICS_FILE) if r.get("ok") and r.get("series"))
     gauges = []
     for r in scrapes:

@@ -118,12 +118,15 @@ def test_log_follower_waits_for_a_file_that_does_not_exist_yet(tmp_path: Path) -
     warnings: list[str] = []
     f = _follow(log, got, warnings)
     time.sleep(0.1)
+    written = f.clock.now()
     log.write_text("Model context window: 222080 tokens per session\n")
     _wait_for(lambda: len(got) >= 1)
     f.stop()
     assert len(warnings) == 1 and "does not exist yet" in warnings[0]
-    assert got == [{"t": got[0]["t"], "line": "Model context window: 222080 tokens per session",
-                    "flags": ["context_per_request"]}]
+    assert got == [{"t": got[0]["t"], "t_after": got[0]["t_after"],
+                    "line": "Model context window: 222080 tokens per session", "flags": ["context_per_request"]}]
+    # the line was written between the read before (which did not see it) and the read that did
+    assert got[0]["t_after"] <= written <= got[0]["t"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -148,3 +151,15 @@ def test_bench_without_metrics_warns_once_and_goes_on(sim, tmp_path: Path) -> No
     assert summary["server_metrics"]["available"] is False and summary["server_metrics"]["failed"] == 8
     assert summary["server_log"]["lines"] == 0
     assert summary["prompts"]["code"]["tok_s"] > 0
+
+
+def test_a_log_line_read_late_still_counts_inside_the_window_it_was_written_in() -> None:
+    from evalkit_stress.server_evidence import LogEvent, ServerEvidence
+
+    # Read at 10.20 s; the follower's read before (which did not see it yet) ran at 10.00 s.
+    late = LogEvent(10.20, "cache", line="prompt cache update took 5.00 ms", t_after=10.00)
+    ev = ServerEvidence(log=(late,))
+    assert ev.events("cache", 9.9, 10.05) == [late]  # may have been written by 10.05: counted
+    assert ev.events("cache", 10.25, 11.0) == []  # read before the window opened
+    assert ServerEvidence(log=(LogEvent(10.20, "cache"),)).events("cache", 9.9, 10.05) == []  # no t_after: as read
+    assert ServerEvidence(log=(LogEvent(10.20, "cache", t_after=10.10),)).events("cache", 9.9, 10.05) == []
