@@ -320,33 +320,18 @@ class _EventStream:
         if self._pending:
             data = self._pending + data
         elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
-            # one whole event, as a server sends a token: no split
-            kept = self._kept
-            if kept is not None:
-                kept.append((data, now))
-                if len(kept) >= FOLD_EVERY:
-                    self._kept = []
-                    self._parse(kept)
-            else:
-                self._line(data, now)
+            self._line(data, now)  # one whole event, as a server sends a token: no split
             return
         lines = data.split(b"\n")
         self._pending = lines.pop()
         for line in lines:
-            if self._kept is not None:
-                if line:
-                    self._kept.append((line, now))
-            else:
-                self._line(line, now)
+            self._line(line, now)
 
     def flush(self) -> None:
         """The last line, when the body did not end with a line break; then the kept events."""
         if self._pending and self.error_body is None:
             line, self._pending = self._pending, b""
-            if self._kept is not None:
-                self._kept.append((line, self._now))
-            else:
-                self._line(line, self._now)
+            self._line(line, self._now)
         self.fold()
 
     def fold(self) -> None:
@@ -364,6 +349,14 @@ class _EventStream:
                 _take_chunk(rec, _loads(payload), now, content, reasoning)
 
     def _line(self, line: bytes, now: float) -> None:
+        kept = self._kept
+        if kept is not None:  # after the first token: kept, and parsed FOLD_EVERY at a time
+            if line:
+                kept.append((line, now))
+                if len(kept) >= FOLD_EVERY:
+                    self._kept = []
+                    self._parse(kept)
+            return
         payload = _sse_data(line)
         if not payload or payload == b"[DONE]":
             return  # read on to the end of the body, so the connection goes back to the pool

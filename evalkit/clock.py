@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 
@@ -31,8 +32,6 @@ class Clock:
     def from_env(cls, environ: "dict[str, str] | None" = None) -> "Clock":
         """The clock whose anchor `EVALKIT_CLOCK_ANCHOR` names (a parent's, so that both stamp on one clock to the
         nanosecond), else a fresh one."""
-        import os
-
         text = (os.environ if environ is None else environ).get(ANCHOR_ENV, "")
         try:
             epoch, mono = (float(v) for v in text.split(","))

@@ -143,22 +143,15 @@ class SimServer:
         await self._index_loading
         return recognise(messages, self.index)
 
-    def _arrival(self, request: web.Request) -> tuple[float, float]:
-        """(clock, perf_counter) time the request reached the sim: the kernel's receive stamp of its first bytes on a
-        stamped connection (evalkit/sim/stamped_server.py), else now, as its handler starts."""
+    @web.middleware
+    async def _stamp_arrival(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every request's (clock, perf_counter) arrival, taken before its handler runs: the kernel's receive stamp of
+        its first bytes on a stamped connection (evalkit/sim/stamped_server.py), else now. Its body is read at once,
+        so that bytes of a long body that came later are not taken for the next request's arrival."""
         now, now_perf = self.clock.now(), time.perf_counter()
         take = getattr(request.transport, "take_arrival", None)
         t = take() if take is not None else None
-        if t is None or t > now:
-            return now, now_perf
-        return t, now_perf - (now - t)
-
-    @web.middleware
-    async def _stamp_arrival(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Every request's arrival, taken before its handler runs; its body read at once, so that bytes of a long body
-        that came later are not taken for the next request's arrival."""
-        request[ARRIVED] = self._arrival(request)
-        take = getattr(request.transport, "take_arrival", None)
+        request[ARRIVED] = (now, now_perf) if t is None or t > now else (t, now_perf - (now - t))
         if take is not None and request.can_read_body:
             await request.read()
             take()
