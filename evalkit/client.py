@@ -102,27 +102,39 @@ class ChatClient:
         if rid != label:
             tags["request_label"] = label
         rec = RequestRecord(request_id=rid, t_sent=self.clock.now(), tags=tags)
-        task = asyncio.ensure_future(self._stream(request, rec, on_first_token))
-        timer = asyncio.ensure_future(asyncio.sleep(request.timeout_s))
-        waiters: list[asyncio.Future[Any]] = [task, timer]
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._stream(request, rec, on_first_token))
+        # What ends the wait: the stream ("done"), its time limit ("timeout") or a cancel ("cancelled"). Timers and
+        # callbacks on one future, not a sleeping task per limit and asyncio.wait (half the loop work per request).
+        ended: asyncio.Future[str] = loop.create_future()
+
+        def end(why: str) -> None:
+            if not ended.done():
+                ended.set_result(why)
+
+        task.add_done_callback(lambda _: end("done"))
+        timers = [loop.call_later(request.timeout_s, end, "timeout")]
         if cancel_after_s is not None:
-            left = max(0.0, cancel_after_s - (self.clock.now() - rec.t_sent))
-            waiters.append(asyncio.ensure_future(asyncio.sleep(left)))
+            timers.append(loop.call_later(max(0.0, cancel_after_s - (self.clock.now() - rec.t_sent)), end, "cancelled"))
+        watcher = None
         if cancel_event is not None:
-            waiters.append(asyncio.ensure_future(cancel_event.wait()))
+            watcher = loop.create_task(cancel_event.wait())
+            watcher.add_done_callback(lambda _: end("cancelled"))
         try:
-            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            why = await ended
         except asyncio.CancelledError:
             # The caller was cancelled (Ctrl-C): close the stream, keep what we saw.
             await self._stop(task)
             self._finish(rec, "cancelled", "client interrupted")
             raise
         finally:
-            for w in waiters[1:]:
-                w.cancel()
-        if task not in done:
+            for timer in timers:
+                timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
+        if why != "done":
             await self._stop(task)
-            if timer in done:
+            if why == "timeout":
                 self._finish(rec, "timeout", f"no completion within {request.timeout_s:g} s")
             else:
                 self._finish(rec, "cancelled", None)
@@ -319,8 +331,15 @@ class _EventStream:
         self._now = now
         if self._pending:
             data = self._pending + data
-        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
-            self._line(data, now)  # one whole event, as a server sends a token: no split
+        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:  # one whole event, as a server sends a token
+            kept = self._kept
+            if kept is None:
+                self._line(data, now)
+            else:  # _line's step after the first token, inline: this runs once per token
+                kept.append((data, now))
+                if len(kept) >= FOLD_EVERY:
+                    self._kept = []
+                    self._parse(kept)
             return
         lines = data.split(b"\n")
         self._pending = lines.pop()
@@ -344,9 +363,10 @@ class _EventStream:
     def _parse(self, kept: list[tuple[bytes, float]]) -> None:
         rec, content, reasoning = self.rec, self.content, self.reasoning
         for line, now in kept:
-            payload = _sse_data(line)
-            if payload and payload != b"[DONE]":
-                _take_chunk(rec, _loads(payload), now, content, reasoning)
+            if line.startswith(b"data:"):  # _sse_data, inline: this loop runs once per token
+                payload = line[5:].strip()
+                if payload and payload != b"[DONE]":
+                    _take_chunk(rec, _loads(payload), now, content, reasoning)
 
     def _line(self, line: bytes, now: float) -> None:
         kept = self._kept
@@ -383,17 +403,18 @@ def _sse_data(line: bytes) -> bytes | None:
 def _take_chunk(rec: RequestRecord, chunk: dict[str, Any], now: float, content: list[str],
                 reasoning: list[str]) -> None:
     """Fold one parsed `chat.completion.chunk` into the record."""
-    if chunk.get("error") and not chunk.get("choices"):
+    # `in` before a look-up: most chunks carry none of these keys, and a membership test is the cheaper miss.
+    if "error" in chunk and chunk["error"] and not chunk.get("choices"):
         err = chunk["error"]
         raise StreamError(err.get("message", str(err)) if isinstance(err, dict) else str(err))
-    if isinstance(chunk.get("timings"), dict):  # llama.cpp's own timing figures
+    if "timings" in chunk and isinstance(chunk["timings"], dict):  # llama.cpp's own timing figures
         rec.server_timings = chunk["timings"]
-    usage = chunk.get("usage")
-    if isinstance(usage, dict):
+    if "usage" in chunk and isinstance(chunk["usage"], dict):
+        usage = chunk["usage"]
         rec.prompt_tokens = usage.get("prompt_tokens")
         rec.completion_tokens = usage.get("completion_tokens")
         rec.usage_source = "server"
-    for choice in chunk.get("choices") or []:
+    for choice in chunk.get("choices") or ():
         delta = choice.get("delta") or {}
         text = delta.get("content")
         # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and

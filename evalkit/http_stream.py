@@ -2,8 +2,8 @@
 the answer handed to a sink as it is read (no task wake-up per chunk), each piece stamped with when it arrived.
 
 Plain-http connections on Linux are read by one `_BatchReader` per pool: an epoll set of the pool's sockets, read
-with `recvmsg` so that every piece carries the kernel's receive stamp (`evalkit.kernel_stamps`), and read at most
-once every `BATCH_HOLD_S` while bytes keep coming. A loaded client then does not stamp late (the stamp is the
+with `recvmsg` so that every piece carries the kernel's receive stamp (`evalkit.kernel_stamps`), and polled once
+every `BATCH_HOLD_S` while bytes keep coming. A loaded client then does not stamp late (the stamp is the
 kernel's, not the loop's) and reads many sockets per wake-up. https, and platforms without receive stamps, use
 asyncio's transports and stamp a piece when its callback runs.
 
@@ -18,8 +18,9 @@ import select
 import socket
 import ssl
 import struct
+import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
 
 from evalkit import kernel_stamps
@@ -390,8 +391,11 @@ class _SocketTransport:
 
 
 class _BatchReader:
-    """Reads a pool's plain-TCP sockets: one epoll set watched by the loop; when any is readable, every readable one
-    is read, then the set is left alone for `hold_s` (the kernel keeps stamping what arrives meanwhile)."""
+    """Reads a pool's plain-TCP sockets: one epoll set. While nothing comes, the loop watches the set; once bytes
+    come, every readable socket is read, and then the set is polled again every `hold_s` for as long as each poll
+    finds bytes (the kernel keeps stamping what arrives meanwhile); a poll that finds none hands the set back to the
+    loop's watch. A busy set costs one timer per batch, not a reader taken off the loop and put back per batch (each
+    of which cost uvloop a poll handle and two to five epoll_ctl calls)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, hold_s: float = BATCH_HOLD_S) -> None:
         self.loop = loop
@@ -402,8 +406,9 @@ class _BatchReader:
         self._conns: dict[int, _SocketTransport] = {}
         self._view = memoryview(bytearray(_READ_SIZE))
         self._timer: asyncio.TimerHandle | None = None
+        self._watching = False
         self._closed = False
-        self._arm()
+        self._watch()
 
     def add(self, transport: _SocketTransport) -> None:
         self._epoll.register(transport.fd, select.EPOLLIN)
@@ -420,26 +425,46 @@ class _BatchReader:
     def empty(self) -> bool:
         return not self._conns
 
-    def _arm(self) -> None:
-        self._timer = None
-        if not self._closed:
+    def _watch(self) -> None:
+        if not self._closed and not self._watching:
+            self._watching = True
             self.loop.add_reader(self._fd, self._on_ready)
 
     def _on_ready(self) -> None:
+        self.loop.remove_reader(self._fd)
+        self._watching = False
+        self._read(self._epoll.poll(0))
+        if not self._closed:
+            self._timer = self.loop.call_later(self._hold, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        events = self._epoll.poll(0)
+        if not events:
+            self._watch()
+            return
+        self._read(events)
+        if not self._closed:
+            self._timer = self.loop.call_later(self._hold, self._tick)
+
+    def _read(self, events: list[tuple[int, int]]) -> None:
         # The hot path of every streamed token, in one frame: read each readable socket with its receive stamp, note
         # how late it was read, hand the bytes over.
-        self.loop.remove_reader(self._fd)
-        now = self._clock.now
+        # Stamps are wall-clock time: `offset` puts them on the client's clock, and the read time is taken on the
+        # same wall clock (a C call, not a Python frame per read).
         offset = kernel_stamps.clock_offset(self._clock)
-        view, conns, space, stamped = self._view, self._conns, kernel_stamps.ANCILLARY_SPACE, kernel_stamps.SO_TIMESTAMPNS
-        unpack = _TIMESPEC.unpack_from
-        for fd, _ in self._epoll.poll(0):
+        wall = time.time
+        view, conns, space = self._view, self._conns, kernel_stamps.ANCILLARY_SPACE
+        buffers, stamped, unpack = [view], kernel_stamps.SO_TIMESTAMPNS, _TIMESPEC.unpack_from
+        for fd, _ in events:
             transport = conns.get(fd)
             if transport is None:
                 continue
             protocol = transport.protocol
             try:
-                n, ancdata, _, _ = transport.sock.recvmsg_into([view], space)
+                n, ancdata, _, _ = transport.sock.recvmsg_into(buffers, space)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as e:
@@ -448,17 +473,15 @@ class _BatchReader:
             if n == 0:
                 transport.ended()
                 continue
-            read_at = now()
             if ancdata and ancdata[0][1] == stamped:
                 sec, nsec = unpack(ancdata[0][2])
-                arrived = sec + nsec * 1e-9 + offset
+                stamp = sec + nsec * 1e-9
+                lag = wall() - stamp
+                if lag > protocol.read_lag:
+                    protocol.read_lag = lag
+                protocol.received(bytes(view[:n]), stamp + offset)
             else:
-                arrived = read_at
-            if read_at - arrived > protocol.read_lag:
-                protocol.read_lag = read_at - arrived
-            protocol.received(bytes(view[:n]), arrived)
-        if not self._closed:
-            self._timer = self.loop.call_later(self._hold, self._arm)
+                protocol.received(bytes(view[:n]), wall() + offset)
 
     def close(self) -> None:
         if self._closed:
@@ -466,8 +489,10 @@ class _BatchReader:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        else:
+            self._timer = None
+        if self._watching:
             self.loop.remove_reader(self._fd)
+            self._watching = False
         self._epoll.close()
 
 
@@ -481,6 +506,7 @@ class HttpPool:
         self._idle: list[_Connection] = []
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if self.origin.scheme == "https" else None
         self._reader: _BatchReader | None = None
+        self._addresses: list[tuple[Any, ...]] | None = None
         # Kernel receive stamps and batched reads for plain http where the platform has them.
         self.kernel_stamps = self._ssl is None and kernel_stamps.available()
 
@@ -526,9 +552,11 @@ class HttpPool:
         """A connection on a plain socket whose receives the kernel stamps, read by this pool's batch reader."""
         if self._reader is None or self._reader.loop is not loop:
             self._reader = _BatchReader(loop, self._clock)
-        infos = await loop.getaddrinfo(self.origin.host, self.origin.port, type=socket.SOCK_STREAM)
+        infos = self._addresses
+        if infos is None:  # resolved once: each resolution is a round trip through the loop's thread pool
+            infos = await loop.getaddrinfo(self.origin.host, self.origin.port, type=socket.SOCK_STREAM)
         error: OSError = OSError(f"no address for {self.origin.host}")
-        for family, kind, proto, _, address in infos:
+        for i, (family, kind, proto, _, address) in enumerate(infos):
             sock = socket.socket(family, kind, proto)
             try:
                 sock.setblocking(False)
@@ -546,7 +574,9 @@ class HttpPool:
             transport = _SocketTransport(sock, self._reader, conn)
             conn.connection_made(transport)  # type: ignore[arg-type]
             self._reader.add(transport)
+            self._addresses = infos[i:] + infos[:i]  # the address that answered first next time
             return conn
+        self._addresses = None  # none answered: resolve again next time
         raise error
 
     def _release(self, conn: _Connection) -> None:

@@ -147,6 +147,63 @@ async def test_error_status_reads_the_body_and_a_body_cut_short_is_an_error() ->
     assert broken.error.startswith("RemoteProtocolError: peer closed connection"), broken.error
 
 
+async def _stall(reader, writer, seen) -> bool:
+    """Send the head and a first event, then nothing until the client leaves (how long that took is kept)."""
+    writer.write(_response("chunked")[:200])
+    await writer.drain()
+    t0 = asyncio.get_running_loop().time()
+    await reader.read()  # returns at the client's FIN
+    seen["eof_after_s"] = asyncio.get_running_loop().time() - t0
+    return False
+
+
+async def _until_seen(seen: dict) -> None:
+    for _ in range(100):
+        if seen["eof_after_s"] is not None:
+            return
+        await asyncio.sleep(0.02)
+
+
+async def test_time_limit_and_cancel_event_end_a_stalled_stream() -> None:
+    server, url, seen = await _serve(_stall)
+    async with server, ChatClient(url, "m") as client:
+        timed_out = await client.chat(ChatRequest(MSGS, timeout_s=0.3))
+        await _until_seen(seen)
+        left_after_timeout, seen["eof_after_s"] = seen["eof_after_s"], None
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.3, stop.set)
+        cancelled = await client.chat(ChatRequest(MSGS), cancel_event=stop)
+        await _until_seen(seen)
+    assert (timed_out.status, timed_out.error) == ("timeout", "no completion within 0.3 s")
+    assert timed_out.content == "" and timed_out.t_first_byte is not None
+    assert 0.25 <= timed_out.t_done - timed_out.t_sent < 2.0
+    assert left_after_timeout is not None and left_after_timeout < 2.0  # the server saw the client leave
+    assert (cancelled.status, cancelled.error) == ("cancelled", None)
+    assert 0.25 <= cancelled.t_done - cancelled.t_sent < 2.0
+    assert seen["eof_after_s"] is not None and seen["eof_after_s"] < 2.0
+
+
+async def test_a_cancelled_caller_closes_the_stream_and_gets_the_cancel() -> None:
+    async def answer(reader, writer, seen) -> bool:
+        if seen["requests"] == 1:
+            return await _stall(reader, writer, seen)
+        writer.write(_response("chunked"))
+        await writer.drain()
+        return True
+
+    server, url, seen = await _serve(answer)
+    async with server, ChatClient(url, "m") as client:
+        call = asyncio.ensure_future(client.chat(ChatRequest(MSGS)))
+        await asyncio.sleep(0.3)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await _until_seen(seen)
+        after = await client.chat(ChatRequest(MSGS))  # the same client, on a fresh connection
+    assert seen["eof_after_s"] is not None and seen["eof_after_s"] < 2.0
+    assert (after.status, after.content, seen["connections"]) == ("ok", "The answer is 4 — für", 2)
+
+
 async def test_cancel_closes_the_connection_at_once() -> None:
     async def answer(reader, writer, seen) -> bool:
         writer.write(_response("chunked")[:200])  # the head and a first event, then nothing until the client leaves
