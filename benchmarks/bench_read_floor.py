@@ -1,0 +1,140 @@
+"""The floor under the client's CPU a chunk: what reading alone costs on this machine, with no HTTP, SSE or JSON.
+
+A sender process (core 0) holds N TCP connections and writes one 200-byte piece on every one of them in one burst
+every 20 ms, as a batched decode step would; the receiver (core 1) reads them the way evalkit's batch reader does
+(uvloop, one epoll set, `recvmsg_into` with kernel receive stamps, a 1 ms hold between batches) and does nothing else
+with the bytes. It prints the receiver's CPU (getrusage user + system) per read. Compare with bench_client_load's CPU
+a chunk: the difference is what framing, parsing, the record and the requests cost.
+
+    python benchmarks/bench_read_floor.py [--streams 64,512] [--seconds 6] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import resource
+import select
+import socket
+import time
+
+from evalkit import kernel_stamps
+from evalkit.eventloop import fast_loop
+
+PIECE = b"x" * 200
+
+
+def _send(port: int, streams: int, seconds: float, ready: "multiprocessing.synchronize.Event", cpu: int) -> None:
+    """Accept `streams` connections, then write one piece on each every 20 ms for `seconds`, then close them."""
+    os.sched_setaffinity(0, {cpu})
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(1024)
+    ready.set()
+    conns = []
+    for _ in range(streams):
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns.append(conn)
+    end = time.monotonic() + seconds
+    step = time.monotonic()
+    while time.monotonic() < end:
+        for conn in conns:
+            conn.send(PIECE)
+        step += 0.02
+        time.sleep(max(0.0, step - time.monotonic()))
+    for conn in conns:
+        conn.close()
+    srv.close()
+
+
+def _receive(port: int, streams: int, cpu: int) -> dict:
+    """Read until every connection closes; CPU per read and reads per batch."""
+    os.sched_setaffinity(0, {cpu})
+    socks = []
+    for _ in range(streams):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setblocking(False)
+        kernel_stamps.enable(sock)
+        socks.append(sock)
+    epoll = select.epoll()
+    by_fd = {s.fileno(): s for s in socks}
+    for fd in by_fd:
+        epoll.register(fd, select.EPOLLIN)
+    view = memoryview(bytearray(256 * 1024))
+    space = kernel_stamps.ANCILLARY_SPACE
+    counts = {"reads": 0, "batches": 0, "open": streams}
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def batch() -> None:
+            counts["batches"] += 1
+            for fd, _ in epoll.poll(0):
+                sock = by_fd[fd]
+                try:
+                    n, _, _, _ = sock.recvmsg_into([view], space)
+                except BlockingIOError:
+                    continue
+                if n == 0:
+                    epoll.unregister(fd)
+                    sock.close()
+                    counts["open"] -= 1
+                    if counts["open"] == 0 and not done.done():
+                        done.set_result(None)
+                    continue
+                counts["reads"] += 1
+                bytes(view[:n])
+
+        def on_ready() -> None:
+            loop.remove_reader(epoll.fileno())
+            batch()
+            loop.call_later(0.001, watch)
+
+        def watch() -> None:
+            if not done.done():
+                loop.add_reader(epoll.fileno(), on_ready)
+
+        watch()
+        await done
+
+    t0 = resource.getrusage(resource.RUSAGE_SELF)
+    with fast_loop():
+        asyncio.run(run())
+    t1 = resource.getrusage(resource.RUSAGE_SELF)
+    epoll.close()
+    reads = max(1, counts["reads"])
+    return {"reads": counts["reads"], "batches": counts["batches"],
+            "user_us": (t1.ru_utime - t0.ru_utime) / reads * 1e6, "sys_us": (t1.ru_stime - t0.ru_stime) / reads * 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", default="64,512")
+    ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    cores = sorted(os.sched_getaffinity(0))
+    send_cpu, recv_cpu = (cores[0], cores[1]) if len(cores) >= 2 else (cores[0], cores[0])
+    print(f"read floor: sender on core {send_cpu}, receiver on core {recv_cpu}, one 200-byte piece a connection "
+          f"every 20 ms; load average {os.getloadavg()[0]:.2f}")
+    print("| streams | reads | reads/batch | CPU/read (user+sys) |")
+    print("|---|---|---|---|")
+    for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
+        port = 20000 + (os.getpid() * 7 + n) % 20000
+        ready = multiprocessing.get_context("fork").Event()
+        sender = multiprocessing.get_context("fork").Process(target=_send, args=(port, n, args.seconds, ready, send_cpu))
+        sender.start()
+        ready.wait()
+        row = _receive(port, n, recv_cpu)
+        sender.join()
+        print(f"| {n} | {row['reads']} | {row['reads'] / max(1, row['batches']):.1f} | "
+              f"{row['user_us'] + row['sys_us']:.1f} µs ({row['user_us']:.1f}+{row['sys_us']:.1f}) |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
