@@ -206,6 +206,13 @@ class ChatClient:
                 rec.status = "error"
                 text = b"".join(events.error_body).decode("utf-8", errors="replace")
                 rec.error = describe(rec.http_status or 0, text, body, rec.request_id)
+            elif rec.finish_reason is None and not events.got_data:
+                # What llama-cpp-python sends for a prompt longer than its context, and for a stream it ends before
+                # the first event when another request arrives. "without a finish_reason" is what stress's checks
+                # read as a killed stream.
+                rec.status, rec.error = "error", (
+                    "stream ended without a finish_reason and without one event (HTTP 200, empty stream: a prompt "
+                    "longer than the server's context, or a server that ends a stream when another request arrives)")
             elif rec.finish_reason is None:
                 rec.status, rec.error = "error", "stream ended without a finish_reason (broken stream)"
         except (APIConnectionError, StreamError) as e:  # connection errors, error events in the stream
@@ -345,6 +352,11 @@ class _EventStream:
         self._pending = lines.pop()
         for line in lines:
             self._line(line, now)
+
+    @property
+    def got_data(self) -> bool:
+        """Whether any byte of a 2xx body came."""
+        return self._now != 0.0 or bool(self._pending)
 
     def flush(self) -> None:
         """The last line, when the body did not end with a line break; then the kept events."""

@@ -12,6 +12,7 @@ from evalkit.client import ChatClient, ChatRequest, _EventStream
 from evalkit.clock import Clock
 from evalkit.http_stream import _Connection
 from evalkit.records import RequestRecord
+from evalkit_stress.checks import error_kind
 
 CHUNKS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]},
@@ -145,6 +146,25 @@ async def test_error_status_reads_the_body_and_a_body_cut_short_is_an_error() ->
     assert refused.error == 'HTTP 503: {"error": {"message": "model overloaded"}}'
     assert (broken.status, broken.http_status, broken.content) == ("error", 200, "The answer is 4 — für")
     assert broken.error.startswith("RemoteProtocolError: peer closed connection"), broken.error
+
+
+async def test_an_empty_200_stream_says_so() -> None:
+    async def answer(reader, writer, seen) -> bool:  # what llama-cpp-python sends for a prompt over its context
+        empty = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        cut = _response("chunked")[:-len(b"0\r\n\r\n")]  # events, then the connection closes without the last chunk
+        writer.write(empty if seen["requests"] == 1 else cut)
+        await writer.drain()
+        return seen["requests"] == 1
+
+    server, url, _ = await _serve(answer)
+    async with server, ChatClient(url, "m") as client:
+        empty = await client.chat(ChatRequest(MSGS))
+        cut = await client.chat(ChatRequest(MSGS))
+    assert (empty.status, empty.http_status) == ("error", 200)
+    assert empty.error.startswith("stream ended without a finish_reason and without one event (HTTP 200, empty stream: "
+                                  "a prompt longer than the server's context"), empty.error
+    assert error_kind(empty) == "killed_stream"  # stress's checks still read it as before
+    assert cut.status == "error" and "empty stream" not in cut.error, cut.error
 
 
 async def _stall(reader, writer, seen) -> bool:
