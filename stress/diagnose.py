@@ -20,6 +20,10 @@ YES, NO, CANT = "yes", "no", "can't tell"
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
 STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
 RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
+# A one-at-a-time server's log shows when it started the next request, so only the prefill rate is estimated (from
+# the same prompt alone): CI saw two prefills of one prompt in one run take 38.1 s and 31.2 s (the next start came
+# at 0.798 of the prefill left), so this bound leaves room for that.
+RAN_ON_SERIAL = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
@@ -150,7 +154,7 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
     busy = max(0.0, after[0].t - t_c)
     figures = {"next_start_after_cancel_s": busy, "prefill_left_s": left, "prompt_tokens": prompt,
                "log_line": after[0].line.strip()[:160]}
-    if busy >= RAN_ON * left:
+    if busy >= RAN_ON_SERIAL * left:
         return {"verdict": NO, "evidence": "log", "granularity": "only at the end", "figures": figures,
                 "why": f"the server (one request at a time) started the next request {busy:.3g} s after the "
                        f"cancel, with {left:.3g} s of the cancelled prefill left: it ran on", "_stop_t": after[0].t}
