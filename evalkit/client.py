@@ -338,15 +338,8 @@ class _EventStream:
         self._now = now
         if self._pending:
             data = self._pending + data
-        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:  # one whole event, as a server sends a token
-            kept = self._kept
-            if kept is None:
-                self._line(data, now)
-            else:  # _line's step after the first token, inline: this runs once per token
-                kept.append((data, now))
-                if len(kept) >= FOLD_EVERY:
-                    self._kept = []
-                    self._parse(kept)
+        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
+            self._line(data, now)  # one whole event, as a server sends a token: no split
             return
         lines = data.split(b"\n")
         self._pending = lines.pop()
@@ -355,8 +348,8 @@ class _EventStream:
 
     @property
     def got_data(self) -> bool:
-        """Whether any byte of a 2xx body came."""
-        return self._now != 0.0 or bool(self._pending)
+        """Whether any byte of a 2xx body came (`on_data` stamps every piece)."""
+        return self._now != 0.0
 
     def flush(self) -> None:
         """The last line, when the body did not end with a line break; then the kept events."""

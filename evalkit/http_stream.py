@@ -433,11 +433,10 @@ class _BatchReader:
     def _on_ready(self) -> None:
         self.loop.remove_reader(self._fd)
         self._watching = False
-        self._read(self._epoll.poll(0))
-        if not self._closed:
-            self._timer = self.loop.call_later(self._hold, self._tick)
+        self._tick()
 
     def _tick(self) -> None:
+        """Read what is readable and look again in `hold_s`; with nothing readable, go back to the loop's watch."""
         self._timer = None
         if self._closed:
             return
