@@ -7,8 +7,10 @@ Rates (every one from client timestamps of one `Clock`):
 - combined tok/s for N concurrent streams: (sum of completion_tokens - 1) / (latest last token - earliest first
   token), i.e. every token the streams produced over the union of their decode windows. A stream that waits for
   the other's prefill, or finishes early, lowers it: that is the point, it is what the server delivers together.
-Every prompt asks for `max_tokens` tokens with `ignore_eos` so all runs decode the same length; a run that stops
-short anyway is listed in `stopped_early`.
+Every prompt asks for `max_tokens` tokens with `ignore_eos` so all runs decode the same length; a server that
+refuses or ignores it gets `min_tokens` when it honours that, else the prompts run to max_tokens on their own
+(`length_mode` "prompt": each request's `length_forced` is false and the summary says so); a run that stops
+short anyway is listed in `stopped_early`. Failed requests are counted per prompt (`failed`), never shown as a rate.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class BenchPlan:
     ignore_eos: bool = True
     warmup: int = 1
     extra_body: tuple[tuple[str, Any], ...] = ()
+    # What forces the length on this server (evalkit.field_support.length_fields): its fields and the mode.
+    length_body: tuple[tuple[str, Any], ...] = ()
+    length_mode: str = "ignore_eos"
 
     def keys(self) -> list[str]:
         """Every measurement's key in the order it is taken: singles first, then concurrent groups."""
@@ -88,9 +93,10 @@ def load_prompts(path: Path) -> list[BenchPrompt]:
 
 
 def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> ChatRequest:
-    body = dict(plan.extra_body)
-    if plan.ignore_eos:
-        body["ignore_eos"] = True  # vLLM, SGLang and llama.cpp honour it; others ignore unknown fields
+    body = {**dict(plan.extra_body), **dict(plan.length_body)}
+    # length_forced: the server honours what was sent to force max_tokens (the preflight saw it); else the length
+    # rests on the prompt running long, and the figures are marked.
+    tags = {**tags, "length_mode": plan.length_mode, "length_forced": plan.length_mode != "prompt"}
     return ChatRequest(messages=[{"role": "user", "content": prompt.text}], max_tokens=plan.max_tokens,
                        temperature=0.0, extra_body=body, request_id=new_request_id("bench"), tags=tags)
 
@@ -198,6 +204,9 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         if line.get("status") == "ok" and line.get("bench_key"):
             latest[(line["bench_key"], line.get("stream", 0))] = line  # a re-measured key keeps its last result
     ok = list(latest.values())
+    # A failure counts against its step unless the same measurement was taken again and succeeded (a resume).
+    failed_lines = [x for x in lines if x.get("status") != "ok" and x.get("bench_key")
+                    and (x["bench_key"], x.get("stream", 0)) not in latest]
     prompts: dict[str, Any] = {}
     for p in plan.prompts:
         mine = sorted((x for x in ok if x.get("phase") == "single" and x.get("prompt") == p.name),
@@ -211,6 +220,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "completion_tokens": [x.get("completion_tokens") for x in mine],
             # What the server says it did (None when it sends no timings), and evalkit's rate against it.
             "server_tok_s": server_rate(mine),
+            "failed": sum(x.get("phase") == "single" and x.get("prompt") == p.name for x in failed_lines),
         }
         prompts[p.name]["vs_server"] = _vs(prompts[p.name]["tok_s"], prompts[p.name]["server_tok_s"])
     concurrent = None
@@ -230,6 +240,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "combined_tok_s": _median(combined), "runs": combined,
             "combined_request_tok_s": _median(combined_req), "request_runs": combined_req,
             "per_stream_tok_s": [_median(s) for s in per_stream], "per_stream_runs": per_stream,
+            "failed": sum(x.get("phase") == "concurrent" for x in failed_lines),
         }
         concurrent["server_combined_tok_s"] = _median(
             [r for r in (server_combined_rate(g) for g in full) if r is not None])
@@ -243,6 +254,8 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "max_tokens": plan.max_tokens,
         "runs_per_prompt": plan.runs,
         "ignore_eos": plan.ignore_eos,
+        "length_mode": plan.length_mode,
+        "length_forced": plan.length_mode != "prompt",
         "rate": "tok_s = median over runs of (completion_tokens - 1) / (last token - first token); "
                 "request_tok_s = completion_tokens / (done - sent); combined_tok_s = (sum of completion_tokens - 1)"
                 " / (latest last token - earliest first token)",

@@ -60,6 +60,7 @@ class ChatClient:
         api_key: str | None = None,
         clock: Clock | None = None,
         uuid_request_ids: bool = False,
+        omit_fields: frozenset[str] = frozenset(),
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -67,7 +68,11 @@ class ChatClient:
         # Servers behind starlette-context (llama-cpp-python) answer HTTP 400 to an X-Request-Id that is not a
         # UUID; then the id sent, and recorded as `request_id`, is a UUID and the caller's id is `request_label`.
         self.uuid_request_ids = uuid_request_ids
+        # Fields the preflight saw this server refuse (evalkit.field_support): never sent, whoever asks for them.
+        # `header:X-Request-Id` drops the request-id header; the id is still recorded as `request_id`.
+        self.omit_fields = frozenset(omit_fields)
         self.preflight: Any = None  # what the preflight found (evalkit.preflight.CheckResult), set by connect
+        self.identity: Any = None  # what the server said about itself (evalkit.server_identity), set by connect
         # The openai SDK is not on this path: under load its stack (httpx, httpcore, anyio) cost ~105 µs of CPU a
         # chunk and stamped the send only after every other ready task ran. Here `t_sent` is taken with no await
         # before the socket write and each chunk is parsed in the connection's callback as its bytes arrive.
@@ -176,6 +181,8 @@ class ChatClient:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         body.update(request.extra_body)
+        for name in self.omit_fields.intersection(body):
+            del body[name]
         return body
 
     async def _stream(self, request: ChatRequest, rec: RequestRecord,
@@ -183,7 +190,8 @@ class ChatClient:
         clock = self.clock
         body = self._request_body(request)
         wire = build_request(self._pool.origin, "POST", "/chat/completions",
-                             {**self._headers, "X-Request-Id": rec.request_id},
+                             self._headers if "header:X-Request-Id" in self.omit_fields
+                             else {**self._headers, "X-Request-Id": rec.request_id},
                              json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
         content: list[str] = []
         reasoning: list[str] = []

@@ -30,6 +30,7 @@ class WorkerSpec:
     api_key: str | None
     anchor: tuple[float, float]
     uuid_request_ids: bool
+    omit_fields: frozenset[str] = frozenset()
 
 
 def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
@@ -46,7 +47,7 @@ async def _serve(spec: WorkerSpec, conn: Connection) -> None:
     cancels: dict[int, asyncio.Event] = {}
     tasks: set[asyncio.Task[None]] = set()
     client = ChatClient(spec.base_url, spec.model, api_key=spec.api_key, clock=Clock.from_anchor(spec.anchor),
-                        uuid_request_ids=spec.uuid_request_ids)
+                        uuid_request_ids=spec.uuid_request_ids, omit_fields=spec.omit_fields)
 
     async def run(key: int, request: ChatRequest, cancel_after_s: float | None, first: bool) -> None:
         on_first = (lambda t: conn.send(("first", key, t))) if first else None
@@ -108,13 +109,17 @@ class MultiProcessChatClient:
     """`ChatClient`'s interface (`chat`, `list_models`, `aclose`) over `procs` worker processes."""
 
     def __init__(self, base_url: str, model: str, procs: int, api_key: str | None = None,
-                 clock: Clock | None = None, uuid_request_ids: bool = False) -> None:
+                 clock: Clock | None = None, uuid_request_ids: bool = False,
+                 omit_fields: frozenset[str] = frozenset()) -> None:
         self.base_url, self.model = base_url, model
         self.clock = clock or Clock()
         self.uuid_request_ids = uuid_request_ids
         self.preflight: Any = None
-        self._local = ChatClient(base_url, model, api_key=api_key, clock=self.clock, uuid_request_ids=uuid_request_ids)
-        spec = WorkerSpec(base_url, model, api_key, self.clock.anchor, uuid_request_ids)
+        self.identity: Any = None
+        self._local = ChatClient(base_url, model, api_key=api_key, clock=self.clock, uuid_request_ids=uuid_request_ids,
+                                 omit_fields=omit_fields)
+        self.omit_fields = self._local.omit_fields
+        spec = WorkerSpec(base_url, model, api_key, self.clock.anchor, uuid_request_ids, frozenset(omit_fields))
         ctx = multiprocessing.get_context("spawn")  # never fork a process whose event loop is running
         self._workers = [_Worker(ctx, spec) for _ in range(max(1, procs))]
         self._keys = itertools.count()

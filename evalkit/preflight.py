@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 import aiohttp
 
+from evalkit import field_cache
+from evalkit.field_support import REFUSED, FieldSupport, ProbeReply, length_fields, probe_fields
 from evalkit.http_errors import describe
+from evalkit.redact import scrub
 from evalkit.thinking_text import split_inline_reasoning
 
 PROBE_PROMPT = "Reply with just the word OK."
@@ -70,6 +73,14 @@ class CheckResult:
     uuid_request_ids: bool = False
     refused_fields: list[str] = field(default_factory=list)
     rejects_everything: str | None = None
+    fields: FieldSupport | None = None  # each optional field: accepted, ignored or refused (evalkit.field_support)
+    server_kind: str | None = None  # evalkit.server_kind: whose advice the rows give
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # scrubbed from every server text kept
+
+    @property
+    def omit_fields(self) -> frozenset[str]:
+        """What the client must not send: fields refused in evalkit's request or when probed alone."""
+        return frozenset(self.refused_fields) | frozenset(self.fields.refused if self.fields else ())
 
     def missing(self, commands: tuple[str, ...] = ALL_COMMANDS) -> list[Row]:
         """Rows the given commands need that the server does not support."""
@@ -78,7 +89,9 @@ class CheckResult:
     def to_json(self) -> dict[str, Any]:
         """What `check.json` holds."""
         d = asdict(self)
+        d.pop("secrets", None)
         d["rows"] = [asdict(r) for r in self.rows]
+        d["fields"] = self.fields.to_json() if self.fields is not None else None
         return d
 
 
@@ -202,25 +215,46 @@ async def essential(http: aiohttp.ClientSession, result: CheckResult, extra_body
                                f"{result.rejects_everything}", ALL_COMMANDS,
                                "check --base-url and --model, and the server's log"))
         return plain_reply
-    # The bare request works: drop the extras one at a time to name the ones refused.
+    # The bare request works: each optional field alone on it names the ones refused; evalkit then sends its
+    # request without them (a strict server refuses what it does not know: the request must not fail for them).
     for name in [k for k in body if k not in plain]:
-        trial = {k: v for k, v in body.items() if k != name}
-        if (await chat_probe(http, result.base_url, trial, {"X-Request-Id": str(uuid.uuid4())})).ok:
+        trial = {**plain, name: body[name]}
+        alone = await chat_probe(http, result.base_url, trial, {"X-Request-Id": str(uuid.uuid4())})
+        if alone.status is not None and 400 <= alone.status < 500:
             result.refused_fields.append(name)
+    kept = {k: v for k, v in body.items() if k not in result.refused_fields}
+    adapted = plain_reply
+    if result.refused_fields:
+        adapted = await chat_probe(http, result.base_url, kept, {"X-Request-Id": _probe_id()})
+        if not adapted.ok:
+            adapted = await chat_probe(http, result.base_url, kept, {"X-Request-Id": str(uuid.uuid4())})
+            result.uuid_request_ids = adapted.ok
+    if result.refused_fields and adapted.ok:
+        fields_text = ", ".join(result.refused_fields)
+        result.rows.append(Row("evalkit's request", True, f"accepted without {fields_text} (refused: {first}); "
+                               f"evalkit does not send {fields_text}", ALL_COMMANDS))
+        return adapted
     fields_text = ", ".join(result.refused_fields) or "a combination of fields"
     result.rows.append(Row("evalkit's request", False, f"refused ({first}); the server refuses {fields_text}",
                            ALL_COMMANDS, f"remove {fields_text} from the profile's extra_body or thinking style"))
     return plain_reply
 
 
-def _words(reply: Reply, body: dict[str, Any]) -> str:
-    """The server's own words for a refusal, on one line."""
+def _words(reply: Reply, body: dict[str, Any], secrets: tuple[str, ...] = ()) -> str:
+    """The server's own words for a refusal, on one line (scrubbed of secrets)."""
     if reply.status is None:
-        return reply.error or "no answer"
+        return scrub(reply.error or "no answer", secrets)
     if reply.status == 200:
-        return (f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
-                + (f" ({reply.error})" if reply.error else ""))
-    return describe(reply.status, reply.body, body)
+        return scrub(f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
+                     + (f" ({reply.error})" if reply.error else ""), secrets)
+    return scrub(describe(reply.status, reply.body, body), secrets)
+
+
+def _gen_body(result: CheckResult, extra_body: dict[str, Any], tokens: int, prompt: str = GEN_PROMPT) -> dict[str, Any]:
+    """A generation of `tokens` as the commands send it: a forced length where the server has one, no refused field."""
+    forced, _ = length_fields(result.fields, tokens)
+    body = {**evalkit_body(result.model, extra_body, tokens, prompt), **forced}
+    return {k: v for k, v in body.items() if k not in result.omit_fields}
 
 
 @dataclass(frozen=True)
@@ -286,7 +320,7 @@ async def context_length(http: aiohttp.ClientSession, base_url: str, props: Any)
 async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
                       tokens: int = 32) -> Row:
     """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued."""
-    body = {**evalkit_body(result.model, extra_body, tokens, GEN_PROMPT), "ignore_eos": True}
+    body = _gen_body(result, extra_body, tokens)
 
     alone = await chat_probe(http, result.base_url, body, _hdr(result))
     start = time.perf_counter()
@@ -300,7 +334,8 @@ async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_bo
         return Row("requests served at once", False, f"1: a second request killed the stream in progress "
                    f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)")
     if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
-        return Row("requests served at once", None, "could not time two generations")
+        bad = next((r for r in (alone, *pair) if not r.ok), alone)
+        return Row("requests served at once", None, f"could not time two generations: {_words(bad, body, result.secrets)}")
     # How much the two streams' decode windows (first chunk to end) overlap: 1.0 when the second starts only
     # after the first ended (one slot), ~2 when both stream at once, however slow; a speed-up ratio cannot tell
     # the two apart when a small model's fixed costs dominate (a 2-core CPU llama-server: ~1.2 at -np 1 and 2).
@@ -331,7 +366,7 @@ async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra
     client sent the second late, or something failed) is sent again, up to `attempts` in all. `stress` relabels
     cut streams only on a yes.
     """
-    body = {**evalkit_body(result.model, extra_body, tokens, GEN_PROMPT), "ignore_eos": True}
+    body = _gen_body(result, extra_body, tokens)
     seen, notes = 0, []
     for i in range(attempts):
         started = asyncio.Event()
@@ -360,94 +395,176 @@ def _http(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
 
 
+def _cache_name(result: CheckResult) -> str:
+    return f"{result.base_url.rstrip('/')} model={result.model}"
+
+
+async def learn_fields(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
+                       identity: dict[str, Any] | None = None, refresh: bool = False) -> FieldSupport:
+    """Each optional field's support (evalkit.field_support): from the cache when fresh for this server's identity
+    and it knows every field of the profile, else probed, then cached. Sets `result.fields`."""
+    support = None if refresh else field_cache.load(_cache_name(result), identity)
+    if support is not None and not set(extra_body) <= set(support.fields):
+        support = None
+
+    async def send(body: dict[str, Any], headers: dict[str, str]) -> ProbeReply:
+        r = await chat_probe(http, result.base_url, body, headers)
+        n = r.usage.get("completion_tokens") if r.usage else (r.chunks if r.status == 200 else None)
+        return ProbeReply(r.status, _words(r, body, result.secrets), r.ok, n, r.usage is not None, r.finish_reason,
+                          r.headers.get("x-request-id"))
+
+    if support is None:
+        support = await probe_fields(send, result.model, extra_body, _probe_id, result.uuid_request_ids)
+        if all(v.status != "can't tell" for v in support.fields.values()):
+            field_cache.store(_cache_name(result), identity, support)
+    result.fields = support
+    return support
+
+
 async def quick_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
-                      timeout_s: float = 60.0) -> CheckResult:
-    """Only evalkit's own request (and, when refused, its variants): what a command needs before it starts."""
-    result = CheckResult(base_url=base_url, model=model)
+                      timeout_s: float = 60.0, identity: dict[str, Any] | None = None) -> CheckResult:
+    """Evalkit's own request (and, when refused, its variants), then what each optional field gets: what a command
+    needs before it starts."""
+    result = CheckResult(base_url=base_url, model=model, secrets=(api_key,) if api_key else ())
     async with _http(api_key, timeout_s) as http:
         await essential(http, result, extra_body)
+        if result.rejects_everything is None and all(r.supported is not False for r in result.rows):
+            await learn_fields(http, result, extra_body, identity)
     return result
 
 
+def _cause(reply: Reply, body: dict[str, Any], result: CheckResult) -> str:
+    """Why a probe did not get its answer, in the server's own status and words."""
+    return _words(reply, body, result.secrets)
+
+
+async def _endpoint(http: aiohttp.ClientSession, url: str, result: CheckResult) -> tuple[_Got | None, str]:
+    got = await _get(http, url)
+    if got is None:
+        return None, "no answer"
+    return got, scrub(describe(got.status_code, got.text), result.secrets)
+
+
 async def full_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
-                     thinking: dict[str, tuple[dict[str, Any], str | None]], timeout_s: float = 30.0) -> CheckResult:
-    """Every probe; `thinking` maps a mode (off, low ...) to the (extra body, system prompt) that asks for it."""
-    result = CheckResult(base_url=base_url, model=model)
+                     thinking: dict[str, tuple[dict[str, Any], str | None]], timeout_s: float = 30.0,
+                     identity: dict[str, Any] | None = None, ignore_eos: bool = True) -> CheckResult:
+    """Every probe; `thinking` maps a mode (off, low ...) to the (extra body, system prompt) that asks for it.
+
+    Each failed probe names its cause (the server's status and body, scrubbed), and the advice is the one for the
+    server kind seen (evalkit.server_kind), never another server's flags."""
+    from evalkit.server_kind import LABELS, advice, server_kind
+
+    kind = server_kind(identity)
+    result = CheckResult(base_url=base_url, model=model, server_kind=kind, secrets=(api_key,) if api_key else ())
     root = server_root(base_url)
     async with _http(api_key, timeout_s) as http:
         first = await essential(http, result, extra_body)
         if result.rejects_everything is not None:
             return result
         rows = result.rows
+        rows.append(Row("server kind", None if kind == "unknown" else True, LABELS[kind] if kind != "unknown" else
+                        "not recognised (advice below is generic)"))
+        support = await learn_fields(http, result, extra_body, identity, refresh=True)
+        body0 = {k: v for k, v in extra_body.items() if k not in result.omit_fields}
         rows.append(Row("streaming", first.ok, f"{first.chunks} text chunks, finish_reason {first.finish_reason}",
                         ALL_COMMANDS))
         rows.append(Row("usage in stream", first.usage is not None,
                         "stream_options.include_usage honoured" if first.usage is not None
-                        else "no usage chunk: tokens are counted from chunks (usage_source \"chunks\")"))
+                        else "no usage chunk: tokens are counted from chunks (usage_source \"chunks\")"
+                        + ("; stream_options is refused" if "stream_options" in result.omit_fields else "")))
+        for name, v in support.fields.items():
+            label = "X-Request-Id header" if name.startswith("header:") else f"field {name}"
+            if v.status == REFUSED:
+                topic = "request_id" if name.startswith("header:") else "ignore_eos" if name == "ignore_eos" \
+                    else "field"
+                rows.append(Row(label, False, f"refused: {v.detail}; evalkit does not send it",
+                                fix=advice(kind, topic)))
+            else:
+                rows.append(Row(label, None if v.status == "can't tell" else True, f"{v.status}: {v.detail}"))
         rid = str(uuid.uuid4()) if result.uuid_request_ids else _probe_id()
-        echo = await chat_probe(http, base_url, evalkit_body(model, extra_body, 2), {"X-Request-Id": rid})
-        rows.append(Row("X-Request-Id echo", echo.headers.get("x-request-id") == rid,
-                        "echoed in the response headers" if echo.headers.get("x-request-id") == rid
-                        else "not echoed: server logs are matched to records by time only"))
+        echo_body = evalkit_body(model, body0, 2)
+        echo_body = {k: v for k, v in echo_body.items() if k not in result.omit_fields}
+        echo = await chat_probe(http, base_url, echo_body, {"X-Request-Id": rid})
+        echoed = echo.headers.get("x-request-id") == rid
+        rows.append(Row("X-Request-Id echo", echoed if echo.ok else None,
+                        "echoed in the response headers" if echoed else
+                        "not echoed: server logs are matched to records by time only" if echo.ok else
+                        f"can't tell: {_cause(echo, echo_body, result)}"))
         rows.append(Row("timings in stream", first.timings, "llama.cpp `timings` (server-side prefill/decode)"
-                        if first.timings else "none: timing is the client's alone"))
-        # A prompt whose answer is one word, and room for far more: a server that honours ignore_eos runs on to
-        # max_tokens, one that does not stops after a few tokens.
+                        if first.timings else "none: timing is the client's alone"
+                        + (f" ({advice(kind, 'timings')})" if kind != "unknown" else "")))
+        # A question whose answer is one number, and room for far more: the server must stop at max_tokens, and one
+        # that forces a length (ignore_eos, else min_tokens) runs on to it. Only fields it takes are sent: a refusal
+        # of another field is named, not read as "max_tokens not honoured".
         cap = 48
-        capped = await chat_probe(http, base_url, {**evalkit_body(model, extra_body, cap, PROBE_PROMPT),
-                                                   "ignore_eos": True}, _hdr(result))
+        forced, mode = length_fields(support, cap, ignore_eos)
+        capped_body = {**evalkit_body(model, body0, cap, "What is 17 + 25? Reply with only the number."), **forced}
+        capped_body = {k: v for k, v in capped_body.items() if k not in result.omit_fields}
+        capped = await chat_probe(http, base_url, capped_body, _hdr(result))
         n = capped.usage.get("completion_tokens") if capped.usage else capped.chunks
-        rows.append(Row("max_tokens honoured", capped.ok and n is not None and n <= cap,
-                        f"asked {cap}, got {n} ({capped.finish_reason})", ("bench", "stress"),
-                        "the server must stop at max_tokens: bench rates and stress plans depend on it"))
-        rows.append(Row("ignore_eos", capped.ok and capped.finish_reason == "length" and n is not None and n >= cap - 1,
-                        f"a one-word answer ran to max_tokens ({n}/{cap})" if capped.finish_reason == "length" else
-                        f"stopped after {n} of {cap} ({capped.finish_reason}): generations may end before "
-                        "--gen-tokens"))
+        if capped.ok:
+            rows.append(Row("max_tokens honoured", n is not None and n <= cap,
+                            f"asked {cap}, got {n} ({capped.finish_reason})", ("bench", "stress"),
+                            "the server must stop at max_tokens: bench rates and stress plans depend on it"))
+        else:
+            rows.append(Row("max_tokens honoured", None, f"can't tell: {_cause(capped, capped_body, result)}"))
+        how = {"ignore_eos": "ignore_eos", "min_tokens": "min_tokens (ignore_eos is not honoured)",
+               "prompt": "none: prompts must run long on their own (max_tokens is their cap); such figures are "
+                         "marked length_forced false"}[mode]
+        rows.append(Row("fixed output length", mode != "prompt",
+                        f"{how}" + (f"; a one-number answer ran to {n}/{cap}" if capped.ok and mode != "prompt"
+                                    else "") + ("" if ignore_eos else " (--no-ignore-eos)"),
+                        fix=None if mode != "prompt" else advice(kind, "ignore_eos")))
         tok = await tokenize_form(http, root, model)
         rows.append(Row("tokenize endpoint", tok is not None, tok or "none: stress counts long prompts from usage "
-                        "or a local estimate"))
+                        "or a local estimate" + (f" ({advice(kind, 'tokenize')})" if kind != "unknown" else "")))
         rows.append(Row("token counting for stress", tok is not None or first.usage is not None,
                         "tokenize endpoint" if tok else "usage in stream" if first.usage else
                         "neither tokenize nor usage", ("stress",),
                         "long prompts cannot be fitted to --long-tokens: enable /tokenize or usage in the stream"))
-        metrics = await _get(http, root + "/metrics")
+        metrics, why = await _endpoint(http, root + "/metrics", result)
         has_metrics = metrics is not None and metrics.status_code == 200 and "# TYPE" in metrics.text
         rows.append(Row("/metrics", has_metrics, "Prometheus text" if has_metrics else
-                        f"not served ({metrics.status_code if metrics is not None else 'no answer'}; llama-server "
-                        "needs --metrics)"))
-        props_resp = await _get(http, root + "/props")
+                        f"not served ({why})", fix=None if has_metrics else advice(kind, "metrics")))
+        props_resp, why = await _endpoint(http, root + "/props", result)
         props = None
         if props_resp is not None and props_resp.status_code == 200:
             try:
                 props = props_resp.json()
             except ValueError:
                 props = None
-        rows.append(Row("/props", isinstance(props, dict), "llama.cpp server properties" if props else "not served"))
+        rows.append(Row("/props", isinstance(props, dict), "llama.cpp server properties" if props else
+                        f"not served ({why})"))
         n_ctx, where = await context_length(http, base_url, props)
         rows.append(Row("context length", n_ctx is not None, f"{n_ctx} ({where})" if n_ctx else where))
-        for mode, (body, system) in thinking.items():
-            reply = await chat_probe(http, base_url, evalkit_body(model, {**extra_body, **body}, 48,
-                                                                  "What is 17 * 3?", system), _hdr(result))
+        for mode_name, (body, system) in thinking.items():
+            sent = evalkit_body(model, {**body0, **body}, 48, "What is 17 * 3?", system)
+            sent = {k: v for k, v in sent.items() if k not in result.omit_fields}
+            reply = await chat_probe(http, base_url, sent, _hdr(result))
             reasoning = reply.reasoning or split_inline_reasoning(reply.content)[0]
-            want = mode != "off"
+            want = mode_name != "off"
             if not reply.ok:
-                rows.append(Row(f"thinking {mode}", False, f"refused: {_words(reply, body)}", ("capability",),
-                                "pick the profile's thinking style this server understands"))
+                rows.append(Row(f"thinking {mode_name}", False, f"refused: {_cause(reply, sent, result)}",
+                                ("capability",), "pick the profile's thinking style this server understands"))
                 continue
+            dropped = [k for k in body if k in result.omit_fields]
             seen = bool(reasoning)
-            rows.append(Row(f"thinking {mode}", seen == want,
+            rows.append(Row(f"thinking {mode_name}", seen == want,
                             ("reasoning seen" if seen else "no reasoning seen")
-                            + ("" if seen == want else " (the mode does not take effect)")))
-        rows.append(await concurrency(http, result, extra_body))
-        rows.append(await stream_killing(http, result, extra_body))
+                            + ("" if seen == want else " (the mode does not take effect)")
+                            + (f"; {', '.join(dropped)} refused, not sent" if dropped else "")))
+        rows.append(await concurrency(http, result, body0))
+        rows.append(await stream_killing(http, result, body0))
     return result
 
 
 async def kill_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
-                     uuid_request_ids: bool, timeout_s: float = 60.0) -> Row:
+                     uuid_request_ids: bool, timeout_s: float = 60.0, preflight: CheckResult | None = None) -> Row:
     """`stream_killing` alone, for a command that already passed the quick check (stress runs it first)."""
-    result = CheckResult(base_url=base_url, model=model, uuid_request_ids=uuid_request_ids)
+    result = CheckResult(base_url=base_url, model=model, uuid_request_ids=uuid_request_ids,
+                         secrets=(api_key,) if api_key else ())
+    if preflight is not None:  # what the quick check learned: the same fields are left out
+        result.fields, result.refused_fields = preflight.fields, list(preflight.refused_fields)
     async with _http(api_key, timeout_s) as http:
         return await stream_killing(http, result, extra_body)
 

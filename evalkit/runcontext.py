@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -56,8 +57,16 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
         rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest})
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
             write_json_atomic(rundir.path / "check.json", client.preflight.to_json())
+            fields = client.preflight.fields
+            rundir.update_manifest(**{"field_support_at_resume" if rundir.resumed else "field_support": {
+                **(fields.to_json() if fields is not None else {}),
+                "not_sent": sorted(client.preflight.omit_fields)}})
+            if client.preflight.omit_fields:
+                print(f"note: the server refuses {', '.join(sorted(client.preflight.omit_fields))}: evalkit does not "
+                      "send them (manifest.json field_support)", file=sys.stderr, flush=True)
         key = api_key(profile)
-        identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+        identity = getattr(client, "identity", None) or await identify(
+            profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
         rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
         evidence = evidence_from_args(args, kind, rundir, profile, key, clock)

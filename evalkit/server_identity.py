@@ -112,7 +112,20 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
                     out["server_info"]["avg_spec_accept_length"] = states[0].get("avg_spec_accept_length")
         models, out["probed"]["/v1/models"] = await _get_json(session, base_url.rstrip("/") + "/models", timeout_s)
         out["models"] = _from_models(models)
+        out["owned_by"] = sorted({str(m.get("owned_by")) for m in (models or {}).get("data") or []
+                                  if isinstance(m, dict) and m.get("owned_by")}) if isinstance(models, dict) else []
+        if out["server_type"] is None:
+            # A FastAPI server's routes tell llama-cpp-python and transformers serve apart (evalkit.server_kind).
+            api, out["probed"]["/openapi.json"] = await _get_json(session, root + "/openapi.json", timeout_s)
+            if isinstance(api, dict) and isinstance(api.get("paths"), dict):
+                out["openapi"] = {"title": _short((api.get("info") or {}).get("title")),
+                                  "paths": sorted(p for p in api["paths"] if p in _TELLING_PATHS)}
     return out
+
+
+# Routes whose presence or absence tells servers apart.
+_TELLING_PATHS = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/audio/transcriptions",
+                  "/tokenize", "/extras/tokenize", "/version", "/metrics", "/props", "/health"}
 
 
 def identity_label(manifest: dict[str, Any]) -> str:

@@ -17,6 +17,9 @@ from evalkit_stress.server_evidence import ServerEvidence
 from evalkit_stress.ttft_split import LOG_SLACK_S, TtftSplit, split_all
 
 YES, NO, CANT = "yes", "no", "can't tell"
+NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
+LONGER_PROMPT = ("a longer long prompt (--long-tokens) whose prefill outlasts the planned times, or the server's "
+                 "log (--server-log) if it shows scheduling")
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
 STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
 RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
@@ -52,9 +55,9 @@ def _best(evidences: list[str]) -> str:
 
 def _vote(samples: list[dict[str, Any]]) -> str:
     """Yes or no when every settled sample agrees (or a majority, for head-of-line), else can't tell."""
-    settled = [s["verdict"] for s in samples if s["verdict"] != CANT]
+    settled = [s["verdict"] for s in samples if s["verdict"] not in (CANT, NOT_EXERCISED)]
     if not settled:
-        return CANT
+        return NOT_EXERCISED if samples and all(s["verdict"] == NOT_EXERCISED for s in samples) else CANT
     yes, no = settled.count(YES), settled.count(NO)
     return YES if yes >= no else NO
 
@@ -269,7 +272,13 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         if c.get("scenario") != "cancel_then_short" or c.get("role") != "long" or c.get("interrupted") \
                 or c.get("t_done") is None:
             continue
+        if c.get("not_exercised"):  # no cancel was sent: nothing to say about what a cancel does
+            samples.append({"verdict": NOT_EXERCISED, "evidence": "client", "figures": {}, "cycle": c["cycle"],
+                            "request_id": c["request_id"], "why": c["not_exercised"], "would_tell": LONGER_PROMPT})
+            continue
         n = nexts.get(c["cycle"])
+        if n is not None and n.get("not_exercised"):
+            n = None
         left = _left(c, splits, facts)
         got = _cancel_from_log(c, n, splits, ev, facts) if ev.has_log else None
         if got is None:
@@ -279,7 +288,8 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         if got is None and c.get("t_first_token") is not None:
             got = {"verdict": CANT, "evidence": "client", "figures": {},
                    "why": "cancelled after its first token: the prefill was over",
-                   "would_tell": "a cancel that lands inside the prefill, or the server's log"}
+                   "would_tell": "a longer long prompt (--long-tokens) so the cancel lands inside its prefill, or the "
+                                 "server's log (--server-log) if it shows scheduling"}
         if got is None and n is not None and left is not None and left > 0:
             got = _cancel_from_next(c, n, splits, facts, left)
             got["next_delay"] = _next_delay(n, c["t_done"], None, splits, ev)
@@ -307,9 +317,12 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
     }
     causes = [s["next_delay"]["cause"] for s in samples if s.get("next_delay")]
     out["next_delay_cause"] = max(set(causes), key=causes.count) if causes else None
-    if verdict == CANT:
-        out["why"] = samples[0].get("why", "")
-        out["would_tell"] = samples[0].get("would_tell", "the server's log (--server-log)")
+    if verdict in (CANT, NOT_EXERCISED):
+        first = next((x for x in samples if x["verdict"] == verdict), samples[0])
+        out["why"] = first.get("why", "")
+        if verdict == NOT_EXERCISED:
+            out["why"] = f"{out['why']} ({len(samples)} of {len(samples)} cycles)"
+        out["would_tell"] = first.get("would_tell", "the server's log (--server-log)")
     return out
 
 
@@ -355,7 +368,7 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
         scen_lines = [r for r in lines if r.get("scenario") == scen]
         for s in _ok(lines, scen, "short"):
             long = longs.get(s["cycle"])
-            if long is None:
+            if long is None or s.get("not_exercised"):
                 continue
             left = long["t_first_token"] - s["t_sent"]
             if left <= 0:
@@ -382,8 +395,15 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
                 samples.append({"verdict": CANT, "evidence": "client", "cause": None, "figures": fig,
                                 "request_id": s["request_id"]})
     if not samples:
+        missed = [r for r in lines if r.get("scenario") in ("short_insert", "double_insert")
+                  and r.get("role") == "short" and r.get("not_exercised")]
+        if missed:
+            return {"verdict": NOT_EXERCISED, "detected": None, "evidence": "client", "samples": [],
+                    "why": f"none of {len(missed)} inserted short requests landed inside a long prefill: "
+                           f"{missed[0]['not_exercised']}", "would_tell": LONGER_PROMPT}
         return {"verdict": CANT, "detected": None, "evidence": "client", "samples": [],
-                "why": "no inserted short request was sent during a long prefill", "would_tell": "a full cycle"}
+                "why": "no inserted short request was sent during a long prefill",
+                "would_tell": "a run with the short_insert or double_insert scenario"}
     verdict = _vote(samples)
     settled = [x for x in samples if x["verdict"] == verdict]
     causes = [x["cause"] for x in settled if x.get("cause")]
@@ -404,7 +424,8 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
 # -- long request hurt by inserts ---------------------------------------------------------------------------------
 def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Facts) -> dict[str, Any]:
     """Is the long request's own prefill slower with inserted shorts than alone (not its time to first token)?"""
-    with_ins = [r for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")]
+    with_ins = [r for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")
+                if not r.get("not_exercised")]
     server = [splits[r["request_id"]] for r in with_ins if _server_side(splits.get(r["request_id"]))]
     ttft_ratio = None
     ttft_with = _median([r["ttft_s"] for r in with_ins])
@@ -448,6 +469,10 @@ def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidenc
     splits = split_all(lines, ev)
     facts = _Facts(lines, splits)
     conc = judge_concurrency(metrics)
+    apart = [r for r in lines if r.get("role") == "gen_pair" and r.get("not_exercised")]
+    if conc["verdict"] == CANT and conc["figures"]["effective_concurrency"] is None and apart:
+        conc.update(verdict=NOT_EXERCISED, why=apart[0]["not_exercised"],
+                    would_tell="two generations sent together that both run (a server that answers both)")
     eff = conc["figures"]["effective_concurrency"]
     counts: dict[str, int] = {}
     for s in splits.values():
@@ -481,16 +506,20 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
                    f"evidence: {conc.get('evidence', 'client')})")
     hol = d["head_of_line_blocking"]
     p95 = (metrics.get("short_insert_ttft_s") or {}).get("p95")
-    if hol["verdict"] == CANT:
-        out.append(f"head-of-line blocking: can't tell ({hol.get('why', '')}; would tell: {hol.get('would_tell')})")
+    if conc.get("verdict") == NOT_EXERCISED:
+        out.append(f"two generations at once: not exercised ({conc.get('why')}; would tell: {conc.get('would_tell')})")
+    if hol["verdict"] in (CANT, NOT_EXERCISED):
+        out.append(f"head-of-line blocking: {hol['verdict']} ({hol.get('why', '')}; would tell: "
+                   f"{hol.get('would_tell')})")
     else:
         cause = f", waiting for {hol['cause']}" if hol.get("cause") and hol["cause"] != CANT else ""
         out.append(f"head-of-line blocking: {hol['verdict']} ({hol['blocked']} of {hol['judged']} inserted short "
                    f"requests waited out the long prefill{cause}; short-insert TTFT p95 {_f(p95)} s; "
                    f"evidence: {hol['evidence']})")
     ca = d["cancel_aborts"]
-    if ca["verdict"] == CANT:
-        out.append(f"cancel aborts the prefill: can't tell ({ca.get('why', '')}; would tell: {ca.get('would_tell')})")
+    if ca["verdict"] in (CANT, NOT_EXERCISED):
+        out.append(f"cancel aborts the prefill: {ca['verdict']} ({ca.get('why', '')}; would tell: "
+                   f"{ca.get('would_tell')})")
     else:
         gran = f", {ca['granularity']}" if ca.get("granularity") not in (None, CANT) else ""
         stop = (f", engine stopped within {_f(ca['stop_after_cancel_s_max'])} s of the cancel"

@@ -64,6 +64,10 @@ class RunOptions:
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
     # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
+    # What forces a generation's length on this server (evalkit.field_support.length_fields) and how: "ignore_eos",
+    # "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say length_forced false).
+    length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
+    length_mode: str = "ignore_eos"
 
 
 class StressRunner:
@@ -144,9 +148,12 @@ class StressRunner:
         if isinstance(q, LongSpec):
             text, max_tokens = self.fitted[q].text, self.opts.long_max_tokens
         elif r.prompt == "count":
-            # ignore_eos makes every generation run its full length; servers that ignore it still get checked.
+            # ignore_eos (or min_tokens) makes every generation run its full length; servers that force no length
+            # still get checked.
             text, max_tokens = q.text, self.opts.gen_tokens
-            body["ignore_eos"] = True
+            body.update(self.opts.length_body)
+            if "min_tokens" in body:
+                body["min_tokens"] = r.max_tokens or max_tokens
         else:
             text, max_tokens = q.text, self.opts.short_max_tokens
         max_tokens = r.max_tokens or max_tokens
@@ -227,6 +234,11 @@ class StressRunner:
             line["planned_prompt_tokens"] = self.fitted[r.question].counted_tokens
         if metric == "concurrent_stream_tok_s" or metric == "gen_alone_tok_s":
             line[metric] = rec.decode_tok_s
+        if r.prompt == "count":
+            line.update(length_mode=self.opts.length_mode, length_forced=self.opts.length_mode != "prompt")
+        if r.cancel_after_s is not None and not interrupted:
+            # A planned cancel is sent only while the request runs: one that ended first was never cancelled.
+            line["cancel_sent"] = rec.status == "cancelled"
         await self._write(REQUESTS, line)
         bar.update(1)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
 from evalkit_stress.diagnose import diagnose
+from evalkit_stress.exercised import annotate, exercised
+from evalkit_stress.exercised import summary as exercised_summary
 from evalkit_stress.gpu_memory import leak_verdict, summarize_gpu
 from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
@@ -40,6 +42,15 @@ def divergent_generations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def failed_by_metric(lines: list[dict[str, Any]]) -> dict[str, int]:
+    """Per metric, the requests that failed (a metric with no sample then says why it has none)."""
+    out: dict[str, int] = {}
+    for r in lines:
+        if r.get("outcome") == "error" and r.get("metric"):
+            out[r["metric"]] = out.get(r["metric"], 0) + 1
+    return out
+
+
 def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not lines:
         return None
@@ -57,7 +68,8 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
     split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration_attempt)
     stress_lines = split.counted
     lines = split.calibration + stress_lines
-    metrics = compute_metrics(stress_lines)
+    # Metrics only from requests whose planned situation happened (stress/exercised.py); the others are counted.
+    metrics = compute_metrics(exercised(stress_lines))
     errors = [_brief(r, kind=r.get("error_kind"), error=r.get("error"), http_status=r.get("http_status"))
               for r in lines if r.get("outcome") == "error"]
     wrong = [_brief(r, expected=r.get("expected"), extracted=r.get("extracted"))
@@ -89,7 +101,9 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
         "unfinished_cycle": _unfinished(split.unfinished),
         "ignored_lines": {"abandoned_attempts": split.abandoned},
         "metrics": metrics,
-        "diagnoses": diagnose(metrics, stress_lines, read_evidence(run_path)),
+        "diagnoses": diagnose(metrics, annotate(stress_lines), read_evidence(run_path)),
+        "not_exercised": exercised_summary(stress_lines),
+        "failed_by_metric": failed_by_metric(stress_lines),
         "error_kinds": kinds,
         "error_requests": errors,
         "wrong_answer_requests": wrong,

@@ -19,6 +19,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """Point EVALKIT_DATA_DIR at ../shared/datasets unless the caller set it (datasets are never copied in)."""
     if not os.environ.get("EVALKIT_DATA_DIR") and SHARED_DATASETS.is_dir():
         os.environ["EVALKIT_DATA_DIR"] = str(SHARED_DATASETS)
+    # Sims reuse ports with other settings: a cached field support of an earlier one would be wrong for the next
+    # (tests/test_strict_server.py tests the cache in a directory of its own).
+    os.environ.setdefault("EVALKIT_NO_FIELD_CACHE", "1")
 
 
 @pytest.fixture(scope="session")

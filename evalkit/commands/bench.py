@@ -15,9 +15,12 @@ from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, 
 from evalkit.client_lag import client_lag
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.connect import discover_model
+from evalkit.config import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
+from evalkit.field_support import length_fields
 from evalkit.rundir import REQUESTS
+from evalkit.run_failures import count_failures, failure_line
 from evalkit.runcontext import RunContext, open_run, print_run_path, profile_from_args
 from evalkit_stress.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 
@@ -34,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=1,
                    help="short requests sent first and not counted (default 1)")
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="do not send ignore_eos (for servers that reject unknown fields)")
+                   help="never send ignore_eos (a server that refuses it is found by the preflight anyway; "
+                        "min_tokens is still sent where the server honours it)")
     g = p.add_argument_group("bisect mode (exit 0 good, 1 bad, 125 skip, for `git bisect run`)")
     g.add_argument("--bisect-good-at-least", type=float, metavar="X", help="good when the metric is >= X tok/s")
     g.add_argument("--bisect-bad-at-most", type=float, metavar="Y", help="bad when the metric is <= Y tok/s")
@@ -70,7 +74,10 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
     async with open_run(args, "bench", {"bench": {"prompts": [p.name for p in plan.prompts], "runs": plan.runs,
                                                   "max_tokens": plan.max_tokens, "concurrency": plan.concurrency,
                                                   "ignore_eos": plan.ignore_eos}}) as ctx:
-        plan = BenchPlan(**{**plan.__dict__, "extra_body": tuple(ctx.profile.extra_body.items())})
+        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), plan.max_tokens, plan.ignore_eos)
+        plan = BenchPlan(**{**plan.__dict__, "extra_body": tuple(ctx.profile.extra_body.items()),
+                            "length_body": tuple(forced.items()), "length_mode": mode})
+        ctx.rundir.update_manifest(length_mode=mode)
         with tqdm(total=total, desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
                 await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
@@ -83,18 +90,28 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
         return ctx, summary
 
 
+def _rate(v: float | None, failed: int) -> str:
+    # Never a figure made of nothing: a rate no request measured is "–", with the failures that left it empty.
+    text = f"{v:.1f}" if v is not None else "–"
+    return text + (f" ({failed} failed)" if failed else "")
+
+
 def _print_table(summary: dict) -> None:
     lines = ["prompt      decode tok/s   request tok/s   runs"]
     for name, p in summary["prompts"].items():
         runs = ", ".join(f"{r:.1f}" for r in p["runs"])
-        dec = f"{p['tok_s']:.1f}" if p["tok_s"] is not None else "–"
-        req = f"{p['request_tok_s']:.1f}" if p["request_tok_s"] is not None else "–"
+        failed = p.get("failed") or 0
+        dec = _rate(p["tok_s"], failed)
+        req = _rate(p["request_tok_s"], 0)
         lines.append(f"{name:<11} {dec:>12} {req:>15}   [{runs}]")
     c = summary.get("concurrent")
     if c:
         per = " / ".join(f"{x:.1f}" for x in c["per_stream_tok_s"] if x is not None)
-        comb = f"{c['combined_tok_s']:.1f}" if c["combined_tok_s"] is not None else "–"
-        lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per} per stream)")
+        comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
+        lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
+    if summary.get("length_forced") is False:
+        lines.append("note: the server forces no output length (ignore_eos and min_tokens refused or ignored): "
+                     "the prompts ran to max_tokens on their own; rates marked length_forced false")
     if summary["stopped_early"]:
         lines.append(f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "
                      "(the server may ignore ignore_eos)")
@@ -149,4 +166,10 @@ def run(args: argparse.Namespace) -> int:
     ctx, summary = asyncio.run(_measure(args, plan))
     _print_table(summary)
     print_run_path(ctx.rundir)
+    lines = [x for x in ctx.rundir.read(REQUESTS) if x.get("bench_key")]
+    failed = failure_line("bench", count_failures((x.get("error") for x in lines if x.get("status") != "ok"),
+                                                  len(lines)), [api_key(ctx.profile)])
+    if failed is not None:
+        print(failed, file=sys.stderr, flush=True)
+        return 1
     return 0

@@ -10,10 +10,11 @@ from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client_lag import client_lag
-from evalkit.config import THINKING_MODES, thinking_params
+from evalkit.config import THINKING_MODES, api_key, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
 from evalkit.rundir import RunDir, default_run_name
+from evalkit.run_failures import count_failures, failure_line
 from evalkit.runcontext import open_run, print_run_path
 from evalkit_stress.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 
@@ -144,11 +145,18 @@ async def _live(args: argparse.Namespace) -> int:
         wanted = {it.qid for it in items}
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
         await ctx.evidence.end()
-        return _finish(ctx.rundir, lines, args.thinking,
+        code = _finish(ctx.rundir, lines, args.thinking,
                        {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256,
                         **evidence_summary(ctx.rundir.path),
                         "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
                         "client": client_lag(ctx.rundir.read("requests.jsonl"))})
+        reqs = ctx.rundir.read("requests.jsonl")
+        failed = failure_line("capability", count_failures(
+            (x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)), [api_key(ctx.profile)])
+        if failed is not None:
+            sys.stderr.write(failed + "\n")
+            return 1
+        return code
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from evalkit.errors import UsageError
 from evalkit.preflight import ALL_COMMANDS, CheckResult, Row, full_check
 from evalkit.rundir import RunDir, default_run_name, write_json_atomic
 from evalkit.runcontext import print_run_path, profile_from_args
+from evalkit.server_identity import identify
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"commands whose needs decide the exit code (default {','.join(ALL_COMMANDS)})")
     p.add_argument("--thinking", default="off,low",
                    help="thinking modes to try with the profile's switch (default off,low; '' for none)")
+    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                   help="do not send ignore_eos in the length probe (as bench and stress with --no-ignore-eos)")
 
 
 def _parse(args: argparse.Namespace) -> tuple[tuple[str, ...], list[str]]:
@@ -50,7 +53,8 @@ def table(result: CheckResult, commands: tuple[str, ...]) -> str:
     for r in result.rows:
         needed = "  [needed by " + ",".join(c for c in r.needed_by if c in commands) + "]" \
             if r.supported is False and set(r.needed_by) & set(commands) else ""
-        lines.append(f"{r.name:<27} {_mark(r):<4} {r.detail}{needed}")
+        advice = f" ({r.fix})" if r.fix and r.supported is False and not needed else ""
+        lines.append(f"{r.name:<27} {_mark(r):<4} {r.detail}{advice}{needed}")
     return "\n".join(lines)
 
 
@@ -67,13 +71,19 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     profile = profile_from_args(args)
     model = await discover_model(profile)  # unreachable: UsageError, exit 2, one line
     thinking: dict[str, Any] = {m: thinking_params(profile, m) for m in modes}
-    result = await full_check(profile.base_url or "", model, api_key(profile), dict(profile.extra_body), thinking)
+    key = api_key(profile)
+    identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+    result = await full_check(profile.base_url or "", model, key, dict(profile.extra_body), thinking,
+                              identity=identity, ignore_eos=args.ignore_eos)
     print(f"evalkit check: {profile.base_url}  model {model}  thinking style {profile.thinking}")
     print(table(result, commands))
     code, lines = verdict(result, commands)
     print("\n".join(lines), flush=True)
     rundir = RunDir.create(args.out, args.name or default_run_name("check"), "check",
-                           {**manifest_fields(profile), "model": model, "check": {"for": list(commands)}})
+                           {**manifest_fields(profile), "model": model, "check": {"for": list(commands)},
+                            "server_identity": identity,
+                            "field_support": {**(result.fields.to_json() if result.fields else {}),
+                                              "not_sent": sorted(result.omit_fields)}})
     write_json_atomic(rundir.path / "check.json", {**result.to_json(), "for": list(commands), "exit": code})
     rundir.finish()
     print_run_path(rundir)

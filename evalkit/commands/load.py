@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.config import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
 from evalkit.load.metrics import judge_point, point_metrics
@@ -29,7 +30,8 @@ from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
-from evalkit.rundir import MANIFEST, utc_now_iso
+from evalkit.rundir import MANIFEST, REQUESTS, utc_now_iso
+from evalkit.run_failures import count_failures, failure_line
 from evalkit.runcontext import open_run, print_run_path
 
 
@@ -173,6 +175,12 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
         ctx.rundir.finish()
         print(_table(summary), flush=True)
         print_run_path(ctx.rundir)
+        reqs = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
+        failed = failure_line("load", count_failures((x.get("error") for x in reqs if x.get("outcome") == "error"),
+                                                     len(reqs)), [api_key(ctx.profile)])
+    if failed is not None:
+        sys.stderr.write(failed + "\n")
+        return 1
     return 0
 
 

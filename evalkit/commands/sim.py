@@ -34,7 +34,9 @@ answers: capability questions (GSM8K, MATH-500, MuSR, HumanEval+ from --data-dir
   first in --reasoning-format; effort low/medium/high ~60/150/300 tokens.
 
 profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 54K prefill ~40 s) and
-  dual-2080ti-after (2 slots, 116/186 tok/s, yield every 1536-token chunk ~1.15 s, cancel aborting). Flags given
+  dual-2080ti-after (2 slots, 116/186 tok/s, yield every 1536-token chunk ~1.15 s, cancel aborting);
+  strict-transformers: a strict OpenAI-only server like `transformers serve` (422 on unknown fields, no [DONE],
+  usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings). Flags given
   explicitly override the profile.
 """
 
@@ -94,6 +96,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ignore stream_options.include_usage (no usage chunk)")
     q.add_argument("--no-tokenize", dest="tokenize_endpoint", action="store_false", default=None,
                    help="no POST /tokenize (404)")
+    q.add_argument("--strict-fields", action="store_true", default=None,
+                   help="answer HTTP 422 with a pydantic-style extra_forbidden body to any body field OpenAI's chat "
+                        "API does not define (ignore_eos, min_tokens, chat_template_kwargs, ...)")
+    q.add_argument("--no-done", dest="done_marker", action="store_false", default=None,
+                   help="end a stream without `data: [DONE]`")
+    q.add_argument("--usage-in-finish-chunk", action="store_true", default=None,
+                   help="send usage inside the finish chunk, not in a chunk of its own")
+    q.add_argument("--openai-only", action="store_true", default=None,
+                   help="404 on every non-OpenAI endpoint (/metrics, /tokenize, /props); /sim/* stay served")
+    q.add_argument("--pin-model", action="store_true", default=None,
+                   help="answer HTTP 400 to a request naming another model than --model")
     e = p.add_argument_group("what the server says (metrics, speculative decoding, log)")
     e.add_argument("--no-metrics", dest="metrics", action="store_false", default=None,
                    help="no GET /metrics (404); by default it serves vLLM-named Prometheus metrics")

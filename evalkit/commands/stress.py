@@ -36,7 +36,9 @@ from evalkit.cli import add_output_options, add_server_options
 from evalkit.config import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
+from evalkit.field_support import length_fields
 from evalkit.preflight import KILL_ROW, kill_check
+from evalkit.run_failures import count_failures, failure_line
 from evalkit.runcontext import open_run, print_run_path
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.gpu_memory import nvidia_smi, peaks_line
@@ -69,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--short-max-tokens", type=int, default=64, help="max_tokens of short requests (default 64)")
     r.add_argument("--long-max-tokens", type=int, default=64, help="max_tokens of long requests (default 64)")
     r.add_argument("--gen-tokens", type=int, default=512, help="tokens per concurrent generation (default 512)")
+    r.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                   help="never send ignore_eos with the generations (min_tokens is still sent where the server "
+                        "honours it; a server that refuses ignore_eos is found by the preflight anyway)")
     r.add_argument("--timeout-s", type=float, default=900.0, help="per-request timeout in seconds (default 900)")
     r.add_argument("--max-minutes", type=float, help="end the run cleanly after this many minutes")
     r.add_argument("--gpu-interval", type=float, default=1.0, help="seconds between nvidia-smi samples (default 1)")
@@ -153,8 +158,12 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 stop.set()
             timer = loop.call_later(args.max_minutes * 60, on_time)
         kill = await kill_check(ctx.client.base_url, ctx.client.model, api_key(ctx.profile),
-                                dict(ctx.profile.extra_body), ctx.client.uuid_request_ids)
+                                dict(ctx.profile.extra_body), ctx.client.uuid_request_ids,
+                                preflight=ctx.client.preflight)
         killing = {"kills": kill.supported, "detail": kill.detail}
+        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), args.gen_tokens, args.ignore_eos)
+        ctx.rundir.update_manifest(generation_length={"mode": mode, "fields": sorted(forced),
+                                                      "ignore_eos_flag": args.ignore_eos})
         ctx.rundir.update_manifest(stream_killing=killing)
         if kill.supported:
             print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
@@ -162,6 +171,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             time_scale=args.time_scale, short_max_tokens=args.short_max_tokens, long_max_tokens=args.long_max_tokens,
             gen_tokens=args.gen_tokens, timeout_s=args.timeout_s, gpu_interval_s=args.gpu_interval,
             extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress, kills_streams=bool(kill.supported),
+            length_body=forced, length_mode=mode,
         )
         exe = nvidia_smi()
         runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe, attempt=attempt,
@@ -189,6 +199,12 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         print_run_path(ctx.rundir)
     if stopped == "interrupted":
         return 130
+    failed = failure_line("stress", count_failures((e.get("error") or e.get("kind") for e in summary["error_requests"]
+                                                    if e.get("scenario") != "calibration"),
+                                                   summary["requests"]), [api_key(ctx.profile)])
+    if failed is not None:
+        print(failed, file=sys.stderr, flush=True)
+        return 1
     # Contract: 1 = a check failed. A partial run's expectations are still shown but only judged when complete.
     return 1 if summary.get("expectations_failed") and stopped == "completed" else 0
 
@@ -210,8 +226,17 @@ def _print_summary(s: dict[str, Any]) -> None:
     if u:
         out.append(f"  cycle {u['cycle']} cut off after {u['requests']} requests ({u['errors']} errors, "
                    f"{u['wrong_answers']} wrong answers): not counted; run again with the same --name to resume")
+    missing = {"short_insert_done_s": "short_insert_ttft_s"}  # the same requests as another metric
     for name, d in s["metrics"].items():
-        out.append(f"  {name:<28} {_fmt(d)}")
+        text = _fmt(d)
+        ne = (s.get("not_exercised") or {}).get(missing.get(name, name))
+        failed = (s.get("failed_by_metric") or {}).get(name)
+        if text == "-" and (ne or failed):
+            # Never a figure made of nothing: say what left it empty.
+            parts = ([f"not exercised: {', '.join(ne['reasons'])} ({ne['count']})"] if ne else []) + \
+                ([f"{failed} failed"] if failed else [])
+            text = "– (" + "; ".join(parts) + ")"
+        out.append(f"  {name:<28} {text}")
     out.extend("  " + line for line in diagnosis_lines(s["diagnoses"], s["metrics"]))
     for e in s["error_requests"][:10]:
         out.append(f"  error {e['kind']}: {e['request_id']} ({e['scenario']}) {e.get('error') or ''}"[:160])

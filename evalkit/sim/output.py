@@ -2,7 +2,7 @@
 
 Each element is one streamed token `(channel, text)` with channel `reasoning` or `content`. `max_tokens` counts
 reasoning and answer together; a plan cut short ends with `length`, one that ran out of answer with `stop`, and
-`ignore_eos` pads with filler to exactly `max_tokens` (`length`). Unrecognised prompts get filler up to
+`ignore_eos` pads with filler to exactly `max_tokens` (`length`), `min_tokens` to at least that many. Unrecognised prompts get filler up to
 `max_tokens` (or `--filler-tokens` and `stop` when the request names no limit).
 """
 
@@ -55,6 +55,7 @@ def build_output(
     ignore_eos: bool,
     default_max_tokens: int,
     default_filler: int,
+    min_tokens: int = 0,
 ) -> Output:
     """The plan for one request; `answer` None means filler."""
     head = _reasoning_part(thinking, fmt)
@@ -72,6 +73,10 @@ def build_output(
     if ignore_eos and max_tokens is not None and len(seq) < limit:
         pad = filler_tokens(limit - len(seq), offset=1)
         return Output(tuple(seq + [("content", t) for t in pad]), "length")
+    if min_tokens > len(seq):  # vLLM's min_tokens: no end of sequence before that many tokens
+        want = min(min_tokens, limit)
+        pad = filler_tokens(want - len(seq), offset=1)
+        return Output(tuple(seq + [("content", t) for t in pad]), "length" if want == limit else "stop")
     if answer is None and max_tokens is not None:
         return Output(tuple(seq), "length")
     return Output(tuple(seq), "stop")

@@ -42,6 +42,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "prefill_chunk": 1536,
         "long_threshold": 2048,
     },
+    # Not a write-up build: a strict OpenAI-only server as `transformers serve` 5.x answers (issue 33).
+    "strict-transformers": {
+        "strict_fields": True,
+        "done_marker": False,
+        "usage_in_finish_chunk": True,
+        "openai_only": True,
+        "pin_model": True,
+        "timings": False,
+    },
 }
 
 

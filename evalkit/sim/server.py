@@ -2,7 +2,8 @@
 
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (streaming and not; usage in a final `choices: []` chunk only
 with `stream_options.include_usage`), `GET /health`, `POST /tokenize`, `GET /sim/events`, `POST /sim/reset`,
-`GET /sim/config`. Headers go out at once; the role-only chunk follows when the prefill ends, then one chunk per
+`GET /sim/config`. With `--openai-only` only the OpenAI routes (and the sim's own `/sim/*`, which a client under
+test never calls) are served. Headers go out at once; the role-only chunk follows when the prefill ends, then one chunk per
 token. `arrived` is when the kernel received the request's first bytes (on Linux; elsewhere as the handler starts,
 before the body is read), and `first_token` is stamped as the first token's chunk is handed to the socket, so
 `first_token - arrived` is what a client should measure as TTFT.
@@ -62,11 +63,12 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/health", self.health)
-        app.router.add_post("/tokenize", self.tokenize)
+        if not self.s.openai_only:  # a strict OpenAI-only server answers 404 here; /sim/* stay for the tests
+            app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/sim/events", self.events)
         app.router.add_post("/sim/reset", self.reset)
         app.router.add_get("/sim/config", self.config)
-        if self.s.metrics:
+        if self.s.metrics and not self.s.openai_only:
             app.router.add_get("/metrics", self.metrics)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
@@ -189,6 +191,7 @@ class SimServer:
             trace.end("error", self.clock.now())
             return _error(500, "simulated internal server error (fault http_500)")
         ignore_eos = bool(body.get("ignore_eos"))
+        min_tokens = body.get("min_tokens") if isinstance(body.get("min_tokens"), int) else 0
 
         def make_output(batched: bool) -> Output:
             answer: str | None = None
@@ -202,7 +205,7 @@ class SimServer:
                 trace.intended_correct = correct
                 answer = answer_text(question, correct, self.s.seed)
             return build_output(answer, thinking, self.s.reasoning_format, trace.max_tokens, ignore_eos,
-                                self.s.default_max_tokens, self.s.filler_tokens)
+                                self.s.default_max_tokens, self.s.filler_tokens, min_tokens)
 
         # A disconnect or stall is recorded when it strikes (a client may leave before it does).
         job = Job(trace, arrived_perf, trace.prompt_tokens, trace.prompt_tokens > self.s.long_threshold, make_output,
@@ -291,10 +294,13 @@ class SimServer:
                     last: dict[str, Any] = {"choices": [{"index": 0, "delta": {}, "finish_reason": msg[1]}]}
                     if self.s.timings:  # llama.cpp sends its timings with the finish chunk
                         last["timings"] = _timings(trace, job.emitted, self.clock.now())
+                    if include_usage and self.s.usage_in_finish_chunk:  # FastLLM, transformers serve
+                        last["usage"] = _usage(trace.prompt_tokens, job.emitted)
                     await send(last)
-                    if include_usage:
+                    if include_usage and not self.s.usage_in_finish_chunk:
                         await send({"choices": [], "usage": _usage(trace.prompt_tokens, job.emitted)})
-                    await send("[DONE]")
+                    if self.s.done_marker:
+                        await send("[DONE]")
                     await resp.write_eof()
                     trace.end("ok", self.clock.now())
                     return resp

@@ -52,6 +52,12 @@ class SimSettings:
     housekeeping_s_per_token: float = 0.0  # after a request, the engine stores its state: s per context token
     kill_on_new_request: bool = False  # a new request ends the stream in progress (HTTP 200, no finish_reason)
     timings: bool = True  # llama.cpp-style `timings` in the last chunk (and non-streaming answers)
+    # A strict OpenAI-only server (issue 33: transformers serve, pydantic request models with extra="forbid").
+    strict_fields: bool = False  # HTTP 422 with a pydantic `extra_forbidden` body on any field OpenAI does not define
+    done_marker: bool = True  # end a stream with `data: [DONE]`
+    usage_in_finish_chunk: bool = False  # usage rides the finish chunk instead of a chunk of its own
+    openai_only: bool = False  # 404 on /metrics, /tokenize, /props (the sim's own /sim/* stay served)
+    pin_model: bool = False  # HTTP 400 for a request naming another model than --model
 
     @property
     def slots(self) -> int:

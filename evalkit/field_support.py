@@ -1,0 +1,170 @@
+"""Which optional request fields a server accepts, ignores or refuses, learned by sending each one (issue 33).
+
+evalkit may send fields beyond a bare chat request: `stream_options`, `ignore_eos`, `min_tokens`, `seed`,
+`reasoning_effort`, `chat_template_kwargs`, the `X-Request-Id` header and a profile's extra body. Strict servers
+(pydantic request models with `extra="forbid"`, as `transformers serve`) answer HTTP 422 to a request carrying one
+they do not know, so every request of a command would fail. Each field is sent alone on a bare request:
+- refused: the server answered 4xx; the client then never sends it (`FieldSupport.refused`);
+- ignored: taken, but the effect that can be checked did not happen (`ignore_eos` stopped early, no usage chunk);
+- accepted: taken, and its effect seen where one can be checked (`checked`), else only not refused.
+The probe question has a one-word answer, so a forced length is told apart from a model that talks on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Awaitable, Callable
+
+ACCEPTED, IGNORED, REFUSED, UNKNOWN = "accepted", "ignored", "refused", "can't tell"
+HEADER = "header:X-Request-Id"
+OPTIONAL_FIELDS = ("stream_options", "ignore_eos", "min_tokens", "seed", "reasoning_effort", "chat_template_kwargs")
+PROBE_QUESTION = "What is 17 + 25? Reply with only the number."
+PROBE_TOKENS = 8  # a forced length runs to this; the one-word answer stops at 1-3 tokens
+
+# What each field is sent with when probed.
+SAMPLES: dict[str, Any] = {
+    "stream_options": {"include_usage": True},
+    "ignore_eos": True,
+    "min_tokens": PROBE_TOKENS,
+    "seed": 0,
+    "reasoning_effort": "low",
+    "chat_template_kwargs": {"enable_thinking": False},
+}
+
+
+@dataclass(frozen=True)
+class FieldVerdict:
+    """One field's answer: accepted / ignored / refused / can't tell, what was seen, and whether its effect was."""
+
+    status: str
+    detail: str
+    checked: bool = False
+
+
+@dataclass
+class FieldSupport:
+    """Every probed field's verdict, and where it came from (`probed`, or the cache with its time)."""
+
+    fields: dict[str, FieldVerdict] = field(default_factory=dict)
+    source: str = "probed"
+
+    def status(self, name: str) -> str | None:
+        """The field's status, None when it was not probed."""
+        v = self.fields.get(name)
+        return v.status if v is not None else None
+
+    def honoured(self, name: str) -> bool:
+        """Taken, and its effect seen."""
+        v = self.fields.get(name)
+        return v is not None and v.status == ACCEPTED and v.checked
+
+    @property
+    def refused(self) -> list[str]:
+        """Body fields (and the header, as `header:X-Request-Id`) the server refuses: never sent."""
+        return [k for k, v in self.fields.items() if v.status == REFUSED]
+
+    def to_json(self) -> dict[str, Any]:
+        """What the manifest's `field_support` holds."""
+        return {"source": self.source, "refused": self.refused,
+                "fields": {k: asdict(v) for k, v in self.fields.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: str) -> "FieldSupport":
+        """Read back what `to_json` wrote (the cache)."""
+        return cls({k: FieldVerdict(**v) for k, v in (data.get("fields") or {}).items()}, source)
+
+
+@dataclass(frozen=True)
+class ProbeReply:
+    """What one probe request got: HTTP status, the server's words when it refused, tokens and usage seen."""
+
+    status: int | None
+    words: str
+    ok: bool
+    tokens: int | None
+    usage: bool
+    finish_reason: str | None
+    echoed_id: str | None = None
+
+
+# Sends one streaming request: (body, headers) -> reply. The preflight supplies it (over its aiohttp session).
+Send = Callable[[dict[str, Any], dict[str, str]], Awaitable[ProbeReply]]
+
+
+def bare_body(model: str, max_tokens: int = PROBE_TOKENS) -> dict[str, Any]:
+    """The smallest chat request every OpenAI-compatible server takes."""
+    return {"model": model, "messages": [{"role": "user", "content": PROBE_QUESTION}], "stream": True,
+            "max_tokens": max_tokens, "temperature": 0.0}
+
+
+def _judge(name: str, reply: ProbeReply) -> FieldVerdict:
+    if reply.status is not None and 400 <= reply.status < 500:
+        return FieldVerdict(REFUSED, reply.words)
+    if not reply.ok:
+        return FieldVerdict(UNKNOWN, f"the probe failed: {reply.words}")
+    n = reply.tokens
+    if name in ("ignore_eos", "min_tokens"):
+        if n is not None and n >= PROBE_TOKENS:
+            return FieldVerdict(ACCEPTED, f"a one-word answer ran to {n} tokens ({reply.finish_reason})", True)
+        return FieldVerdict(IGNORED, f"taken, but the answer stopped after {n} of {PROBE_TOKENS} tokens "
+                                     f"({reply.finish_reason})")
+    if name == "stream_options":
+        if reply.usage:
+            return FieldVerdict(ACCEPTED, "include_usage honoured: usage in the stream", True)
+        return FieldVerdict(IGNORED, "taken, but no usage in the stream")
+    return FieldVerdict(ACCEPTED, "taken (HTTP 200); its effect is not checked here")
+
+
+async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], request_id: Callable[[], str],
+                       uuid_request_ids: bool = False) -> FieldSupport:
+    """Send a bare request, then each optional field (and each key of the profile's extra body) on its own."""
+    out = FieldSupport()
+    bare = bare_body(model)
+    base = await send(bare, {})
+    if not base.ok:
+        for name in (*OPTIONAL_FIELDS, HEADER, *extra_body):
+            out.fields[name] = FieldVerdict(UNKNOWN, f"even a bare request failed: {base.words}")
+        return out
+    rid = str(uuid.uuid4()) if uuid_request_ids else request_id()
+    got = await send(bare, {"X-Request-Id": rid})
+    if got.status is not None and 400 <= got.status < 500 and not uuid_request_ids:
+        rid = str(uuid.uuid4())
+        again = await send(bare, {"X-Request-Id": rid})
+        got = again if again.ok else got
+        uuid_request_ids = again.ok
+    if got.ok:
+        echoed = got.echoed_id == rid
+        how = "only a UUID, " if uuid_request_ids else ""
+        out.fields[HEADER] = FieldVerdict(ACCEPTED, how + ("echoed in the response headers" if echoed
+                                                           else "taken, not echoed"), echoed)
+    else:
+        out.fields[HEADER] = _judge(HEADER, got)
+    headers = {} if out.fields[HEADER].status != ACCEPTED else {"X-Request-Id": rid}
+    samples = {**SAMPLES, **{k: v for k, v in extra_body.items() if k not in SAMPLES}}
+    for name, value in samples.items():
+        if name in bare:
+            continue  # a profile that sets max_tokens or temperature: part of every request anyway
+        # A new id per request: a server may refuse an id it has seen.
+        fresh = {"X-Request-Id": str(uuid.uuid4()) if uuid_request_ids else request_id()} if headers else {}
+        out.fields[name] = _judge(name, await send({**bare, name: value}, fresh))
+    return out
+
+
+def length_fields(support: FieldSupport | None, max_tokens: int, ignore_eos: bool = True) -> tuple[dict[str, Any], str]:
+    """The body fields that force `max_tokens` output tokens on this server, and how (`length_mode`).
+
+    ignore_eos when honoured; else min_tokens when honoured; else none forced (`prompt`: the prompt must run long on
+    its own, with max_tokens as its cap). ignore_eos is still sent where not refused (harmless; a server may honour
+    it for prompts the probe could not tell). `--no-ignore-eos` (ignore_eos False) never sends it.
+    """
+    if support is None:
+        return ({"ignore_eos": True}, "ignore_eos") if ignore_eos else ({}, "prompt")
+    if ignore_eos and support.honoured("ignore_eos"):
+        return {"ignore_eos": True}, "ignore_eos"
+    body: dict[str, Any] = {}
+    if ignore_eos and support.status("ignore_eos") not in (REFUSED,):
+        body["ignore_eos"] = True
+    if support.honoured("min_tokens"):
+        return {**body, "min_tokens": max_tokens}, "min_tokens"
+    return body, "prompt"
