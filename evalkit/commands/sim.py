@@ -113,8 +113,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--spec-accept", type=_accept, metavar="A0,A1,..",
                    help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
                         "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens")
-    e.add_argument("--context-tokens", type=int, help="context per request told in the start-up log line "
-                   f"(default {d.context_tokens})")
+    e.add_argument("--context-tokens", type=int, help="context per request, told in the start-up log line; a "
+                   f"longer prompt gets HTTP 400 (default {d.context_tokens})")
     e.add_argument("--server-log-file", dest="server_log", metavar="FILE",
                    help="write the server's log lines (start-up clamp and context lines, ...) to FILE")
     r = p.add_argument_group("engine behaviours seen on real servers (ground truth in /sim/events)")

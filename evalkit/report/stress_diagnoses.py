@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.report.runs import LabelledRun
-from evalkit.report.tables import Table
+from evalkit.report.tables import Table, not_exercised_text
 
 # (words, metric key, statistic); `{long}` is the run's long prompt length.
 FIGURES = (
@@ -56,7 +56,9 @@ def _verdict_cell(d: dict[str, Any] | None) -> str:
     if d.get("stop_after_cancel_s_max") is not None:
         parts.append(f"stopped within {d['stop_after_cancel_s_max']:.3g} s")
     text = "; ".join(parts) + f" (evidence: {d.get('evidence', 'client')})"
-    if d["verdict"] == "can't tell" and d.get("would_tell"):
+    if d["verdict"] == "not exercised" and d.get("why"):
+        text += f": {d['why']}"
+    if d["verdict"] in ("can't tell", "not exercised") and d.get("would_tell"):
         text += f"; would tell: {d['would_tell']}"
     return text.replace("|", "/")
 
@@ -68,8 +70,14 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
     rows = []
     for words, key, stat in FIGURES:
         vals = [((r.summary.get("metrics") or {}).get(key) or {}).get(stat) for r in runs]
-        if any(v is not None for v in vals):
-            rows.append((f"{words.format(long=long)} `{key}.{stat}`", [_num(v) for v in vals]))
+        # A situation that never happened gets a row that says so, never a figure (stress/exercised.py).
+        missing = [not_exercised_text(r.summary, key) for r in runs]
+        failed = [(r.summary.get("failed_by_metric") or {}).get(key) for r in runs]
+        if any(v is not None for v in vals) or any(missing) or any(failed):
+            cells = [_num(v) if v is not None else "– (" + "; ".join(
+                ([m] if m else []) + ([f"{f} failed"] if f else [])) + ")" if (m or f) else "–"
+                for v, m, f in zip(vals, missing, failed)]
+            rows.append((f"{words.format(long=long)} `{key}.{stat}`", cells))
     figures = Table("stress_figures", "What a user waits for (stress)", cols, rows,
                     ["Seconds unless named; the key after each row is the metric in summary.json."], row_header="")
     vrows = []

@@ -93,7 +93,8 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
             for e in entries[1:]
         ]
-        decode_rows.append((name, _cells(values, 1, verdicts)))
+        decode_rows.append((name, _empty_cells(_cells(values, 1, verdicts), values,
+                                               [e.get("failed") for e in entries])))
         req = [e.get("request_tok_s") for e in entries]
         if any(v is not None for v in req):
             rverdicts = [None] + [
@@ -103,6 +104,9 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             ]
             request_rows.append((name, _cells(req, 1, rverdicts)))
     for r in runs:
+        if r.summary.get("length_forced") is False:
+            notes.append(f"{r.label}: the server forced no output length (ignore_eos and min_tokens refused or "
+                         "ignored): its rates rest on prompts that ran to max_tokens on their own.")
         early = r.summary.get("stopped_early") or []
         if early:
             notes.append(f"{r.label}: {len(early)} request(s) stopped before max_tokens; their rates are less "
@@ -122,7 +126,8 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         ]
         per_stream = [" / ".join(_num(x, 1) for x in (c.get("per_stream_tok_s") or [])) or "–" for c in conc]
         rows = [("streams", [_num(s, 0) for s in streams]),
-                ("combined tok/s", _cells(combined, 1, verdicts)),
+                ("combined tok/s", _empty_cells(_cells(combined, 1, verdicts), combined,
+                                                [c.get("failed") for c in conc])),
                 ("per stream tok/s", per_stream)]
         tables.append(Table("concurrency", "Concurrent streams (combined: all streams' tokens over the union of "
                             "their first→last token windows)", cols, rows, row_header="concurrency"))
@@ -148,12 +153,44 @@ HEADLINE_STAT = {"post_cancel_ttft_s": "max", "concurrent_combined_tok_s": "p50"
                  "gen_alone_tok_s": "p50", "effective_concurrency": "p50"}
 
 
+def _empty_cells(cells: list[str], values: Sequence[float | None], failed: Sequence[int | None],
+                 not_exercised: Sequence[str | None] | None = None) -> list[str]:
+    """Never a figure made of nothing: an empty cell says what left it empty (failures, a situation that did not
+    happen)."""
+    out = list(cells)
+    for i, v in enumerate(values):
+        if v is not None:
+            continue
+        parts = ([not_exercised[i]] if not_exercised and not_exercised[i] else []) + \
+            ([f"{failed[i]} failed"] if failed[i] else [])
+        if parts:
+            out[i] = "– (" + "; ".join(parts) + ")"
+    return out
+
+
+# A metric measured on the same requests as another: its not-exercised count is that one's.
+_SAME_REQUESTS = {"short_insert_done_s": "short_insert_ttft_s", "concurrent_stream_tok_s": "concurrent_combined_tok_s",
+                  "effective_concurrency": "concurrent_combined_tok_s",
+                  "concurrency_speedup": "concurrent_combined_tok_s"}
+
+
+def not_exercised_text(summary: dict[str, Any], metric: str) -> str | None:
+    """"not exercised: <reason> (n)" for a stress metric some of whose planned requests did not happen."""
+    ne = (summary.get("not_exercised") or {}).get(_SAME_REQUESTS.get(metric, metric))
+    if not ne or not ne.get("count"):
+        return None
+    return f"not exercised: {'; '.join(ne.get('reasons') or {})} ({ne['count']})"
+
+
 def _higher_is_better(metric: str) -> bool:
     return metric.endswith("tok_s") or metric in ("effective_concurrency", "concurrency_speedup")
 
 
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
-    lines = [x for x in run.requests() if x.get("status", "ok") == "ok"]
+    from evalkit_stress.exercised import exercised
+
+    # As the summary: only requests whose planned situation happened (a short sent after no cancel is no sample).
+    lines = [x for x in exercised(run.requests()) if x.get("status", "ok") == "ok"]
     if metric == "concurrent_combined_tok_s":
         # One sample per cycle, as the stress summary computes it: both streams' tokens over their joint window.
         cycles: dict[Any, list[dict[str, Any]]] = {}
@@ -187,7 +224,9 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     for m in metrics:
         higher = _higher_is_better(m)
         dists = [_get(r.summary, "metrics", m) or {} for r in runs]
-        if not any(isinstance(d, dict) and d.get("n") != 0 for d in dists):
+        missing = [not_exercised_text(r.summary, m) for r in runs]
+        failed = [(r.summary.get("failed_by_metric") or {}).get(m) for r in runs]
+        if not any(isinstance(d, dict) and d.get("n") != 0 for d in dists) and not any(missing) and not any(failed):
             continue  # a scenario no run measured
         verdicts: list[noise.NoiseVerdict | None] = [None]
         base_samples = _stress_samples(runs[0], m)
@@ -199,7 +238,8 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 verdicts.append(noise.distribution_verdict(dists[0], d, higher, noise_floor))
         stat = HEADLINE_STAT.get(m, "p95" if m.endswith("_s") and not m.endswith("tok_s") else "p50")
         digits = 1 if m.endswith("tok_s") else 2
-        rows.append((f"{m} {stat}", _cells([d.get(stat) for d in dists], digits, verdicts)))
+        values = [d.get(stat) for d in dists]
+        rows.append((f"{m} {stat}", _empty_cells(_cells(values, digits, verdicts), values, failed, missing)))
     for key in ("requests", "errors", "wrong_answers", "divergent"):
         vals = [r.summary.get(key) for r in runs]
         if any(v is not None for v in vals):

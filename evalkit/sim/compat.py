@@ -6,6 +6,7 @@
 - `strict_fields`: a server whose request model forbids extra fields (pydantic `extra="forbid"`, as transformers
   serve): HTTP 422 with FastAPI's error list naming each field OpenAI's chat API does not define.
 - `pin_model`: a server that serves one model and answers HTTP 400 to a request naming another.
+- `context_tokens`: a prompt longer than the context is answered HTTP 400 in vLLM's words.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from typing import Any
 
 from evalkit.sim.settings import SimSettings
+from evalkit.sim.tokens import prompt_tokens
 
 
 # The body fields of OpenAI's chat completions API (openai-python's CompletionCreateParams): a strict server takes
@@ -51,6 +53,12 @@ def refusal(s: SimSettings, request_id: str | None, body: Any) -> tuple[int, str
     if s.pin_model and isinstance(body, dict) and body.get("model") != s.model:
         return 400, json.dumps({"error": {"message": f"The model `{body.get('model')}` does not exist; this server "
                                           f"serves `{s.model}`", "type": "invalid_request_error", "code": 400}})
+    if isinstance(body, dict) and isinstance(body.get("messages"), list):
+        n = prompt_tokens([m for m in body["messages"] if isinstance(m, dict)])
+        if n > s.context_tokens:  # vLLM's words for a prompt past the context
+            return 400, json.dumps({"error": {"message": f"This model's maximum context length is {s.context_tokens} "
+                                              f"tokens. However, your request has {n} input tokens.",
+                                              "type": "BadRequestError", "code": 400}})
     if s.reject_fields and isinstance(body, dict):
         for name in s.reject_fields:
             if name in body:
