@@ -118,28 +118,29 @@ def _judge(name: str, reply: ProbeReply) -> FieldVerdict:
 
 async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], request_id: Callable[[], str],
                        uuid_request_ids: bool = False) -> FieldSupport:
-    """Send a bare request, then each optional field (and each key of the profile's extra body) on its own."""
+    """A bare request with a request id (a UUID when the server wants one; without the header when it refuses it),
+    then each optional field (and each key of the profile's extra body) alone on it."""
     out = FieldSupport()
     bare = bare_body(model)
-    base = await send(bare, {})
-    if not base.ok:
-        for name in (*OPTIONAL_FIELDS, HEADER, *extra_body):
-            out.fields[name] = FieldVerdict(UNKNOWN, f"even a bare request failed: {base.words}")
-        return out
     rid = str(uuid.uuid4()) if uuid_request_ids else request_id()
     got = await send(bare, {"X-Request-Id": rid})
-    if got.status is not None and 400 <= got.status < 500 and not uuid_request_ids:
+    if not got.ok and got.status is not None and 400 <= got.status < 500 and not uuid_request_ids:
         rid = str(uuid.uuid4())
         again = await send(bare, {"X-Request-Id": rid})
-        got = again if again.ok else got
         uuid_request_ids = again.ok
+        got = again if again.ok else got
     if got.ok:
         echoed = got.echoed_id == rid
         how = "only a UUID, " if uuid_request_ids else ""
         out.fields[HEADER] = FieldVerdict(ACCEPTED, how + ("echoed in the response headers" if echoed
                                                            else "taken, not echoed"), echoed)
     else:
-        out.fields[HEADER] = _judge(HEADER, got)
+        bare_reply = await send(bare, {}) if got.status is not None and 400 <= got.status < 500 else got
+        if not bare_reply.ok:
+            for name in (*OPTIONAL_FIELDS, HEADER, *extra_body):
+                out.fields[name] = FieldVerdict(UNKNOWN, f"even a bare request failed: {bare_reply.words}")
+            return out
+        out.fields[HEADER] = FieldVerdict(REFUSED, got.words)
     headers = {} if out.fields[HEADER].status != ACCEPTED else {"X-Request-Id": rid}
     samples = {**SAMPLES, **{k: v for k, v in extra_body.items() if k not in SAMPLES}}
     for name, value in samples.items():
@@ -156,14 +157,16 @@ def length_fields(support: FieldSupport | None, max_tokens: int, ignore_eos: boo
 
     ignore_eos when honoured; else min_tokens when honoured; else none forced (`prompt`: the prompt must run long on
     its own, with max_tokens as its cap). ignore_eos is still sent where not refused (harmless; a server may honour
-    it for prompts the probe could not tell). `--no-ignore-eos` (ignore_eos False) never sends it.
+    it for prompts the probe could not tell). `--no-ignore-eos` (ignore_eos False) forces nothing: neither is sent.
     """
+    if not ignore_eos:
+        return {}, "prompt"
     if support is None:
-        return ({"ignore_eos": True}, "ignore_eos") if ignore_eos else ({}, "prompt")
-    if ignore_eos and support.honoured("ignore_eos"):
+        return {"ignore_eos": True}, "ignore_eos"
+    if support.honoured("ignore_eos"):
         return {"ignore_eos": True}, "ignore_eos"
     body: dict[str, Any] = {}
-    if ignore_eos and support.status("ignore_eos") not in (REFUSED,):
+    if support.status("ignore_eos") != REFUSED:
         body["ignore_eos"] = True
     if support.honoured("min_tokens"):
         return {**body, "min_tokens": max_tokens}, "min_tokens"

@@ -26,8 +26,8 @@ def test_check_full_sim(sim, tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert code == 0 and "requests served at once" in out and out.strip().endswith(str(tmp_path / "c"))
     assert rows["evalkit's request"]["detail"] == "accepted as sent"
-    for name in ("streaming", "usage in stream", "X-Request-Id echo", "max_tokens honoured", "ignore_eos",
-                 "tokenize endpoint", "thinking off", "thinking low"):
+    for name in ("streaming", "usage in stream", "X-Request-Id echo", "max_tokens honoured", "field ignore_eos",
+                 "fixed output length", "tokenize endpoint", "thinking off", "thinking low"):
         assert rows[name]["supported"] is True, name
     assert rows["/props"]["supported"] is False
     assert rows["tokenize endpoint"]["detail"].startswith("POST /tokenize")
@@ -86,11 +86,14 @@ def test_random_disconnects_are_not_called_stream_killing(sim, tmp_path: Path) -
 
 
 def test_refused_field_named(sim, tmp_path: Path) -> None:
+    # A refused optional field is named and left out: evalkit's request goes through without it (issue 33).
     s = sim("--time-scale", "20", "--reject-fields", "stream_options")
     code, rows = _check(s, tmp_path, "--thinking", "")
-    assert code == 1
+    assert code == 0
     row = rows["evalkit's request"]
-    assert row["supported"] is False and "stream_options" in row["detail"] and "rejects the request field" in row["detail"]
+    assert row["supported"] is True and "accepted without stream_options" in row["detail"]
+    assert "rejects the request field" in row["detail"]
+    assert rows["field stream_options"]["supported"] is False and rows["usage in stream"]["supported"] is False
 
 
 @pytest.mark.parametrize("command", [

@@ -37,8 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=1,
                    help="short requests sent first and not counted (default 1)")
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="never send ignore_eos (a server that refuses it is found by the preflight anyway; "
-                        "min_tokens is still sent where the server honours it)")
+                   help="force no output length: send neither ignore_eos nor min_tokens (a server that refuses "
+                        "them is found by the preflight anyway)")
     g = p.add_argument_group("bisect mode (exit 0 good, 1 bad, 125 skip, for `git bisect run`)")
     g.add_argument("--bisect-good-at-least", type=float, metavar="X", help="good when the metric is >= X tok/s")
     g.add_argument("--bisect-bad-at-most", type=float, metavar="Y", help="bad when the metric is <= Y tok/s")
@@ -110,8 +110,10 @@ def _print_table(summary: dict) -> None:
         comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
         lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
     if summary.get("length_forced") is False:
-        lines.append("note: the server forces no output length (ignore_eos and min_tokens refused or ignored): "
-                     "the prompts ran to max_tokens on their own; rates marked length_forced false")
+        why = "--no-ignore-eos" if summary.get("ignore_eos") is False else \
+            "the server refuses or ignores ignore_eos and min_tokens"
+        lines.append(f"note: no output length was forced ({why}): each prompt ran as long as it ran, up to "
+                     "max_tokens; rates marked length_forced false")
     if summary["stopped_early"]:
         lines.append(f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "
                      "(the server may ignore ignore_eos)")

@@ -72,8 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--long-max-tokens", type=int, default=64, help="max_tokens of long requests (default 64)")
     r.add_argument("--gen-tokens", type=int, default=512, help="tokens per concurrent generation (default 512)")
     r.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="never send ignore_eos with the generations (min_tokens is still sent where the server "
-                        "honours it; a server that refuses ignore_eos is found by the preflight anyway)")
+                   help="force no generation length: send neither ignore_eos nor min_tokens (a server that "
+                        "refuses them is found by the preflight anyway)")
     r.add_argument("--timeout-s", type=float, default=900.0, help="per-request timeout in seconds (default 900)")
     r.add_argument("--max-minutes", type=float, help="end the run cleanly after this many minutes")
     r.add_argument("--gpu-interval", type=float, default=1.0, help="seconds between nvidia-smi samples (default 1)")
