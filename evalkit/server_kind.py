@@ -31,8 +31,10 @@ def server_kind(identity: dict[str, Any] | None) -> str:
     paths = set(api.get("paths") or [])
     if "llama.cpp" in title or "/extras/tokenize" in paths:
         return "llama-cpp-python"
-    # transformers serve's FastAPI app: OpenAI routes, audio transcription, no tokenize or version route.
-    if {"/v1/chat/completions", "/v1/audio/transcriptions"} <= paths and not paths & {"/tokenize", "/version"}:
+    # transformers serve's FastAPI app: chat completions beside the Responses API or audio transcription, and none
+    # of the tokenize, version or metrics routes vLLM and SGLang add.
+    if "/v1/chat/completions" in paths and paths & {"/v1/responses", "/v1/audio/transcriptions"} \
+            and not paths & {"/tokenize", "/version", "/metrics", "/extras/tokenize"}:
         return "transformers"
     return "unknown"
 

@@ -205,3 +205,23 @@ def test_field_support_is_cached_per_server(strict: SimProcess, tmp_path: Path,
     assert sources[0] == "probed" and sources[1].startswith("cache ")
     assert probes[1] < probes[0]  # the second run sent no field probes
     assert (tmp_path / "cache" / "field-support.json").is_file()
+
+
+@pytest.mark.parametrize("identity,kind", [
+    ({"server_type": "llama.cpp"}, "llama.cpp"),
+    ({"server_type": "vllm"}, "vllm"),
+    ({"server_type": None, "owned_by": ["fastllm"]}, "fastllm"),
+    ({"server_type": None, "owned_by": ["me"]}, "llama-cpp-python"),
+    ({"server_type": None, "owned_by": ["HuggingFaceTB"],
+      "openapi": {"title": "FastAPI", "paths": ["/health", "/v1/chat/completions", "/v1/responses"]}}, "transformers"),
+    ({"server_type": None, "openapi": {"title": "FastAPI", "paths": ["/v1/chat/completions", "/v1/responses",
+                                                                     "/tokenize"]}}, "unknown"),
+    ({"server_type": None, "owned_by": ["evalkit-sim"]}, "unknown"),
+])
+def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
+    from evalkit.server_kind import advice, server_kind
+
+    assert server_kind(identity) == kind
+    metrics = advice(kind, "metrics")
+    assert ("--metrics" in metrics) == (kind == "llama.cpp")  # never another server's flag
+    assert "--enable-metrics" not in metrics or kind == "sglang"
