@@ -313,7 +313,8 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         "evidence": _best([s["evidence"] for s in settled]) if settled else "client",
         "granularity": grans.pop() if len(grans) == 1 else (CANT if not grans else "mixed"),
         "stop_after_cancel_s_max": max([d for d in delays if d is not None], default=None),
-        "judged_cycles": sum(s["verdict"] != CANT for s in samples), "samples": samples,
+        "judged_cycles": sum(s["verdict"] not in (CANT, NOT_EXERCISED) for s in samples),
+        "not_exercised_cycles": sum(s["verdict"] == NOT_EXERCISED for s in samples), "samples": samples,
     }
     causes = [s["next_delay"]["cause"] for s in samples if s.get("next_delay")]
     out["next_delay_cause"] = max(set(causes), key=causes.count) if causes else None
@@ -525,8 +526,9 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
         stop = (f", engine stopped within {_f(ca['stop_after_cancel_s_max'])} s of the cancel"
                 if ca.get("stop_after_cancel_s_max") is not None else "")
         nxt = f"; the next request waited for {ca['next_delay_cause']}" if ca.get("next_delay_cause") else ""
+        missed = f", {ca['not_exercised_cycles']} not exercised" if ca.get("not_exercised_cycles") else ""
         out.append(f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
-                   f"({ca['judged_cycles']} cycles; evidence: {ca['evidence']})")
+                   f"({ca['judged_cycles']} cycles{missed}; evidence: {ca['evidence']})")
     hurt = d["long_hurt_by_inserts"]
     if hurt["verdict"] == CANT:
         out.append(f"long request hurt by inserts: can't tell (TTFT {_f(hurt['figures'].get('ttft_ratio_p50'))}x "
