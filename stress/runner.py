@@ -213,7 +213,10 @@ class StressRunner:
         tl.stamp(r.plan_id, "done", self.clock.now())
         tl.skip(r.plan_id)  # a request that ended before its first token sets that event without a stamp
         interrupted = self.stop.is_set() and rec.status == "cancelled"
-        verdict = judge_prompt(rec, r.prompt, r.expected, planned_cancel=r.cancel_after_s is not None)
+        # A request that finished before its planned cancel was never cancelled: judged as any other, not
+        # "cancelled as planned" (stress/exercised.py).
+        verdict = judge_prompt(rec, r.prompt, r.expected,
+                               planned_cancel=r.cancel_after_s is not None and rec.status != "ok")
         cut = verdict.error_kind in ("broken_stream", "killed_stream")
         killer = self._killed_by(rec) if cut else None
         if killer is not None:

@@ -177,6 +177,7 @@ def test_cancel_after_the_long_request_ended_is_not_exercised(sim, tmp_path: Pat
     run = tmp_path / "s"
     long = [x for x in read_jsonl(run / "requests.jsonl") if x.get("role") == "long"]
     assert long and long[0]["status"] == "ok" and long[0]["cancel_sent"] is False
+    assert long[0]["outcome"] == "correct"  # judged as the answer it is, not "cancelled as planned"
     summary = json.loads((run / "summary.json").read_text())
     verdict = summary["diagnoses"]["cancel_aborts"]
     assert verdict["verdict"] == "not exercised" and "ended before its planned cancel" in verdict["why"]
