@@ -98,13 +98,17 @@ def bare_body(model: str, max_tokens: int = PROBE_TOKENS) -> dict[str, Any]:
             "max_tokens": max_tokens, "temperature": 0.0}
 
 
-def _judge(name: str, reply: ProbeReply) -> FieldVerdict:
+def _judge(name: str, reply: ProbeReply, bare_tokens: int | None = None) -> FieldVerdict:
     if reply.status is not None and 400 <= reply.status < 500:
         return FieldVerdict(REFUSED, reply.words)
     if not reply.ok:
         return FieldVerdict(UNKNOWN, f"the probe failed: {reply.words}")
     n = reply.tokens
     if name in ("ignore_eos", "min_tokens"):
+        if bare_tokens is not None and bare_tokens >= PROBE_TOKENS:
+            # The model talked on without the field too: a full length says nothing about it.
+            return FieldVerdict(ACCEPTED, f"taken; its effect can't be told (the answer ran to {bare_tokens} "
+                                          "tokens without it too)")
         if n is not None and n >= PROBE_TOKENS:
             return FieldVerdict(ACCEPTED, f"a one-word answer ran to {n} tokens ({reply.finish_reason})", True)
         return FieldVerdict(IGNORED, f"taken, but the answer stopped after {n} of {PROBE_TOKENS} tokens "
@@ -141,6 +145,7 @@ async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], reque
                 out.fields[name] = FieldVerdict(UNKNOWN, f"even a bare request failed: {bare_reply.words}")
             return out
         out.fields[HEADER] = FieldVerdict(REFUSED, got.words)
+        got = bare_reply  # the baseline the fields are compared with
     headers = {} if out.fields[HEADER].status != ACCEPTED else {"X-Request-Id": rid}
     samples = {**SAMPLES, **{k: v for k, v in extra_body.items() if k not in SAMPLES}}
     for name, value in samples.items():
@@ -148,7 +153,7 @@ async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], reque
             continue  # a profile that sets max_tokens or temperature: part of every request anyway
         # A new id per request: a server may refuse an id it has seen.
         fresh = {"X-Request-Id": str(uuid.uuid4()) if uuid_request_ids else request_id()} if headers else {}
-        out.fields[name] = _judge(name, await send({**bare, name: value}, fresh))
+        out.fields[name] = _judge(name, await send({**bare, name: value}, fresh), got.tokens)
     return out
 
 

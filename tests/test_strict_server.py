@@ -226,3 +226,22 @@ def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
     metrics = advice(kind, "metrics")
     assert ("--metrics" in metrics) == (kind == "llama.cpp")  # never another server's flag
     assert "--enable-metrics" not in metrics or kind == "sglang"
+
+
+@pytest.mark.parametrize("bare_tokens,with_field,expected", [
+    (2, 8, ("accepted", True)),     # a one-number answer ran to max_tokens: the field forced it
+    (2, 2, ("ignored", False)),     # taken, but the answer stopped as without it (FastLLM, llama-cpp-python)
+    (8, 8, ("accepted", False)),    # the model talks on anyway: its effect can't be told, so it is not relied on
+])
+def test_forced_length_is_judged_against_the_bare_answer(bare_tokens: int, with_field: int,
+                                                         expected: tuple[str, bool]) -> None:
+    from evalkit.field_support import ProbeReply, length_fields, probe_fields
+
+    async def send(body: dict, headers: dict) -> ProbeReply:
+        n = with_field if ("ignore_eos" in body or "min_tokens" in body) else bare_tokens
+        return ProbeReply(200, "", True, n, True, "length" if n >= 8 else "stop", headers.get("X-Request-Id"))
+
+    support = asyncio.run(probe_fields(send, "m", {}, lambda: "preflight-x"))
+    v = support.fields["ignore_eos"]
+    assert (v.status, v.checked) == expected
+    assert length_fields(support, 64)[1] == ("ignore_eos" if expected == ("accepted", True) else "prompt")
