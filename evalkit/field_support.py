@@ -153,7 +153,9 @@ async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], reque
             continue  # a profile that sets max_tokens or temperature: part of every request anyway
         # A new id per request: a server may refuse an id it has seen.
         fresh = {"X-Request-Id": str(uuid.uuid4()) if uuid_request_ids else request_id()} if headers else {}
-        out.fields[name] = _judge(name, await send({**bare, name: value}, fresh), got.tokens)
+        # Only a forced length needs room to show; the other fields are read from whether they are taken.
+        body = {**bare, name: value} if name in ("ignore_eos", "min_tokens") else {**bare, "max_tokens": 1, name: value}
+        out.fields[name] = _judge(name, await send(body, fresh), got.tokens)
     return out
 
 
