@@ -57,6 +57,10 @@ _RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|no
                       re.IGNORECASE)
 
 
+_SIGN_WORD = re.compile(r"(?:negative|minus)\s+", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
 def to_decimal(text: str) -> Decimal | None:
     """A number as written (`$1,234.00`, `−5`, `5{,}000`) as a Decimal, or None."""
     t = text.replace("{,}", "").replace("−", "-").replace("–", "-").replace("$", "").replace(",", "")
@@ -102,6 +106,11 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
     quantity converted, a number in words; None when the text does not start with a number."""
     seg = seg.split("\n", 1)[0]
     start = _LEAD.match(seg).end() if lead else 0
+    sign = _SIGN_WORD.match(seg, start)
+    if sign and _NUM_RE.match(seg, sign.end()):
+        read = _quantity(seg[sign.end():], how, question, lead=False)
+        return replace(read, value=-read.value, raw=seg[start:sign.end()] + (read.raw or "")) \
+            if read and read.value is not None else read
     calc = _CALC.match(seg, start)
     if calc and "=" in calc.group() and _NUM_RE.search(calc.group().rsplit("=", 1)[1]):
         m = _NUM_RE.search(seg, calc.start() + calc.group().rindex("=") + 1)
@@ -229,9 +238,14 @@ def read_final(answer: str, question: str = "") -> FinalAnswer:
     retractions = list(_RETRACT.finditer(answer))
     if retractions:
         cut = retractions[-1]
-        after = _read(answer[cut.end():], question)
-        if after.value is not None or after.hedged or after.how != "gsm8k.no_number":
-            return after
+        after = answer[cut.end():]
+        # The rest of the retracting sentence explains it ("... since she only has 16 eggs"): a new answer is a
+        # marker, or the final statement of a later sentence.
+        end = _SENTENCE_END.search(after)
+        found = _markers(after, question)
+        read = found[0] if found else _read(after[end.end():], question) if end else None
+        if read is not None and (read.value is not None or read.hedged or read.how != "gsm8k.no_number"):
+            return read
         before = _read(answer[:cut.start()], question)
         if before.value is not None:
             return FinalAnswer(None, "gsm8k.retracted", before.raw,

@@ -89,7 +89,7 @@ def _multi_boxed(answer: str, gold: str) -> str | None:
 
 def _answer_like(text: str) -> str | None:
     """The stated text cut at its sentence's end, when it reads as an answer: math, or a few words."""
-    t = _END.split(text.strip().strip("*_").strip(), 1)[0].strip().rstrip(".").strip()
+    t = _END.split(re.sub(r"\*\*|__", "", text).strip(), 1)[0].strip().rstrip(".").strip()
     if re.match(r"^(?:\$|\\\(|\\\[|[-−\d(\\])", t):
         return t
     return t if t and re.match(r"^[A-Za-z][A-Za-z \-'()]*$", t) and len(t.split()) <= 4 else None

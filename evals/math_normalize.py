@@ -1,6 +1,6 @@
 """What math-verify's normalisation leaves out, added before an answer reaches it: `°` as `^\\circ`, repeating
-decimals (`0.\\overline{6}` is 2/3), `\\lor` as "or", articles inside `\\text{}` ("an ellipse"), and a text answer
-written without LaTeX ("ellipse", "(C)") wrapped in `\\text{}`."""
+decimals (`0.\\overline{6}` is 2/3), a thin space between digit groups (`10\\,080`), `\\lor` as "or", articles
+inside `\\text{}` ("an ellipse"), and a text answer written without LaTeX ("ellipse", "(C)") wrapped in `\\text{}`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from fractions import Fraction
 
 _REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\(?:overline|bar)\s*\{(\d+)\}")
+_THIN_GROUP = re.compile(r"(?<=\d)\\[,;: ]\s*(?=\d{3}(?!\d))")
 _ARTICLE = re.compile(r"\\text\s*\{\s*(?:an?|the)\s+", re.IGNORECASE)
 _WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z \-']*\)?$")
 
@@ -24,7 +25,7 @@ def repeating_to_fraction(m: re.Match[str]) -> str:
 def normalize(latex: str) -> str:
     """The answer's LaTeX with the forms above rewritten for math-verify."""
     out = latex.replace("°", "^\\circ").replace("\\lor", "\\text{ or }").replace("\\vee", "\\text{ or }")
-    out = _REPEATING.sub(repeating_to_fraction, out)
+    out = _THIN_GROUP.sub("", _REPEATING.sub(repeating_to_fraction, out))
     return _ARTICLE.sub(r"\\text{", out)
 
 

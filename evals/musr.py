@@ -159,6 +159,9 @@ def extract(answer: str, choices: list[str]) -> ChoiceRead:
         later = [_read_text(m.group(1), choices, "in a later restatement", "musr.reconsidered")
                  for m in _RESTATED.finditer(answer, hits[-1].end())]
         later = [x for x in later if x.choice is not None or x.hedged]
+        if later and later[-1].choice is not None and read.choice is not None and \
+                _same(choices, later[-1].choice, read.choice) and not later[-1].readings:
+            return read  # a restatement that agrees changes nothing
         if later:
             new = later[-1]
             rule = new.rule if new.rule in ("musr.hedge", "musr.number_text_conflict") else "musr.reconsidered"
