@@ -31,8 +31,8 @@ from evalkit_evals.verdict import Reading, Verdict, disagreeing
 
 # Spaces as separators only between whole groups, and never before a unit glued on with a hyphen ("3 500-gram").
 _SPACES = "[ \u2009\u202f\u00a0]"
-_NUM = (r"[-−–+]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)|\d+)"
-        r"(?:\.\d+)?|[-−–]?\.\d+")
+_NUM = (r"[-−–+]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)"
+        r"|\d+)(?:\.\d+)?|[-−–]?\.\d+")
 _NUM_RE = re.compile(_NUM)
 # Two candidates in the final answer: the read number followed (or preceded) by "or" / "/" and another number.
 _HEDGE_AFTER = re.compile(r"\s*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?\d")
@@ -46,14 +46,15 @@ _BOXED = re.compile(r"\\boxed\s*\{")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 # A calculation written where the answer goes: digits, operators, brackets and `=`, the result after the last `=`.
 _CALC = re.compile(r"[\s\d.,$()+\-−–*/×x÷·=]*(?:(?:\\cdot|\\times|\\div|\\\$)[\s\d.,$()+\-−–*/×x÷·=]*)*")
-_CHECK_LINE = re.compile(r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b|[✓✔]\s*$",
-                         re.IGNORECASE)
+_CHECK_LINE = re.compile(r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b"
+                         r"|[✓✔]\s*$", re.IGNORECASE)
 _PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|happy to|glad to|good luck|"
                          r"thanks?\b|thank you|enjoy|have a (?:great|nice|good)|if you have any)", re.IGNORECASE)
 _EXPLAIN = re.compile(r"^\W*(?:explanation|here'?s (?:how|why|the)|here is (?:how|why)|reasoning|because|"
                       r"step\s*1|solution|working|to (?:find|get|solve)|first\b|why\b)", re.IGNORECASE)
-_RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|that can(?:['’]|no)t be right|"
-                      r"i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|actually,? no\b)",
+_RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|"
+                      r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
+                      r"actually,? no\b)",
                       re.IGNORECASE)
 
 

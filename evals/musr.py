@@ -36,14 +36,18 @@ _RESTATED = re.compile(r"(?:\banswer\s+(?:is|would be|must be|will be)\b|\bchang
                        r"\bi(?:'ll| will) go with\b)\s*[:：]?\s*([^\n]+)", re.IGNORECASE)
 _NUMBER = re.compile(r"^\(?(\d+)(?:\)(.*)|\s*[-–—.:]\s*(.*)|\s*\((.*)\)\s*)?$")
 _OPTION = re.compile(r"^(?:option|choice)\s*(?:#|no\.?|number)?\s*(?=\(?\d)", re.IGNORECASE)
+_TEXT_NUMBER = re.compile(r"^(.+?)\s*[(\[]\s*(?:option\s*|choice\s*)?#?(\d+)\s*[)\]]$", re.IGNORECASE)
+# The reason given after an answer ("Mackenzie, because Ana was never near the study") names no answer.
+_REASON = re.compile(r",?\s+\b(?:because|since|given that|whereas|while)\b", re.IGNORECASE)
 _MARKUP = re.compile(r"\*\*|__|`")
 _QUOTES = "\"'“”‘’"
-_REJECTED_BEFORE = re.compile(r"(?:\bnot|\brather than|\binstead of|\bover|\bbut not)\s+(?:the\s+|by\s+)?$",
-                              re.IGNORECASE)
+_REJECTED_BEFORE = re.compile(r"(?:\bnot|\brather than|\binstead of|\bover|\bbut not|n['’]t|\bnever)\s+"
+                              r"(?:(?:have\s+)?been\s+|be\s+)?(?:the\s+|by\s+)?$", re.IGNORECASE)
 _CONCLUDES = re.compile(r"^\W*(?:so|therefore|thus|hence|in conclusion|in summary|to conclude|overall|ultimately|"
                         r"all things considered|putting (?:it|this|everything) (?:all )?together|based on|given|"
                         r"considering|the evidence (?:points|suggests))\b|\bmust (?:have )?be(?:en)?\b|"
-                        r"\bmost (?:likely|probably)\b", re.IGNORECASE)
+                        r"\bmost (?:likely|probably)\b|\bi(?:['’]ll| will)? (?:choose|pick|select|go with)\b",
+                        re.IGNORECASE)
 _PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|thank(?:s| you)|"
                          r"happy to|glad to|enjoy|good luck|what a)", re.IGNORECASE)
 
@@ -108,17 +112,25 @@ def _by_text(text: str, choices: list[str], where: str, rule: str) -> ChoiceRead
 
 
 def _read_text(raw: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
-    text = _clean(raw)
+    text = _clean(_REASON.split(raw, 1)[0])
     option = _OPTION.match(text)
     if option:
         text, rule = text[option.end():], "musr.option_number"
     m = _NUMBER.match(text)
     if not m:
-        return _by_text(text, choices, where, rule)
+        tail = _TEXT_NUMBER.match(text)  # "Mackenzie (1)": the text, then its number
+        if not tail:
+            return _by_text(text, choices, where, rule)
+        n, said = int(tail.group(2)), tail.group(1)
+        return _number_and_text(n, said, text, choices, where, rule)
     n = int(m.group(1))
+    return _number_and_text(n, next((g for g in m.groups()[1:] if g), ""), text, choices, where, rule)
+
+
+def _number_and_text(n: int, said: str, text: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
     if not 1 <= n <= len(choices):
         return ChoiceRead(None, f"choice number {n} outside 1..{len(choices)}", text, rule="musr.number_out_of_range")
-    said = _clean(next((g for g in m.groups()[1:] if g), "")).strip("()").strip()
+    said = _clean(said).strip("()").strip()
     if said:
         by_text = _by_text(said, choices, "beside the number", rule)
         if by_text.choice is not None and not _same(choices, n, by_text.choice):
@@ -126,6 +138,14 @@ def _read_text(raw: str, choices: list[str], where: str, rule: str) -> ChoiceRea
                               rule="musr.number_text_conflict",
                               readings=(Reading("number", str(n)), Reading("text", str(by_text.choice))))
     return ChoiceRead(n, f"choice number {where}", text, rule=rule)
+
+
+def _names_first(text: str, choices: list[str]) -> bool:
+    """Whether a restatement starts with its answer ("is 1", "is the kitchen"), not with prose that merely
+    mentions a choice later ("would be different if Ana ...")."""
+    t = re.sub(r"^(?:the|a|an)\s+", "", _clean(text), flags=re.IGNORECASE).lower()
+    return bool(re.match(r"^(?:\(?\d|option\b|choice\b)", t)) or any(
+        t.startswith(re.sub(r"^(?:the|a|an)\s+", "", c.strip().lower())) for c in choices if c.strip())
 
 
 def _lines(answer: str) -> list[str]:
@@ -145,7 +165,7 @@ def _conclusion(answer: str, choices: list[str]) -> ChoiceRead | None:
             continue
         if not _CONCLUDES.search(s):
             return None  # the last sentence naming a choice does not conclude: prose, no credit
-        read = _by_text(_clean(s), choices, "in the concluding sentence", "musr.prose_conclusion")
+        read = _by_text(_clean(_REASON.split(s, 1)[0]), choices, "in the concluding sentence", "musr.prose_conclusion")
         return read if read.choice is not None or read.hedged else None
     return None
 
@@ -157,7 +177,7 @@ def extract(answer: str, choices: list[str]) -> ChoiceRead:
     if hits:
         read = _read_text(hits[-1].group(1), choices, "after ANSWER:", "musr.answer_line")
         later = [_read_text(m.group(1), choices, "in a later restatement", "musr.reconsidered")
-                 for m in _RESTATED.finditer(answer, hits[-1].end())]
+                 for m in _RESTATED.finditer(answer, hits[-1].end()) if _names_first(m.group(1), choices)]
         later = [x for x in later if x.choice is not None or x.hedged]
         if later and later[-1].choice is not None and read.choice is not None and \
                 _same(choices, later[-1].choice, read.choice) and not later[-1].readings:

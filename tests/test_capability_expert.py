@@ -59,7 +59,8 @@ def test_disagreeing_readings_are_recorded() -> None:
     assert not gsm8k.grade(row, "#### 18\nThe answer is 18").ambiguous
     conflict = musr.grade({"choices": str(["Mackenzie", "Ana"]), "answer_index": 1}, "ANSWER: 2 (Mackenzie)")
     assert conflict.ambiguous and {r.value for r in conflict.readings} == {"1", "2"}
-    later = musr.grade({"choices": str(["Mackenzie", "Ana"]), "answer_index": 0}, "ANSWER: 2\n\nSo my final answer is 1.")
+    later = musr.grade({"choices": str(["Mackenzie", "Ana"]), "answer_index": 0},
+                       "ANSWER: 2\n\nSo my final answer is 1.")
     assert later.correct and [r.value for r in later.readings] == ["2", "1"]
     hedge = gsm8k.grade(row, "The answer is 18 or 20.")
     assert hedge.outcome == "wrong" and hedge.ambiguous

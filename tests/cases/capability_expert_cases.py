@@ -264,6 +264,12 @@ MUSR_PROSE = [  # the answer stated in prose, no ANSWER: line
     (_OBJ, 2, "Ultimately, the recording booth is where Danny would look.", "correct", "musr.prose_conclusion",
      "ultimately"),
     (_P3, 1, "So the thief must have been Priya.", "wrong", "musr.prose_conclusion", "a conclusion, wrong"),
+    (_P2, 0, "Weighing both alibis, I choose option 1: Mackenzie.", "correct", "musr.prose_conclusion",
+     "found: 'I choose' concludes"),
+    (_P2, 0, "So it must have been Mackenzie, since Ana was never near the study.", "correct",
+     "musr.prose_conclusion", "found: the reason after 'since' names no second answer (was a hedge)"),
+    (_P2, 0, "Therefore, it can't be Ana.", "unparsed", "musr.no_answer",
+     "found: a choice ruled out is not the answer (was read as Ana)"),
 ]
 
 MUSR_NOT = [  # X, not Y: X is the answer, not a hedge
@@ -277,6 +283,8 @@ MUSR_NOT = [  # X, not Y: X is the answer, not a hedge
     (_P3, 2, "ANSWER: Priya or Ana", "wrong", "musr.hedge", "'or' stays a hedge"),
     (_P3, 2, "ANSWER: Priya instead of Mackenzie", "correct", "musr.answer_line", "instead of"),
     (_P3, 2, "ANSWER: Priya (not Ana)", "correct", "musr.answer_line", "(not Y)"),
+    (_P2, 0, "ANSWER: Mackenzie, because Ana had an alibi", "correct", "musr.answer_line",
+     "found: the reason names no second answer (was a hedge)"),
 ]
 
 MUSR_RECONSIDERED = [  # a reconsideration after the answer line wins
@@ -298,6 +306,8 @@ MUSR_RECONSIDERED = [  # a reconsideration after the answer line wins
     (_OBJ, 2, "ANSWER: 2\n\nHowever, he moved them after the meeting, so the answer would be the recording booth.",
      "correct", "musr.reconsidered", "answer would be"),
     (_P2, 0, "ANSWER: 2\nWait, on reflection:\nANSWER: 1", "correct", "musr.answer_line", "a second ANSWER line"),
+    (_P2, 0, "ANSWER: 1\n\nNote: the answer would be different if Ana had no alibi.", "correct", "musr.answer_line",
+     "found: prose mentioning a choice after 'answer would be' is no restatement (was read as Ana)"),
 ]
 
 MUSR_TEAM = [  # team allocations with roles and names in another order
@@ -349,6 +359,9 @@ MUSR_CONFLICT = [  # a choice number that contradicts the text it names: wrong, 
     (_P3, 2, "ANSWER: 3 (Priya)", "correct", "musr.answer_line", "consistent: no conflict"),
     (_PANTRY, 3, "ANSWER: 3 (pantry)", "correct", "musr.answer_line", "a twin's number and text agree"),
     (_P3, 2, "ANSWER: 2 (Priya, not Ana)", "wrong", "musr.number_text_conflict", "text names 3 after a rejection"),
+    (_P2, 0, "ANSWER: Mackenzie (2)", "wrong", "musr.number_text_conflict",
+     "found: text first, then a number that contradicts it (was read as the text alone)"),
+    (_P2, 0, "ANSWER: Mackenzie (1)", "correct", "musr.answer_line", "text then its own number"),
 ]
 
 _STRLEN = "```python\ndef strlen(string: str) -> int:\n    return len(string)\n```"
