@@ -66,7 +66,7 @@ def test_disagreeing_readings_are_recorded() -> None:
     assert hedge.outcome == "wrong" and hedge.ambiguous
 
 
-def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict]:
+def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict, Path]:
     src = tmp_path / f"{name}.jsonl"
     src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
     proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
@@ -74,7 +74,7 @@ def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict],
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = Path(proc.stdout.strip().splitlines()[-1])
     return ([json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()],
-            json.loads((run / "summary.json").read_text()))
+            json.loads((run / "summary.json").read_text()), run)
 
 
 @pytest.mark.parametrize("dataset", ["gsm8k", "math500", "musr", "humanevalplus"])
@@ -83,19 +83,19 @@ def test_replay_grades_only_after_the_last_think(tmp_path: Path, dataset: str) -
     draft rejected inside it never counts; every line names its rule."""
     rows = [r for r in REASONING if r[0].startswith(dataset + ":")]
     assert len(rows) >= 4
-    graded, _ = _replay(tmp_path, [{"id": r[0], "content": r[1], "reasoning": None} for r in rows], dataset)
+    graded, _, _ = _replay(tmp_path, [{"id": r[0], "content": r[1], "reasoning": None} for r in rows], dataset)
     got = [(g["outcome"], g["rule"]) for g in graded]
     assert got == [(r[2], r[3]) for r in rows], [g["why"] for g in graded]
     assert all(g["thinking"] for g in graded)  # the inline reasoning is seen as thinking
 
 
-def test_replay_lines_carry_rule_and_summary_counts_ambiguous(tmp_path: Path) -> None:
+def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path: Path) -> None:
     answers = [{"id": "gsm8k:0", "content": "#### 18\nThe answer is 20"},
                {"id": "gsm8k:0", "content": "#### 18"},
                {"id": "gsm8k:1", "content": "The answer is 3."},
                {"id": "musr:murder_mysteries/0", "content": "ANSWER: 2 (Mackenzie)"},
                {"id": "math500:test/algebra/2584.json", "content": "\\boxed{\\frac{14}{3}}"}]
-    graded, summary = _replay(tmp_path, answers, "ambiguous")
+    graded, summary, run = _replay(tmp_path, answers, "ambiguous")
     assert all(g["rule"] and "." in g["rule"] and isinstance(g["ambiguous"], bool) for g in graded)
     first = graded[0]
     assert first["ambiguous"] and [r["value"] for r in first["readings"]] == ["18", "20"]
@@ -105,3 +105,13 @@ def test_replay_lines_carry_rule_and_summary_counts_ambiguous(tmp_path: Path) ->
     assert summary["scores"]["musr"]["ambiguous"] == 1
     assert summary["scores"]["math500"]["ambiguous"] == 0
     assert summary["total"]["ambiguous"] == 1
+    out = tmp_path / "report.md"
+    proc = subprocess.run([*EVALKIT, "report", str(run), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows: dict[str, list[str]] = {}  # the first table holding a row name is the scores table
+    for ln in out.read_text().splitlines():
+        if ln.startswith("| "):
+            rows.setdefault(ln.split("|")[1].strip(), [c.strip() for c in ln.split("|")[2:-1]])
+    assert rows["musr"] == ["0/1 · 1 ambiguous"]
+    assert rows["gsm8k"] == ["2/2"] and rows["total"] == ["3/4 · 1 ambiguous"]
+    assert rows["ambiguous (two readings disagree)"] == ["1"]
