@@ -46,12 +46,15 @@ _BOXED = re.compile(r"\\boxed\s*\{")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 # A calculation written where the answer goes: digits, operators, brackets and `=`, the result after the last `=`.
 _CALC = re.compile(r"[\s\d.,$()+\-−–*/×x÷·=]*(?:(?:\\cdot|\\times|\\div|\\\$)[\s\d.,$()+\-−–*/×x÷·=]*)*")
-_CHECK_LINE = re.compile(r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b"
-                         r"|[✓✔]\s*$", re.IGNORECASE)
+_CHECK_LINE = re.compile(r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b",
+                         re.IGNORECASE)
 _PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|happy to|glad to|good luck|"
                          r"thanks?\b|thank you|enjoy|have a (?:great|nice|good)|if you have any)", re.IGNORECASE)
-_EXPLAIN = re.compile(r"^\W*(?:explanation|here'?s (?:how|why|the)|here is (?:how|why)|reasoning|because|"
-                      r"step\s*1|solution|working|to (?:find|get|solve)|first\b|why\b)", re.IGNORECASE)
+# After an answer given first: an explanation header. A plain first line needs an explicit one ("Here's how"), since
+# a first line that restates the problem is often followed by "First, ..." or "Step 1".
+_EXPLAIN = re.compile(r"^\W*(?:explanation|here['’]?s (?:how|why)|here is (?:how|why)|reasoning|why\b|because)",
+                      re.IGNORECASE)
+_EXPLAIN_AFTER_BOLD = re.compile(r"^\W*(?:step\s*1|solution|working|to (?:find|get|solve)|first\b)", re.IGNORECASE)
 _RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|"
                       r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
                       r"actually,? no\b)",
@@ -59,6 +62,7 @@ _RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|no
 
 
 _SIGN_WORD = re.compile(r"(?:negative|minus)\s+", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[.,;:]\s")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 
@@ -113,8 +117,9 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
         return replace(read, value=-read.value, raw=seg[start:sign.end()] + (read.raw or "")) \
             if read and read.value is not None else read
     calc = _CALC.match(seg, start)
-    if calc and "=" in calc.group() and _NUM_RE.search(calc.group().rsplit("=", 1)[1]):
-        m = _NUM_RE.search(seg, calc.start() + calc.group().rindex("=") + 1)
+    expr = _CLAUSE_END.split(calc.group(), 1)[0] if calc else ""  # "18. 16 - 3 = 13" is an answer, then working
+    if "=" in expr and _NUM_RE.search(expr.rsplit("=", 1)[1]):
+        m = _NUM_RE.search(seg, start + expr.rindex("=") + 1)
         assert m is not None
         return FinalAnswer(to_decimal(m.group().strip()), how, m.group().strip(), note="a calculation's result")
     m = _NUM_RE.match(seg, start)
@@ -197,11 +202,13 @@ def _markers(answer: str, question: str) -> list[FinalAnswer]:
 
 def _answer_first(lines: list[str], question: str) -> FinalAnswer | None:
     # "**18**\n\nExplanation: ..." or "Janet makes $18 a day.\n\nHere's how: ...": the first line is the answer.
-    if len(lines) < 2 or not _EXPLAIN.match(lines[1]):
+    if len(lines) < 2:
         return None
-    bold = _BOLD.search(lines[0])
-    if bold:
+    bold = _BOLD.fullmatch(lines[0].strip())
+    if bold and (_EXPLAIN.match(lines[1]) or _EXPLAIN_AFTER_BOLD.match(lines[1])):
         return _quantity(bold.group(1) or bold.group(2), "gsm8k.answer_first", question)
+    if not _EXPLAIN.match(lines[1]):
+        return None
     nums = _NUM_RE.findall(lines[0])
     return FinalAnswer(to_decimal(nums[0].strip()), "gsm8k.answer_first", nums[0].strip()) if len(nums) == 1 else None
 

@@ -39,6 +39,8 @@ _OPTION = re.compile(r"^(?:option|choice)\s*(?:#|no\.?|number)?\s*(?=\(?\d)", re
 _TEXT_NUMBER = re.compile(r"^(.+?)\s*[(\[]\s*(?:option\s*|choice\s*)?#?(\d+)\s*[)\]]$", re.IGNORECASE)
 # The reason given after an answer ("Mackenzie, because Ana was never near the study") names no answer.
 _REASON = re.compile(r",?\s+\b(?:because|since|given that|whereas|while)\b", re.IGNORECASE)
+_LEADING_REASON = re.compile(r"^\W*(?:given that|since|because|considering that|now that)\b[^,]*,\s*",
+                             re.IGNORECASE)
 _MARKUP = re.compile(r"\*\*|__|`")
 _QUOTES = "\"'“”‘’"
 _REJECTED_BEFORE = re.compile(r"(?:\bnot|\brather than|\binstead of|\bover|\bbut not|n['’]t|\bnever)\s+"
@@ -112,7 +114,7 @@ def _by_text(text: str, choices: list[str], where: str, rule: str) -> ChoiceRead
 
 
 def _read_text(raw: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
-    text = _clean(_REASON.split(raw, 1)[0])
+    text = _clean(_claim(raw))
     option = _OPTION.match(text)
     if option:
         text, rule = text[option.end():], "musr.option_number"
@@ -140,6 +142,11 @@ def _number_and_text(n: int, said: str, text: str, choices: list[str], where: st
     return ChoiceRead(n, f"choice number {where}", text, rule=rule)
 
 
+def _claim(text: str) -> str:
+    """The sentence without its reasons ("Given that Ana had an alibi, X ...", "X, because Ana ...")."""
+    return _REASON.split(_LEADING_REASON.sub("", text), 1)[0]
+
+
 def _names_first(text: str, choices: list[str]) -> bool:
     """Whether a restatement starts with its answer ("is 1", "is the kitchen"), not with prose that merely
     mentions a choice later ("would be different if Ana ...")."""
@@ -165,7 +172,7 @@ def _conclusion(answer: str, choices: list[str]) -> ChoiceRead | None:
             continue
         if not _CONCLUDES.search(s):
             return None  # the last sentence naming a choice does not conclude: prose, no credit
-        read = _by_text(_clean(_REASON.split(s, 1)[0]), choices, "in the concluding sentence", "musr.prose_conclusion")
+        read = _by_text(_clean(_claim(s)), choices, "in the concluding sentence", "musr.prose_conclusion")
         return read if read.choice is not None or read.hedged else None
     return None
 
