@@ -21,7 +21,7 @@ import re
 
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.math_normalize import as_latex, normalize
-from evalkit_evals.verdict import Verdict
+from evalkit_evals.verdict import Reading, Verdict
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _LABEL = re.compile(r"(?:\bfinal answer\b|\banswer\b)\s*(?:is|:|=)?\s*(?:\*\*|__)?\s*(?:is|:)?\s*([^\n]+)",
@@ -136,6 +136,23 @@ def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
         return Verdict("unparsed", extracted, f"{rule}: nothing math-verify could parse", rule=rule)
     extracted = extracted if extracted is not None else result["pred"]
     how = rule + (f" ({result['via']})" if result.get("via") else "")
-    return Verdict("correct" if result["ok"] else "wrong", extracted,
-                   f"{how}: parsed {result['pred']}, gold {row['answer'].strip()} parsed {result['gold']}: "
-                   + ("equivalent" if result["ok"] else "not equivalent"), rule=rule)
+    why = (f"{how}: parsed {result['pred']}, gold {row['answer'].strip()} parsed {result['gold']}: "
+           + ("equivalent" if result["ok"] else "not equivalent"))
+    readings: tuple[Reading, ...] = ()
+    after = _stated_after_box(answer)
+    if rule in ("math500.boxed", "math500.multi_boxed") and after is not None:
+        # "\boxed{5} ... Answer: 7": a stated answer after the box that grades differently is a second reading.
+        other = judge.check(gold, as_latex(after))
+        if other.get("pred") is not None and bool(other.get("ok")) != bool(result["ok"]):
+            readings = (Reading(rule, extracted), Reading("math500.answer_label", after))
+            why += f"; a stated answer after the box, {after!r}, is {'' if other['ok'] else 'not '}equivalent"
+    return Verdict("correct" if result["ok"] else "wrong", extracted, why, rule=rule, readings=readings)
+
+
+def _stated_after_box(answer: str) -> str | None:
+    found = boxes(answer)
+    if not found:
+        return None
+    start, content = found[-1]
+    tail = answer[answer.find(content, start) + len(content) + 1:]
+    return _stated(tail) if _LABEL.search(tail) else None

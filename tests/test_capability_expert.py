@@ -66,6 +66,15 @@ def test_disagreeing_readings_are_recorded() -> None:
     assert hedge.outcome == "wrong" and hedge.ambiguous
 
 
+def test_math_box_and_a_later_stated_answer_that_disagree(judge: MathJudge) -> None:
+    """The box decides; a stated answer after it that grades otherwise makes the grade ambiguous, with both."""
+    verdict = math500.grade({"answer": "\\frac{14}{3}"}, "\\boxed{\\frac{14}{3}}\n\nAnswer: 5", judge)
+    assert verdict.correct and verdict.ambiguous
+    assert [(r.rule, r.value) for r in verdict.readings] == [("math500.boxed", "\\frac{14}{3}"),
+                                                             ("math500.answer_label", "5")]
+    assert not math500.grade({"answer": "\\frac{14}{3}"}, "\\boxed{\\frac{14}{3}}\n\nAnswer: 14/3", judge).ambiguous
+
+
 def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict, Path]:
     src = tmp_path / f"{name}.jsonl"
     src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")

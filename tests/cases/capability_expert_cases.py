@@ -241,6 +241,8 @@ MATH_MULTI = [  # multi-part answers in several boxes
     ("(1,-16,-4,43)", "$(a,b,c,d) = (\\boxed{1}, \\boxed{-16}, \\boxed{-4}, \\boxed{43})$", "correct",
      "math500.multi_boxed", "a quadruple"),
     ("3, 5, 7", "\\boxed{3}, \\boxed{5}", "wrong", "math500.boxed", "fewer boxes than parts: the last box"),
+    ("\\frac{14}{3}", "$\\boxed{\\frac{14}{3}}$\n\nFinal answer: 14/3", "correct", "math500.boxed",
+     "a stated answer after the box that agrees: one reading"),
 ]
 
 _P2 = ["Mackenzie", "Ana"]
