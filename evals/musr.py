@@ -67,16 +67,21 @@ class ChoiceRead:
     readings: tuple[Reading, ...] = ()
 
 
+def fold(text: str) -> str:
+    """Text for comparing: any case, curly apostrophes as straight ones ("producer’s desk" names "producer's desk")."""
+    return text.replace("’", "'").replace("‘", "'").lower()
+
+
 def _clean(text: str) -> str:
     text = _MARKUP.sub("", text).strip().rstrip(".!").strip()
     return text.strip(_QUOTES).strip()
 
 
 def _spans(text: str, choices: list[str]) -> list[tuple[int, int, int]]:
-    low = text.lower()
+    low = fold(text)
     spans: list[tuple[int, int, int]] = []
     for i, choice in sorted(enumerate(choices, 1), key=lambda ic: -len(ic[1].strip())):
-        needle = choice.strip().lower()
+        needle = fold(choice.strip())
         if not needle:
             continue
         for m in re.finditer(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", low):
@@ -93,11 +98,11 @@ def named_choices(text: str, choices: list[str]) -> list[int]:
 
 
 def _same(choices: list[str], a: int, b: int) -> bool:
-    return a == b or choices[a - 1].strip().lower() == choices[b - 1].strip().lower()
+    return a == b or fold(choices[a - 1].strip()) == fold(choices[b - 1].strip())
 
 
 def _by_text(text: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
-    exact = [i for i, c in enumerate(choices, 1) if c.strip().lower() == text.lower()]
+    exact = [i for i, c in enumerate(choices, 1) if fold(c.strip()) == fold(text)]
     if len(exact) == 1:
         return ChoiceRead(exact[0], f"exact choice text {where}", text, rule=rule)
     team = team_allocation.match(text, choices)
@@ -150,9 +155,9 @@ def _claim(text: str) -> str:
 def _names_first(text: str, choices: list[str]) -> bool:
     """Whether a restatement starts with its answer ("is 1", "is the kitchen"), not with prose that merely
     mentions a choice later ("would be different if Ana ...")."""
-    t = re.sub(r"^(?:the|a|an)\s+", "", _clean(text), flags=re.IGNORECASE).lower()
+    t = fold(re.sub(r"^(?:the|a|an)\s+", "", _clean(text), flags=re.IGNORECASE))
     return bool(re.match(r"^(?:\(?\d|option\b|choice\b)", t)) or any(
-        t.startswith(re.sub(r"^(?:the|a|an)\s+", "", c.strip().lower())) for c in choices if c.strip())
+        t.startswith(re.sub(r"^(?:the|a|an)\s+", "", fold(c.strip()))) for c in choices if c.strip())
 
 
 def _lines(answer: str) -> list[str]:

@@ -280,6 +280,8 @@ MUSR_PROSE = [  # the answer stated in prose, no ANSWER: line
      "found: 'I choose' concludes"),
     (_P2, 0, "So it must have been Mackenzie, since Ana was never near the study.", "correct",
      "musr.prose_conclusion", "found: the reason after 'since' names no second answer (was a hedge)"),
+    (_OBJ, 1, "So Danny would most likely look at the producer’s desk.", "correct", "musr.prose_conclusion",
+     "found: curly apostrophe in a conclusion"),
     (_P2, 0, "Given that Ana had an alibi, Mackenzie must be the murderer.", "correct", "musr.prose_conclusion",
      "found: a leading 'given that' clause names no second answer (was a hedge)"),
     (_P2, 0, "Therefore, it can't be Ana.", "unparsed", "musr.no_answer",
@@ -297,6 +299,8 @@ MUSR_NOT = [  # X, not Y: X is the answer, not a hedge
     (_P3, 2, "ANSWER: Priya or Ana", "wrong", "musr.hedge", "'or' stays a hedge"),
     (_P3, 2, "ANSWER: Priya instead of Mackenzie", "correct", "musr.answer_line", "instead of"),
     (_P3, 2, "ANSWER: Priya (not Ana)", "correct", "musr.answer_line", "(not Y)"),
+    (_OBJ, 1, "ANSWER: the producer’s desk, not the piano", "correct", "musr.answer_line",
+     "found: a curly apostrophe, as chat models write it, names the choice (was unparsed)"),
     (_P2, 0, "ANSWER: Mackenzie, because Ana had an alibi", "correct", "musr.answer_line",
      "found: the reason names no second answer (was a hedge)"),
 ]
