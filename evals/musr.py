@@ -68,7 +68,7 @@ class ChoiceRead:
 
 
 def fold(text: str) -> str:
-    """Text for comparing: any case, curly apostrophes as straight ones ("producer’s desk" names "producer's desk")."""
+    """Text for comparing: any case, curly apostrophes as straight ones ("producer’s desk" is "producer's desk")."""
     return text.replace("’", "'").replace("‘", "'").lower()
 
 
@@ -143,7 +143,8 @@ def _number_and_text(n: int, said: str, text: str, choices: list[str], where: st
         if by_text.choice is not None and not _same(choices, n, by_text.choice):
             return ChoiceRead(n, f"choice number {n} {where}, but its text names choice {by_text.choice}", text,
                               rule="musr.number_text_conflict",
-                              readings=(Reading("number", str(n)), Reading("text", str(by_text.choice))))
+                              readings=(Reading("musr.choice_number", str(n)),
+                                        Reading("musr.choice_text", str(by_text.choice))))
     return ChoiceRead(n, f"choice number {where}", text, rule=rule)
 
 
@@ -218,7 +219,7 @@ def grade(row: dict, answer: str) -> Verdict:
     if read.hedged:
         named = ", ".join(f"{i} ({choices[i - 1].strip()!r})" for i in read.hedged)
         return Verdict("wrong", " | ".join(str(i) for i in read.hedged), f"{read.how}: {named}; {gold_text}",
-                       rule=read.rule, readings=tuple(Reading("named", str(i)) for i in read.hedged))
+                       rule=read.rule, readings=tuple(Reading("musr.hedge", str(i)) for i in read.hedged))
     if read.choice is None:
         return Verdict("unparsed", read.raw, read.how, rule=read.rule)
     n = read.choice
