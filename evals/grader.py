@@ -1,9 +1,12 @@
 """One entry point for judging an answer to any item: dispatch to the dataset's grader, apply the truncation rule,
-and build the `graded.jsonl` line. Reasoning is never given to a grader."""
+and build the `graded.jsonl` line. Reasoning is never given to a grader: an inline `<think>...</think>` block in the
+content is split off here, for every dataset and in both live runs and `--replay`, so only the text after the last
+`</think>` is graded."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.sandbox import SandboxLimits
 from evalkit_evals.verdict import Verdict
+from evalkit.thinking_text import split_inline_reasoning
 
 _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 
@@ -32,14 +36,16 @@ class Grader:
         return self._problems
 
     def grade(self, item: DatasetItem, content: str, finish_reason: str | None = None) -> Verdict:
-        """Judge the answer text (never the reasoning). A cut-off answer that is not right is `truncated`."""
+        """Judge the answer text after the last `</think>` (never the reasoning). A cut-off answer that is not
+        right is `truncated`."""
+        _, answer = split_inline_reasoning(content or "")
         try:
-            verdict = self._grade(item, content or "")
+            verdict = self._grade(item, answer)
         except Exception as e:  # noqa: BLE001 - a grader failure is this question's `error`, not the run's
-            verdict = Verdict("error", None, f"grader failed: {type(e).__name__}: {e}")
+            verdict = Verdict("error", None, f"grader failed: {type(e).__name__}: {e}", rule="grader.error")
         if finish_reason == "length" and verdict.outcome != "correct":
-            verdict = Verdict("truncated", verdict.extracted,
-                              f"answer cut at max_tokens (finish_reason length); {verdict.why}", verdict.details)
+            verdict = replace(verdict, outcome="truncated",
+                              why=f"answer cut at max_tokens (finish_reason length); {verdict.why}")
         return verdict
 
     def _grade(self, item: DatasetItem, content: str) -> Verdict:
@@ -50,7 +56,8 @@ class Grader:
         if item.dataset == "musr":
             return musr.grade(item.row, content)
         task_id = item.row["task_id"]
-        return humanevalplus.grade(self.problems()[task_id], content, self.limits)
+        verdict = humanevalplus.grade(self.problems()[task_id], content, self.limits)
+        return replace(verdict, rule=verdict.rule or humanevalplus.rule_name(verdict.why))
 
     def close(self) -> None:
         """Stop the math-verify worker."""
@@ -77,8 +84,16 @@ def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **ext
         "outcome": verdict.outcome,
         "extracted": verdict.extracted,
         "why": verdict.why,
+        "rule": verdict.rule,
+        "ambiguous": verdict.ambiguous,
+        **({"readings": [r.to_json() for r in verdict.readings]} if verdict.ambiguous else {}),
         "details": verdict.details,
         "dataset_revision": revision,
         "row_hash": item.row_hash,
         **extra,
     }
+
+
+def inline_reasoning(content: str | None) -> str | None:
+    """The reasoning written inline in `<think>` tags inside the content, or None."""
+    return split_inline_reasoning(content or "")[0]

@@ -1,44 +1,75 @@
 """GSM8K: the prompt is `prompts/gsm8k.j2`; this module reads the final number out of an answer and scores it.
 
-Extraction order (the final answer, never a stray number in the working): the last `#### X` line; the last
-`\\boxed{X}`; the last "answer is X" / "Answer: X" / "**Answer:** X" / "final answer: X"; and only when none of
-these is present, the last number of the answer's last non-empty line. Numbers: thousands separators are dropped
-only in well-formed groups (`1,234,567`), never read as a decimal point; currency signs, `%`, units and trailing
-periods are ignored; a unicode minus counts; `18.00` equals `18`. A space, thin space or no-break space between
-well-formed groups is a thousands separator too (`$1 250 000`, `36 500`). A final answer that names two candidates
-(`15 or 20`, `either 7 or 9`) is `wrong`: the grader does not pick whichever it happened to read.
+The final answer as a person reads it, never a stray number in the working. Rules, first that fires wins (each has
+a stable name recorded in `graded.jsonl`):
+- `gsm8k.hash_line`: the last `#### X`; `gsm8k.boxed`: the last `\\boxed{X}`; `gsm8k.answer_label`: the last
+  "answer is X" / "Answer: X" / "**Answer:** X" / "final answer: X";
+- `gsm8k.bold_final`: a bold number in the final statement (`**42 marbles**`);
+- `gsm8k.answer_first`: an answer given on the first line and explained after ("**18**\\n\\nExplanation: ...");
+- `gsm8k.last_line_number`: the last number of the final statement line.
+The final statement line is the last line that is not a check ("Check: 48 / 4 = 12 ✓") or a pleasantry ("Hope this
+helps!"). A calculation inside a marker is its result (`\\boxed{12 \\cdot 5 = 60}`, `Answer: 7 × 8 = 56`).
+Numbers: thousands separators only in well-formed groups (`1,234,567`, `5{,}000`, or spaces between whole groups:
+`36 500`), never read as a decimal point; currency signs, `%`, units and trailing periods are ignored; a sign
+(`+5`, unicode minus, "negative 5") counts; `18.00` equals `18`; numbers in words ("twelve", "a dozen",
+"two and a half", "negative three", "one million") count after a marker or on a final line without digits.
+A compound quantity ("2 hours and 10 minutes") is converted to the unit the question asks for
+(`gsm8k.compound_converted`), else it is `unparsed` (`gsm8k.compound_no_unit`). A final answer that names two
+candidates (`15 or 20`) is `wrong` (`gsm8k.hedge`). An answer stated then retracted ("wait, that's not right")
+with no new answer after is `unparsed` (`gsm8k.retracted`). When two markers read different numbers, the grade
+is `ambiguous` and both readings are recorded.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 
-from evalkit_evals.verdict import Verdict
+from evalkit_evals import number_words, quantity_units
+from evalkit_evals.verdict import Reading, Verdict, disagreeing
 
 # Spaces as separators only between whole groups, and never before a unit glued on with a hyphen ("3 500-gram").
 _SPACES = "[ \u2009\u202f\u00a0]"
-_NUM = (r"[-−–]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:,\d{3})+(?!\d)|\d+)"
-        r"(?:\.\d+)?|[-−–]?\.\d+")
+_NUM = (r"[-−–+]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)"
+        r"|\d+)(?:\.\d+)?|[-−–]?\.\d+")
 _NUM_RE = re.compile(_NUM)
 # Two candidates in the final answer: the read number followed (or preceded) by "or" / "/" and another number.
 _HEDGE_AFTER = re.compile(r"\s*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?\d")
 _HEDGE_BEFORE = re.compile(r"\d[^\S\n]*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?$")
-_MARKERS = [
-    ("#### line", re.compile(r"####\s*\**\s*(?:\\\$|\$)?\s*(" + _NUM + ")")),
-    ("\\boxed{}", re.compile(r"\\boxed\s*\{\s*(?:\\text\{)?\s*(?:\\\$|\$)?\s*(" + _NUM + ")")),
-    ("answer phrase", re.compile(
-        r"(?:final answer|answer)\s*(?:is|:|=)?\s*[:=]?\s*(?:\*\*|__)?\s*(?:is|:|=)?\s*(?:\*\*|__)?\s*"
-        r"(?:\\\(|\\\[|\$\\boxed\{|\$)?\s*(?:either\s+)?(?:\\\$|\$)?\s*(" + _NUM + ")", re.IGNORECASE)),
-]
+# What may stand between a marker and its number: markup, math delimiters, a dollar, "is", "either".
+_LEAD = re.compile(r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=]|\bis\b|\beither\b)*",
+                   re.IGNORECASE)
+_HASH = re.compile(r"####([^\n]*)")
+_LABEL = re.compile(r"\b(?:final answer|answer)\b\s*(?:is|:|=|would be|will be)?([^\n]*)", re.IGNORECASE)
+_BOXED = re.compile(r"\\boxed\s*\{")
+_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+# A calculation written where the answer goes: digits, operators, brackets and `=`, the result after the last `=`.
+_CALC = re.compile(r"[\s\d.,$()+\-−–*/×x÷·=]*(?:(?:\\cdot|\\times|\\div|\\\$)[\s\d.,$()+\-−–*/×x÷·=]*)*")
+_CHECK_LINE = re.compile(r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b",
+                         re.IGNORECASE)
+_PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|happy to|glad to|good luck|"
+                         r"thanks?\b|thank you|enjoy|have a (?:great|nice|good)|if you have any)", re.IGNORECASE)
+# After an answer given first: an explanation header. A plain first line needs an explicit one ("Here's how"), since
+# a first line that restates the problem is often followed by "First, ..." or "Step 1".
+_EXPLAIN = re.compile(r"^\W*(?:explanation|here['’]?s (?:how|why)|here is (?:how|why)|reasoning|why\b|because)",
+                      re.IGNORECASE)
+_EXPLAIN_AFTER_BOLD = re.compile(r"^\W*(?:step\s*1|solution|working|to (?:find|get|solve)|first\b)", re.IGNORECASE)
+_RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|"
+                      r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
+                      r"actually,? no\b)",
+                      re.IGNORECASE)
+
+
+_SIGN_WORD = re.compile(r"(?:negative|minus)\s+", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[.,;:]\s")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 
 def to_decimal(text: str) -> Decimal | None:
-    """A number as written (`$1,234.00`, `−5`) as a Decimal, or None."""
-    t = text.replace("−", "-").replace("–", "-").replace("$", "").replace(",", "")
-    t = re.sub(_SPACES, "", t)
-    t = t.rstrip(".")
+    """A number as written (`$1,234.00`, `−5`, `5{,}000`) as a Decimal, or None."""
+    t = text.replace("{,}", "").replace("−", "-").replace("–", "-").replace("$", "").replace(",", "")
+    t = re.sub(_SPACES, "", t).rstrip(".")
     try:
         return Decimal(t)
     except InvalidOperation:
@@ -52,59 +83,200 @@ def gold_answer(row: dict) -> Decimal:
     return value
 
 
-def extract(answer: str) -> tuple[Decimal | None, str, str | None]:
-    """(number, how it was found, text read) from a chat answer; the number is None when nothing was read."""
-    read = read_final(answer)
-    return read.value, read.how, read.raw
-
-
 @dataclass(frozen=True)
 class FinalAnswer:
-    """The final number read from an answer: its value, how it was found, its text, and whether it was hedged."""
+    """The final number read from an answer: its value, the rule that read it, its text, whether it was hedged,
+    and the other markers' readings."""
 
     value: Decimal | None
     how: str
     raw: str | None
     hedged: bool = False
+    note: str = ""
+    readings: tuple[Reading, ...] = ()
 
 
-def read_final(answer: str) -> FinalAnswer:
-    """The final answer's number, with `hedged` set when another candidate stands beside it ("15 or 20")."""
-    for how, rx in _MARKERS:
-        hits = list(rx.finditer(answer))
-        if hits:
-            m = hits[-1]
-            hedged = bool(_HEDGE_AFTER.match(answer, m.end(1)))
-            return FinalAnswer(to_decimal(m.group(1)), how, _hedge_text(answer, m.start(1), m.end(1), hedged), hedged)
+def extract(answer: str, question: str = "") -> tuple[Decimal | None, str, str | None]:
+    """(number, rule that read it, text read) from a chat answer; the number is None when nothing was read."""
+    read = read_final(answer, question)
+    return read.value, read.how, read.raw
+
+
+def _fmt(value: Decimal) -> str:
+    return format(value.normalize(), "f") if value == value.to_integral() else str(value)
+
+
+def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnswer | None:
+    """The number a marker's text starts with (after markup), as the answer: a calculation's result, a compound
+    quantity converted, a number in words; None when the text does not start with a number."""
+    seg = seg.split("\n", 1)[0]
+    start = _LEAD.match(seg).end() if lead else 0
+    sign = _SIGN_WORD.match(seg, start)
+    if sign and _NUM_RE.match(seg, sign.end()):
+        read = _quantity(seg[sign.end():], how, question, lead=False)
+        return replace(read, value=-read.value, raw=seg[start:sign.end()] + (read.raw or "")) \
+            if read and read.value is not None else read
+    calc = _CALC.match(seg, start)
+    expr = _CLAUSE_END.split(calc.group(), 1)[0] if calc else ""  # "18. 16 - 3 = 13" is an answer, then working
+    if "=" in expr and _NUM_RE.search(expr.rsplit("=", 1)[1]):
+        m = _NUM_RE.search(seg, start + expr.rindex("=") + 1)
+        assert m is not None
+        return FinalAnswer(to_decimal(m.group().strip()), how, m.group().strip(), note="a calculation's result")
+    m = _NUM_RE.match(seg, start)
+    if m:
+        hedged = bool(_HEDGE_AFTER.match(seg, m.end()))
+        raw = seg[m.start():].strip().rstrip(".") if hedged else m.group().strip()
+        compound = quantity_units.compound_at(seg, m.start())
+        if compound and not hedged:
+            return _compound(compound, question)
+        return FinalAnswer(to_decimal(m.group().strip()), how, raw, hedged)
+    words = number_words.parse_at(seg, start)
+    if words is not None:
+        value, end = words
+        compound = quantity_units.compound_at(seg, start)
+        if compound:
+            return _compound(compound, question)
+        return FinalAnswer(value, how, seg[start:end].strip(), bool(_HEDGE_AFTER.match(seg, end)), "in words")
+    return None
+
+
+def _compound(c: quantity_units.Compound, question: str) -> FinalAnswer:
+    target = quantity_units.asked_unit(question, c.family)
+    if target is None:
+        return FinalAnswer(None, "gsm8k.compound_no_unit", c.text,
+                           note=f"a compound quantity ({c.text!r}) and the question names no {c.family} unit")
+    value = c.in_unit(target)
+    return FinalAnswer(value, "gsm8k.compound_converted", c.text, note=f"{c.text!r} in {target}")
+
+
+def _last_boxed(text: str) -> str | None:
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    for start in reversed(starts):
+        depth = 1
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:i]
+    return None
+
+
+def _statement_lines(answer: str) -> list[str]:
+    """The answer's non-empty lines without the trailing checks and pleasantries (they never replace an answer)."""
     lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
+    while len(lines) > 1 and (_CHECK_LINE.search(lines[-1]) or _PLEASANTRY.match(lines[-1])):
+        lines.pop()
+    return lines
+
+
+def _markers(answer: str, question: str) -> list[FinalAnswer]:
+    """Every marker's reading, in priority order (####, \\boxed{}, an answer label, a bold final statement)."""
+    found = []
+    for m in reversed(list(_HASH.finditer(answer))):
+        read = _quantity(m.group(1), "gsm8k.hash_line", question)
+        if read:
+            found.append(read)
+            break
+    boxed = _last_boxed(answer)
+    if boxed is not None:
+        inner = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", boxed)
+        read = _quantity(inner.replace("\\$", "$").replace("\\!", ""), "gsm8k.boxed", question)
+        if read:
+            found.append(read)
+    for m in reversed(list(_LABEL.finditer(answer))):
+        read = _quantity(m.group(1), "gsm8k.answer_label", question)
+        if read:
+            found.append(read)
+            break
+    lines = _statement_lines(answer)
     if lines:
-        hits = list(_NUM_RE.finditer(lines[-1]))
-        if hits:
-            m = hits[-1]
-            hedged = bool(_HEDGE_BEFORE.search(lines[-1][:m.start()]) or _HEDGE_AFTER.match(lines[-1], m.end()))
-            raw = lines[-1].strip().rstrip(".") if hedged else m.group().strip()
-            return FinalAnswer(to_decimal(m.group()), "last number of the last line", raw, hedged)
-    return FinalAnswer(None, "no number found", None)
+        for b in reversed(list(_BOLD.finditer(lines[-1]))):
+            read = _quantity(b.group(1) or b.group(2), "gsm8k.bold_final", question)
+            if read:
+                found.append(read)
+                break
+    return found
 
 
-def _hedge_text(answer: str, start: int, end: int, hedged: bool) -> str:
-    if not hedged:
-        return answer[start:end]
-    line_end = answer.find("\n", end)
-    return answer[start:line_end if line_end >= 0 else len(answer)].strip().rstrip(".")
+def _answer_first(lines: list[str], question: str) -> FinalAnswer | None:
+    # "**18**\n\nExplanation: ..." or "Janet makes $18 a day.\n\nHere's how: ...": the first line is the answer.
+    if len(lines) < 2:
+        return None
+    bold = _BOLD.fullmatch(lines[0].strip())
+    if bold and (_EXPLAIN.match(lines[1]) or _EXPLAIN_AFTER_BOLD.match(lines[1])):
+        return _quantity(bold.group(1) or bold.group(2), "gsm8k.answer_first", question)
+    if not _EXPLAIN.match(lines[1]):
+        return None
+    nums = _NUM_RE.findall(lines[0])
+    return FinalAnswer(to_decimal(nums[0].strip()), "gsm8k.answer_first", nums[0].strip()) if len(nums) == 1 else None
+
+
+def _last_line(line: str, question: str) -> FinalAnswer | None:
+    hits = list(_NUM_RE.finditer(line))
+    if hits:
+        m = hits[-1]
+        for c in quantity_units.compounds(line):
+            if c.start <= m.start() < c.end:
+                return _compound(c, question)
+        hedged = bool(_HEDGE_BEFORE.search(line[:m.start()]) or _HEDGE_AFTER.match(line, m.end()))
+        raw = line.strip().rstrip(".") if hedged else m.group().strip()
+        return FinalAnswer(to_decimal(m.group()), "gsm8k.last_line_number", raw, hedged)
+    words = number_words.last_in(line)
+    if words is not None:
+        value, start, end = words
+        return FinalAnswer(value, "gsm8k.last_line_number", line[start:end].strip(), note="in words")
+    return None
+
+
+def _read(answer: str, question: str) -> FinalAnswer:
+    found = _markers(answer, question)
+    if found:
+        values = [Reading(f.how, None if f.value is None else _fmt(f.value)) for f in found if not f.hedged]
+        return replace(found[0], readings=disagreeing(values))
+    lines = _statement_lines(answer)
+    read = _answer_first(lines, question) or (_last_line(lines[-1], question) if lines else None)
+    return read or FinalAnswer(None, "gsm8k.no_number", None)
+
+
+def read_final(answer: str, question: str = "") -> FinalAnswer:
+    """The final answer's number, with `hedged` set when another candidate stands beside it ("15 or 20"); an
+    answer retracted with no new one after is no answer."""
+    retractions = list(_RETRACT.finditer(answer))
+    if retractions:
+        cut = retractions[-1]
+        after = answer[cut.end():]
+        # The rest of the retracting sentence explains it ("... since she only has 16 eggs"): a new answer is a
+        # marker, or the final statement of a later sentence.
+        end = _SENTENCE_END.search(after)
+        found = _markers(after, question)
+        read = found[0] if found else _read(after[end.end():], question) if end else None
+        if read is not None and (read.value is not None or read.hedged or read.how != "gsm8k.no_number"):
+            return read
+        before = _read(answer[:cut.start()], question)
+        if before.value is not None:
+            return FinalAnswer(None, "gsm8k.retracted", before.raw,
+                               note=f"{_fmt(before.value)} was retracted ({cut.group().strip()!r}) and no new "
+                                    "answer follows")
+    return _read(answer, question)
 
 
 def grade(row: dict, answer: str) -> Verdict:
     """Compare the extracted number with the gold `####` number exactly (as decimals)."""
-    gold = gold_answer(row)
-    read = read_final(answer)
-    value, how, raw = read.value, read.how, read.raw
+    gold = _fmt(gold_answer(row))
+    read = read_final(answer, row.get("question") or "")
+    how = read.how + (f" ({read.note})" if read.note else "")
     if read.hedged:
-        return Verdict("wrong", raw,
-                       f"{how}: {raw!r} names more than one candidate; gold {format(gold.normalize(), 'f')}")
-    if value is None:
-        return Verdict("unparsed", raw, how)
-    same = value == gold
-    text = format(value.normalize(), "f") if value == value.to_integral() else str(value)
-    return Verdict("correct" if same else "wrong", text,
-                   f"{how}: read {raw!r} = {text}, gold {format(gold.normalize(), 'f')}")
+        cands = tuple(Reading(read.how, _fmt(to_decimal(n) or Decimal(0))) for n in _NUM_RE.findall(read.raw or ""))
+        return Verdict("wrong", read.raw, f"{how}: {read.raw!r} names more than one candidate; gold {gold}",
+                       rule="gsm8k.hedge", readings=disagreeing(list(cands)))
+    if read.value is None:
+        return Verdict("unparsed", read.raw, how, rule=read.how)
+    text = _fmt(read.value)
+    readings = read.readings
+    why = f"{how}: read {read.raw!r} = {text}, gold {gold}"
+    if readings:
+        why += "; other readings: " + ", ".join(f"{r.rule} {r.value}" for r in readings[1:])
+    return Verdict("correct" if read.value == gold_answer(row) else "wrong", text, why, rule=read.how,
+                   readings=readings)

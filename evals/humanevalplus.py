@@ -122,3 +122,16 @@ def grade(problem: dict[str, Any], answer: str, limits: SandboxLimits = SandboxL
             why += f"; {name}: {part['error']}"
     return Verdict("correct" if ok else "wrong", code, why,
                    {"base": base["status"], "plus": plus["status"], "sandbox": res.result.get("sandbox")})
+
+
+_RULES = (("no code", "humanevalplus.no_code"), ("fenced block defining", "humanevalplus.fenced_entry_point"),
+          ("longest fenced block", "humanevalplus.longest_fence"), ("bare code", "humanevalplus.bare_code"))
+
+
+def rule_name(how: str) -> str:
+    """The stable rule name of an extraction described by `how` (the start of a verdict's `why`)."""
+    if "body completed onto the prompt" in how:
+        return "humanevalplus.body_completed"
+    if "no definition of" in how:
+        return "humanevalplus.no_entry_point"
+    return next((rule for start, rule in _RULES if how.startswith(start)), "humanevalplus.code")

@@ -1,11 +1,18 @@
-"""MATH-500: the prompt is `prompts/math500.j2`; the answer is the last `\\boxed{}` (matched by braces), judged
+"""MATH-500: the prompt is `prompts/math500.j2`; the answer is read from the text after the reasoning and judged
 against the dataset's `answer` with math-verify.
 
-Policy: equivalence is by value (math-verify's symbolic and numeric comparison), so `\\frac{2}{4}` for `\\frac12`,
-`0.5` for `\\frac{1}{2}` and `\\sqrt{50}` for `5\\sqrt{2}` count as correct even though the problem may ask for
-simplest form; intervals and sets compare as such, and `\\text{}` units, `^\\circ` and `\\$` are ignored by
-math-verify's normalisation. An answer without any `\\boxed{}` falls back to math-verify's own extraction of the
-final answer (e.g. "the answer is $3$"); if that finds nothing, the answer is `unparsed`.
+Where the answer is read (each a stable rule name in `graded.jsonl`):
+- `math500.boxed`: the last `\\boxed{}` / `\\fbox{}` (braces matched);
+- `math500.multi_boxed`: a multi-part gold (`(8,-2)`, `3, 5, 7`) answered in several boxes of the final paragraph
+  (`x = \\boxed{8}, y = \\boxed{-2}`): the last boxes, joined in order;
+- `math500.answer_label`: no box, an answer stated after "Answer:" / "final answer is" / "answer is", or in bold
+  on the final line (a conic's name, a word, a number);
+- `math500.math_verify_fallback`: else math-verify's own final-answer extraction; nothing read is `unparsed`.
+Equivalence is by value (math-verify's symbolic and numeric comparison): `\\frac{2}{4}` for `\\frac12`, `0.5` for
+`\\frac{1}{2}`, `\\sqrt{50}` for `5\\sqrt{2}` count as correct; intervals and sets compare as such, and an
+inequality equals the interval it describes (`x > 2` is `(2, \\infty)`); `\\text{}` units, `^\\circ`, `°`, `\\$`
+and LaTeX thousands separators (`5{,}000`) are ignored; a repeating decimal is its fraction
+(`0.\\overline{6}` is `\\frac{2}{3}`); a text answer compares without its article and case ("an Ellipse").
 """
 
 from __future__ import annotations
@@ -13,43 +20,139 @@ from __future__ import annotations
 import re
 
 from evalkit_evals.math_judge import MathJudge
-from evalkit_evals.verdict import Verdict
+from evalkit_evals.math_normalize import as_latex, normalize
+from evalkit_evals.verdict import Reading, Verdict
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_LABEL = re.compile(r"(?:\bfinal answer\b|\banswer\b)\s*(?:is|:|=)?\s*(?:\*\*|__)?\s*(?:is|:)?\s*([^\n]+)",
+                    re.IGNORECASE)
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_END = re.compile(r"(?<!\\)\.\s|[,;]\s+(?=[A-Za-z]{3})|\s(?:because|since|which|as)\b")
 
 
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` or `\\fbox{...}`, braces matched; None when there is none."""
-    starts = [m.end() for m in _BOXED.finditer(text)]
-    for start in reversed(starts):
+def boxes(text: str) -> list[tuple[int, str]]:
+    """(start, content) of every `\\boxed{...}` / `\\fbox{...}` whose braces close, in order."""
+    out = []
+    for m in _BOXED.finditer(text):
         depth = 1
-        for i in range(start, len(text)):
+        for i in range(m.end(), len(text)):
             c = text[i]
             if c == "{" and text[i - 1] != "\\":
                 depth += 1
             elif c == "}" and text[i - 1] != "\\":
                 depth -= 1
                 if depth == 0:
-                    return text[start:i].strip()
+                    out.append((m.start(), text[m.end():i].strip()))
+                    break
+    return out
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` or `\\fbox{...}`, braces matched; None when there is none."""
+    found = boxes(text)
+    return found[-1][1] if found else None
+
+
+def _gold_parts(gold: str) -> tuple[int, bool]:
+    """How many top-level comma-separated parts the gold has, and whether it is bracketed as a tuple."""
+    g = re.sub(r"\\left|\\right|\\!|\s", "", gold)
+    tuple_like = g.startswith("(") and g.endswith(")") and "\\cup" not in g
+    inner = g[1:-1] if tuple_like else g
+    depth, parts = 0, 1
+    for i, c in enumerate(inner):
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+        elif c == "," and depth == 0 and (tuple_like or not _thousands(inner, i)):
+            parts += 1
+    return parts, tuple_like
+
+
+def _thousands(text: str, comma: int) -> bool:
+    # "10,080": a comma followed by exactly three digits is a thousands separator in an untupled gold.
+    return bool(re.match(r"\d{3}(?!\d)", text[comma + 1:]))
+
+
+def _multi_boxed(answer: str, gold: str) -> str | None:
+    parts, tuple_like = _gold_parts(gold)
+    found = boxes(answer)
+    if parts < 2 or len(found) < parts:
+        return None
+    last = found[-parts:]
+    between = answer[last[0][0]:last[-1][0]]
+    if re.search(r"\n\s*\n", between) or any("," in b for _, b in last):
+        return None  # boxes in different paragraphs, or boxes that already hold several parts
+    joined = ", ".join(b for _, b in last)
+    return f"({joined})" if tuple_like else joined
+
+
+def _answer_like(text: str) -> str | None:
+    """The stated text cut at its sentence's end, when it reads as an answer: math, or a few words."""
+    t = _END.split(re.sub(r"\*\*|__", "", text).strip(), 1)[0].strip().rstrip(".").strip()
+    if re.match(r"^(?:\$|\\\(|\\\[|[-−\d(\\])", t):
+        return t
+    return t if t and re.match(r"^[A-Za-z][A-Za-z \-'()]*$", t) and len(t.split()) <= 4 else None
+
+
+def _stated(answer: str) -> str | None:
+    for m in reversed(list(_LABEL.finditer(answer))):
+        text = _answer_like(m.group(1))
+        if text:
+            return text
+    lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
+    for bold in reversed(_BOLD.findall(lines[-1]) if lines else []):
+        text = _answer_like(bold)
+        if text:
+            return text
     return None
 
 
-def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
-    """Extract the last boxed answer and ask math-verify whether it equals the gold `answer`."""
-    gold = f"${row['answer'].strip()}$"
+def _read(row: dict, answer: str) -> tuple[str, str | None, str]:
+    """(rule, extracted text, what math-verify is given) for an answer."""
     boxed = last_boxed(answer)
     if boxed is not None:
-        extracted, how = boxed, "last \\boxed{}"
-        result = judge.check(gold, f"$\\boxed{{{boxed}}}$")
-    else:
-        extracted, how = None, "no \\boxed{}; math-verify's own final-answer extraction"
-        result = judge.check(gold, answer)
+        multi = _multi_boxed(answer, row["answer"])
+        if multi is not None:
+            return "math500.multi_boxed", multi, f"$\\boxed{{{normalize(multi)}}}$"
+        return "math500.boxed", boxed, f"$\\boxed{{{normalize(boxed)}}}$"
+    stated = _stated(answer)
+    if stated is not None:
+        return "math500.answer_label", stated, as_latex(stated)
+    return "math500.math_verify_fallback", None, normalize(answer)
+
+
+def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
+    """Read the final answer and ask math-verify whether it equals the gold `answer`."""
+    gold = f"${row['answer'].strip()}$"
+    rule, extracted, given = _read(row, answer)
+    result = judge.check(gold, given)
+    if rule == "math500.answer_label" and not result.get("pred") and "error" not in result:
+        rule, extracted = "math500.math_verify_fallback", None
+        result = judge.check(gold, normalize(answer))
     if "error" in result:
-        return Verdict("error", extracted, result["error"])
+        return Verdict("error", extracted, result["error"], rule=rule)
     if result["pred"] is None:
-        return Verdict("unparsed", extracted, f"{how}: nothing math-verify could parse")
+        return Verdict("unparsed", extracted, f"{rule}: nothing math-verify could parse", rule=rule)
     extracted = extracted if extracted is not None else result["pred"]
-    verdict = "correct" if result["ok"] else "wrong"
-    return Verdict(verdict, extracted,
-                   f"{how}: parsed {result['pred']}, gold {row['answer'].strip()} parsed {result['gold']}: "
-                   + ("equivalent" if result["ok"] else "not equivalent"))
+    how = rule + (f" ({result['via']})" if result.get("via") else "")
+    why = (f"{how}: parsed {result['pred']}, gold {row['answer'].strip()} parsed {result['gold']}: "
+           + ("equivalent" if result["ok"] else "not equivalent"))
+    readings: tuple[Reading, ...] = ()
+    after = _stated_after_box(answer)
+    if rule in ("math500.boxed", "math500.multi_boxed") and after is not None:
+        # "\boxed{5} ... Answer: 7": a stated answer after the box that grades differently is a second reading.
+        other = judge.check(gold, as_latex(after))
+        if other.get("pred") is not None and bool(other.get("ok")) != bool(result["ok"]):
+            readings = (Reading(rule, extracted), Reading("math500.answer_label", after))
+            why += f"; a stated answer after the box, {after!r}, is {'' if other['ok'] else 'not '}equivalent"
+    return Verdict("correct" if result["ok"] else "wrong", extracted, why, rule=rule, readings=readings)
+
+
+def _stated_after_box(answer: str) -> str | None:
+    found = boxes(answer)
+    if not found:
+        return None
+    start, content = found[-1]
+    tail = answer[answer.find(content, start) + len(content) + 1:]
+    return _stated(tail) if _LABEL.search(tail) else None

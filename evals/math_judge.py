@@ -25,7 +25,35 @@ def _verify(gold: str, answer: str, inner_timeout: int) -> dict[str, Any]:
     pred_p = parse(answer, extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
                    parsing_timeout=inner_timeout)
     ok = bool(gold_p) and bool(pred_p) and verify(gold_p, pred_p, timeout_seconds=inner_timeout)
-    return {"ok": ok, "gold": str(gold_p[0]) if gold_p else None, "pred": str(pred_p[0]) if pred_p else None}
+    out = {"ok": ok, "gold": str(gold_p[0]) if gold_p else None, "pred": str(pred_p[0]) if pred_p else None}
+    if not ok and gold_p and pred_p:
+        as_set = inequality_as_set(pred_p[0])
+        if as_set is not None and verify(gold_p, [as_set], timeout_seconds=inner_timeout):
+            out.update(ok=True, via=f"inequality read as the set {as_set}")
+    return out
+
+
+def inequality_as_set(expr: Any) -> Any:
+    """The set an inequality in one variable describes (`x > 2` is `(2, oo)`; several, comma- or "or"-joined, are
+    their union, with `x != a` taken out), or None when `expr` is no such inequality."""
+    import sympy
+    from sympy.core.relational import Relational
+
+    def one(e: Any) -> Any:
+        if isinstance(e, (Relational, sympy.And, sympy.Or)) and len(e.free_symbols) == 1 and not isinstance(
+                e, sympy.Eq):
+            return e.as_set()
+        return None
+
+    if isinstance(expr, (set, frozenset, sympy.FiniteSet)) and len(expr) > 1:
+        parts = list(expr)
+        ne = [p for p in parts if isinstance(p, sympy.Ne)]
+        sets = [one(p) for p in parts if not isinstance(p, sympy.Ne)]
+        if not sets or any(x is None for x in sets) or any(one(p) is None for p in ne):
+            return None
+        union = sympy.Union(*sets)
+        return sympy.Intersection(union, *[one(p) for p in ne]) if ne else union
+    return one(expr)
 
 
 class MathJudge:

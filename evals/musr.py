@@ -1,40 +1,75 @@
 """MuSR: the MuSR authors' numbered-choice prompt (`prompts/musr.j2`) and a final-answer parse a careful human
 would agree with.
 
-The answer is read from the last `ANSWER:` line (any case, markdown bold allowed), else from a last line that
-states the answer ("The answer is the kitchen drawer."). A number comes first: `ANSWER: 3`, `(3)`, `3 - Priya`,
-`3 (Priya)` are choice 3; a number outside 1..n is `unparsed`. Otherwise the text is matched against the choices
-(trimmed, any case): its exact text, or exactly one choice named in it (in bold, quotes or after "is"), the longer
-match winning where one choice's text holds another's ("kitchen drawer" is not "kitchen"), word boundaries kept
-("backstage" does not name "stage"). Two different choices named is `wrong` (a hedge); a choice named only in the
-prose, no answer statement, gets no credit, and there is no random fallback. Two choices whose trimmed texts are
-equal (a few rows list 'pantry' and 'pantry ') are the same answer.
+Where the answer is read (each a stable rule name in `graded.jsonl`):
+- `musr.answer_line`: the last `ANSWER:` line (any case, markdown bold allowed);
+- `musr.reconsidered`: a statement after that line that changes it ("... so my final answer is 1") wins;
+- `musr.stated_answer`: with no `ANSWER:` line, a last line that states the answer ("The answer is the kitchen
+  drawer.");
+- `musr.prose_conclusion`: else the conclusion of the last paragraph, a sentence that concludes ("So the thief
+  must have been Ana.", "Therefore, ...", "... most likely ...") and names exactly one choice.
+How the text is read: a number comes first (`3`, `(3)`, `3 - Priya`, `3 (Priya)`, `Option 3`, `Choice 3`; rule
+`musr.option_number` for the last two); a number outside 1..n is `unparsed` (`musr.number_out_of_range`); a number
+whose text names another choice (`2 (Mackenzie)` when Mackenzie is 1) is `wrong` and both readings are recorded
+(`musr.number_text_conflict`). Otherwise the text is matched against the choices (trimmed, any case): its exact
+text, or exactly one choice named in it (the longer match winning where one choice's text holds another's,
+whole words only); a choice rejected beside it (`X, not Y`, `X rather than Y`) is not named. Team allocations
+match in any order of roles and names (`musr.team_assignment`). Two different choices named is `wrong`
+(`musr.hedge`); a choice named only in the prose, with no answer statement or concluding sentence, gets no credit
+(`musr.no_answer`), and there is no random fallback. Two choices whose trimmed texts are equal (a few rows list
+'pantry' and 'pantry ') are the same answer.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from evalkit_evals import team_allocation
 from evalkit_evals.prompting import musr_choices
-from evalkit_evals.verdict import Verdict
+from evalkit_evals.verdict import Reading, Verdict, disagreeing
 
 _ANSWER = re.compile(r"answer\s*[:：]\s*(?:\*\*|__)?\s*\(?\s*([^\n]*?)\s*$", re.IGNORECASE | re.MULTILINE)
-# A last line that states the answer without the asked-for label: "The answer is X", "My final answer is X".
-_STATED = re.compile(r"\banswer\s+(?:is|would be|must be)\s*[:：]?\s*(.+)$", re.IGNORECASE)
-_NUMBER = re.compile(r"^\(?(\d+)(?:\).*|\s*[-–—.:]\s*.*|\s*\(.*\)\s*)?$")
+# A line that states the answer without the asked-for label: "The answer is X", "My final answer is X".
+_STATED = re.compile(r"\banswer\s+(?:is|would be|must be|will be)\s*[:：]?\s*(.+)$", re.IGNORECASE)
+_RESTATED = re.compile(r"(?:\banswer\s+(?:is|would be|must be|will be)\b|\bchange my answer to\b|"
+                       r"\bi(?:'ll| will) go with\b)\s*[:：]?\s*([^\n]+)", re.IGNORECASE)
+_NUMBER = re.compile(r"^\(?(\d+)(?:\)(.*)|\s*[-–—.:]\s*(.*)|\s*\((.*)\)\s*)?$")
+_OPTION = re.compile(r"^(?:option|choice)\s*(?:#|no\.?|number)?\s*(?=\(?\d)", re.IGNORECASE)
+_TEXT_NUMBER = re.compile(r"^(.+?)\s*[(\[]\s*(?:option\s*|choice\s*)?#?(\d+)\s*[)\]]$", re.IGNORECASE)
+# The reason given after an answer ("Mackenzie, because Ana was never near the study") names no answer.
+_REASON = re.compile(r",?\s+\b(?:because|since|given that|whereas|while)\b", re.IGNORECASE)
+_LEADING_REASON = re.compile(r"^\W*(?:given that|since|because|considering that|now that)\b[^,]*,\s*",
+                             re.IGNORECASE)
 _MARKUP = re.compile(r"\*\*|__|`")
 _QUOTES = "\"'“”‘’"
+_REJECTED_BEFORE = re.compile(r"(?:\bnot|\brather than|\binstead of|\bover|\bbut not|n['’]t|\bnever)\s+"
+                              r"(?:(?:have\s+)?been\s+|be\s+)?(?:the\s+|by\s+)?$", re.IGNORECASE)
+_CONCLUDES = re.compile(r"^\W*(?:so|therefore|thus|hence|in conclusion|in summary|to conclude|overall|ultimately|"
+                        r"all things considered|putting (?:it|this|everything) (?:all )?together|based on|given|"
+                        r"considering|the evidence (?:points|suggests))\b|\bmust (?:have )?be(?:en)?\b|"
+                        r"\bmost (?:likely|probably)\b|\bi(?:['’]ll| will)? (?:choose|pick|select|go with)\b",
+                        re.IGNORECASE)
+_PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|thank(?:s| you)|"
+                         r"happy to|glad to|enjoy|good luck|what a)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class ChoiceRead:
-    """What the final answer names: `choice` (1-based) or None, `hedged` when it names two or more choices."""
+    """What the final answer names: `choice` (1-based) or None, `hedged` when it names two or more choices,
+    `rule` the stable name of the rule that read it, `readings` when two readings disagree."""
 
     choice: int | None
     how: str
     raw: str | None
     hedged: tuple[int, ...] = ()
+    rule: str = "musr.no_answer"
+    readings: tuple[Reading, ...] = ()
+
+
+def fold(text: str) -> str:
+    """Text for comparing: any case, curly apostrophes as straight ones ("producer’s desk" is "producer's desk")."""
+    return text.replace("’", "'").replace("‘", "'").lower()
 
 
 def _clean(text: str) -> str:
@@ -42,65 +77,156 @@ def _clean(text: str) -> str:
     return text.strip(_QUOTES).strip()
 
 
-def named_choices(text: str, choices: list[str]) -> list[int]:
-    """The distinct 1-based choices whose trimmed text appears in `text` as whole words, longest match first
-    claiming its span, in order of appearance."""
-    low = text.lower()
+def _spans(text: str, choices: list[str]) -> list[tuple[int, int, int]]:
+    low = fold(text)
     spans: list[tuple[int, int, int]] = []
     for i, choice in sorted(enumerate(choices, 1), key=lambda ic: -len(ic[1].strip())):
-        needle = choice.strip().lower()
+        needle = fold(choice.strip())
         if not needle:
             continue
         for m in re.finditer(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", low):
             if all(m.end() <= s or m.start() >= e for s, e, _ in spans):
                 spans.append((m.start(), m.end(), i))
-    return list(dict.fromkeys(i for _, _, i in sorted(spans)))
+    return sorted(spans)
 
 
-def _read_text(raw: str, choices: list[str], where: str) -> ChoiceRead:
-    text = _clean(raw)
-    m = _NUMBER.match(text)
-    if m:
-        n = int(m.group(1))
-        if 1 <= n <= len(choices):
-            return ChoiceRead(n, f"choice number {where}", text)
-        return ChoiceRead(None, f"choice number {n} outside 1..{len(choices)}", text)
-    exact = [i for i, c in enumerate(choices, 1) if c.strip().lower() == text.lower()]
+def named_choices(text: str, choices: list[str]) -> list[int]:
+    """The distinct 1-based choices whose trimmed text appears in `text` as whole words, longest match first
+    claiming its span, in order of appearance; a choice only rejected ("not Y", "rather than Y") is left out."""
+    kept = [i for s, _, i in _spans(text, choices) if not _REJECTED_BEFORE.search(text[max(0, s - 20):s])]
+    return list(dict.fromkeys(kept))
+
+
+def _same(choices: list[str], a: int, b: int) -> bool:
+    return a == b or fold(choices[a - 1].strip()) == fold(choices[b - 1].strip())
+
+
+def _by_text(text: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
+    exact = [i for i, c in enumerate(choices, 1) if fold(c.strip()) == fold(text)]
     if len(exact) == 1:
-        return ChoiceRead(exact[0], f"exact choice text {where}", text)
+        return ChoiceRead(exact[0], f"exact choice text {where}", text, rule=rule)
+    team = team_allocation.match(text, choices)
+    if team is not None:
+        return ChoiceRead(team, f"team allocation {where} (roles and names in any order)", text,
+                          rule="musr.team_assignment")
     named = named_choices(text, choices)
     if len(named) == 1:
-        return ChoiceRead(named[0], f"one choice named {where}", text)
+        return ChoiceRead(named[0], f"one choice named {where}", text, rule=rule)
     if len(named) > 1:
-        return ChoiceRead(None, f"{len(named)} different choices named {where}", text, tuple(named))
-    return ChoiceRead(None, f"{where}: neither a choice number nor a choice's text", text)
+        return ChoiceRead(None, f"{len(named)} different choices named {where}", text, tuple(named),
+                          rule="musr.hedge")
+    return ChoiceRead(None, f"{where}: neither a choice number nor a choice's text", text, rule="musr.not_a_choice")
+
+
+def _read_text(raw: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
+    text = _clean(_claim(raw))
+    option = _OPTION.match(text)
+    if option:
+        text, rule = text[option.end():], "musr.option_number"
+    m = _NUMBER.match(text)
+    if not m:
+        tail = _TEXT_NUMBER.match(text)  # "Mackenzie (1)": the text, then its number
+        if not tail:
+            return _by_text(text, choices, where, rule)
+        n, said = int(tail.group(2)), tail.group(1)
+        return _number_and_text(n, said, text, choices, where, rule)
+    n = int(m.group(1))
+    return _number_and_text(n, next((g for g in m.groups()[1:] if g), ""), text, choices, where, rule)
+
+
+def _number_and_text(n: int, said: str, text: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
+    if not 1 <= n <= len(choices):
+        return ChoiceRead(None, f"choice number {n} outside 1..{len(choices)}", text, rule="musr.number_out_of_range")
+    said = _clean(said).strip("()").strip()
+    if said:
+        by_text = _by_text(said, choices, "beside the number", rule)
+        if by_text.choice is not None and not _same(choices, n, by_text.choice):
+            return ChoiceRead(n, f"choice number {n} {where}, but its text names choice {by_text.choice}", text,
+                              rule="musr.number_text_conflict",
+                              readings=(Reading("musr.choice_number", str(n)),
+                                        Reading("musr.choice_text", str(by_text.choice))))
+    return ChoiceRead(n, f"choice number {where}", text, rule=rule)
+
+
+def _claim(text: str) -> str:
+    """The sentence without its reasons ("Given that Ana had an alibi, X ...", "X, because Ana ...")."""
+    return _REASON.split(_LEADING_REASON.sub("", text), 1)[0]
+
+
+def _names_first(text: str, choices: list[str]) -> bool:
+    """Whether a restatement starts with its answer ("is 1", "is the kitchen"), not with prose that merely
+    mentions a choice later ("would be different if Ana ...")."""
+    t = fold(re.sub(r"^(?:the|a|an)\s+", "", _clean(text), flags=re.IGNORECASE))
+    return bool(re.match(r"^(?:\(?\d|option\b|choice\b)", t)) or any(
+        t.startswith(re.sub(r"^(?:the|a|an)\s+", "", fold(c.strip()))) for c in choices if c.strip())
+
+
+def _lines(answer: str) -> list[str]:
+    lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
+    while len(lines) > 1 and _PLEASANTRY.match(_MARKUP.sub("", lines[-1])):
+        lines.pop()
+    return lines
+
+
+def _conclusion(answer: str, choices: list[str]) -> ChoiceRead | None:
+    paragraphs = [p for p in re.split(r"\n\s*\n", "\n".join(_lines(answer))) if p.strip()]
+    if not paragraphs:
+        return None
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", _MARKUP.sub("", paragraphs[-1])) if s.strip()]
+    for s in reversed(sentences):
+        if not _spans(s, choices):
+            continue
+        if not _CONCLUDES.search(s):
+            return None  # the last sentence naming a choice does not conclude: prose, no credit
+        read = _by_text(_clean(_claim(s)), choices, "in the concluding sentence", "musr.prose_conclusion")
+        return read if read.choice is not None or read.hedged else None
+    return None
 
 
 def extract(answer: str, choices: list[str]) -> ChoiceRead:
-    """The choice the answer's last `ANSWER:` line names, else its last line when that states the answer."""
+    """The choice the answer's last `ANSWER:` line names (or a later restatement), else its last line when that
+    states the answer, else its concluding sentence."""
     hits = list(_ANSWER.finditer(answer))
     if hits:
-        return _read_text(hits[-1].group(1), choices, "after ANSWER:")
-    lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
+        read = _read_text(hits[-1].group(1), choices, "after ANSWER:", "musr.answer_line")
+        later = [_read_text(m.group(1), choices, "in a later restatement", "musr.reconsidered")
+                 for m in _RESTATED.finditer(answer, hits[-1].end()) if _names_first(m.group(1), choices)]
+        later = [x for x in later if x.choice is not None or x.hedged]
+        if later and later[-1].choice is not None and read.choice is not None and \
+                _same(choices, later[-1].choice, read.choice) and not later[-1].readings:
+            return read  # a restatement that agrees changes nothing
+        if later:
+            new = later[-1]
+            rule = new.rule if new.rule in ("musr.hedge", "musr.number_text_conflict") else "musr.reconsidered"
+            first = Reading("musr.answer_line", None if read.choice is None else str(read.choice))
+            return replace(new, rule=rule, readings=new.readings or disagreeing(
+                [first, Reading("musr.reconsidered", None if new.choice is None else str(new.choice))]))
+        return read
+    lines = _lines(answer)
     stated = _STATED.search(_MARKUP.sub("", lines[-1])) if lines else None
     if stated:
-        return _read_text(stated.group(1), choices, "in the last line's 'answer is'")
-    return ChoiceRead(None, "no 'ANSWER:' line", None)
+        return _read_text(stated.group(1), choices, "in the last line's 'answer is'", "musr.stated_answer")
+    return _conclusion(answer, choices) or ChoiceRead(None, "no 'ANSWER:' line and no concluding sentence", None)
 
 
 def grade(row: dict, answer: str) -> Verdict:
-    """Right when the chosen number is `answer_index + 1`; a hedge between choices is wrong."""
+    """Right when the chosen number is `answer_index + 1`; a hedge between choices, or a number that contradicts
+    the text beside it, is wrong."""
     choices = musr_choices(row)
     gold = int(row["answer_index"]) + 1
     read = extract(answer, choices)
     gold_text = f"gold {gold} ({choices[gold - 1].strip()!r})"
     if read.hedged:
         named = ", ".join(f"{i} ({choices[i - 1].strip()!r})" for i in read.hedged)
-        return Verdict("wrong", " | ".join(str(i) for i in read.hedged), f"{read.how}: {named}; {gold_text}")
+        return Verdict("wrong", " | ".join(str(i) for i in read.hedged), f"{read.how}: {named}; {gold_text}",
+                       rule=read.rule, readings=tuple(Reading("musr.hedge", str(i)) for i in read.hedged))
     if read.choice is None:
-        return Verdict("unparsed", read.raw, read.how)
+        return Verdict("unparsed", read.raw, read.how, rule=read.rule)
     n = read.choice
+    if read.rule == "musr.number_text_conflict":
+        return Verdict("wrong", str(n), f"{read.how} (contradictory: never the number alone); {gold_text}",
+                       rule=read.rule, readings=read.readings)
     # Some rows list one place twice, once with a trailing space ('pantry', 'pantry '): the same answer.
-    same = n == gold or choices[n - 1].strip().lower() == choices[gold - 1].strip().lower()
-    return Verdict("correct" if same else "wrong", str(n),
-                   f"{read.how}: {n} ({choices[n - 1].strip()!r}), {gold_text}")
+    return Verdict("correct" if _same(choices, n, gold) else "wrong", str(n),
+                   f"{read.how}: {n} ({choices[n - 1].strip()!r}), {gold_text}", rule=read.rule,
+                   readings=read.readings)

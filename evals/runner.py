@@ -21,7 +21,7 @@ from evalkit.client import ChatClient, ChatRequest, new_request_id
 from evalkit.errors import UsageError
 from evalkit.rundir import RunDir
 from evalkit_evals.datasets import DatasetItem
-from evalkit_evals.grader import Grader, graded_line, token_counts
+from evalkit_evals.grader import Grader, graded_line, inline_reasoning, token_counts
 from evalkit_evals.prompting import build_messages, render_prompt
 from evalkit_evals.verdict import Verdict
 
@@ -100,13 +100,13 @@ async def run_live(
             rec = await client.chat(req)
         rundir.append("requests.jsonl", rec.to_json())
         if rec.status != "ok":
-            verdict = Verdict("error", None, f"request {rec.status}: {rec.error}")
+            verdict = Verdict("error", None, f"request {rec.status}: {rec.error}", rule="request.error")
         else:
             verdict = await loop.run_in_executor(pool, grader.grade, item, rec.content, rec.finish_reason)
         line = graded_line(
             item, verdict, revisions.get(item.dataset), request_id=rec.request_id,
             **({"repeat": repeat} if sampling.repeats > 1 else {}),
-            finish_reason=rec.finish_reason, thinking=bool(rec.reasoning),
+            finish_reason=rec.finish_reason, thinking=bool(rec.reasoning or inline_reasoning(rec.content)),
             **token_counts(rec.content, rec.reasoning, rec.content_chunks, rec.reasoning_chunks),
             prompt=prompt, content=rec.content, reasoning=rec.reasoning,
         )
@@ -153,10 +153,11 @@ def run_replay(
         item = items.get(ans["id"])
         if item is None:
             return {"id": ans["id"], "dataset": ans["id"].split(":", 1)[0], "correct": False, "outcome": "error",
-                    "extracted": None, "why": "unknown question id"}
+                    "extracted": None, "why": "unknown question id", "rule": "replay.unknown_id", "ambiguous": False}
         verdict = grader.grade(item, ans["content"], ans.get("finish_reason"))
         return graded_line(item, verdict, revisions.get(item.dataset), finish_reason=ans.get("finish_reason"),
-                           thinking=bool(ans.get("reasoning")), prompt=render(item), content=ans["content"],
+                           thinking=bool(ans.get("reasoning") or inline_reasoning(ans["content"])),
+                           prompt=render(item), content=ans["content"],
                            reasoning=ans.get("reasoning"))
 
     lines = []

@@ -23,7 +23,8 @@ def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
-    """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes}}, "total": {...}}` + extras;
+    """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes, ambiguous}}, "total": {...}}`
+    + extras (`ambiguous`: grades whose readings disagree, see graded.jsonl's `readings`);
     with repeats, `correct` is the sum of per-question mean scores and each entry carries `pass_at_1`."""
     repeats = max((int(ln.get("repeat") or 0) + 1 for ln in lines), default=1)
     scores: dict[str, dict[str, Any]] = {}
@@ -32,7 +33,8 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
         if not mine:
             continue
         outcomes = {o: sum(1 for ln in mine if ln["outcome"] == o) for o in OUTCOMES}
-        entry: dict[str, Any] = {"correct": outcomes["correct"], "total": len(mine), "outcomes": outcomes}
+        entry: dict[str, Any] = {"correct": outcomes["correct"], "total": len(mine), "outcomes": outcomes,
+                                 "ambiguous": sum(1 for ln in mine if ln.get("ambiguous"))}
         if repeats > 1:
             # With repeats a question counts its mean score, so correct / total is pass@1 over questions.
             p1 = _pass_at_1(mine)
@@ -45,7 +47,8 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
     correct = sum(s["correct"] for s in scores.values())
     total = sum(s["total"] for s in scores.values())
     outcomes = {o: sum(s["outcomes"][o] for s in scores.values()) for o in OUTCOMES}
-    overall: dict[str, Any] = {"correct": correct, "total": total, "outcomes": outcomes}
+    overall: dict[str, Any] = {"correct": correct, "total": total, "outcomes": outcomes,
+                               "ambiguous": sum(s["ambiguous"] for s in scores.values())}
     if repeats > 1:
         overall.update(correct=round(correct, 4), samples=len(lines), pass_at_1=_pass_at_1(lines))
     return {"kind": "capability", "thinking": thinking, "scores": scores, "total": overall,
@@ -67,13 +70,13 @@ def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str |
 
 def table(summary: dict[str, Any]) -> str:
     """The per-dataset table, plain text."""
-    rows = [("dataset", "correct", "total", "acc", "wrong", "unparsed", "truncated", "error")]
+    rows = [("dataset", "correct", "total", "acc", "wrong", "unparsed", "truncated", "error", "ambiguous")]
     items = list(summary["scores"].items()) + [("total", summary["total"])]
     for name, s in items:
         o = s["outcomes"]
         acc = f"{100 * s['correct'] / s['total']:.1f}%" if s["total"] else "-"
         rows.append((name, str(s["correct"]), str(s["total"]), acc, str(o["wrong"]), str(o["unparsed"]),
-                     str(o["truncated"]), str(o["error"])))
+                     str(o["truncated"]), str(o["error"]), str(s.get("ambiguous", "-"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                      for r in rows)

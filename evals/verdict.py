@@ -1,4 +1,4 @@
-"""The outcome of grading one answer: what was read, whether it is right, and why."""
+"""The outcome of grading one answer: what was read, whether it is right, which rule read it, and why."""
 
 from __future__ import annotations
 
@@ -9,21 +9,49 @@ OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One way of reading an answer: the rule that fired and what it read (`value` as text, None for nothing)."""
+
+    rule: str
+    value: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The reading as a `readings` entry of a `graded.jsonl` line."""
+        return {"rule": self.rule, "value": self.value}
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """One graded answer. `outcome` is one of OUTCOMES; `details` holds grader extras (base/plus results ...)."""
+    """One graded answer. `outcome` is one of OUTCOMES; `rule` names the extraction rule that fired (a stable
+    `<dataset>.<rule>` name); `readings` holds two or more readings that disagree (then the grade is ambiguous);
+    `details` holds grader extras (base/plus results ...)."""
 
     outcome: str
     extracted: str | None
     why: str
     details: dict[str, Any] = field(default_factory=dict)
+    rule: str = ""
+    readings: tuple[Reading, ...] = ()
 
     @property
     def correct(self) -> bool:
         """True only for the `correct` outcome."""
         return self.outcome == "correct"
 
+    @property
+    def ambiguous(self) -> bool:
+        """True when two readings of the answer disagree."""
+        return len({r.value for r in self.readings}) > 1
+
     def to_json(self) -> dict[str, Any]:
         """The verdict's fields for a `graded.jsonl` line."""
         d = asdict(self)
         d["correct"] = self.correct
+        d["ambiguous"] = self.ambiguous
+        d["readings"] = [r.to_json() for r in self.readings]
         return d
+
+
+def disagreeing(readings: list[Reading]) -> tuple[Reading, ...]:
+    """The readings, kept only when at least two of them read different values (nothing to record otherwise)."""
+    return tuple(readings) if len({r.value for r in readings}) > 1 else ()

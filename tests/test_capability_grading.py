@@ -54,7 +54,8 @@ MUSR_CHOICE_TEXT = [  # (choices, gold index 0-based, answer, expected, why)
     (_PEOPLE, 1, "ANSWER: 3 (Priya)", "wrong", "the number decides, and it is wrong"),
     (_PEOPLE, 2, "ANSWER: priya", "correct", "any case"),
     (_PEOPLE, 2, "ANSWER: Priya or Ana", "wrong", "two choices named: a hedge"),
-    (_PEOPLE, 2, "ANSWER: It was Priya, not Mackenzie.", "wrong", "two choices named, even rejecting one"),
+    # Issue 24 reversed this row (was "wrong": two choices named): `X, not Y` names X, as a reader takes it.
+    (_PEOPLE, 2, "ANSWER: It was Priya, not Mackenzie.", "correct", "X, not Y: the rejected choice is not named"),
     (_PEOPLE, 2, "The answer is Priya.", "correct", "no ANSWER: label, last line states the answer"),
     (_PEOPLE, 2, "My final answer is **Priya**", "correct", "stated answer in bold"),
     (_PEOPLE, 2, "Priya had the motive and the means.", "unparsed", "named only in prose: no credit"),

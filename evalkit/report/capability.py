@@ -118,6 +118,11 @@ def _score_cell(entry: dict[str, Any], scores: dict[str, QuestionScore], ds: str
     return ("–" if c is None else f"{c}/{t}"), c
 
 
+def _ambiguous_note(entry: dict[str, Any]) -> str:
+    n = entry.get("ambiguous")
+    return f" · {n} ambiguous" if n else ""
+
+
 def _outcome_counts(entry: dict[str, Any]) -> str:
     o = entry.get("outcomes") or {}
     return " / ".join(str(o.get(k, "–")) for k in ("unparsed", "truncated", "error"))
@@ -148,9 +153,15 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                     mine = [{q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds}
                             for x in (scores[0], sc)]
                     text += f" {_paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
-            cells.append(text)
+            cells.append(text + _ambiguous_note(entry))
         rows.append((ds, cells))
     rows.append(("unparsed / truncated / error", [_outcome_counts(r.summary.get("total") or {}) for r in group]))
+    if any("ambiguous" in (r.summary.get("total") or {}) for r in group):
+        notes_ambiguous = True
+        rows.append(("ambiguous (two readings disagree)", [str((r.summary.get("total") or {}).get("ambiguous", "–"))
+                                                           for r in group]))
+    else:
+        notes_ambiguous = False
     notes = ["Marks by McNemar's exact test on the questions both runs answered (graded.jsonl; with repeats, on "
              "per-question mean scores); ? when a run has no graded.jsonl."]
     if any(p and p.repeats > 1 for p in (pass_at_1(list(s.values())) for s in scores)):
@@ -158,6 +169,10 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                      "interval; agreement is the share of questions whose repeats all got the same verdict: "
                      + ", ".join(f"{r.label} {p.agreement:.0%} over {p.repeats} repeats" for r, p in
                                  ((r, pass_at_1(list(s.values()))) for r, s in zip(group, scores)) if p) + ".")
+    if notes_ambiguous:
+        notes.append("ambiguous: grades where two readings of the answer disagree (e.g. a #### line and a later "
+                     "'answer is', a choice number and the text beside it); graded.jsonl's `readings` holds both "
+                     "and `rule` names the rule that decided.")
     for r, why in zip(group[1:], reasons[1:]):
         if why:
             notes.append(f"{r.label} vs {group[0].label}: {NOT_COMPARABLE}, no verdict: " + "; ".join(why) + ".")
