@@ -5,8 +5,8 @@ with the `nvidia-smi` stand-in of issue 34, one line per run and a tally at the 
 
 `issue`: card 0 growing 400 MiB a second from 8,000 MiB, card 1 flat (`--cycles 3 --time-scale 50
 --gpu-interval 0.2` against `dual-2080ti-after`): card 0 must be named every run, card 1 never.
-`forms`: card 0 growing 200 MiB per finished request, card 1 120 MiB per cycle, card 2 flat with ±50 MiB of
-sampling noise, card 3 flat: 0 and 1 named (0 with a per-request slope within 20% of 200), 2 and 3 never.
+`forms` (4 cycles): card 0 growing 200 MiB per finished request, card 1 120 MiB per cycle, card 2 flat with ±50
+MiB of sampling noise, card 3 flat: 0 and 1 named (0 with a per-request slope within 20% of 200), 2 and 3 never.
 """
 
 from __future__ import annotations
@@ -26,21 +26,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from evalkit.sim.launch import start_sim  # noqa: E402
 from fake_nvidia_smi import FakeCard, install  # noqa: E402
 
-SETUPS = {
-    "issue": ([FakeCard(0, base_mib=8000, mib_per_second=400), FakeCard(1, base_mib=8000)], {0}),
+SETUPS = {  # the cards, the ones to be named, the cycles
+    "issue": ([FakeCard(0, base_mib=8000, mib_per_second=400), FakeCard(1, base_mib=8000)], {0}, 3),
     "forms": ([FakeCard(0, base_mib=3000, mib_per_request=200), FakeCard(1, base_mib=3000, mib_per_cycle=120),
-               FakeCard(2, base_mib=8000, noise_mib=50), FakeCard(3, base_mib=2500)], {0, 1}),
+               FakeCard(2, base_mib=8000, noise_mib=50), FakeCard(3, base_mib=2500)], {0, 1}, 4),
 }
 
 
-def one_run(out: Path, name: str, cards: list[FakeCard], seed: int, extra: list[str]) -> dict[str, Any]:
+def one_run(out: Path, name: str, cards: list[FakeCard], cycles: int, seed: int, extra: list[str]) -> dict[str, Any]:
     """One stress run with the stand-in on the PATH; returns its summary."""
     bindir = out / f"bin-{name}"
     with start_sim(["--profile", "dual-2080ti-after", "--time-scale", "50"]) as sim:
         install(bindir, cards, sim.root_url + "/sim/events", out / name / "requests.jsonl", seed=seed)
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
         p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(out),
-                            "--name", name, "--no-progress", "--cycles", "3", "--time-scale", "50",
+                            "--name", name, "--no-progress", "--cycles", str(cycles), "--time-scale", "50",
                             "--gpu-interval", "0.2", *extra], capture_output=True, text=True, timeout=600, env=env)
     if p.returncode != 0:
         raise SystemExit(p.stderr[-2000:])
@@ -53,12 +53,12 @@ def main() -> None:
     ap.add_argument("--setup", choices=sorted(SETUPS), default="issue")
     ap.add_argument("--stress-args", default="", help="more `evalkit stress` arguments, space-separated")
     args = ap.parse_args()
-    cards, leaking = SETUPS[args.setup]
+    cards, leaking, cycles = SETUPS[args.setup]
     right = 0
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
             t0 = time.monotonic()
-            s = one_run(Path(tmp), f"run{i}", cards, seed=i, extra=args.stress_args.split())
+            s = one_run(Path(tmp), f"run{i}", cards, cycles, seed=i, extra=args.stress_args.split())
             named = set(s["gpu_memory_verdict"]["leak_suspected_on"])
             right += named == leaking
             figures = "; ".join(

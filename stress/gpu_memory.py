@@ -27,7 +27,7 @@ QUERY = ["--query-gpu=index,memory.used,memory.total,name", "--format=csv,nohead
 # `flat` needs the card's memory to have moved (max - min over the cycles) by no more than this share of its peak.
 FLAT_RANGE_SHARE = 0.05
 EVIDENCE = ("nvidia-smi memory.used per card; least-squares slopes against run time, finished requests (the "
-            "client's t_done) and each cycle's peak, noise their 99.8% half-width, the first two widened for "
+            "client's t_done) and each cycle's peak, noise their 99.98% half-width, the first two widened for "
             "autocorrelated samples")
 __all__ = ["GPU_FILE", "MIN_GROWTH_MIB", "GpuMemorySampler", "leak_verdict", "nvidia_smi", "parse_query",
            "peaks_line", "sample_gpu_memory", "summarize_gpu"]

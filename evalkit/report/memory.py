@@ -113,7 +113,7 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
                                           else "–" for m, c in zip(mems, cards)]))
     notes = [
         "Per card, from nvidia-smi memory.used: peak over the run; three least-squares slopes, each with its noise "
-        "(99.8% half-width): each cycle's peak per cycle, memory per hour of run time and per finished request "
+        "(99.98% half-width): each cycle's peak per cycle, memory per hour of run time and per finished request "
         "(these two widened for autocorrelated samples). growing = any slope beyond its noise and at least "
         f"{MIN_GROWTH_MIB:.0f} MiB over the run; flat = every slope within noise and the memory's range within "
         f"{100 * FLAT_RANGE_SHARE:.0f}% of its peak; can't tell = neither. Marks: peak by a bootstrap over cycle peaks, slope per cycle beyond "
