@@ -29,8 +29,8 @@ FLAT_RANGE_SHARE = 0.05
 EVIDENCE = ("nvidia-smi memory.used per card; least-squares slopes against run time, finished requests (the "
             "client's t_done) and each cycle's peak, noise their 99.98% half-width, the first two widened for "
             "autocorrelated samples")
-__all__ = ["GPU_FILE", "MIN_GROWTH_MIB", "GpuMemorySampler", "leak_verdict", "nvidia_smi", "parse_query",
-           "peaks_line", "sample_gpu_memory", "summarize_gpu"]
+__all__ = ["FLAT_RANGE_SHARE", "GPU_FILE", "MIN_GROWTH_MIB", "GpuMemorySampler", "leak_verdict", "nvidia_smi", "parse_query",
+           "peaks_line", "sample_gpu_memory", "summarize_gpu", "done_times", "card_slopes", "card_verdict"]
 
 
 def nvidia_smi() -> str | None:
@@ -124,25 +124,35 @@ async def sample_gpu_memory(rundir: RunDir, clock: Clock, interval_s: float = 1.
         io.shutdown(wait=True)
 
 
-
 def _read_at(s: dict[str, Any]) -> float:
     """When the card was read: the middle of the query (older samples carry only its end)."""
     t = float(s["t"])
     return (float(s["t_start"]) + t) / 2 if s.get("t_start") is not None else t
 
 
-def card_slopes(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Slope]:
-    """The three slopes of one card's samples in cycles (cycle 0 is token counting before the schedule: part of the
-    peak, not of a slope); `done_times` are the finished requests' t_done (None: no per-request slope)."""
-    judged = sorted((s for s in mine if int(s.get("cycle") or 0) >= 1), key=_read_at)
-    at = [_read_at(s) for s in judged]
-    used = [float(s["used_mib"]) for s in judged]
-    done = sorted(done_times) if done_times is not None else None
+def _in_cycles(mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The samples a slope is fitted to, in the order they were read: cycle 0 is token counting before the
+    schedule, part of the peak, not of a slope."""
+    return sorted((s for s in mine if int(s.get("cycle") or 0) >= 1), key=_read_at)
+
+
+def _cycle_peaks(judged: list[dict[str, Any]]) -> dict[int, float]:
     peaks: dict[int, float] = {}
     for s in judged:
         c = int(s["cycle"])
         peaks[c] = max(peaks.get(c, float("-inf")), float(s["used_mib"]))
-    cycles = sorted(peaks)
+    return dict(sorted(peaks.items()))
+
+
+def card_slopes(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Slope]:
+    """The three slopes of one card's samples in cycles; `done_times` are the finished requests' t_done (None: no
+    per-request slope)."""
+    judged = _in_cycles(mine)
+    at = [_read_at(s) for s in judged]
+    used = [float(s["used_mib"]) for s in judged]
+    done = sorted(done_times) if done_times is not None else None
+    peaks = _cycle_peaks(judged)
+    cycles = list(peaks)
     xs = {"second": at, "cycle": [float(s["cycle"]) for s in judged]}
     if done is not None:
         xs["request"] = [float(bisect.bisect_right(done, t)) for t in at]
@@ -178,11 +188,8 @@ def _detail(s: Slope) -> dict[str, Any]:
 
 def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Any]:
     slopes = card_slopes(mine, done_times)
-    in_cycles = [float(s["used_mib"]) for s in mine if int(s.get("cycle") or 0) >= 1]
-    peaks: dict[int, float] = {}
-    for s in mine:
-        if int(s.get("cycle") or 0) >= 1:
-            peaks[int(s["cycle"])] = max(peaks.get(int(s["cycle"]), float("-inf")), float(s["used_mib"]))
+    in_cycles = [float(s["used_mib"]) for s in _in_cycles(mine)]
+    peaks = _cycle_peaks(_in_cycles(mine))
     range_mib = (max(in_cycles) - min(in_cycles)) if in_cycles else None
     peak = max(s["used_mib"] for s in mine)
     # The clear slopes, the form that fits best first: that is the leak's likeliest form.
@@ -196,8 +203,8 @@ def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dic
         "first_mib": mine[0]["used_mib"],
         "last_mib": mine[-1]["used_mib"],
         "range_mib": range_mib,
-        "cycles": sorted(peaks),
-        "cycle_peak_mib": [peaks[c] for c in sorted(peaks)],
+        "cycles": list(peaks),
+        "cycle_peak_mib": list(peaks.values()),
     }
     for u in UNITS:
         card[f"slope_mib_per_{u}"] = slopes[u].slope
