@@ -1,12 +1,14 @@
 """How often the GPU memory verdict names the right cards: repeated `evalkit stress` runs against `evalkit sim`
 with the `nvidia-smi` stand-in of issue 34, one line per run and a tally at the end.
 
-    python benchmarks/check_gpu_leak_verdict.py [--runs 10] [--setup issue|forms]
+    python benchmarks/check_gpu_leak_verdict.py [--runs 10] [--setup issue|forms|synthetic]
 
 `issue`: card 0 growing 400 MiB a second from 8,000 MiB, card 1 flat (`--cycles 3 --time-scale 50
 --gpu-interval 0.2` against `dual-2080ti-after`): card 0 must be named every run, card 1 never.
 `forms` (4 cycles): card 0 growing 200 MiB per finished request, card 1 120 MiB per cycle, card 2 flat with ±50
 MiB of sampling noise, card 3 flat: 0 and 1 named (0 with a per-request slope within 20% of 200), 2 and 3 never.
+`synthetic`: no server; `--runs` flat cards with ±50 MiB of uniform noise (20, 75 or 300 samples over 3 cycles,
+15 requests finishing at random) judged by the verdict alone: how many are named, how many are not called flat.
 """
 
 from __future__ import annotations
@@ -47,12 +49,34 @@ def one_run(out: Path, name: str, cards: list[FakeCard], cycles: int, seed: int,
     return json.loads((out / name / "summary.json").read_text())
 
 
+def synthetic(runs: int) -> None:
+    """The verdict's false alarms on flat noisy cards, without a server."""
+    import random
+
+    from evalkit_stress.gpu_memory import summarize_gpu
+
+    named = not_flat = 0
+    for seed in range(runs):
+        rng = random.Random(seed)
+        n = rng.choice([20, 75, 300])
+        samples = [{"t": 1000 + 0.2 * i, "cycle": 1 + 3 * i // n, "gpu": 0, "used_mib": float(int(8000 + rng.uniform(
+            -50, 50)))} for i in range(n)]
+        done = sorted(1000 + rng.uniform(0, 0.2 * n) for _ in range(15))
+        verdict = summarize_gpu(samples, done)["0"]["verdict"]  # type: ignore[index]
+        named += verdict == "growing"
+        not_flat += verdict != "flat"
+    print(f"{runs} flat cards with ±50 MiB noise: {named} named as leaking, {not_flat} not called flat")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--setup", choices=sorted(SETUPS), default="issue")
+    ap.add_argument("--setup", choices=[*sorted(SETUPS), "synthetic"], default="issue")
     ap.add_argument("--stress-args", default="", help="more `evalkit stress` arguments, space-separated")
     args = ap.parse_args()
+    if args.setup == "synthetic":
+        synthetic(args.runs)
+        return
     cards, leaking, cycles = SETUPS[args.setup]
     right = 0
     with tempfile.TemporaryDirectory() as tmp:
