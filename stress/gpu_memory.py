@@ -1,14 +1,16 @@
 """Watching the server's GPU memory with `nvidia-smi` when it is on the PATH (a self-hosted GPU runner).
 
-A leak shows as a positive slope of each cycle's peak; the write-up's peak VRAM climbed cycle after cycle, and its
-two-card bug (a pointer table allocated every step and never freed) filled GPU 0 only. So every card is judged on
-its own: its peak, the least-squares slope of its cycle peaks, that slope's noise, and a verdict.
+The write-up's two-card bug (a pointer table allocated every step and never freed) filled GPU 0 only, about 200 MiB
+a request. So every card is judged on its own, on every slope it has (`gpu_slopes`: per second of run time, per
+finished request, per cycle, each with its own noise): `growing` when any is clearly above zero, `flat` only when
+all are within noise and the card's memory moved little against its peak, else `cant_tell` with what would tell.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
+import bisect
+import dataclasses
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -17,16 +19,18 @@ from typing import Any, AsyncIterator, Callable, Sequence
 from evalkit.clock import Clock
 from evalkit.rundir import RunDir
 from evalkit_stress.background import stop_task
+from evalkit_stress.gpu_slopes import MIN_GROWTH_MIB, UNITS, Slope, fit_slope, samples_r2
 
 GPU_FILE = "gpu_memory.jsonl"
 # `name` last: a card's name is the only field that could hold a comma, so it takes whatever follows.
 QUERY = ["--query-gpu=index,memory.used,memory.total,name", "--format=csv,noheader,nounits"]
-# nvidia-smi reads whole MiB and allocators grow in 2 MiB pages: a run whose cycle peaks rise by less than this
-# in all has not shown a leak, however straight the line.
-MIN_GROWTH_MIB = 8.0
-# A slope's noise is its 95% confidence half-width; it needs at least this many cycle peaks (one residual).
-MIN_CYCLES = 3
-EVIDENCE = "nvidia-smi memory.used per card; slope of each cycle's peak (least squares), noise its 95% half-width"
+# `flat` needs the card's memory to have moved (max - min over the cycles) by no more than this share of its peak.
+FLAT_RANGE_SHARE = 0.05
+EVIDENCE = ("nvidia-smi memory.used per card; least-squares slopes against run time, finished requests (the "
+            "client's t_done) and each cycle's peak, noise their 99.98% half-width, the first two widened for "
+            "autocorrelated samples")
+__all__ = ["FLAT_RANGE_SHARE", "GPU_FILE", "MIN_GROWTH_MIB", "GpuMemorySampler", "leak_verdict", "nvidia_smi", "parse_query",
+           "peaks_line", "sample_gpu_memory", "summarize_gpu", "done_times", "card_slopes", "card_verdict"]
 
 
 def nvidia_smi() -> str | None:
@@ -65,7 +69,11 @@ class GpuMemorySampler:
         self._task: asyncio.Task[None] | None = None
 
     async def sample_once(self) -> None:
-        """One query; a failing `nvidia-smi` loses a sample, never the run."""
+        """One query; a failing `nvidia-smi` loses a sample, never the run.
+
+        `t_start` is when the query began and `t` when it returned: the card was read somewhere in between.
+        """
+        t_start = self.clock.now()
         try:
             proc = await asyncio.create_subprocess_exec(
                 self.exe, *QUERY, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
@@ -75,7 +83,8 @@ class GpuMemorySampler:
             return
         t = self.clock.now()
         for gpu, used, total, name in parse_query(out.decode(errors="replace")):
-            self.sink({"t": t, "cycle": self.cycle, "gpu": gpu, "name": name, "used_mib": used, "total_mib": total})
+            self.sink({"t": t, "t_start": t_start, "cycle": self.cycle, "gpu": gpu, "name": name, "used_mib": used,
+                       "total_mib": total})
 
     async def _loop(self) -> None:
         while True:
@@ -115,116 +124,208 @@ async def sample_gpu_memory(rundir: RunDir, clock: Clock, interval_s: float = 1.
         io.shutdown(wait=True)
 
 
-def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None]:
-    """Least-squares slope of ys on xs and its 95% confidence half-width (None without a residual to judge by)."""
-    n = len(xs)
-    if n < 2:
-        return None, None
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if not sxx:
-        return None, None
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    if n < MIN_CYCLES:
-        return slope, None
-    from scipy.stats import t as student_t
-
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
-    se = math.sqrt(resid / (n - 2) / sxx)
-    return slope, float(student_t.ppf(0.975, n - 2)) * se
+def _read_at(s: dict[str, Any]) -> float:
+    """When the card was read: the middle of the query (older samples carry only its end)."""
+    t = float(s["t"])
+    return (float(s["t_start"]) + t) / 2 if s.get("t_start") is not None else t
 
 
-def card_verdict(slope: float | None, noise: float | None, growth: float | None) -> str:
-    """`growing` / `falling` when the slope passes its noise and the growth floor, `flat`, or `too_few_cycles`."""
-    if slope is None or noise is None or growth is None:
-        return "too_few_cycles"
-    if abs(slope) > noise and abs(growth) >= MIN_GROWTH_MIB:
-        return "growing" if slope > 0 else "falling"
-    return "flat"
+def _in_cycles(mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The samples a slope is fitted to, in the order they were read: cycle 0 is token counting before the
+    schedule, part of the peak, not of a slope."""
+    return sorted((s for s in mine if int(s.get("cycle") or 0) >= 1), key=_read_at)
 
 
-def _card(mine: list[dict[str, Any]]) -> dict[str, Any]:
+def _cycle_peaks(judged: list[dict[str, Any]]) -> dict[int, float]:
     peaks: dict[int, float] = {}
-    times: dict[int, list[float]] = {}
-    for s in mine:
-        c = int(s.get("cycle") or 0)
-        if c >= 1:  # cycle 0 is token counting before the schedule: part of the peak, not of the slope
-            peaks[c] = max(peaks.get(c, 0.0), s["used_mib"])
-            times.setdefault(c, []).append(float(s["t"]))
-    cycles = sorted(peaks)
-    ys = [peaks[c] for c in cycles]
-    slope, noise = fit_line([float(c) for c in cycles], ys)
-    # Per hour: the same peaks against each cycle's mean sample time, so hours are the run's own (sped-up) hours.
-    per_s, noise_s = fit_line([sum(times[c]) / len(times[c]) for c in cycles], ys)
-    growth = None if slope is None else slope * (cycles[-1] - cycles[0])
+    for s in judged:
+        c = int(s["cycle"])
+        peaks[c] = max(peaks.get(c, float("-inf")), float(s["used_mib"]))
+    return dict(sorted(peaks.items()))
+
+
+def card_slopes(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Slope]:
+    """The three slopes of one card's samples in cycles; `done_times` are the finished requests' t_done (None: no
+    per-request slope)."""
+    judged = _in_cycles(mine)
+    at = [_read_at(s) for s in judged]
+    used = [float(s["used_mib"]) for s in judged]
+    done = sorted(done_times) if done_times is not None else None
+    peaks = _cycle_peaks(judged)
+    cycles = list(peaks)
+    xs = {"second": at, "cycle": [float(s["cycle"]) for s in judged]}
+    if done is not None:
+        xs["request"] = [float(bisect.bisect_right(done, t)) for t in at]
+    slopes = {u: fit_slope(u, xs[u], used, autocorrelated=True) for u in ("second", "request") if u in xs}
+    slopes.setdefault("request", Slope("request", None, None, len(at), None, 0.0, None))
+    # The per-cycle slope and its noise come from the cycle peaks (one independent point a cycle); its fit to
+    # the samples, against each sample's cycle, is what ranks it against the other two forms.
+    slopes["cycle"] = fit_slope("cycle", [float(c) for c in cycles], [peaks[c] for c in cycles], autocorrelated=False)
+    return {u: dataclasses.replace(slopes[u], samples_r2=samples_r2(xs[u], used) if u in xs else None)
+            for u in UNITS}
+
+
+def card_verdict(slopes: dict[str, Slope], range_mib: float | None, peak_mib: float | None) -> str:
+    """`growing` when any slope is clearly above zero, else `falling` when one is clearly below; `flat` when every
+    judged slope is within noise and the memory moved little against its peak; `too_few_cycles` when no slope
+    could be judged; else `cant_tell`."""
+    calls = [s.call for s in slopes.values()]
+    if "up" in calls:
+        return "growing"
+    if "down" in calls:
+        return "falling"
+    if all(c == "unjudged" for c in calls):
+        return "too_few_cycles"
+    if range_mib is not None and peak_mib and range_mib <= max(MIN_GROWTH_MIB, FLAT_RANGE_SHARE * peak_mib):
+        return "flat"
+    return "cant_tell"
+
+
+def _detail(s: Slope) -> dict[str, Any]:
+    return {"points": s.points, "independent_points": None if s.independent is None else round(s.independent, 1),
+            "span": s.span, "r2": s.r2, "samples_r2": s.samples_r2, "growth_mib": s.growth, "call": s.call}
+
+
+def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Any]:
+    slopes = card_slopes(mine, done_times)
+    in_cycles = [float(s["used_mib"]) for s in _in_cycles(mine)]
+    peaks = _cycle_peaks(_in_cycles(mine))
+    range_mib = (max(in_cycles) - min(in_cycles)) if in_cycles else None
+    peak = max(s["used_mib"] for s in mine)
+    # The clear slopes, the form that fits best first: that is the leak's likeliest form.
+    leak_by = sorted((u for u in UNITS if slopes[u].call == "up"), key=lambda u: -(slopes[u].samples_r2 or 0.0))
     names = [s.get("name") for s in mine if s.get("name")]
-    return {
+    card: dict[str, Any] = {
         "index": int(mine[0]["gpu"]),
         "name": names[-1] if names else None,
-        "peak_mib": max(s["used_mib"] for s in mine),
+        "peak_mib": peak,
         "total_mib": mine[-1].get("total_mib"),
         "first_mib": mine[0]["used_mib"],
         "last_mib": mine[-1]["used_mib"],
-        "cycles": cycles,
-        "cycle_peak_mib": ys,
-        "slope_mib_per_cycle": slope,
-        "slope_noise_mib_per_cycle": noise,
-        "slope_mib_per_hour": None if per_s is None else per_s * 3600,
-        "slope_noise_mib_per_hour": None if noise_s is None else noise_s * 3600,
-        "growth_mib": growth,
-        "verdict": card_verdict(slope, noise, growth),
-        "samples": len(mine),
+        "range_mib": range_mib,
+        "cycles": list(peaks),
+        "cycle_peak_mib": list(peaks.values()),
     }
+    for u in UNITS:
+        card[f"slope_mib_per_{u}"] = slopes[u].slope
+        card[f"slope_noise_mib_per_{u}"] = slopes[u].noise
+    sec = slopes["second"]
+    card["slope_mib_per_hour"] = None if sec.slope is None else sec.slope * 3600
+    card["slope_noise_mib_per_hour"] = None if sec.noise is None else sec.noise * 3600
+    card["growth_mib"] = sec.growth  # what the time slope adds over the run's seconds
+    card["slopes"] = {u: _detail(slopes[u]) for u in UNITS}
+    card["leak_by"] = leak_by
+    card["verdict"] = card_verdict(slopes, range_mib, max(in_cycles) if in_cycles else None)
+    card["samples"] = len(mine)
+    return card
 
 
-def summarize_gpu(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per GPU (keyed by index as text): peak, cycle peaks, slope per cycle and per hour, its noise, a verdict."""
+def summarize_gpu(samples: list[dict[str, Any]], done_times: Sequence[float] | None = None) -> dict[str, Any] | None:
+    """Per GPU (keyed by index as text): peak, range, the slopes per second, request and cycle with their noise, and
+    a verdict. `done_times`: every finished request's t_done, for the per-request slope."""
     if not samples:
         return None
     out: dict[str, Any] = {}
     for gpu in sorted({int(s["gpu"]) for s in samples}):
-        out[str(gpu)] = _card(sorted((s for s in samples if int(s["gpu"]) == gpu), key=lambda s: s["t"]))
+        out[str(gpu)] = _card(sorted((s for s in samples if int(s["gpu"]) == gpu), key=lambda s: s["t"]), done_times)
     return out
 
 
-def _describe(c: dict[str, Any]) -> str:
-    name = f" ({c['name']})" if c.get("name") else ""
-    per_hour = (f", {c['slope_mib_per_hour']:+.0f} ± {c['slope_noise_mib_per_hour']:.0f} MiB per hour"
-                if c.get("slope_mib_per_hour") is not None and c.get("slope_noise_mib_per_hour") is not None else "")
-    return (f"GPU {c['index']}{name}: {c['slope_mib_per_cycle']:+.1f} ± {c['slope_noise_mib_per_cycle']:.1f} MiB per "
-            f"cycle{per_hour}, peak {c['peak_mib']:.0f} MiB over {len(c['cycles'])} cycles")
+def done_times(lines: list[dict[str, Any]]) -> list[float]:
+    """The t_done of every request line that finished (any outcome: a cancelled request ran on the server too)."""
+    return [float(r["t_done"]) for r in lines if isinstance(r.get("t_done"), (int, float))]
+
+
+def _num(v: float) -> str:
+    a = abs(v)
+    return f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 1 else f"{v:.2g}"
+
+
+def _slope_text(c: dict[str, Any], u: str) -> str | None:
+    v, n = c.get(f"slope_mib_per_{u}"), c.get(f"slope_noise_mib_per_{u}")
+    if v is None or n is None:
+        return None
+    if u == "second" and abs(v) < 1 and c.get("slope_mib_per_hour") is not None:
+        v, n, u = c["slope_mib_per_hour"], c["slope_noise_mib_per_hour"], "hour"
+    return f"{'+' if v >= 0 else ''}{_num(v)} ± {_num(n)} MiB per {u}"
+
+
+def _name(c: dict[str, Any]) -> str:
+    return f"GPU {c['index']}" + (f" ({c['name']})" if c.get("name") else "")
+
+
+def _span(c: dict[str, Any]) -> str:
+    secs = ((c.get("slopes") or {}).get("second") or {}).get("span")
+    return f"over {len(c.get('cycles') or [])} cycles" + (f" ({secs:.0f} s)" if secs else "")
+
+
+def _describe_leak(c: dict[str, Any]) -> str:
+    by = c.get("leak_by") or []
+    clear = [t for t in (_slope_text(c, u) for u in by) if t]
+    text = f"{_name(c)}: " + ", ".join(clear) if clear else f"{_name(c)}"
+    return text + f", peak {c['peak_mib']:.0f} MiB {_span(c)}"
+
+
+def _upper_growth(c: dict[str, Any]) -> float:
+    """The most growth over the run that any judged slope's interval allows (MiB)."""
+    ups = [0.0]
+    for u, d in (c.get("slopes") or {}).items():
+        v, n = c.get(f"slope_mib_per_{u}"), c.get(f"slope_noise_mib_per_{u}")
+        if v is not None and n is not None:
+            ups.append((v + n) * d["span"])
+    return max(ups)
+
+
+def _describe_unsure(c: dict[str, Any]) -> str:
+    if c.get("verdict") == "too_few_cycles":
+        return f"{_name(c)}: too few samples in cycles to fit a slope (more cycles would tell)"
+    figures = ", ".join(t for t in (_slope_text(c, u) for u in UNITS) if t)
+    moved = (f"; its memory moved {c['range_mib']:.0f} MiB ({100 * c['range_mib'] / c['peak_mib']:.0f}% of its "
+             f"peak)" if c.get("range_mib") is not None and c.get("peak_mib") else "")
+    upper = _upper_growth(c)
+    bound = f" and the slopes allow up to {upper:.0f} MiB of growth" if upper > 0 else ""
+    return (f"{_name(c)}: no slope clearly above zero ({figures}) {_span(c)}{moved}{bound}; more cycles "
+            f"(this run had {len(c.get('cycles') or [])}) or a longer run would tell")
 
 
 def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Which cards' memory grows beyond noise (a possible leak, named with its figures); None without samples."""
+    """Which cards' memory grows beyond noise (a possible leak, named with its figures), which cannot be told, and
+    which are flat; None without samples."""
     if not cards:
         return None
     ordered = [cards[k] for k in sorted(cards, key=int)]
     growing = [c for c in ordered if c.get("verdict") == "growing"]
-    unknown = [c for c in ordered if c.get("verdict") == "too_few_cycles"]
+    unsure = [c for c in ordered if c.get("verdict") in ("cant_tell", "too_few_cycles")]
+    parts = []
     if growing:
         where = "on every card: " if len(growing) == len(ordered) > 1 else "on "
-        text = "possible leak " + where + "; ".join(_describe(c) for c in growing)
-        others = [c for c in ordered if c not in growing]
+        parts.append("possible leak " + where + "; ".join(_describe_leak(c) for c in growing))
+    for i, c in enumerate(unsure):
+        parts.append(("can't tell on " if growing or i else "can't tell: ") + _describe_unsure(c))
+    if parts:
+        others = [c for c in ordered if c not in growing and c not in unsure]
         if others:
-            text += "; " + ", ".join(f"GPU {c['index']} {c['verdict'].replace('_', ' ')}" for c in others)
-    elif unknown:
-        text = f"can't tell: fewer than {MIN_CYCLES} cycles to judge a slope by"
+            parts.append(", ".join(f"GPU {c['index']} {c['verdict'].replace('_', ' ')}" for c in others))
+    elif any(c.get("verdict") == "falling" for c in ordered):
+        parts.append("no leak: no card's memory grows; " + ", ".join(
+            f"GPU {c['index']} {c['verdict']}" + (f" ({_slope_text(c, 'second')})" if c["verdict"] == "falling"
+                                                   else "") for c in ordered))
     else:
-        text = "no leak: every card's memory is flat across cycles (slope within noise)"
+        parts.append("no leak: every card's memory is flat (every slope within noise, little range against its "
+                     "peak)")
     # `cards_growing` is a number so that a gate rule can hold it at 0.
     return {"leak_suspected_on": [c["index"] for c in growing], "cards_growing": len(growing), "cards": len(ordered),
-            "verdict": text, "evidence": EVIDENCE}
+            "cant_tell_on": [c["index"] for c in unsure], "verdict": "; ".join(parts), "evidence": EVIDENCE}
 
 
 def peaks_line(cards: dict[str, Any] | None) -> str | None:
-    """One line for a command's printed summary: each card's peak (and its slope when cycles were sampled)."""
+    """One line for a command's printed summary: each card's peak (and its verdict when cycles were sampled)."""
     if not cards:
         return None
     parts = []
     for k in sorted(cards, key=int):
         c = cards[k]
-        slope = c.get("slope_mib_per_cycle")
+        judged = c.get("cycles")
         parts.append(f"GPU {c['index']} peak {c['peak_mib']:.0f} MiB"
-                     + (f" ({slope:+.1f} MiB/cycle, {c['verdict'].replace('_', ' ')})" if slope is not None else ""))
+                     + (f" ({c['verdict'].replace('_', ' ')})" if judged else ""))
     return "GPU memory: " + ", ".join(parts)

@@ -15,7 +15,7 @@ from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
 from evalkit_stress.diagnose import diagnose
 from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
-from evalkit_stress.gpu_memory import leak_verdict, summarize_gpu
+from evalkit_stress.gpu_memory import done_times, leak_verdict, summarize_gpu
 from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
 from evalkit_stress.runner import GPU_FILE, LAG_FILE, PROMPTS_FILE
@@ -84,7 +84,7 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
     reported = [r["prompt_tokens"] for r in stress_lines if r.get("role") == "long" and r.get("prompt_tokens")]
     divergent = divergent_generations(stress_lines)
     gpu = summarize_gpu([s for s in read_jsonl(run_path / GPU_FILE)
-                         if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)])
+                         if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)], done_times(lines))
     return {
         "kind": "stress",
         "seed": seed,

@@ -1,7 +1,9 @@
-"""The report's GPU memory section: per card peak, slope per cycle and per hour, its noise and the leak verdict.
+"""The report's GPU memory section: per card peak, the slopes per request, per hour and per cycle with their
+noise, and the leak verdict.
 
-Figures come from each run's summary.json (`gpu_memory`, `gpu_memory_verdict`); a run summarised before those
-fields existed is judged again from its `gpu_memory.jsonl`, so an old run gets the same section.
+Figures come from each run's summary.json (`gpu_memory`, `gpu_memory_verdict`); a run summarised before the
+present verdict (no per-request slope) is judged again from its `gpu_memory.jsonl` and `requests.jsonl`, so an
+old run gets the same section and the same verdict a new one would.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import Any
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.rundir import read_jsonl
-from evalkit_stress.gpu_memory import GPU_FILE, MIN_GROWTH_MIB, leak_verdict, summarize_gpu
+from evalkit.rundir import REQUESTS, read_jsonl
+from evalkit_stress.gpu_memory import (FLAT_RANGE_SHARE, GPU_FILE, MIN_GROWTH_MIB, done_times, leak_verdict,
+                                      summarize_gpu)
 
-VERDICT_TEXT = {"growing": "growing", "falling": "falling", "flat": "flat", "too_few_cycles": "too few cycles"}
+VERDICT_TEXT = {"growing": "growing", "falling": "falling", "flat": "flat", "cant_tell": "can't tell",
+                "too_few_cycles": "too few cycles"}
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,17 @@ def gpu_samples(run: LabelledRun) -> list[dict[str, Any]]:
 def run_memory(run: LabelledRun) -> RunMemory | None:
     """The run's GPU memory figures, or None when it sampled none."""
     cards = run.summary.get("gpu_memory")
-    if not cards or any("verdict" not in c for c in cards.values()):
-        cards = summarize_gpu(gpu_samples(run)) or cards
+    verdict = run.summary.get("gpu_memory_verdict")
+    if not cards or any("slopes" not in c for c in cards.values()):
+        judged = summarize_gpu(gpu_samples(run), done_times(read_jsonl(run.run.path / REQUESTS)))
+        if judged:
+            cards, verdict = judged, None
     if not cards:
         return None
-    verdict = None
-    if run.kind == "stress":
-        verdict = run.summary.get("gpu_memory_verdict") or leak_verdict(cards)
+    if run.kind != "stress":
+        verdict = None
+    elif verdict is None:
+        verdict = leak_verdict(cards)
     return RunMemory(run, cards, verdict)
 
 
@@ -77,7 +85,7 @@ def _peak_mark(base: dict[str, Any], other: dict[str, Any], noise_floor: float) 
 
 
 def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
-    """One column per run, five rows per card; deltas and marks against the first column."""
+    """One column per run, seven rows per card; deltas and marks against the first column."""
     indices = sorted({int(k) for m in mems for k in m.cards})
     rows: list[tuple[str, list[str]]] = []
     for i in indices:
@@ -100,14 +108,17 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
         rows.append((f"GPU {i} slope MiB/cycle", slope))
         rows.append((f"GPU {i} slope noise ± MiB/cycle", [_noise(c) for c in cards]))
         rows.append((f"GPU {i} slope MiB/hour", [_per_hour(c) for c in cards]))
+        rows.append((f"GPU {i} slope MiB/request", [_per_request(c) for c in cards]))
         rows.append((f"GPU {i} verdict", [VERDICT_TEXT.get(c.get("verdict"), "–") if m.verdict is not None and c
                                           else "–" for m, c in zip(mems, cards)]))
     notes = [
-        "Per card, from nvidia-smi memory.used: peak over the run; slope = least-squares slope of each cycle's "
-        "peak, noise its 95% half-width; growing = slope beyond its noise and at least "
-        f"{MIN_GROWTH_MIB:.0f} MiB over the run. Marks: peak by a bootstrap over cycle peaks, slope beyond noise "
-        f"when the difference passes both noises combined ({noise.WORSE} grows faster). Per hour in the run's own "
-        "hours (a run against a sped-up sim has sped-up hours).",
+        "Per card, from nvidia-smi memory.used: peak over the run; three least-squares slopes, each with its noise "
+        "(99.98% half-width): each cycle's peak per cycle, memory per hour of run time and per finished request "
+        "(these two widened for autocorrelated samples). growing = any slope beyond its noise and at least "
+        f"{MIN_GROWTH_MIB:.0f} MiB over the run; flat = every slope within noise and the memory's range within "
+        f"{100 * FLAT_RANGE_SHARE:.0f}% of its peak; can't tell = neither. Marks: peak by a bootstrap over cycle peaks, slope per cycle beyond "
+        f"noise when the difference passes both noises combined ({noise.WORSE} grows faster). Per hour in the "
+        "run's own hours (a run against a sped-up sim has sped-up hours).",
     ]
     return Table("gpu_memory", "GPU memory per card", [m.run.label for m in mems], rows, notes, row_header="card")
 
@@ -122,6 +133,13 @@ def _per_hour(c: dict[str, Any]) -> str:
     if v is None:
         return "–"
     return f"{v:+.0f}" + (f" ± {n:.0f}" if n is not None else "")
+
+
+def _per_request(c: dict[str, Any]) -> str:
+    v, n = c.get("slope_mib_per_request"), c.get("slope_noise_mib_per_request")
+    if v is None:
+        return "–"
+    return f"{v:+.1f}" + (f" ± {n:.1f}" if n is not None else "")
 
 
 def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> dict[str, Any] | None:
