@@ -1,9 +1,8 @@
 """Per-card GPU memory over real HTTP: `evalkit stress` against `evalkit sim` with the `nvidia-smi` stand-in.
 
 Issue 34's stand-in: card 0 grows 400 MiB a second from 8,000 MiB and card 1 stays flat, `--cycles 3 --time-scale
-50 --gpu-interval 0.2` against `dual-2080ti-after` (with short prompts here, so that a run takes seconds): card 0
-must be named every run, card 1 never (two runs here; `benchmarks/check_gpu_leak_verdict.py` runs ten). A second
-run has one card of each other form: 200 MiB per finished request (named with a per-request slope within 20% of
+50 --gpu-interval 0.2` against `dual-2080ti-after` (with shorter long prompts here): card 0 must be named every
+run, card 1 never (two runs here; `benchmarks/check_gpu_leak_verdict.py` runs ten). A 4-cycle run has one card of each other form: 200 MiB per finished request (named with a per-request slope within 20% of
 200), 120 MiB per cycle, flat with ±50 MiB of sampling noise, and flat: the last two never named. The statistics
 themselves (autocorrelated samples, a noisy flat card drawn many times, "can't tell") are tested on synthetic
 samples below.
@@ -36,17 +35,20 @@ FORMS = [FakeCard(0, base_mib=3000, mib_per_request=200), FakeCard(1, base_mib=3
 FLAT = FakeCard(1, base_mib=2500)
 
 
-def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, scale: str, interval: str,
-           long_tokens: str, cycles: int) -> tuple[Path, str]:
+# The issue's flags, with long prompts of 30,000 tokens (54,000 in the issue): cycles of ~2 s, ~10 samples each.
+SCALE, INTERVAL, LONG_TOKENS = "50", "0.2", "30000"
+
+
+def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, cycles: int) -> tuple[Path, str]:
     """One stress run with the stand-in on the PATH; returns (run dir, stdout)."""
     bindir = tmp / f"bin-{name}"
-    with start_sim(["--profile", "dual-2080ti-after", "--time-scale", scale]) as sim:
+    with start_sim(["--profile", "dual-2080ti-after", "--time-scale", SCALE]) as sim:
         install(bindir, cards, sim.root_url + "/sim/events", tmp / name / "requests.jsonl", seed=seed)
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
         p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp),
                             "--name", name, "--no-progress", "--cycles", str(cycles), "--seed", str(seed),
-                            "--long-tokens", long_tokens, "--time-scale", scale, "--gen-tokens", "64",
-                            "--gpu-interval", interval], capture_output=True, text=True, timeout=180, env=env)
+                            "--long-tokens", LONG_TOKENS, "--time-scale", SCALE, "--gen-tokens", "64",
+                            "--gpu-interval", INTERVAL], capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     return Path(p.stdout.strip().splitlines()[-1]), p.stdout
 
@@ -55,12 +57,9 @@ def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, scale: str, i
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("gpu")
     out = {}
-    # The issue's flags with long prompts of 30,000 tokens (54,000 in the issue): cycles of ~2 s, ~10 samples each.
     # Four cycles for the forms: three exact cycle peaks leave one degree of freedom, too few to name a slope by.
-    for name, cards, seed, scale, interval, long_tokens, cycles in (
-            ("issue-a", ISSUE, 1, "50", "0.2", "30000", 3), ("issue-b", ISSUE, 2, "50", "0.2", "30000", 3),
-            ("forms", FORMS, 3, "10", "0.1", "3000", 4)):
-        run, stdout = stress(tmp, name, cards, seed, scale, interval, long_tokens, cycles)
+    for name, cards, seed, cycles in (("issue-a", ISSUE, 1, 3), ("issue-b", ISSUE, 2, 3), ("forms", FORMS, 3, 4)):
+        run, stdout = stress(tmp, name, cards, seed, cycles)
         out[name] = {"run": run, "stdout": stdout, "summary": json.loads((run / "summary.json").read_text())}
     return out
 
@@ -89,7 +88,9 @@ def test_each_form_of_growth_is_named_with_its_size(runs: dict[str, Any]) -> Non
     assert [gpu[k]["verdict"] for k in "0123"] == ["growing", "growing", "flat", "flat"], verdict
     assert verdict["leak_suspected_on"] == [0, 1] and verdict["cant_tell_on"] == []
     per_request = gpu["0"]["slope_mib_per_request"]
-    assert gpu["0"]["leak_by"][0] == "request" and abs(per_request - 200) <= 40, gpu["0"]
+    # Which clear slope comes first (the best fit) can tie with time when requests finish at a steady pace; the
+    # per-request slope must be named, with its size.
+    assert "request" in gpu["0"]["leak_by"] and abs(per_request - 200) <= 40, gpu["0"]
     assert f"+{per_request:.0f} ± " in verdict["verdict"].split("; GPU 1")[0]
     assert "request" in gpu["1"]["leak_by"] or "cycle" in gpu["1"]["leak_by"]
     assert abs(gpu["1"]["slope_mib_per_cycle"] - 120) <= 24, gpu["1"]
