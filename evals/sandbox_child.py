@@ -25,7 +25,9 @@ CLONE_NEWNET = 0x40000000
 _PRELOAD = ("typing", "collections", "itertools", "functools", "heapq", "bisect", "string", "re", "hashlib",
             "fractions", "decimal", "statistics", "operator", "random", "datetime", "numpy", "array", "textwrap",
             "unicodedata", "dataclasses", "abc", "enum", "struct", "cmath", "numbers", "collections.abc", "math",
-            "copy", "encodings.utf_16", "encodings.utf_32", "encodings.latin_1", "encodings.ascii", "encodings.idna")
+            "copy", "signal", "time", "socket", "gc", "json", "subprocess", "shutil", "pathlib", "threading",
+            "queue", "contextlib", "traceback", "encodings.utf_16", "encodings.utf_32", "encodings.latin_1",
+            "encodings.ascii", "encodings.idna")
 
 
 def _lock_down(init: dict) -> None:
