@@ -12,12 +12,13 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 import aiohttp
 
 from evalkit.http_errors import describe
+from evalkit.redact import scrub
 from evalkit.thinking_text import split_inline_reasoning
 
 PROBE_PROMPT = "Reply with just the word OK."
@@ -355,6 +356,20 @@ async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra
     return Row(KILL_ROW, None, f"can't tell: {seen} of {attempts} tries saw a kill, none finished both in time")
 
 
+def _scrubbed(result: CheckResult, api_key: str | None) -> CheckResult:
+    # Probe results quote the server (its refusals, its headers): scrubbed before they are printed or written.
+    keys = (api_key,)
+    result.rows = [_scrub_row(r, keys) for r in result.rows]
+    if result.rejects_everything is not None:
+        result.rejects_everything = scrub(result.rejects_everything, keys)
+    result.refused_fields = [scrub(f, keys) for f in result.refused_fields]
+    return result
+
+
+def _scrub_row(row: Row, keys: tuple[str | None, ...]) -> Row:
+    return replace(row, detail=scrub(row.detail, keys), fix=scrub(row.fix, keys) if row.fix else row.fix)
+
+
 def _http(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
@@ -366,7 +381,7 @@ async def quick_check(base_url: str, model: str, api_key: str | None, extra_body
     result = CheckResult(base_url=base_url, model=model)
     async with _http(api_key, timeout_s) as http:
         await essential(http, result, extra_body)
-    return result
+    return _scrubbed(result, api_key)
 
 
 async def full_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
@@ -377,7 +392,7 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
     async with _http(api_key, timeout_s) as http:
         first = await essential(http, result, extra_body)
         if result.rejects_everything is not None:
-            return result
+            return _scrubbed(result, api_key)
         rows = result.rows
         rows.append(Row("streaming", first.ok, f"{first.chunks} text chunks, finish_reason {first.finish_reason}",
                         ALL_COMMANDS))
@@ -441,7 +456,7 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
                             + ("" if seen == want else " (the mode does not take effect)")))
         rows.append(await concurrency(http, result, extra_body))
         rows.append(await stream_killing(http, result, extra_body))
-    return result
+    return _scrubbed(result, api_key)
 
 
 async def kill_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
@@ -449,7 +464,7 @@ async def kill_check(base_url: str, model: str, api_key: str | None, extra_body:
     """`stream_killing` alone, for a command that already passed the quick check (stress runs it first)."""
     result = CheckResult(base_url=base_url, model=model, uuid_request_ids=uuid_request_ids)
     async with _http(api_key, timeout_s) as http:
-        return await stream_killing(http, result, extra_body)
+        return _scrub_row(await stream_killing(http, result, extra_body), (api_key,))
 
 
 def _hdr(result: CheckResult) -> dict[str, str]:

@@ -15,7 +15,7 @@ from evalkit.config import THINKING_MODES, api_key, manifest_fields, thinking_pa
 from evalkit.connect import discover_model
 from evalkit.errors import UsageError
 from evalkit.preflight import ALL_COMMANDS, CheckResult, Row, full_check
-from evalkit.rundir import RunDir, default_run_name, write_json_atomic
+from evalkit.rundir import RunDir, default_run_name
 from evalkit.runcontext import print_run_path, profile_from_args
 
 
@@ -67,14 +67,16 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     profile = profile_from_args(args)
     model = await discover_model(profile)  # unreachable: UsageError, exit 2, one line
     thinking: dict[str, Any] = {m: thinking_params(profile, m) for m in modes}
-    result = await full_check(profile.base_url or "", model, api_key(profile), dict(profile.extra_body), thinking)
+    key = api_key(profile)
+    result = await full_check(profile.base_url or "", model, key, dict(profile.extra_body), thinking)
     print(f"evalkit check: {profile.base_url}  model {model}  thinking style {profile.thinking}")
     print(table(result, commands))
     code, lines = verdict(result, commands)
     print("\n".join(lines), flush=True)
     rundir = RunDir.create(args.out, args.name or default_run_name("check"), "check",
-                           {**manifest_fields(profile), "model": model, "check": {"for": list(commands)}})
-    write_json_atomic(rundir.path / "check.json", {**result.to_json(), "for": list(commands), "exit": code})
+                           {**manifest_fields(profile), "model": model, "check": {"for": list(commands)}},
+                           secrets=(key,))
+    rundir.write_json("check.json", {**result.to_json(), "for": list(commands), "exit": code})
     rundir.finish()
     print_run_path(rundir)
     return code
