@@ -9,6 +9,7 @@ child's whole process tree is killed (its PID namespace under bubblewrap; its ui
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -24,7 +25,8 @@ from typing import Any
 from evalkit_evals import plain_values
 from evalkit_evals.isolation import Isolation
 
-_CHUNK = 1 << 16
+_CHUNK = 1 << 20
+_F_SETPIPE_SZ = 1031
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class Worker:
         self.code, self.entry_point, self.isolation, self.limits = code, entry_point, isolation, limits
         self.uid = 1_000_000 + secrets.randbelow(1_000_000_000) if os.getuid() == 0 else None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._buf = b""
+        self._buf = bytearray()  # bytes read and not yet returned as a line
+        self._scanned = 0  # how much of it holds no line break (a big answer is searched once, not per read)
         self._workdir: str | None = None
         self.alive = False
 
@@ -112,6 +115,10 @@ class Worker:
                                       close_fds=True)
         for fd in (self._proc.stdin.fileno(), self._proc.stdout.fileno()):  # type: ignore[union-attr]
             os.set_blocking(fd, False)
+            try:  # a bigger pipe: fewer wake-ups for a large input or output
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+            except OSError:
+                pass
         self.alive = True
         lim = self.limits
         init = {"code": self.code, "entry_point": self.entry_point, "uid": self.uid,
@@ -207,9 +214,12 @@ class Worker:
         except BrokenPipeError:
             return "died"
         while True:
-            nl = self._buf.find(b"\n")
+            nl = self._buf.find(b"\n", self._scanned)
+            self._scanned = len(self._buf) if nl < 0 else nl
             if nl >= 0 and not view:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1:]
+                line = bytes(self._buf[:nl])
+                del self._buf[:nl + 1]
+                self._scanned = 0
                 return line
             if len(self._buf) > limit:
                 return "bad_reply"
