@@ -116,7 +116,8 @@ async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str,
         async with http.post(base_url.rstrip("/") + "/chat/completions", json=body, headers=headers or {}) as resp:
             reply.status, reply.headers = resp.status, {k.lower(): v for k, v in resp.headers.items()}
             if resp.status != 200:
-                reply.body = await resp.text(errors="replace")
+                # Scrubbed whole, before any excerpt of it is cut (no half of a key survives a cut).
+                reply.body = scrub(await resp.text(errors="replace"), _session_secrets(http))
                 return reply
             async for raw in resp.content:
                 line = raw.decode(errors="replace").strip()
@@ -134,6 +135,11 @@ async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str,
     reply.t_end = time.perf_counter()
     reply.elapsed_s = reply.t_end - start
     return reply
+
+
+def _session_secrets(http: aiohttp.ClientSession) -> tuple[str, ...]:
+    auth = http.headers.get("Authorization", "")
+    return (auth[len("Bearer "):],) if auth.startswith("Bearer ") else ()
 
 
 def _take(reply: Reply, chunk: dict[str, Any]) -> None:

@@ -293,3 +293,12 @@ def test_no_code_no_sandbox_needed(tmp_path: Path, data_dir: Path) -> None:
     proc = _replay(tmp_path, [{"id": "gsm8k:0", "content": "#### 18"}], env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((tmp_path / "r" / "manifest.json").read_text())["code_isolation"]["tool"] is None
+
+
+def test_live_run_without_bubblewrap_stops_before_the_server(tmp_path: Path, data_dir: Path) -> None:
+    env = {**os.environ, "EVALKIT_DATA_DIR": str(data_dir), "EVALKIT_BWRAP": "none"}
+    proc = subprocess.run([*EVALKIT, "capability", "--base-url", "http://127.0.0.1:9/v1", "--thinking", "off",
+                           "--datasets", "humanevalplus", "--limit", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "bubblewrap" in proc.stderr and "--unsafe-exec" in proc.stderr
