@@ -25,7 +25,7 @@ MIN_TIME_LIMIT_S = 1.0  # evalplus's DEFAULT_MIN_TIME_LIMIT
 TIME_LIMIT_FACTOR = 4.0  # evalplus's DEFAULT_GT_TIME_LIMIT_FACTOR
 IPC_SLACK_S = 0.5  # handing an input over and reading the output back, on a loaded machine
 TRANSFER_BYTES_S = 4e6  # and, for a large output (HumanEval/15 and /130 answer up to 12 MB), its encoding and transfer
-REFERENCE_LIMITS = SandboxLimits(cpu_s=600, wall_s=600.0, output_bytes=2**31, load_s=30.0)
+REFERENCE_LIMITS = SandboxLimits(cpu_s=3600, wall_s=600.0, output_bytes=2**31, load_s=30.0)
 SPLITS = ("base", "plus")
 
 
@@ -41,20 +41,30 @@ class ReferenceFailed(RuntimeError):
     """The reference solution did not produce its outputs (a grader failure, not the candidate's)."""
 
 
-def reference_outputs(problem: dict[str, Any], isolation: Isolation) -> Expected:
-    """Run the canonical solution on every base and plus input, in its own sandbox."""
+def reference_outputs(problem: dict[str, Any], worker: Worker) -> Expected:
+    """Run the canonical solution on every base and plus input in `worker` (a reference worker, see
+    `reference_worker`); ReferenceFailed when it cannot."""
     outputs, seconds = {}, {}
-    with Worker(problem["prompt"] + problem["canonical_solution"], problem["entry_point"], isolation,
-                REFERENCE_LIMITS) as w:
-        err = w.start()
-        if err:
-            raise ReferenceFailed(f"reference solution: {err}")
-        for split in SPLITS:
-            reply = w.call_batch(problem[f"{split}_input"], REFERENCE_LIMITS.wall_s)
-            if reply.status != "ok":
-                raise ReferenceFailed(f"reference solution, {split} inputs: {reply.status}: {reply.error}")
-            outputs[split], seconds[split] = reply.value, reply.seconds
+    loaded = worker.load(problem["prompt"] + problem["canonical_solution"], problem["entry_point"],
+                         REFERENCE_LIMITS.load_s)
+    if loaded.status != "ok":
+        raise ReferenceFailed(f"reference solution: {loaded.status}: {loaded.error}")
+    for split in SPLITS:
+        reply = worker.call_batch(problem[f"{split}_input"], REFERENCE_LIMITS.wall_s)
+        if reply.status != "ok":
+            raise ReferenceFailed(f"reference solution, {split} inputs: {reply.status}: {reply.error}")
+        outputs[split], seconds[split] = reply.value, reply.seconds
     return Expected(outputs, seconds)
+
+
+def reference_worker(isolation: Isolation) -> Worker:
+    """A started sandbox for the trusted reference solutions, one task after another (no candidate ever runs in
+    it); ReferenceFailed when it does not start."""
+    worker = Worker(None, None, isolation, REFERENCE_LIMITS)
+    err = worker.start()
+    if err:
+        raise ReferenceFailed(f"reference sandbox: {err}")
+    return worker
 
 
 def _poly(xs: list[float], x: float) -> float:

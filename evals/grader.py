@@ -55,8 +55,10 @@ class Grader:
         return humanevalplus.grade(self.problems()[task_id], content, self.code_judge)
 
     def close(self) -> None:
-        """Stop the math-verify worker."""
+        """Stop the math-verify worker and the reference sandbox."""
         self._judge.close()
+        if self.code_judge is not None:
+            self.code_judge.close()
 
 
 def token_counts(content: str, reasoning: str | None, content_chunks: int, reasoning_chunks: int) -> dict[str, Any]:

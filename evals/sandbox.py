@@ -86,7 +86,8 @@ def _kill_uid(uid: int) -> None:
 class Worker:
     """One program in one sandboxed child. Use as a context manager; `start`, then `call` once per input."""
 
-    def __init__(self, code: str, entry_point: str, isolation: Isolation, limits: SandboxLimits) -> None:
+    def __init__(self, code: str | None, entry_point: str | None, isolation: Isolation,
+                 limits: SandboxLimits) -> None:
         self.code, self.entry_point, self.isolation, self.limits = code, entry_point, isolation, limits
         self.uid = 1_000_000 + secrets.randbelow(1_000_000_000) if os.getuid() == 0 else None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -160,6 +161,17 @@ class Worker:
         if reply.status == "bad_reply":
             self.close()
         return reply
+
+    def load(self, code: str, entry_point: str, timeout_s: float) -> Reply:
+        """Replace the program (for the trusted reference worker only, which serves one task after another)."""
+        nonce = secrets.randbits(62)
+        got = self._exchange(json.dumps({"n": nonce, "load": code, "entry_point": entry_point}).encode() + b"\n",
+                             time.monotonic() + timeout_s)
+        if isinstance(got, str):
+            self.close()
+            return Reply(got, error=got)
+        msg = json.loads(got)
+        return Reply("ok") if msg.get("ok") else Reply("raised", error=str(msg.get("error"))[:300])
 
     def call_batch(self, inputs: list[Any], timeout_s: float) -> Reply:
         """Call the entry point on every input in one exchange (for the trusted reference only: a candidate

@@ -4,13 +4,15 @@ Started as `python -I sandbox_child.py` with the harness's two pipes as stdin an
 It keeps the pipes on private descriptors and points 0, 1 and 2 at /dev/null, so the program's own output goes
 nowhere. Messages are JSON lines:
 
-    harness -> child   {"code", "entry_point", "limits", "uid", "unshare_net", "max_output_bytes", "site"}
+    harness -> child   {"code", "entry_point", "limits", "uid", "unshare_net", "max_output_bytes", "site", "preload"}
     child -> harness   {"ready": true} | {"load_error": "..."}
     harness -> child   {"n": <nonce>, "args": <plain value>}       (one input at a time, after the last reply)
     child -> harness   {"n": <nonce>, "ok": true, "s": <seconds>, "out": <plain value>}
                      | {"n": <nonce>, "ok": false, "error": "..."}
 
-The child holds neither the expected outputs nor any input beyond the current one, and nothing it says is a
+The trusted reference worker alone also gets {"n", "load": <code>, "entry_point"} (the next task's program, in a
+fresh namespace; it starts with no program) and {"n", "batch": [<args>, ...]} (every input at once).
+The candidate's child holds neither the expected outputs nor any input beyond the current one, and nothing it says is a
 verdict: the harness compares the outputs itself. Limits and the uid drop happen before the program is loaded.
 Standard library only (plus `plain_values.py`, which sits beside this file).
 """
@@ -53,6 +55,12 @@ def _lock_down(init: dict) -> None:
         os.setuid(uid)
 
 
+def _load(code: str, entry_point: str):
+    scope: dict = {"__name__": "__main__"}
+    exec(compile(code, "<answer>", "exec"), scope)  # noqa: S102 - the sandbox's purpose
+    return scope[entry_point]
+
+
 def _error_text(e: BaseException) -> str:
     try:
         return f"{type(e).__name__}: {str(e)[:200]}"
@@ -90,13 +98,13 @@ def main() -> None:
             except Exception:  # noqa: BLE001 - a missing optional module is fine
                 pass
     _lock_down(init)
-    scope: dict = {"__name__": "__main__"}
-    try:
-        exec(compile(init["code"], "<answer>", "exec"), scope)  # noqa: S102 - the sandbox's purpose
-        fn = scope[init["entry_point"]]
-    except BaseException as e:  # noqa: BLE001
-        send(json.dumps({"load_error": _error_text(e)}))
-        os._exit(0)
+    fn = None
+    if init["code"] is not None:
+        try:
+            fn = _load(init["code"], init["entry_point"])
+        except BaseException as e:  # noqa: BLE001
+            send(json.dumps({"load_error": _error_text(e)}))
+            os._exit(0)
     send('{"ready":true}')
     while True:
         line = reader.readline()
@@ -104,6 +112,13 @@ def main() -> None:
             os._exit(0)
         msg = json.loads(line)
         nonce = int(msg["n"])
+        if "load" in msg:  # the trusted reference worker only: the next task's program, in a fresh namespace
+            try:
+                fn = _load(msg["load"], msg["entry_point"])
+                send(json.dumps({"n": nonce, "ok": True}))
+            except BaseException as e:  # noqa: BLE001
+                send(json.dumps({"n": nonce, "ok": False, "error": _error_text(e)}))
+            continue
         if "batch" in msg:  # the trusted reference only: every input in one message, every output in one reply
             _batch(fn, nonce, msg["batch"], max_out, send, pv)
             continue

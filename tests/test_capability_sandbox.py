@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from evalkit_evals import plain_values
-from evalkit_evals.differential import check_program, reference_outputs
+from evalkit_evals.differential import check_program, reference_outputs, reference_worker
 from evalkit_evals.isolation import Isolation, find_bubblewrap
 from evalkit_evals.sandbox import SandboxLimits
 
@@ -177,7 +177,8 @@ def listener() -> Iterator[tuple[int, list[int]]]:
 @pytest.fixture(scope="module")
 def expected() -> Any:
     assert isinstance(BWRAP, Isolation)
-    return reference_outputs(PROBLEM, BWRAP)
+    with reference_worker(BWRAP) as worker:
+        return reference_outputs(PROBLEM, worker)
 
 
 @needs_bwrap
