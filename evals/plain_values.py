@@ -15,6 +15,7 @@ Standard library only: the child imports it inside the sandbox.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 MAX_DEPTH = 64
@@ -30,8 +31,6 @@ class NotPlain(ValueError):
 def _numpy_scalar(x: Any) -> Any:
     # numpy's own scalar types (np.int64 from a numpy answer) become the builtin they stand for; the exact type
     # is checked, so a subclass of a numpy scalar is as foreign as any other.
-    import sys
-
     np = sys.modules.get("numpy")
     if np is None:
         raise NotPlain(f"not a plain value: {type(x).__name__}")

@@ -124,7 +124,8 @@ class Worker:
         lim = self.limits
         init = {"code": self.code, "entry_point": self.entry_point, "uid": self.uid,
                 "unshare_net": not self.isolation.isolated and os.getuid() == 0,
-                "max_output_bytes": lim.output_bytes, "preload": not self.isolation.isolated, "site": self.isolation.site(),
+                "max_output_bytes": lim.output_bytes, "preload": not self.isolation.isolated,
+                "site": self.isolation.site(),
                 "limits": {"cpu_s": lim.cpu_s, "memory_bytes": lim.memory_bytes, "nproc": lim.nproc,
                            "fsize_bytes": lim.fsize_bytes}}
         got = self._exchange(json.dumps(init).encode() + b"\n", time.monotonic() + lim.load_s)
