@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
@@ -11,6 +12,7 @@ from typing import NoReturn, Sequence
 from evalkit import __version__
 from evalkit.errors import UsageError
 from evalkit.eventloop import fast_loop
+from evalkit.redact import ScrubbingWriter
 
 # name -> module under evalkit.commands exposing add_arguments(parser) and run(args) -> int
 COMMANDS: dict[str, str] = {
@@ -100,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = _chosen_command(argv)
     parser = build_parser(only=chosen or "")
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    if args.command != "sim":  # the last edge before the screen: nothing printed carries the key
+        keys = _run_secrets(args)
+        sys.stdout, sys.stderr = ScrubbingWriter(out, keys), ScrubbingWriter(err, keys)  # type: ignore[assignment]
     try:
         # Every command's client reads its streams on this loop; the simulator keeps the loop it was tuned on.
         with fast_loop(enabled=args.command != "sim"):
@@ -110,6 +116,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("evalkit: interrupted\n")
         return 130
+    except Exception:  # a bug's traceback, printed here so it passes the scrubbing writer too (exit 1 as uncaught)
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _run_secrets(args: argparse.Namespace) -> tuple[str, ...]:
+    # The key of the server profile the flags name (`config.api_key`), else of the default variable.
+    from evalkit.config import api_key, resolve_profile
+
+    try:
+        key = api_key(resolve_profile(getattr(args, "config", None), getattr(args, "server", None),
+                                      getattr(args, "base_url", None), getattr(args, "model", None),
+                                      getattr(args, "api_key_env", None)))
+    except Exception:  # noqa: BLE001 - a bad profile is the command's own usage error, reported by it
+        key = os.environ.get(getattr(args, "api_key_env", None) or "OPENAI_API_KEY")
+    return (key,) if key else ()
 
 
 if __name__ == "__main__":  # pragma: no cover

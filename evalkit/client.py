@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from evalkit.clock import Clock
 from evalkit.http_errors import describe, is_uuid
+from evalkit.redact import known_forms, scrub, scrub_known
 from evalkit.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
 from evalkit.records import RequestRecord
 from evalkit.thinking_text import split_inline_reasoning
@@ -79,6 +80,10 @@ class ChatClient:
         self._pool = HttpPool(base_url, self.clock, KEEPALIVE_EXPIRY_S)
         self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'EMPTY'}",
                          "User-Agent": "evalkit"}
+        # What a server sends back is scrubbed of the key before it reaches a record (error texts also of any
+        # credential-looking value; answers only of the key itself, so their own code stays as written).
+        self._secrets = (api_key,) if api_key else ()
+        self._key_forms = known_forms(self._secrets)
 
     async def aclose(self) -> None:
         """Close the connection pool."""
@@ -149,7 +154,15 @@ class ChatClient:
                 self._finish(rec, "error", f"{type(exc).__name__}: {exc}")
         if rec.usage_source is None:
             self._fill_usage_from_chunks(rec)
+        self._scrub(rec)
         return rec
+
+    def _scrub(self, rec: RequestRecord) -> None:
+        if rec.error:
+            rec.error = scrub(rec.error, self._secrets)
+        if self._key_forms:
+            rec.content = scrub_known(rec.content, self._key_forms) if rec.content else rec.content
+            rec.reasoning = scrub_known(rec.reasoning, self._key_forms) if rec.reasoning else rec.reasoning
 
     async def _stop(self, task: asyncio.Future[Any]) -> None:
         task.cancel()
@@ -213,7 +226,7 @@ class ChatClient:
             if events.error_body is not None:
                 rec.status = "error"
                 text = b"".join(events.error_body).decode("utf-8", errors="replace")
-                rec.error = describe(rec.http_status or 0, text, body, rec.request_id)
+                rec.error = describe(rec.http_status or 0, text, body, rec.request_id, self._secrets)
             elif rec.finish_reason is None and not events.got_data:
                 # What llama-cpp-python sends for a prompt longer than its context, and for a stream it ends before
                 # the first event when another request arrives. "without a finish_reason" is what stress's checks
@@ -256,7 +269,7 @@ class ChatClient:
         await self._pool.request(wire, sink, lambda t: None)
         text = b"".join(sink.body).decode("utf-8", errors="replace")
         if not 200 <= sink.status < 300:
-            raise HttpStatusError(sink.status, describe(sink.status, text))
+            raise HttpStatusError(sink.status, describe(sink.status, text, secrets=self._secrets))
         return [m["id"] for m in json.loads(text).get("data") or []]
 
 

@@ -25,12 +25,13 @@ class ServerEvidence:
 
     def __init__(self, rundir: RunDir, base_url: str, clock: Clock, *, metrics: bool = True,
                  sample_s: float = 0.0, log_path: Path | None = None,
-                 log_patterns: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> None:
+                 log_patterns: dict[str, str] | None = None, headers: dict[str, str] | None = None,
+                 secrets: tuple[str | None, ...] = ()) -> None:
         self.rundir = rundir
         self.sample_s = sample_s
         self.metrics = MetricsRecorder(base_url, clock, rundir.append, headers) if metrics else None
-        self.log = LogFollower(log_path, clock, LogPatterns.from_profile(log_patterns), rundir.append) \
-            if log_path is not None else None
+        self.log = LogFollower(log_path, clock, LogPatterns.from_profile(log_patterns), rundir.append,
+                               secrets=secrets) if log_path is not None else None
         self._ended = False
 
     async def start(self) -> None:
@@ -83,7 +84,7 @@ def evidence_from_args(args: argparse.Namespace, kind: str, rundir: RunDir, prof
     headers = {"Authorization": f"Bearer {key}"} if key else None
     return ServerEvidence(rundir, profile.base_url or "", clock, metrics=getattr(args, "metrics", True),
                           sample_s=sample_s, log_path=getattr(args, "server_log", None),
-                          log_patterns=profile.log_patterns, headers=headers)
+                          log_patterns=profile.log_patterns, headers=headers, secrets=(key,))
 
 
 def evidence_summary(run_dir: Path | str) -> dict[str, Any]:

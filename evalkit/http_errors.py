@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import Any, Iterable
+
+from evalkit.redact import scrub
 
 BODY_CHARS = 300
 
@@ -65,8 +67,10 @@ def hint(status: int, body: str | None, request: dict[str, Any] | None = None,
 
 
 def describe(status: int, body: str | None, request: dict[str, Any] | None = None,
-             request_id: str | None = None) -> str:
-    """`HTTP <status>: <body excerpt>[ (hint: ...)]`."""
+             request_id: str | None = None, secrets: Iterable[str | None] = ()) -> str:
+    """`HTTP <status>: <body excerpt>[ (hint: ...)]`, the body scrubbed of `secrets` and any credential first
+    (before the cut, so no half of a key is left)."""
+    body = scrub(body or "", secrets)
     line = f"HTTP {status}: {body_excerpt(body)}"
     why = hint(status, body, request, request_id)
     return f"{line} (hint: {why})" if why else line

@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 import aiohttp
@@ -128,7 +128,8 @@ async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str,
         async with http.post(base_url.rstrip("/") + "/chat/completions", json=body, headers=headers or {}) as resp:
             reply.status, reply.headers = resp.status, {k.lower(): v for k, v in resp.headers.items()}
             if resp.status != 200:
-                reply.body = await resp.text(errors="replace")
+                # Scrubbed whole, before any excerpt of it is cut (no half of a key survives a cut).
+                reply.body = scrub(await resp.text(errors="replace"), _session_secrets(http))
                 return reply
             async for raw in resp.content:
                 line = raw.decode(errors="replace").strip()
@@ -146,6 +147,11 @@ async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str,
     reply.t_end = time.perf_counter()
     reply.elapsed_s = reply.t_end - start
     return reply
+
+
+def _session_secrets(http: aiohttp.ClientSession) -> tuple[str, ...]:
+    auth = http.headers.get("Authorization", "")
+    return (auth[len("Bearer "):],) if auth.startswith("Bearer ") else ()
 
 
 def _take(reply: Reply, chunk: dict[str, Any]) -> None:
@@ -390,6 +396,20 @@ async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra
     return Row(KILL_ROW, None, f"can't tell: {seen} of {attempts} tries saw a kill, none finished both in time")
 
 
+def _scrubbed(result: CheckResult, api_key: str | None) -> CheckResult:
+    # Probe results quote the server (its refusals, its headers): scrubbed before they are printed or written.
+    keys = (api_key,)
+    result.rows = [_scrub_row(r, keys) for r in result.rows]
+    if result.rejects_everything is not None:
+        result.rejects_everything = scrub(result.rejects_everything, keys)
+    result.refused_fields = [scrub(f, keys) for f in result.refused_fields]
+    return result
+
+
+def _scrub_row(row: Row, keys: tuple[str | None, ...]) -> Row:
+    return replace(row, detail=scrub(row.detail, keys), fix=scrub(row.fix, keys) if row.fix else row.fix)
+
+
 def _http(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
@@ -430,7 +450,7 @@ async def quick_check(base_url: str, model: str, api_key: str | None, extra_body
         await essential(http, result, extra_body)
         if result.rejects_everything is None and all(r.supported is not False for r in result.rows):
             await learn_fields(http, result, extra_body, identity)
-    return result
+    return _scrubbed(result, api_key)
 
 
 def _cause(reply: Reply, body: dict[str, Any], result: CheckResult) -> str:
@@ -460,7 +480,7 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
     async with _http(api_key, timeout_s) as http:
         first = await essential(http, result, extra_body)
         if result.rejects_everything is not None:
-            return result
+            return _scrubbed(result, api_key)
         rows = result.rows
         rows.append(Row("server kind", None if kind == "unknown" else True, LABELS[kind] if kind != "unknown" else
                         "not recognised (advice below is generic)"))
@@ -555,7 +575,7 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
                             + (f"; {', '.join(dropped)} refused, not sent" if dropped else "")))
         rows.append(await concurrency(http, result, body0))
         rows.append(await stream_killing(http, result, body0))
-    return result
+    return _scrubbed(result, api_key)
 
 
 async def kill_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
@@ -566,7 +586,7 @@ async def kill_check(base_url: str, model: str, api_key: str | None, extra_body:
     if preflight is not None:  # what the quick check learned: the same fields are left out
         result.fields, result.refused_fields = preflight.fields, list(preflight.refused_fields)
     async with _http(api_key, timeout_s) as http:
-        return await stream_killing(http, result, extra_body)
+        return _scrub_row(await stream_killing(http, result, extra_body), (api_key,))
 
 
 def _hdr(result: CheckResult) -> dict[str, str]:

@@ -9,7 +9,7 @@ never reaches the screen or a run file.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Any, Iterable, TextIO
 
 REDACTED = "[redacted]"
 
@@ -30,7 +30,55 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with each of `secrets` and every credential-looking value replaced by `[redacted]`."""
     if not text:
         return text
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    text = scrub_known(text, known_forms(secrets))
     text = _CREDENTIAL.sub(lambda m: f"{m.group('name')}{m.group('sep')}{REDACTED}", text)
     return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+
+
+def known_forms(secrets: Iterable[str | None]) -> tuple[str, ...]:
+    """Each secret as written raw and as it appears inside a JSON string (a `/` or `"` escaped), longest first."""
+    import json
+
+    forms: set[str] = set()
+    for s in secrets:
+        if s and len(s) >= 4:
+            forms |= {s, json.dumps(s)[1:-1], s.replace("/", "\\/")}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def scrub_known(text: str, forms: tuple[str, ...]) -> str:
+    """`text` with each of `forms` (from `known_forms`) replaced: exact matches only, so an answer's own code that
+    mentions `api_key=` is kept as it was, and a run file's JSON stays valid."""
+    for form in forms:
+        if form in text:
+            text = text.replace(form, REDACTED)
+    return text
+
+
+def scrub_tree(value: Any, secrets: Iterable[str | None] = ()) -> Any:
+    """A copy of a JSON-like value (dicts, lists, strings) with every string passed through `scrub`."""
+    secrets = tuple(secrets)
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    if isinstance(value, dict):
+        return {scrub(str(k), secrets) if isinstance(k, str) else k: scrub_tree(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(scrub_tree(v, secrets) for v in value)
+    return value
+
+
+class ScrubbingWriter:
+    """A text stream in front of another (stdout, stderr) that writes every text through `scrub`: the last edge
+    before the screen, for whatever a command prints."""
+
+    def __init__(self, inner: TextIO, secrets: Iterable[str | None]) -> None:
+        self._inner = inner
+        self._secrets = tuple(s for s in secrets if s)
+
+    def write(self, text: str) -> int:
+        """Write `text`, scrubbed; returns the length given (what callers count on)."""
+        self._inner.write(scrub(text, self._secrets))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

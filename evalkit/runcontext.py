@@ -13,7 +13,8 @@ from evalkit.clock import Clock
 from evalkit.config import ServerProfile, api_key, manifest_fields, resolve_profile
 from evalkit.connect import open_client
 from evalkit.evidence import ServerEvidence, evidence_from_args
-from evalkit.rundir import RunDir, default_run_name, write_json_atomic
+from evalkit.redact import scrub_tree
+from evalkit.rundir import RunDir, default_run_name
 from evalkit.server_identity import apply_build_args, identify
 
 
@@ -54,19 +55,21 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
         fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
                                   getattr(args, "build_info", None) or [])
         client_fields = {"client_procs": procs} if procs > 1 else {}
-        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest})
+        key = api_key(profile)
+        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest},
+                               secrets=(key,))
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
-            write_json_atomic(rundir.path / "check.json", client.preflight.to_json())
-            fields = client.preflight.fields
-            rundir.update_manifest(**{"field_support_at_resume" if rundir.resumed else "field_support": {
-                **(fields.to_json() if fields is not None else {}),
-                "not_sent": sorted(client.preflight.omit_fields)}})
+            rundir.write_json("check.json", scrub_tree(client.preflight.to_json(), (key,)))
+            support = client.preflight.fields
+            rundir.update_manifest(**{"field_support_at_resume" if rundir.resumed else "field_support": scrub_tree({
+                **(support.to_json() if support is not None else {}),
+                "not_sent": sorted(client.preflight.omit_fields)}, (key,))})
             if client.preflight.omit_fields:
                 print(f"note: the server refuses {', '.join(sorted(client.preflight.omit_fields))}: evalkit does not "
                       "send them (manifest.json field_support)", file=sys.stderr, flush=True)
-        key = api_key(profile)
         identity = getattr(client, "identity", None) or await identify(
             profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+        identity = scrub_tree(identity, (key,))  # what the server says about itself (/props) may echo headers
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
         rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
         evidence = evidence_from_args(args, kind, rundir, profile, key, clock)

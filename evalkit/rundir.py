@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 
 from evalkit import __version__
 from evalkit.errors import UsageError
+from evalkit.redact import known_forms, scrub_known
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
@@ -32,12 +33,20 @@ def default_run_name(kind: str) -> str:
     return f"{kind}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename, so a reader never sees half a file."""
+def _owner_only(path: Path, flags: int) -> int:
+    # Run files can hold a server's words: owner-only (0600) from the moment they exist, whatever the umask.
+    fd = os.open(path, flags | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def write_json_atomic(path: Path, data: Any, secrets: tuple[str, ...] = ()) -> None:
+    """Write JSON through a temporary file and a rename, so a reader never sees half a file; owner-only, with
+    each of `secrets` (from `redact.known_forms`) replaced."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
+    text = scrub_known(json.dumps(data, indent=2, sort_keys=False, default=str), secrets) + "\n"
+    with open(_owner_only(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -76,10 +85,14 @@ class RunDir:
     path: Path
     kind: str
     resumed: bool
+    secrets: tuple[str, ...] = ()  # the API key's forms (`redact.known_forms`): never written, whatever holds it
 
     @classmethod
-    def create(cls, out: Path | str, name: str, kind: str, manifest: dict[str, Any]) -> "RunDir":
-        """Create `out/name`, or reopen it to resume when it holds an unfinished-or-finished run of `kind`."""
+    def create(cls, out: Path | str, name: str, kind: str, manifest: dict[str, Any],
+               secrets: tuple[str | None, ...] = ()) -> "RunDir":
+        """Create `out/name`, or reopen it to resume when it holds an unfinished-or-finished run of `kind`.
+        `secrets` (the API key) are replaced in everything written through this object."""
+        forms = known_forms(secrets)
         path = Path(out) / name
         man_path = path / MANIFEST
         if man_path.exists():
@@ -88,10 +101,10 @@ class RunDir:
                 raise UsageError(f"run directory {path} holds a {old.get('kind')!r} run, not {kind!r}")
             old.setdefault("resumes", []).append({"at": utc_now_iso(), "command": _command_line()})
             old["finished"] = None
-            write_json_atomic(man_path, old)
+            write_json_atomic(man_path, old, forms)
             for f in path.glob("*.jsonl"):
                 _cut_torn_tail(f)
-            return cls(path=path, kind=kind, resumed=True)
+            return cls(path=path, kind=kind, resumed=True, secrets=forms)
         path.mkdir(parents=True, exist_ok=True)
         full = {
             "kind": kind,
@@ -101,8 +114,8 @@ class RunDir:
             "command": _command_line(),
             **manifest,
         }
-        write_json_atomic(man_path, full)
-        return cls(path=path, kind=kind, resumed=False)
+        write_json_atomic(man_path, full, forms)
+        return cls(path=path, kind=kind, resumed=False, secrets=forms)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -113,12 +126,18 @@ class RunDir:
         """Merge fields into the manifest (for facts learned during the run)."""
         man = self.manifest
         man.update(fields)
-        write_json_atomic(self.path / MANIFEST, man)
+        write_json_atomic(self.path / MANIFEST, man, self.secrets)
+
+    def write_json(self, filename: str, data: Any) -> None:
+        """Write one more JSON file of the run (`check.json`, ...) atomically, owner-only, secrets replaced."""
+        write_json_atomic(self.path / filename, data, self.secrets)
 
     def append(self, filename: str, record: dict[str, Any]) -> None:
         """Append one JSON line and flush it to the OS before returning."""
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with open(self.path / filename, "a", encoding="utf-8") as f:
+        if self.secrets:
+            line = scrub_known(line, self.secrets)
+        with open(_owner_only(self.path / filename, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
@@ -138,7 +157,7 @@ class RunDir:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write `summary.json` atomically."""
-        write_json_atomic(self.path / SUMMARY, summary)
+        write_json_atomic(self.path / SUMMARY, summary, self.secrets)
 
     def finish(self, **fields: Any) -> None:
         """Stamp the finish time (and any closing facts) in the manifest."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from evalkit.clock import Clock
+from evalkit.redact import scrub
 
 LOG_FILE = "server_log.jsonl"
 POLL_S = 0.05
@@ -70,8 +71,9 @@ class LogFollower:
 
     def __init__(self, path: Path | str, clock: Clock, patterns: LogPatterns,
                  emit: Callable[[str, dict[str, Any]], None], warn: Callable[[str], None] | None = None,
-                 poll_s: float = POLL_S) -> None:
+                 poll_s: float = POLL_S, secrets: tuple[str | None, ...] = ()) -> None:
         self.path = Path(path)
+        self.secrets = secrets  # a server's log may print request headers: each line is scrubbed as it is read
         self.clock = clock
         self.patterns = patterns
         self._emit = emit
@@ -102,7 +104,7 @@ class LogFollower:
             f.seek(max(0, end - EARLIER_BYTES))
             data = f.read(end - f.tell())
         for raw in data.split(b"\n")[1 if end > EARLIER_BYTES else 0:]:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            line = scrub(raw.decode("utf-8", errors="replace").rstrip("\r"), self.secrets)
             flags = self.patterns.flags(line)
             if flags:
                 self._emit(LOG_FILE, {"t": self.clock.now(), "line": line, "flags": flags, "earlier": True})
@@ -146,7 +148,7 @@ class LogFollower:
             self._write(raw, after)
 
     def _write(self, raw: bytes, after: float | None = None) -> None:
-        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        line = scrub(raw.decode("utf-8", errors="replace").rstrip("\r"), self.secrets)
         self.lines += 1
         row: dict[str, Any] = {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)}
         if after is not None:

@@ -13,7 +13,7 @@ from typing import Any
 from evalkit_evals import gsm8k, humanevalplus, math500, musr
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
-from evalkit_evals.sandbox import SandboxLimits
+from evalkit_evals.code_judge import CodeJudge
 from evalkit_evals.verdict import Verdict
 from evalkit.thinking_text import split_inline_reasoning
 
@@ -23,9 +23,9 @@ _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 class Grader:
     """Grades answers; holds the math-verify worker and evalplus's task data for the run. Close it at the end."""
 
-    def __init__(self, data_dir: str | Path | None, limits: SandboxLimits = SandboxLimits()) -> None:
+    def __init__(self, data_dir: str | Path | None, code_judge: CodeJudge | None = None) -> None:
         self.data_dir = data_dir
-        self.limits = limits
+        self.code_judge = code_judge  # None: no HumanEval+ item may be graded (the run chose no isolation)
         self._judge = MathJudge()
         self._problems: dict[str, dict[str, Any]] | None = None
 
@@ -55,13 +55,17 @@ class Grader:
             return math500.grade(item.row, content, self._judge)
         if item.dataset == "musr":
             return musr.grade(item.row, content)
+        if self.code_judge is None:
+            raise RuntimeError("no code sandbox was set up for this run")
         task_id = item.row["task_id"]
-        verdict = humanevalplus.grade(self.problems()[task_id], content, self.limits)
+        verdict = humanevalplus.grade(self.problems()[task_id], content, self.code_judge)
         return replace(verdict, rule=verdict.rule or humanevalplus.rule_name(verdict.why))
 
     def close(self) -> None:
-        """Stop the math-verify worker."""
+        """Stop the math-verify worker and the reference sandbox."""
         self._judge.close()
+        if self.code_judge is not None:
+            self.code_judge.close()
 
 
 def token_counts(content: str, reasoning: str | None, content_chunks: int, reasoning_chunks: int) -> dict[str, Any]:

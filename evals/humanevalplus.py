@@ -1,5 +1,6 @@
 """HumanEval+: the evalplus-style prompt (`prompts/humanevalplus.j2`), code sanitized out of the chat answer
-(never out of the reasoning), and evalplus's base and plus tests run in the sandbox; right only when both pass.
+(never out of the reasoning), and evalplus's base and plus tests run in the sandbox (`code_judge.py`); right
+only when both pass.
 
 Task data comes from evalplus's own data API (`get_human_eval_plus`), pointed at the local native file
 `evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz` when a data directory is given.
@@ -18,7 +19,7 @@ from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit_evals.datasets import data_dir_from_env
-from evalkit_evals.sandbox import SandboxLimits, run_job
+from evalkit_evals.code_judge import CodeJudge
 from evalkit_evals.verdict import Verdict
 
 NATIVE_FILE = "evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz"
@@ -93,27 +94,13 @@ def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None
     return code, how
 
 
-def grade(problem: dict[str, Any], answer: str, limits: SandboxLimits = SandboxLimits()) -> Verdict:
+def grade(problem: dict[str, Any], answer: str, judge: CodeJudge) -> Verdict:
     """Run the sanitized answer against the base and plus inputs; correct only when both pass."""
     code, how = extract_code(answer, problem["prompt"], problem["entry_point"])
     if code is None:
         return Verdict("unparsed", None, how)
-    job = {
-        "entry_point": problem["entry_point"],
-        "reference": problem["prompt"] + problem["canonical_solution"],
-        "code": code,
-        "base": problem["base_input"],
-        "plus": problem["plus_input"],
-        "atol": problem["atol"],
-        "min_time_limit_s": 1.0,  # evalplus's DEFAULT_MIN_TIME_LIMIT
-        "time_limit_factor": 4.0,  # evalplus's DEFAULT_GT_TIME_LIMIT_FACTOR
-        "load_time_limit_s": 10.0,
-    }
-    res = run_job(job, limits)
-    if res.result is None or "base" not in res.result:
-        why = "wall-clock limit" if res.timed_out else f"sandbox child ended (rc {res.returncode}) without a result"
-        return Verdict("wrong", code, f"{how}; {why}", {"stderr": res.stderr[-500:]})
-    base, plus = res.result["base"], res.result["plus"]
+    res = judge.run(code, problem)
+    base, plus = res["base"], res["plus"]
     ok = base["status"] == "pass" and plus["status"] == "pass"
     why = (f"{how}; base {base['status']} {base['passed']}/{base['total']}, "
            f"plus {plus['status']} {plus['passed']}/{plus['total']}")
@@ -121,7 +108,7 @@ def grade(problem: dict[str, Any], answer: str, limits: SandboxLimits = SandboxL
         if part.get("error"):
             why += f"; {name}: {part['error']}"
     return Verdict("correct" if ok else "wrong", code, why,
-                   {"base": base["status"], "plus": plus["status"], "sandbox": res.result.get("sandbox")})
+                   {"base": base["status"], "plus": plus["status"], "isolation": judge.isolation.tool})
 
 
 _RULES = (("no code", "humanevalplus.no_code"), ("fenced block defining", "humanevalplus.fenced_entry_point"),

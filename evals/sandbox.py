@@ -1,65 +1,55 @@
-"""Running model-written code: a child process with CPU, wall-clock, memory, process and file-size limits, no
-network, a throw-away working directory, a clean environment (no API keys) and, when evalkit runs as root, a
-fresh unprivileged uid of its own. Whatever the code does, only its own job fails.
+"""A sandboxed worker: one child process (under bubblewrap, see `isolation.py`) that holds one program and calls
+its entry point on each input the harness hands it, answering with a plain value (`plain_values.py`).
 
-The child (`sandbox_child.py`) locks itself down before it loads the untrusted code. Afterwards every process
-still running under the job's uid (a fork bomb's survivors, a daemon that called setsid) and the job's process
-group are killed, and the directory is removed.
+The worker's only channel is the pair of pipes the harness made; replies are matched to a fresh random nonce per
+input, read with a deadline and a size limit, and decoded into fresh builtins. A child that dies, hangs, answers
+out of turn or sends anything malformed gives `died`, `timeout` or `bad_reply`: never an output. At `close` the
+child's whole process tree is killed (its PID namespace under bubblewrap; its uid when evalkit runs as root).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-_CHILD = Path(__file__).with_name("sandbox_child.py")
+from evalkit_evals import plain_values
+from evalkit_evals.isolation import Isolation
+
+_CHUNK = 1 << 20
+_F_SETPIPE_SZ = 1031
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Limits for one job. Time limits are generous: a loaded machine must not fail correct code."""
+    """Limits for one program. Time limits are generous: a loaded machine must not fail correct code."""
 
     cpu_s: int = 60
     wall_s: float = 120.0
     memory_bytes: int = 4 * 1024**3
     nproc: int = 8
     fsize_bytes: int = 64 * 1024**2
+    output_bytes: int = 32 * 1024**2  # one output's encoded size (HumanEval/130's largest is 12 MB)
+    load_s: float = 10.0
 
 
 @dataclass(frozen=True)
-class SandboxResult:
-    """What came back: the child's JSON result, or why there is none."""
+class Reply:
+    """One call's outcome: `ok` (with `value`), `raised` (the program raised), `timeout`, `died`, `bad_reply`."""
 
-    result: dict[str, Any] | None
-    returncode: int | None
-    timed_out: bool
-    stderr: str = ""
-    notes: dict[str, Any] = field(default_factory=dict)
-
-
-def _clean_env(home: str) -> dict[str, str]:
-    # Nothing is inherited: no API keys, no proxies, no PYTHONPATH.
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
+    status: str
+    value: Any = None
+    error: str | None = None
+    seconds: Any = None  # one call: float; a batch: a list of floats
 
 
 def uid_processes(uid: int) -> list[int]:
@@ -73,7 +63,6 @@ def uid_processes(uid: int) -> list[int]:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
-        # A killed process waits as a zombie until its (new) parent reaps it; it no longer runs.
         if fields.get("State", "").strip()[:1] in ("Z", "X"):
             continue
         if int(fields.get("Uid", "-1").split()[0]) == uid:
@@ -81,15 +70,8 @@ def uid_processes(uid: int) -> list[int]:
     return pids
 
 
-def _kill_job(pgid: int, uid: int | None) -> None:
-    # Kill the process group, then everything under the job's own uid, until nothing of it is left.
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-    if uid is None:
-        return
-    for _ in range(50):
+def _kill_uid(uid: int) -> None:
+    for _ in range(100):
         pids = uid_processes(uid)
         if not pids:
             return
@@ -101,43 +83,210 @@ def _kill_job(pgid: int, uid: int | None) -> None:
         time.sleep(0.02)
 
 
-def run_job(job: dict[str, Any], limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Run one differential-testing job (see `sandbox_child.py`) in a fresh sandbox."""
-    root = os.getuid() == 0
-    uid = 1_000_000 + secrets.randbelow(1_000_000_000) if root else None
-    workdir = tempfile.mkdtemp(prefix="evalkit-sandbox-")
-    try:
-        payload = dict(job)
-        payload["limits"] = {"cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
-                             "nproc": limits.nproc, "fsize_bytes": limits.fsize_bytes, "uid": uid}
-        (Path(workdir) / "job.json").write_text(json.dumps(payload), encoding="utf-8")
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        os.chmod(workdir, 0o700)
-        # Output goes to files, not pipes: a forked survivor holding a pipe open would stall the reader.
-        with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", str(_CHILD), workdir],
-                cwd=workdir, env=_clean_env(workdir), stdin=subprocess.DEVNULL,
-                stdout=out_f, stderr=err_f, start_new_session=True, close_fds=True,
-            )
-            timed_out = False
+class Worker:
+    """One program in one sandboxed child. Use as a context manager; `start`, then `call` once per input."""
+
+    def __init__(self, code: str | None, entry_point: str | None, isolation: Isolation,
+                 limits: SandboxLimits) -> None:
+        self.code, self.entry_point, self.isolation, self.limits = code, entry_point, isolation, limits
+        self.uid = 1_000_000 + secrets.randbelow(1_000_000_000) if os.getuid() == 0 else None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buf = bytearray()  # bytes read and not yet returned as a line
+        self._scanned = 0  # how much of it holds no line break (a big answer is searched once, not per read)
+        self._workdir: str | None = None
+        self.alive = False
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> str | None:
+        """Start the child and load the program; None when it is ready, else why not (a load error, a limit)."""
+        self._workdir = tempfile.mkdtemp(prefix="evalkit-sandbox-")
+        if self.uid is not None:
+            os.chown(self._workdir, self.uid, self.uid)
+        os.chmod(self._workdir, 0o700)
+        argv, env = self.isolation.argv()
+        self._err = tempfile.TemporaryFile()
+        # A clean environment for bubblewrap too: its own processes' environment must not hold the API key.
+        self._proc = subprocess.Popen(argv, cwd=self._workdir, env=env or _bare_env(), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._err, start_new_session=True,
+                                      close_fds=True)
+        for fd in (self._proc.stdin.fileno(), self._proc.stdout.fileno()):  # type: ignore[union-attr]
+            os.set_blocking(fd, False)
+            try:  # a bigger pipe: fewer wake-ups for a large input or output
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+            except OSError:
+                pass
+        self.alive = True
+        lim = self.limits
+        init = {"code": self.code, "entry_point": self.entry_point, "uid": self.uid,
+                "unshare_net": not self.isolation.isolated and os.getuid() == 0,
+                "max_output_bytes": lim.output_bytes, "preload": not self.isolation.isolated,
+                "site": self.isolation.site(),
+                "limits": {"cpu_s": lim.cpu_s, "memory_bytes": lim.memory_bytes, "nproc": lim.nproc,
+                           "fsize_bytes": lim.fsize_bytes}}
+        got = self._exchange(json.dumps(init).encode() + b"\n", time.monotonic() + lim.load_s)
+        if isinstance(got, str):
+            why = {"timeout": "load time limit", "died": f"the program ended while loading{self._stderr()}",
+                   "bad_reply": "malformed answer while loading"}[got]
+            self.close()
+            return why
+        try:
+            msg = json.loads(got)
+        except ValueError:
+            msg = None
+        if msg == {"ready": True}:
+            return None
+        self.close()
+        if isinstance(msg, dict) and isinstance(msg.get("load_error"), str) and len(msg) == 1:
+            return f"loading: {msg['load_error'][:300]}"
+        return "malformed answer while loading"
+
+    def call(self, args: Any, timeout_s: float) -> Reply:
+        """Call the entry point on `args` (a tuple of plain values); a failed call leaves the worker closed
+        unless the program merely raised or returned something not plain."""
+        if not self.alive:
+            return Reply("died", error="the worker is not running")
+        nonce = secrets.randbits(62)
+        request = json.dumps({"n": nonce, "args": plain_values.to_tree(list(args))},
+                             separators=(",", ":")).encode() + b"\n"
+        got = self._exchange(request, time.monotonic() + timeout_s)
+        if isinstance(got, str):
+            self.close()
+            return Reply(got, error={"timeout": "time limit", "died": "the program ended",
+                                     "bad_reply": "answer larger than the output limit"}[got])
+        reply = self._parse(got, nonce)
+        if reply.status == "bad_reply":
+            self.close()
+        return reply
+
+    def load(self, code: str, entry_point: str, timeout_s: float) -> Reply:
+        """Replace the program (for the trusted reference worker only, which serves one task after another)."""
+        nonce = secrets.randbits(62)
+        got = self._exchange(json.dumps({"n": nonce, "load": code, "entry_point": entry_point}).encode() + b"\n",
+                             time.monotonic() + timeout_s)
+        if isinstance(got, str):
+            self.close()
+            return Reply(got, error=got)
+        msg = json.loads(got)
+        return Reply("ok") if msg.get("ok") else Reply("raised", error=str(msg.get("error"))[:300])
+
+    def call_batch(self, inputs: list[Any], timeout_s: float) -> Reply:
+        """Call the entry point on every input in one exchange (for the trusted reference only: a candidate
+        gets one input at a time); `value` is the list of outputs, `seconds` the list of call times."""
+        nonce = secrets.randbits(62)
+        request = json.dumps({"n": nonce, "batch": [plain_values.to_tree(list(a)) for a in inputs]},
+                             separators=(",", ":")).encode() + b"\n"
+        got = self._exchange(request, time.monotonic() + timeout_s)
+        if isinstance(got, str):
+            self.close()
+            return Reply(got, error=got)
+        try:
+            msg = json.loads(got)
+            if msg.get("n") != nonce:
+                return Reply("bad_reply", error="answer out of turn")
+            if not msg["ok"]:
+                return Reply("raised", error=str(msg["error"])[:300])
+            return Reply("ok", value=[plain_values.decode_obj(o) for o in msg["outs"]], seconds=msg["s"])
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            return Reply("bad_reply", error=f"malformed answer ({type(e).__name__})")
+
+    def _parse(self, line: bytes, nonce: int) -> Reply:
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            return Reply("bad_reply", error="malformed answer")
+        if type(msg) is not dict or msg.get("n") != nonce or type(msg.get("n")) is not int:
+            return Reply("bad_reply", error="answer out of turn")
+        if msg.get("ok") is False and set(msg) == {"n", "ok", "error"} and type(msg["error"]) is str:
+            return Reply("raised", error=msg["error"][:300])
+        seconds = msg.get("s")
+        if msg.get("ok") is not True or set(msg) != {"n", "ok", "s", "out"} or type(seconds) is not float:
+            return Reply("bad_reply", error="malformed answer")
+        try:
+            value = plain_values.decode_obj(msg["out"])
+        except plain_values.NotPlain as e:
+            return Reply("bad_reply", error=str(e))
+        return Reply("ok", value=value, seconds=seconds)
+
+    def _exchange(self, data: bytes, deadline: float) -> bytes | str:
+        # Write the request and read one line back, both without blocking past the deadline; the line may not
+        # exceed the output limit (plus room for the envelope).
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        wfd, rfd = proc.stdin.fileno(), proc.stdout.fileno()
+        limit = self.limits.output_bytes + 4096
+        view = memoryview(data)
+        try:  # most requests fit the pipe: write at once, without a select first
+            view = view[os.write(wfd, view[:_CHUNK]):]
+        except BlockingIOError:
+            pass
+        except BrokenPipeError:
+            return "died"
+        while True:
+            nl = self._buf.find(b"\n", self._scanned)
+            self._scanned = len(self._buf) if nl < 0 else nl
+            if nl >= 0 and not view:
+                line = bytes(self._buf[:nl])
+                del self._buf[:nl + 1]
+                self._scanned = 0
+                return line
+            if len(self._buf) > limit:
+                return "bad_reply"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            rl, wl, _ = select.select([rfd], [wfd] if view else [], [], left)
+            if wl:
+                try:
+                    view = view[os.write(wfd, view[:_CHUNK]):]
+                except BrokenPipeError:
+                    return "died"
+                except BlockingIOError:
+                    pass
+            if rl:
+                try:
+                    chunk = os.read(rfd, _CHUNK * 16)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return "died"
+                self._buf += chunk
+
+    def _stderr(self) -> str:
+        try:
+            self._err.seek(0)
+            tail = self._err.read()[-300:].decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        return f" ({' '.join(tail.split())})" if tail else ""
+
+    def close(self) -> None:
+        """Kill the child and everything it started; remove its working directory."""
+        self.alive = False
+        proc = self._proc
+        if proc is not None:
             try:
-                proc.wait(timeout=limits.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            _kill_job(proc.pid, uid)
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            if self.uid is not None:
+                _kill_uid(self.uid)
             proc.wait()
-            out_f.seek(0)
-            err_f.seek(0)
-            out, err = out_f.read(), err_f.read()
-        result = None
-        for line in out.decode("utf-8", "replace").splitlines()[::-1]:
-            try:
-                result = json.loads(line)
-                break
-            except ValueError:
-                continue
-        return SandboxResult(result, proc.returncode, timed_out, err.decode("utf-8", "replace")[-2000:])
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()  # type: ignore[union-attr]
+                except (OSError, AttributeError):
+                    pass
+            self._proc = None
+            self._err.close()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+
+def _bare_env() -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}

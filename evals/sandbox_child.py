@@ -1,190 +1,164 @@
-"""Runs inside the sandbox child: lock the process down, then differential-test one candidate program.
+"""Runs inside the sandbox: load one program, then call its entry point once per input the harness sends.
 
-Started as `python -I sandbox_child.py JOBDIR` with a clean environment in a new session. Order matters:
-read the job and import everything while still privileged, cut the network (a new, empty network namespace),
-set resource limits, drop to a fresh unprivileged uid (so RLIMIT_NPROC is enforced and no file of the host's
-user is writable), and only then run model-written code. The result goes to the saved stdout as one JSON line;
-the candidate's own output is swallowed.
+Started as `python -I sandbox_child.py` with the harness's two pipes as stdin and stdout and nothing else open.
+It keeps the pipes on private descriptors and points 0, 1 and 2 at /dev/null, so the program's own output goes
+nowhere. Messages are JSON lines:
 
-The comparison is evalplus 0.3.1's `unsafe_execute` (exact match, `atol` for floats, the `find_zero` oracle)
-with its HumanEval/32 defect fixed: 0.3.1 `continue`s past the `find_zero` check without recording the input as
-passed, so every answer to HumanEval/32, the canonical one included, fails (evalplus issue #253). Here a
-`find_zero` output passes when |poly(xs, out)| <= atol and is recorded as passed.
+    harness -> child   {"code", "entry_point", "limits", "uid", "unshare_net", "max_output_bytes", "site", "preload"}
+    child -> harness   {"ready": true} | {"load_error": "..."}
+    harness -> child   {"n": <nonce>, "args": <plain value>}       (one input at a time, after the last reply)
+    child -> harness   {"n": <nonce>, "ok": true, "s": <seconds>, "out": <plain value>}
+                     | {"n": <nonce>, "ok": false, "error": "..."}
+
+The trusted reference worker alone also gets {"n", "load": <code>, "entry_point"} (the next task's program, in a
+fresh namespace; it starts with no program) and {"n", "batch": [<args>, ...]} (every input at once).
+The candidate's child holds neither the expected outputs nor any input beyond the current one, and nothing it says is a
+verdict: the harness compares the outputs itself. Limits and the uid drop happen before the program is loaded.
+Standard library only (plus `plain_values.py`, which sits beside this file).
 """
 
-import copy
-import ctypes
-import io
 import json
-import math
 import os
 import resource
-import signal
 import sys
 import time
 
-# Modules model-written code commonly imports, loaded before the uid drop: the interpreter's own files live
-# where the unprivileged uid may not be able to read them.
-for _name in ("typing", "collections", "itertools", "functools", "heapq", "bisect", "string", "re", "hashlib",
-              "fractions", "decimal", "statistics", "operator", "random", "datetime", "numpy", "array",
-              "textwrap", "unicodedata", "dataclasses", "abc", "enum", "struct", "cmath", "numbers",
-              "collections.abc", "encodings.utf_16", "encodings.utf_32", "encodings.latin_1", "encodings.ascii", "encodings.idna",
-              "socket", "subprocess", "shutil", "pathlib", "contextlib", "traceback", "queue", "threading"):
-    try:
-        __import__(_name)
-    except Exception:  # noqa: BLE001 - a missing optional module is fine
-        pass
-
-import numpy as np  # noqa: E402
-
 CLONE_NEWNET = 0x40000000
+_PRELOAD = ("typing", "collections", "itertools", "functools", "heapq", "bisect", "string", "re", "hashlib",
+            "fractions", "decimal", "statistics", "operator", "random", "datetime", "numpy", "array", "textwrap",
+            "unicodedata", "dataclasses", "abc", "enum", "struct", "cmath", "numbers", "collections.abc", "math",
+            "copy", "signal", "time", "socket", "gc", "json", "subprocess", "shutil", "pathlib", "threading",
+            "queue", "contextlib", "traceback", "encodings.utf_16", "encodings.utf_32", "encodings.latin_1",
+            "encodings.ascii", "encodings.idna")
 
 
-class _Timeout(BaseException):
-    pass
+def _lock_down(init: dict) -> None:
+    if init.get("unshare_net"):  # the unsafe mode's cut of the network (bubblewrap does it otherwise)
+        try:
+            import ctypes
 
-
-def _alarm(signum, frame):
-    raise _Timeout()
-
-
-def _lock_down(limits: dict) -> dict:
-    notes = {}
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        notes["netns"] = libc.unshare(CLONE_NEWNET) == 0
-    except Exception:  # noqa: BLE001
-        notes["netns"] = False
-    mem = int(limits["memory_bytes"])
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_CPU, (int(limits["cpu_s"]), int(limits["cpu_s"]) + 5))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["fsize_bytes"]), int(limits["fsize_bytes"])))
+            ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
+        except Exception:  # noqa: BLE001
+            pass
+    lim = init["limits"]
+    resource.setrlimit(resource.RLIMIT_AS, (lim["memory_bytes"], lim["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 5))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize_bytes"], lim["fsize_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    resource.setrlimit(resource.RLIMIT_NPROC, (int(limits["nproc"]), int(limits["nproc"])))
-    uid = limits.get("uid")
+    resource.setrlimit(resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))
+    uid = init.get("uid")
     if uid is not None and os.getuid() == 0:
+        # A fresh uid of its own: RLIMIT_NPROC counts only this job's processes, and every capability is gone.
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    notes["uid"] = os.getuid()
-    # Belt and braces when no network namespace could be made (not root): no sockets from Python.
-    if not notes["netns"]:
-        import socket
-
-        def _no_socket(*a, **k):
-            raise OSError("network disabled in the sandbox")
-
-        socket.socket = _no_socket  # type: ignore[assignment]
-        socket.create_connection = _no_socket  # type: ignore[assignment]
-    return notes
 
 
-def _poly(xs, x):
-    return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
+def _load(code: str, entry_point: str):
+    scope: dict = {"__name__": "__main__"}
+    exec(compile(code, "<answer>", "exec"), scope)  # noqa: S102 - the sandbox's purpose
+    return scope[entry_point]
 
 
-def _is_floats(x) -> bool:
-    if isinstance(x, float):
-        return True
-    if isinstance(x, (list, tuple)) and x:
-        return all(isinstance(i, float) for i in x)
-    if isinstance(x, np.ndarray):
-        return x.dtype == np.float64 or x.dtype == np.float32
-    return False
-
-
-def _same(entry_point, inp, out, exp, atol) -> bool:
-    if entry_point == "find_zero":
-        return abs(_poly(*inp, out)) <= atol
-    if out == exp:
-        return True
-    if atol == 0 and _is_floats(exp):
-        atol = 1e-6
-    if atol == 0:
-        return False
-    if type(out) is not type(exp):
-        return False
-    if isinstance(exp, (list, tuple)) and len(out) != len(exp):
-        return False
-    return bool(np.allclose(out, exp, rtol=1e-07, atol=atol))
-
-
-def _call_all(fn, inputs, limits_s):
-    outs, times = [], []
-    for inp, limit in zip(inputs, limits_s):
-        signal.setitimer(signal.ITIMER_REAL, limit)
-        t0 = time.perf_counter()
-        try:
-            outs.append(fn(*copy.deepcopy(inp)))
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        times.append(time.perf_counter() - t0)
-    return outs, times
-
-
-def _check(fn, entry_point, inputs, expected, ref_times, atol, job) -> dict:
-    passed = 0
-    for i, inp in enumerate(inputs):
-        limit = max(job["min_time_limit_s"], job["time_limit_factor"] * ref_times[i])
-        signal.setitimer(signal.ITIMER_REAL, limit)
-        try:
-            out = fn(*copy.deepcopy(inp))
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            ok = _same(entry_point, inp, out, expected[i], atol)
-        except _Timeout:
-            return {"status": "timeout", "passed": passed, "total": len(inputs), "failed_input": i}
-        except BaseException as e:  # noqa: BLE001 - the candidate's failure is data
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            return {"status": "fail", "passed": passed, "total": len(inputs), "failed_input": i,
-                    "error": f"{type(e).__name__}: {str(e)[:200]}"}
-        if not ok:
-            return {"status": "fail", "passed": passed, "total": len(inputs), "failed_input": i,
-                    "error": "wrong output"}
-        passed += 1
-    return {"status": "pass", "passed": passed, "total": len(inputs)}
+def _error_text(e: BaseException) -> str:
+    try:
+        return f"{type(e).__name__}: {str(e)[:200]}"
+    except BaseException:  # noqa: BLE001 - a __str__ that raises is the program's business
+        return type(e).__name__
 
 
 def main() -> None:
-    jobdir = sys.argv[1]
-    with open(os.path.join(jobdir, "job.json"), encoding="utf-8") as f:
-        job = json.load(f)
-    os.chdir(jobdir)
-    signal.signal(signal.SIGALRM, _alarm)
-    result_fd = os.dup(1)
-    entry = job["entry_point"]
-    result: dict = {}
-    # Expected outputs first, from the trusted canonical solution, before any untrusted code exists here.
-    gt_globals: dict = {}
-    exec(job["reference"], gt_globals)
-    ref = gt_globals[entry]
-    expected, ref_times = {}, {}
-    for split in ("base", "plus"):
-        expected[split], ref_times[split] = _call_all(ref, job[split], [60.0] * len(job[split]))
-    result["sandbox"] = _lock_down(job["limits"])
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    sys.stdout = sys.stderr = io.StringIO()
-    sys.stdin = io.StringIO()
-    cand: dict = {"__name__": "__main__"}
-    try:
-        signal.setitimer(signal.ITIMER_REAL, job["load_time_limit_s"])
-        exec(compile(job["code"], "<answer>", "exec"), cand)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        fn = cand[entry]
-    except BaseException as e:  # noqa: BLE001
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        err = "load time limit" if isinstance(e, _Timeout) else f"{type(e).__name__}: {str(e)[:200]}"
-        for split in ("base", "plus"):
-            result[split] = {"status": "fail", "passed": 0, "total": len(job[split]), "error": f"loading: {err}"}
-        os.write(result_fd, (json.dumps(result) + "\n").encode())
-        os._exit(0)
-    for split in ("base", "plus"):
-        result[split] = _check(fn, entry, job[split], expected[split], ref_times[split], job["atol"], job)
-    os.write(result_fd, (json.dumps(result) + "\n").encode())
-    os._exit(0)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import plain_values as pv
 
+    reader = os.fdopen(os.dup(0), "rb")
+    writer = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    sys.stdin = open(os.devnull)
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+
+    def send(text: str) -> None:
+        writer.write(text.encode("utf-8", "surrogatepass") + b"\n")
+        writer.flush()
+
+    init = json.loads(reader.readline())
+    if init.get("site"):
+        sys.path.insert(0, init["site"])
+    max_out = int(init["max_output_bytes"])
+    if init.get("preload"):
+        # Without bubblewrap the fresh uid may not read the interpreter's files: load what programs import first.
+        for name in _PRELOAD:
+            try:
+                __import__(name)
+            except Exception:  # noqa: BLE001 - a missing optional module is fine
+                pass
+    _lock_down(init)
+    fn = None
+    if init["code"] is not None:
+        try:
+            fn = _load(init["code"], init["entry_point"])
+        except BaseException as e:  # noqa: BLE001
+            send(json.dumps({"load_error": _error_text(e)}))
+            os._exit(0)
+    send('{"ready":true}')
+    while True:
+        line = reader.readline()
+        if not line:
+            os._exit(0)
+        msg = json.loads(line)
+        nonce = int(msg["n"])
+        if "load" in msg:  # the trusted reference worker only: the next task's program, in a fresh namespace
+            try:
+                fn = _load(msg["load"], msg["entry_point"])
+                send(json.dumps({"n": nonce, "ok": True}))
+            except BaseException as e:  # noqa: BLE001
+                send(json.dumps({"n": nonce, "ok": False, "error": _error_text(e)}))
+            continue
+        if "batch" in msg:  # the trusted reference only: every input in one message, every output in one reply
+            _batch(fn, nonce, msg["batch"], max_out, send, pv)
+            continue
+        args = pv.decode_obj(msg["args"])
+        t0 = time.perf_counter()
+        try:
+            out = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - the program's failure is data
+            send(json.dumps({"n": nonce, "ok": False, "error": _error_text(e)}))
+            continue
+        seconds = time.perf_counter() - t0
+        try:
+            text = pv.encode(out, max_out)
+        except pv.NotPlain as e:
+            send(json.dumps({"n": nonce, "ok": False, "error": f"output is not a plain value: {e}"}))
+            continue
+        except BaseException as e:  # noqa: BLE001 - a proxy that raises when looked at
+            send(json.dumps({"n": nonce, "ok": False, "error": f"output is not a plain value: {_error_text(e)}"}))
+            continue
+        send(f'{{"n":{nonce},"ok":true,"s":{seconds!r},"out":{text}}}')
+
+
+def _batch(fn, nonce, batch, max_out, send, pv) -> None:
+    outs, times = [], []
+    for i, tree in enumerate(batch):
+        args = pv.decode_obj(tree)
+        t0 = time.perf_counter()
+        try:
+            out = fn(*args)
+            times.append(time.perf_counter() - t0)
+            outs.append(pv.to_tree(out))
+        except BaseException as e:  # noqa: BLE001
+            send(json.dumps({"n": nonce, "ok": False, "error": f"input {i}: {_error_text(e)}"}))
+            return
+    text = json.dumps({"n": nonce, "ok": True, "s": times, "outs": outs}, check_circular=False,
+                      separators=(",", ":"))
+    if len(text) > max_out:
+        send(json.dumps({"n": nonce, "ok": False, "error": f"outputs larger than {max_out} bytes"}))
+        return
+    send(text)
 
 if __name__ == "__main__":
     main()

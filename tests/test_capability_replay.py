@@ -20,7 +20,7 @@ def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict],
     src = tmp_path / f"{name}.jsonl"
     src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
     proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = Path(proc.stdout.strip().splitlines()[-1])
     graded = [json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()]

@@ -1,93 +1,305 @@
-"""Model-written code in the sandbox: each hostile answer fails only its own question, the host is unharmed,
-and the run finishes. The dangerous code runs only inside the sandbox; the test process has a fake HOME."""
+"""Model-written code under bubblewrap: a table of hostile answers, each of which would pass (or harm the host) if
+its trick worked; each is graded a failure, changes no file outside its sandbox, leaves no process behind, and the
+next program still runs. Plus the plain-value wall (lying objects never cross it), the replay run going on past
+hostile answers, and the refusal without bubblewrap (exit 2, one line) that `--unsafe-exec` lifts."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
-from evalkit_evals.sandbox import SandboxLimits, run_job, uid_processes
+from evalkit_evals import plain_values
+from evalkit_evals.differential import check_program, reference_outputs, reference_worker
+from evalkit_evals.isolation import Isolation, find_bubblewrap
+from evalkit_evals.sandbox import SandboxLimits
 
-REF = "def add(a, b):\n    return a + b\n"
-HOSTILE = {
-    "infinite_loop": "def add(a, b):\n    while True:\n        pass\n",
-    "fork_bomb": "import os\ndef add(a, b):\n    while True:\n        try:\n            os.fork()\n"
-                 "        except OSError:\n            pass\n",
-    "alloc_50gb": "def add(a, b):\n    x = bytearray(50 * 1024**3)\n    return a + b\n",
-    "read_api_key": "import os\ndef add(a, b):\n    return os.environ['OPENAI_API_KEY']\n",
-    "rm_home": "import os\nos.system('rm -rf ~ ' + os.environ.get('CANARY_DIR', ''))\n"
-               "def add(a, b):\n    return a + b + 1\n",
+REPO = Path(__file__).resolve().parent.parent
+EVALKIT = [sys.executable, "-m", "evalkit"]
+BWRAP = find_bubblewrap()
+if not isinstance(BWRAP, Isolation) and os.environ.get("CI"):
+    raise RuntimeError(f"CI must grade isolated: {BWRAP}")  # .ci/run installs bubblewrap
+needs_bwrap = pytest.mark.skipif(not isinstance(BWRAP, Isolation), reason=f"{BWRAP}")
+
+PROBLEM: dict[str, Any] = {
+    "task_id": "Toy/0", "prompt": "def add(a, b):\n", "canonical_solution": "    return a + b  # REFERENCE-MARK\n",
+    "entry_point": "add", "base_input": [[1, 2], [3, 4]], "plus_input": [[5, 6], [10**30, 7], [-1, 1]], "atol": 0,
+}
+REF = PROBLEM["prompt"] + PROBLEM["canonical_solution"]
+LIMITS = SandboxLimits(cpu_s=10, wall_s=20, output_bytes=1 << 20, load_s=5)
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[dict[str, Path]]:
+    """World-writable canaries where a program would reach: a run directory beside others, a dataset file, the
+    host's /tmp and /dev/shm; only the sandbox's walls keep a program (even with another uid) out of them."""
+    root = Path(tempfile.mkdtemp(prefix="sandbox-canary-", dir=REPO / "results"))
+    paths = {"root": root, "run": root / "results" / "run-a", "other_run": root / "results" / "run-b",
+             "data": root / "datasets", "tmp": Path(tempfile.mkdtemp(prefix="evalkit-canary-", dir="/tmp")),
+             "shm": Path(tempfile.mkdtemp(prefix="evalkit-canary-", dir="/dev/shm"))}
+    for key in ("run", "other_run", "data"):
+        paths[key].mkdir(parents=True)
+    (paths["other_run"] / "graded.jsonl").write_text(json.dumps({"content": REF}) + "\n")
+    (paths["data"] / "problems.jsonl").write_text(json.dumps(PROBLEM) + "\n")
+    for p in [root, *root.rglob("*"), paths["tmp"], paths["shm"]]:
+        os.chmod(p, 0o777)
+    yield paths
+    for key in ("root", "tmp", "shm"):
+        shutil.rmtree(paths[key], ignore_errors=True)
+
+
+def _snapshot(paths: dict[str, Path]) -> dict[str, str]:
+    out = {}
+    for key in ("root", "tmp", "shm"):
+        for p in sorted([paths[key], *paths[key].rglob("*")]):
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    for p in (REPO / "evals").glob("*.py"):
+        out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _sandbox_processes() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if entry.isdigit() and b"/sandbox/sandbox_child.py" in cmd:
+            pids.append(int(entry))
+    return pids
+
+
+def _fn(body: str, head: str = "") -> str:
+    return f"{head}\ndef add(a, b):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+
+
+# name -> the program. Each one passes (or leaves a mark on the host) if its trick works.
+HOSTILE: dict[str, str] = {
+    # forged results and the channel
+    "fake_result_line_and_exit": _fn("return 0", "import os\nos.write(1, b'{\"base\": {\"status\": \"pass\", '"
+                                     "b'\"passed\": 2, \"total\": 2}, \"plus\": {\"status\": \"pass\"}\\n')\n"
+                                     "print('{\"ready\": true}')\nos._exit(0)"),
+    "forged_replies_on_every_fd": _fn("import os\nfor fd in range(3, 64):\n"
+                                      "    try: os.write(fd, b'{\"n\":1,\"ok\":true,\"s\":0.0,\"out\":3}\\n')\n"
+                                      "    except OSError: pass\nreturn None"),
+    "garbage_flood_on_channel": _fn("import os\nfor fd in range(3, 64):\n"
+                                    "    try: os.write(fd, b'x' * (4 << 20))\n    except OSError: pass\nreturn 0"),
+    "exit_early_at_import": _fn("return a + b", "import sys\nsys.exit(0)"),
+    "kill_itself": _fn("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
+    "exit_in_call": _fn("import os\nos._exit(0)"),
+    # lying objects
+    "eq_always_true": _fn("class Yes:\n    def __eq__(self, o): return True\n    __hash__ = object.__hash__\n"
+                          "return Yes()"),
+    "int_subclass": _fn("class I(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\n"
+                        "return I(0)"),
+    "str_subclass_in_list": _fn("class S(str):\n    def __eq__(self, o): return True\n    __hash__ = str.__hash__\n"
+                                "return [S('x')]"),
+    "proxy_raising": _fn("class P:\n    def __getattribute__(self, n): raise RuntimeError('no')\nreturn P()"),
+    "generator": _fn("return (x for x in [a + b])"),
+    "self_referencing_list": _fn("x = []\nx.append(x)\nreturn x"),
+    # reading what it must not see
+    "copy_the_reference_from_datasets": _fn("import json\nrow = json.loads(open(@data@ + '/problems.jsonl')"
+                                            ".readline())\ng = {}\nexec(row['prompt'] + row['canonical_solution'], g)"
+                                            "\nreturn g['add'](a, b)"),
+    "copy_from_another_run": _fn("import json\ng = {}\n"
+                                 "exec(json.loads(open(@other_run@ + '/graded.jsonl').readline())['content'], g)\n"
+                                 "return g['add'](a, b)"),
+    "search_memory_for_expected": _fn("import gc\nfor o in gc.get_objects():\n"
+                                      "    if isinstance(o, dict) and 'canonical_solution' in o:\n"
+                                      "        g = {}\n        exec(o['prompt'] + o['canonical_solution'], g)\n"
+                                      "        return g['add'](a, b)\nreturn None"),
+    "read_host_processes": _fn("import os\nfor p in os.listdir('/proc'):\n"
+                               "    if p.isdigit():\n        try:\n"
+                               "            if b'REFERENCE-MARK' in open(f'/proc/{p}/cmdline', 'rb').read() + "
+                               "open(f'/proc/{p}/environ', 'rb').read(): return a + b\n"
+                               "        except OSError: pass\nreturn None"),
+    "read_api_key": _fn("import os\nreturn a + b if os.environ.get('OPENAI_API_KEY') else None"),
+    "read_home": _fn("import os\nreturn a + b if os.path.exists('/root/.bashrc') or "
+                     "os.path.exists(os.path.expanduser('~/.cache')) else None"),
+    # writing where it must not
+    "write_run_dir": _fn("return None", "open(@run@ + '/graded.jsonl', 'w').write('{\"correct\": true}')"),
+    "write_host_tmp": _fn("return None", "open(@tmp@ + '/pwned', 'w').write('x')\nopen('/tmp/evalkit-pwned', 'w')"),
+    "write_host_shm": _fn("return None", "open(@shm@ + '/pwned', 'w').write('x')"),
+    "write_var_tmp_and_evals": _fn("return None", "open('/var/tmp/evalkit-pwned', 'w').write('x')\n"
+                                   f"open({str(REPO / 'evals' / 'differential.py')!r}, 'a').write('#')"),
+    "fill_private_tmp": _fn("return None", "f = open('/tmp/big', 'wb')\nwhile True: f.write(b'x' * (1 << 20))"),
+    # resources
+    "fork_bomb": _fn("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"),
+    "daemon_survives": _fn("return None", "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+                           "    time.sleep(3)\n    open(@tmp@ + '/late', 'w')\n    os._exit(0)"),
+    "alloc_50gb": _fn("x = bytearray(50 * 1024**3)\nreturn a + b"),
+    "huge_output": _fn("return 'x' * (64 << 20)"),
+    "sleep_forever": _fn("import time\ntime.sleep(10**6)"),
+    "loop_ignoring_signals": _fn("import signal\nfor s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):\n"
+                                 "    signal.signal(s, signal.SIG_IGN)\nwhile True: pass"),
+    "network": _fn("import socket\nsocket.create_connection(('127.0.0.1', @port@), timeout=2).close()\n"
+                   "return a + b"),
 }
 
 
-def _job(code: str) -> dict:
-    return {"entry_point": "add", "reference": REF, "code": code, "base": [[1, 2], [3, 4]], "plus": [[5, 6]],
-            "atol": 0, "min_time_limit_s": 1.0, "time_limit_factor": 4.0, "load_time_limit_s": 5.0}
-
-
-@pytest.fixture
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "canary.txt").write_text("still here")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
-    return home
-
-
-@pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_code_fails_only_itself(name: str, fake_home: Path) -> None:
-    t0 = time.monotonic()
-    res = run_job(_job(HOSTILE[name]), SandboxLimits(cpu_s=10, wall_s=20))
-    assert time.monotonic() - t0 < 30
-    assert res.result is not None, res.stderr
-    assert res.result["base"]["status"] != "pass"
-    assert "sk-must-not-leak" not in str(res.result) + res.stderr
-    assert (fake_home / "canary.txt").read_text() == "still here"
-    uid = res.result["sandbox"]["uid"]
-    if os.getuid() == 0:
-        assert uid != 0 and not uid_processes(uid)  # nothing of the job survives (fork bomb included)
-    # A correct answer right after still passes: the sandbox is reusable and the host is fine.
-    ok = run_job(_job(REF))
-    assert ok.result["base"]["status"] == "pass" and ok.result["plus"]["status"] == "pass"
-
-
-def test_no_network(fake_home: Path) -> None:
+@pytest.fixture(scope="module")
+def listener() -> Iterator[tuple[int, list[int]]]:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(5)
-    port = server.getsockname()[1]
+    server.listen(8)
+    server.settimeout(0.2)
     hits: list[int] = []
+    stop = threading.Event()
 
     def accept() -> None:
-        try:
-            conn, _ = server.accept()
-            hits.append(1)
-            conn.close()
-        except OSError:
-            pass
+        while not stop.is_set():
+            try:
+                server.accept()[0].close()
+                hits.append(1)
+            except OSError:
+                pass
 
-    t = threading.Thread(target=accept)
+    t = threading.Thread(target=accept, daemon=True)
     t.start()
-    code = ("import socket\ndef add(a, b):\n"
-            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n    return a + b\n")
-    res = run_job(_job(code), SandboxLimits(cpu_s=10, wall_s=20))
-    server.close()
+    yield server.getsockname()[1], hits
+    stop.set()
     t.join()
-    assert res.result["base"]["status"] == "fail"
-    assert not hits
+    server.close()
 
 
-def test_clean_env_and_throwaway_cwd(fake_home: Path) -> None:
-    code = ("import os, json\ndef add(a, b):\n"
-            "    assert 'OPENAI_API_KEY' not in os.environ and 'PATH' in os.environ\n"
-            "    assert os.getcwd() == os.environ['HOME'] and os.getcwd().startswith('/tmp')\n"
-            "    open('scratch.txt', 'w').write('x')\n    return a + b\n")
-    res = run_job(_job(code))
-    assert res.result["base"]["status"] == "pass", res.result
+@pytest.fixture(scope="module")
+def expected() -> Any:
+    assert isinstance(BWRAP, Isolation)
+    with reference_worker(BWRAP) as worker:
+        return reference_outputs(PROBLEM, worker)
+
+
+@needs_bwrap
+def test_table_is_big_enough() -> None:
+    assert len(HOSTILE) >= 20
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_answer_fails_alone(name: str, host: dict[str, Path], listener: tuple[int, list[int]],
+                                    expected: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    port, hits = listener
+    code = HOSTILE[name].replace("@port@", str(port))
+    for key, path in host.items():
+        code = code.replace(f"@{key}@", repr(str(path)))
+    before = _snapshot(host)
+    t0 = time.monotonic()
+    res = check_program(code, PROBLEM, expected, BWRAP, LIMITS)
+    assert time.monotonic() - t0 < 40
+    assert res["base"]["status"] != "pass" or res["plus"]["status"] != "pass", res
+    assert not hits, "the program reached the host's network"
+    if name == "daemon_survives":
+        time.sleep(3.5)  # a survivor would write its file now
+    assert _snapshot(host) == before, "a file outside the sandbox changed"
+    assert not Path("/tmp/evalkit-pwned").exists() and not Path("/var/tmp/evalkit-pwned").exists()
+    deadline = time.monotonic() + 5
+    while _sandbox_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _sandbox_processes(), "a process of the sandbox survived"
+
+
+@needs_bwrap
+def test_correct_answers_pass(expected: Any) -> None:
+    for code in (REF, _fn("return sum([a, b])"), _fn("import numpy\nreturn int(numpy.int64(a) + b) "
+                                                      "if abs(a) < 2**62 else a + b"),
+                 _fn("open('/tmp/scratch', 'w').write('x')\nreturn a + b")):
+        res = check_program(code, PROBLEM, expected, BWRAP, LIMITS)
+        assert res["base"]["status"] == "pass" and res["plus"]["status"] == "pass", (code, res)
+
+
+class _Yes:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+class _I(int):
+    pass
+
+
+@pytest.mark.parametrize("value", [_Yes(), _I(3), [1, _I(2)], {"a": _Yes()}, (x for x in ()), object()])
+def test_only_plain_values_cross(value: Any) -> None:
+    with pytest.raises(plain_values.NotPlain):
+        plain_values.encode(value, 1 << 20)
+
+
+@pytest.mark.parametrize("value", [None, True, 3, -2**5000, 1.5, float("inf"), "s", b"\x00", 1j, [1, "a", None],
+                                   (1, (2,)), {1: [2], (3, 4): {"x"}}, frozenset({1}), [[1.0, 2], []], {}])
+def test_plain_values_round_trip(value: Any) -> None:
+    back = plain_values.decode(plain_values.encode(value, 1 << 20))
+    assert back == value and type(back) is type(value)
+
+
+@pytest.mark.parametrize("text", ['{"x": 1}', '{"t": 5}', '{"d": [[[1], 2]]}', '[' * 5000 + ']' * 5000, "nope"])
+def test_malformed_values_are_refused(text: str) -> None:
+    with pytest.raises(plain_values.NotPlain):
+        plain_values.decode(text)
+
+
+def _replay(tmp_path: Path, answers: list[dict], env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    src = tmp_path / "answers.jsonl"
+    src.write_text("".join(json.dumps(a) + "\n" for a in answers))
+    return subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", "r",
+                           *flags], capture_output=True, text=True, timeout=300, env=env)
+
+
+HE23 = "humanevalplus:HumanEval/23"
+RIGHT = "```python\ndef strlen(string):\n    return len(string)\n```"
+
+
+@needs_bwrap
+def test_replay_goes_on_past_hostile_answers(tmp_path: Path, data_dir: Path) -> None:
+    hostile = ["```python\nimport os\ndef strlen(string):\n    os.kill(os.getpid(), 9)\n```",
+               "```python\ndef strlen(string):\n    class Y:\n        def __eq__(s, o): return True\n"
+               "    return Y()\n```",
+               "```python\nimport os\ndef strlen(string):\n    while True:\n        try:\n            os.fork()\n"
+               "        except OSError:\n            pass\n    return len(string)\n```"]
+    answers = [{"id": HE23, "content": c} for c in [RIGHT, *hostile, RIGHT]]
+    proc = _replay(tmp_path, answers, {**os.environ, "EVALKIT_DATA_DIR": str(data_dir)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    graded = [json.loads(ln) for ln in (tmp_path / "r" / "graded.jsonl").read_text().splitlines()]
+    assert [g["outcome"] for g in graded] == ["correct", "wrong", "wrong", "wrong", "correct"]
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["code_isolation"]["tool"] == "bubblewrap"
+
+
+def test_without_bubblewrap_exit_2_unless_unsafe_exec(tmp_path: Path, data_dir: Path) -> None:
+    env = {**os.environ, "EVALKIT_DATA_DIR": str(data_dir), "EVALKIT_BWRAP": "none"}
+    proc = _replay(tmp_path, [{"id": HE23, "content": RIGHT}], env)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--unsafe-exec" in proc.stderr
+    assert not (tmp_path / "r").exists()
+    proc = _replay(tmp_path, [{"id": HE23, "content": RIGHT}], env, "--unsafe-exec")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    graded = json.loads((tmp_path / "r" / "graded.jsonl").read_text().splitlines()[0])
+    assert graded["outcome"] == "correct"
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["code_isolation"] == {**manifest["code_isolation"], "tool": "none", "unsafe_exec": True}
+
+
+def test_no_code_no_sandbox_needed(tmp_path: Path, data_dir: Path) -> None:
+    env = {**os.environ, "EVALKIT_DATA_DIR": str(data_dir), "EVALKIT_BWRAP": "none"}
+    proc = _replay(tmp_path, [{"id": "gsm8k:0", "content": "#### 18"}], env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["code_isolation"]["tool"] is None
+
+
+def test_live_run_without_bubblewrap_stops_before_the_server(tmp_path: Path, data_dir: Path) -> None:
+    env = {**os.environ, "EVALKIT_DATA_DIR": str(data_dir), "EVALKIT_BWRAP": "none"}
+    proc = subprocess.run([*EVALKIT, "capability", "--base-url", "http://127.0.0.1:9/v1", "--thinking", "off",
+                           "--datasets", "humanevalplus", "--limit", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "bubblewrap" in proc.stderr and "--unsafe-exec" in proc.stderr

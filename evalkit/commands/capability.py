@@ -41,6 +41,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "sampled repeats send seed 0..K-1)")
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
     g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")
+    g.add_argument("--unsafe-exec", action="store_true", help="run HumanEval+ code without bubblewrap, with resource "
+                   "limits only (recorded in the manifest); without it a missing bubblewrap is exit 2")
+
+
+def _code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[Any, dict[str, Any]]:
+    """The sandbox for HumanEval+ (exit 2 when bubblewrap is missing, unless --unsafe-exec) and what the manifest
+    records of it; (None, ...) when no model-written code will run."""
+    if "humanevalplus" not in datasets:
+        return None, {"tool": None, "note": "no HumanEval+ item: no model-written code runs"}
+    from evalkit_evals.code_judge import CodeJudge
+    from evalkit_evals.isolation import choose_isolation
+
+    isolation = choose_isolation(unsafe_exec)
+    if not isolation.isolated:
+        sys.stderr.write("warning: --unsafe-exec: HumanEval+ code runs without bubblewrap, with resource limits "
+                         "only\n")
+    return CodeJudge(isolation), isolation.manifest()
 
 
 def _revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any], dict[str, str]]:
@@ -91,15 +108,16 @@ def _replay(args: argparse.Namespace) -> int:
     qset = load_manifest(args.manifest)
     items = items_by_id([a["id"] for a in answers], args.data_dir)
     datasets = sorted({it.dataset for it in items.values()})
+    judge, isolation = _code_judge(datasets, args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
     name = args.name or default_run_name("capability")
     manifest = {"mode": "replay", "replay_file": str(args.replay), "question_set": {"name": qset.name,
                 "sha256": qset.sha256}, "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": None,
-                "prompt_templates": template_hashes(datasets)}
+                "prompt_templates": template_hashes(datasets), "code_isolation": isolation}
     rundir = RunDir.create(args.out, name, "capability", manifest)
     if rundir.resumed and rundir.read("graded.jsonl"):
         raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
-    grader = Grader(args.data_dir)
+    grader = Grader(args.data_dir, judge)
     try:
         lines = run_replay(rundir, answers, items, grader, short)
     finally:
@@ -120,6 +138,7 @@ async def _live(args: argparse.Namespace) -> int:
     datasets = parse_datasets(args.datasets)
     qset = load_manifest(args.manifest)
     items = select_items(qset, datasets, args.limit, args.data_dir)
+    judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
     max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
     if args.repeats < 1:
@@ -128,14 +147,15 @@ async def _live(args: argparse.Namespace) -> int:
     manifest = {"mode": "live", "question_set": {"name": qset.name, "sha256": qset.sha256},
                 "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": args.thinking,
                 "datasets": datasets, "limit": args.limit, "max_tokens": max_tokens, "repeats": args.repeats,
-                "temperature": temperature, "prompt_templates": template_hashes(datasets)}
+                "temperature": temperature, "prompt_templates": template_hashes(datasets),
+                "code_isolation": isolation}
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
         extra_body = {**ctx.profile.extra_body, **body}
         ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body,
                                    system_prompt=system_prompt)
-        grader = Grader(args.data_dir)
+        grader = Grader(args.data_dir, judge)
         try:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
                 await run_live(ctx.rundir, ctx.client, items, grader, short, extra_body, system_prompt,

@@ -15,7 +15,7 @@ from evalkit.config import THINKING_MODES, api_key, manifest_fields, thinking_pa
 from evalkit.connect import discover_model
 from evalkit.errors import UsageError
 from evalkit.preflight import ALL_COMMANDS, CheckResult, Row, full_check
-from evalkit.rundir import RunDir, default_run_name, write_json_atomic
+from evalkit.rundir import RunDir, default_run_name
 from evalkit.runcontext import print_run_path, profile_from_args
 from evalkit.server_identity import identify
 
@@ -72,7 +72,8 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     model = await discover_model(profile)  # unreachable: UsageError, exit 2, one line
     thinking: dict[str, Any] = {m: thinking_params(profile, m) for m in modes}
     key = api_key(profile)
-    identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+    identity = scrub_tree(await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None),
+                          (key,))
     result = await full_check(profile.base_url or "", model, key, dict(profile.extra_body), thinking,
                               identity=identity, ignore_eos=args.ignore_eos)
     print(f"evalkit check: {profile.base_url}  model {model}  thinking style {profile.thinking}")
@@ -82,9 +83,10 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     rundir = RunDir.create(args.out, args.name or default_run_name("check"), "check",
                            {**manifest_fields(profile), "model": model, "check": {"for": list(commands)},
                             "server_identity": identity,
-                            "field_support": {**(result.fields.to_json() if result.fields else {}),
-                                              "not_sent": sorted(result.omit_fields)}})
-    write_json_atomic(rundir.path / "check.json", {**result.to_json(), "for": list(commands), "exit": code})
+                            "field_support": scrub_tree({**(result.fields.to_json() if result.fields else {}),
+                                                         "not_sent": sorted(result.omit_fields)}, (key,))},
+                           secrets=(key,))
+    rundir.write_json("check.json", scrub_tree({**result.to_json(), "for": list(commands), "exit": code}, (key,)))
     rundir.finish()
     print_run_path(rundir)
     return code

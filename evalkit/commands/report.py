@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from evalkit.bisect import read_log
 from evalkit.errors import UsageError
+from evalkit.redact import scrub
 from evalkit.report.build import build_context
 from evalkit.report.noise import DEFAULT_NOISE_FLOOR
 from evalkit.report.render import render
@@ -41,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.output
     out.parent.mkdir(parents=True, exist_ok=True)
     context = build_context(runs, entries, out, args.noise_floor, args.cycle)
-    out.write_text(render(context, args.template), encoding="utf-8")
+    # Run files are scrubbed as written; a run written before that, or by hand, is scrubbed here (the default key
+    # variable's value and any credential-looking value).
+    out.write_text(scrub(render(context, args.template), (os.environ.get("OPENAI_API_KEY"),)), encoding="utf-8")
     if args.changed_only is not None:
         from evalkit.report.capability import write_changed_lines
 

@@ -1,0 +1,124 @@
+"""A server that echoes the API key everywhere (400/401/500 bodies, SSE error events, answers, /props, /v1/models,
+its own log read with --server-log): bench, stress, capability, load and check run against it over real HTTP, and
+the key appears nowhere: not on stdout or stderr, not in any file of a run directory, not in the report or the
+JUnit file. Run files are owner-only. Unit rows for `scrub` and the HTTP error line."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from evalkit.http_errors import describe
+from evalkit.redact import REDACTED, scrub
+
+HERE = Path(__file__).resolve().parent
+EVALKIT = [sys.executable, "-m", "evalkit"]
+KEY = "sk-hostile-" + secrets.token_hex(12)
+
+
+@pytest.mark.parametrize("text, gone", [
+    (f"HTTP 401: {{'Authorization': 'Bearer {KEY}'}}", [KEY]),
+    ('{"authorization": "Basic dXNlcjpwYXNz"}', ["dXNlcjpwYXNz"]),
+    ("x-api-key: abcd1234 and api_key=zzzz9999&q=1", ["abcd1234", "zzzz9999"]),
+    (f"key in a JSON string: {json.dumps(KEY + '/x')[1:-1]}", [KEY]),
+    ("Bearer tok_123456789", ["tok_123456789"]),
+])
+def test_scrub_rows(text: str, gone: list[str]) -> None:
+    out = scrub(text, [KEY])
+    assert all(g not in out for g in gone) and REDACTED in out
+
+
+def test_error_line_never_keeps_half_a_key() -> None:
+    body = "x" * 280 + f" you sent {KEY} and Authorization: Bearer {KEY}"
+    line = describe(401, body, secrets=[KEY])
+    assert KEY[:8] not in line and line.startswith("HTTP 401: ")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    log = tmp_path_factory.mktemp("hostile") / "server.log"
+    log.touch()
+    proc = subprocess.Popen([sys.executable, str(HERE / "hostile_server.py"), str(log)], stdout=subprocess.PIPE,
+                            text=True)
+    port = int(proc.stdout.readline())  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}/v1", log
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def runs(hostile: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[Path, list]:
+    url, log = hostile
+    out = tmp_path_factory.mktemp("runs")
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "EVALKIT_DATA_DIR": str(data_dir)}
+    common = ["--base-url", url, "--out", str(out), "--server-log", str(log)]
+    commands = {
+        "bench": ["bench", *common, "--name", "bench", "--runs", "1", "--max-tokens", "8", "--concurrency", "2"],
+        "stress": ["stress", *common, "--name", "stress", "--cycles", "1", "--seed", "1", "--long-tokens", "300",
+                   "--no-progress"],
+        "capability": ["capability", *common, "--name", "capability", "--thinking", "off", "--limit", "2",
+                       "--datasets", "gsm8k,humanevalplus", "--concurrency", "2", "--unsafe-exec"],
+        "load": ["load", *common, "--name", "load", "--concurrency", "2", "--requests", "8"],
+        "check": ["check", "--base-url", url, "--out", str(out), "--name", "check"],
+    }
+    done = []
+    for name, argv in commands.items():
+        p = subprocess.run([*EVALKIT, *argv], capture_output=True, text=True, timeout=300, env=env)
+        done.append((name, p))
+    finished = [str(out / n) for n in ("bench", "stress", "capability", "load")
+                if (out / n / "summary.json").exists()]
+    report = out / "report.md"
+    p = subprocess.run([*EVALKIT, "report", *finished, "-o", str(report)], capture_output=True, text=True,
+                       timeout=300, env=env)
+    done.append(("report", p))
+    rules = out / "rules.toml"
+    rules.write_text('[[rule]]\nmetric = "bench.prompts.math.tok_s"\nop = ">="\nvalue = 1e9\n')
+    p = subprocess.run([*EVALKIT, "gate", str(out / "bench"), "--rules", str(rules), "--junit", str(out / "j.xml")],
+                       capture_output=True, text=True, timeout=120, env=env)
+    done.append(("gate", p))
+    return out, done
+
+
+def test_the_server_did_echo_the_key(hostile: tuple[str, Path], runs: tuple[Path, list]) -> None:
+    _, log = hostile
+    assert KEY in log.read_text()  # the server saw the key and sent it back on every path
+
+
+def test_every_command_ran_against_it(runs: tuple[Path, list]) -> None:
+    out, done = runs
+    for name in ("bench", "stress", "capability", "load", "check"):
+        assert (out / name / "manifest.json").exists(), (name, dict(done)[name].stderr[-1500:])
+    requests = (out / "bench" / "requests.jsonl").read_text()
+    assert "HTTP 40" in requests and "HTTP 500" in requests and REDACTED in requests  # the echoes, scrubbed
+    assert REDACTED in (out / "bench" / "server_log.jsonl").read_text()
+    assert (out / "report.md").exists() and (out / "j.xml").exists()
+
+
+def test_no_key_printed(runs: tuple[Path, list]) -> None:
+    _, done = runs
+    for name, p in done:
+        assert KEY not in p.stdout and KEY not in p.stderr, name
+
+
+def test_no_key_in_any_file(runs: tuple[Path, list]) -> None:
+    out, _ = runs
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) > 20
+    leaked = [str(p) for p in files if KEY.encode() in p.read_bytes()]
+    assert not leaked
+
+
+def test_run_files_are_owner_only(runs: tuple[Path, list]) -> None:
+    out, _ = runs
+    for name in ("bench", "stress", "capability", "load", "check"):
+        for p in (out / name).iterdir():
+            if p.suffix in (".json", ".jsonl"):
+                assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
