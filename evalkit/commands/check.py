@@ -15,6 +15,7 @@ from evalkit.config import THINKING_MODES, api_key, manifest_fields, thinking_pa
 from evalkit.connect import discover_model
 from evalkit.errors import UsageError
 from evalkit.preflight import ALL_COMMANDS, CheckResult, Row, full_check
+from evalkit.redact import scrub_tree
 from evalkit.rundir import RunDir, default_run_name
 from evalkit.runcontext import print_run_path, profile_from_args
 from evalkit.server_identity import identify
