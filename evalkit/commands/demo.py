@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from evalkit.argtypes import positive_float, positive_int
 from evalkit.rundir import default_run_name
 
 BUILDS = (
@@ -28,10 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit demo`."""
     p.add_argument("--out", type=Path, default=Path("results"), help="parent of the demo folder (default results/)")
     p.add_argument("--name", help="demo folder name (default demo-<timestamp>)")
-    p.add_argument("--time-scale", type=float, default=20.0,
+    p.add_argument("--time-scale", type=positive_float, default=20.0,
                    help="how much faster than real time the stress sims run (default 20)")
-    p.add_argument("--cycles", type=int, default=2, help="stress cycles per build (default 2)")
-    p.add_argument("--limit", type=int, default=3, help="capability questions per dataset (default 3)")
+    p.add_argument("--cycles", type=positive_int, default=2, help="stress cycles per build (default 2)")
+    p.add_argument("--limit", type=positive_int, default=3, help="capability questions per dataset (default 3)")
     p.add_argument("--data-dir", help="local dataset copies (default $EVALKIT_DATA_DIR, else the Hub)")
 
 
