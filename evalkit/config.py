@@ -114,9 +114,6 @@ def resolve_profile(
 ) -> ServerProfile:
     """The profile a command uses: `--server NAME` from the config, overridden by explicit flags."""
     env = dict(os.environ) if env is None else env
-    if api_key_env is not None and api_key_env not in env:
-        # The default OPENAI_API_KEY may be unset (most self-hosted servers want no key); a named one may not.
-        raise UsageError(f"--api-key-env {api_key_env}: no such environment variable is set")
     profiles = load_profiles(config)
     if server is not None:
         if server not in profiles:

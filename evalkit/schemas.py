@@ -55,9 +55,9 @@ class Manifest(_Open):
 
 
 class Score(_Open):
-    """Correct out of total, per dataset or overall."""
+    """Correct out of total, per dataset or overall (`correct` is a mean over repeats with `--repeats`)."""
 
-    correct: int = Field(ge=0)
+    correct: float = Field(ge=0)
     total: int = Field(ge=0)
 
 

@@ -54,6 +54,7 @@ def test_iter_runs_needs_summary(tmp_path):
     rd = RunDir.create(tmp_path, "r", "bench", {})
     with pytest.raises(UsageError):
         list(iter_runs([rd.path]))
-    rd.write_summary({"kind": "bench"})
+    rd.write_summary({"kind": "bench", "prompts": {}})
     [(path, man, summ)] = list(iter_runs([rd.path]))
-    assert path == rd.path and man["kind"] == "bench" and summ == {"kind": "bench"}
+    assert path == rd.path and man["kind"] == "bench"
+    assert summ == {"schema_version": 1, "kind": "bench", "prompts": {}} and man["schema_version"] == 1
