@@ -40,7 +40,9 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        shown = action.default not in (None, False, True, [], argparse.SUPPRESS) and action.option_strings
+        d = action.default
+        shown = (d is not None and not isinstance(d, bool) and d != [] and d is not argparse.SUPPRESS
+                 and bool(action.option_strings))
         if shown and "default" not in text and "%(default)" not in text:
             text += " (default %(default)s)"
         return text

@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("capability")
-    g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server (live runs)")
+    g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server: required for a live "
+                   "run (not with --replay)")
     g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all)")
     g.add_argument("--limit", type=positive_int, help="only the first N questions of each dataset in the manifest")
     g.add_argument("--concurrency", type=positive_int, help="requests in flight (default: the server profile's, else 1)")
