@@ -185,7 +185,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             gen_tokens=args.gen_tokens, timeout_s=args.timeout_s, gpu_interval_s=args.gpu_interval,
             # Bars only on a terminal: in a log, tqdm's carriage returns make one endless line.
             extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress and sys.stderr.isatty(),
-            kills_streams=bool(kill.supported),
+            log_steps=not args.no_progress and not sys.stderr.isatty(), kills_streams=bool(kill.supported),
         )
         exe = nvidia_smi()
         runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe, attempt=attempt,
