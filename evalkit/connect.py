@@ -72,8 +72,9 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None,
     check = await quick_check(profile.base_url or "", model, api_key(profile), dict(profile.extra_body))
     refused = [r for r in check.rows if r.supported is False]
     if refused:
-        raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: {refused[0].detail}"
-                            + (f"; {refused[0].fix}" if refused[0].fix else "") + " (evalkit check shows more)")
+        said = f"{refused[0].detail}" + (f"; {refused[0].fix}" if refused[0].fix else "")
+        raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: "
+                            f"{scrub(' '.join(said.split()), [api_key(profile)])} (evalkit check shows more)")
     if client_procs > 1:  # the streams are read in worker processes; the records come back whole
         client: Any = MultiProcessChatClient(profile.base_url or "", model, client_procs, api_key=api_key(profile),
                                              clock=clock, uuid_request_ids=check.uuid_request_ids)

@@ -33,11 +33,21 @@ class _Odd(http.server.BaseHTTPRequestHandler):
                                        f"Authorization: Bearer {SECRET}</body></html>"),
             "text": (200, "text/plain", "OK"),
             "shape": (200, "application/json", json.dumps({"models": ["a", "b"]})),
+            "models": (200, "application/json", json.dumps({"object": "list", "data": [{"id": "m"}]})),
             "500": (500, "application/json", json.dumps({"detail": {"reason": "boom"}})),
         }.get(kind, (404, "text/plain", "not found"))
         data = body.encode()
         self.send_response(status)
         self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:  # noqa: N802 - a chat endpoint behind a proxy that answers with its own HTML
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        data = (f"<html><body><h1>502 Bad Gateway</h1>upstream said: api_key={SECRET}</body></html>").encode()
+        self.send_response(502)
+        self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -275,6 +285,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("json-of-another-shape", ["stress", "--base-url", f"{SIM}/shape/v1", "--out", "{tmp}"], 2,
      "not an OpenAI model list"),
     ("server-500", ["check", "--base-url", f"{SIM}/500/v1", "--out", "{tmp}"], 2, "HTTP 500"),
+    ("chat-answers-html", ["bench", "--base-url", f"{SIM}/models/v1", "--out", "{tmp}"], 1, "502"),
     # --- usage ------------------------------------------------------------------------------------------------
     ("cap-no-thinking", ["capability", "--base-url", UNREACHABLE], 2, "--thinking"),
     ("resume-other-kind", ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE], 2, ""),
