@@ -103,14 +103,19 @@ def _json_type(v: Any) -> str:
         type(v), "a number")
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every complete JSON line of a file; a torn last line is skipped, a bad line elsewhere exits 2 naming it."""
+def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
+    """Every complete JSON line of a file; a torn last line is skipped, a bad line elsewhere exits 2 naming it.
+
+    With `schema` (an `evalkit.schemas` model), each line is also checked against it.
+    """
     if not path.exists():
         return []
     try:
         data = path.read_bytes()
     except OSError as e:
         raise UsageError(f"{path}: cannot read ({e.strerror or e})") from None
+    if schema is not None:
+        from evalkit.schemas import validate
     out = []
     lines = data.split(b"\n")
     # The last element is what follows the last newline: empty for a whole file, a torn line otherwise.
@@ -125,6 +130,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise UsageError(f"{path}:{n}: not a JSON line ({_json_reason(e)})") from None
         if not isinstance(obj, dict):
             raise UsageError(f"{path}:{n}: expected a JSON object, found {_json_type(obj)}")
+        if schema is not None:
+            validate(schema, obj, f"{path}:{n}")
         out.append(obj)
     return out
 
@@ -138,6 +145,14 @@ def _cut_torn_tail(path: Path) -> None:
         if data.endswith(b"\n"):
             return
         f.truncate(data.rfind(b"\n") + 1)
+
+
+def _check_lines(path: Path) -> None:
+    from evalkit.schemas import GradedLine, RequestLine
+
+    schemas = {REQUESTS: RequestLine, "graded.jsonl": GradedLine}
+    for f in sorted(path.glob("*.jsonl")):
+        read_jsonl(f, schemas.get(f.name))
 
 
 def _holder(lock_path: Path) -> str:
@@ -186,6 +201,7 @@ class RunDir:
             old = read_json_object(man_path)
             if old.get("kind") != kind:
                 raise UsageError(f"run directory {path} holds a {old.get('kind')!r} run, not {kind!r}")
+            _check_lines(path)  # a resume must not stamp the manifest of a run it cannot read
             lock = _take_lock(path)
             rd = cls(path=path, kind=kind, resumed=True, _lock_fd=lock)
             old.setdefault("resumes", []).append({"at": utc_now_iso(), "command": _command_line()})

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from evalkit.client import ChatClient, ChatRequest, new_request_id
 from evalkit.errors import UsageError
-from evalkit.rundir import RunDir
+from evalkit.rundir import RunDir, read_jsonl
 from evalkit.schemas import GradedLine, ReplayLine, validate
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.grader import Grader, graded_line, token_counts
@@ -81,14 +81,6 @@ def _first_per_key(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def validated_lines(rundir: RunDir, filename: str, model: Any) -> list[dict[str, Any]]:
-    """A run file's lines, each checked against its schema (a bad line exits 2 naming file and line)."""
-    lines = rundir.read(filename)
-    for n, ln in enumerate(lines, 1):
-        validate(model, ln, f"{rundir.path / filename}: line {n}")
-    return lines
-
-
 async def run_live(
     rundir: RunDir,
     client: ChatClient,
@@ -102,7 +94,7 @@ async def run_live(
     sampling: Sampling = Sampling(),
 ) -> None:
     """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line."""
-    previous = validated_lines(rundir, GRADED, GradedLine)
+    previous = read_jsonl(rundir.path / GRADED, GradedLine)  # a bad line exits 2 naming file and line
     done_ok = _first_per_key([ln for ln in previous if ln["outcome"] != "error"])
     if len(done_ok) != len(previous):
         # One line per question: an error line is replaced by the retry's outcome, so it goes before the retry.

@@ -84,6 +84,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_run(runs / "odd-cap", "capability", {"scores": {"trivia": {"correct": 1, "total": 1}},
                                                "total": {"correct": 1, "total": 1}},
               graded=[{"id": "trivia:1", "correct": True, "outcome": "correct", "extracted": "x"}])
+    # a garbage line in the middle of requests.jsonl, and a graded line of the wrong shape
+    stress_run(runs / "garbled", "g", 1.0)
+    req = (runs / "garbled" / "requests.jsonl").read_text().splitlines()
+    (runs / "garbled" / "requests.jsonl").write_text("\n".join(req[:3] + ["{oops"] + req[3:]) + "\n")
+    capability_run(runs / "badgraded", "c", set())
+    graded = (runs / "badgraded" / "graded.jsonl").read_text().splitlines()
+    graded[4] = json.dumps({**json.loads(graded[4]), "outcome": "maybe"})
+    (runs / "badgraded" / "graded.jsonl").write_text("\n".join(graded) + "\n")
     for name, man_text, sum_text in (
         ("bad-manifest", "{not json", '{"kind": "bench"}'),
         ("array-manifest", "[1, 2]", '{"kind": "bench"}'),
@@ -254,6 +262,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("report-summary-no-kind", ["report", f"{R}/nokind-summary", "-o", "{tmp}/r.md"], 2, "'kind' is missing"),
     ("gate-summary-bad-type", ["gate", f"{R}/badtype-summary", "--rules", f"{B}/rules-ok.toml"], 2,
      "scores.gsm8k.correct"),
+    ("report-garbage-request-line", ["report", f"{R}/garbled", "-o", "{tmp}/r.md"], 2, "requests.jsonl:4"),
+    ("report-bad-graded-line", ["report", f"{R}/badgraded", "-o", "{tmp}/r.md"], 2, "graded.jsonl:5"),
     # --- replay files ------------------------------------------------------------------------------------------
     ("replay-missing", ["capability", "--replay", f"{B}/nosuch.jsonl", "--out", "{tmp}"], 2, "not found"),
     ("replay-garbage-line", ["capability", "--replay", f"{B}/replay-garbage.jsonl", "--out", "{tmp}"], 2, ":2:"),
@@ -325,3 +335,14 @@ def test_bad_input_is_one_line_and_exit_code(case, world: Path, odd_server: str,
     assert "Traceback" not in err and SECRET not in err
     assert needle in lines[0], lines[0]
     assert _snapshot(world) == before, "an existing run file changed"
+
+
+def test_resuming_a_run_with_a_bad_line_exits_2_and_changes_nothing(sim, world: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    server = sim("--time-scale", "50")
+    before = _snapshot(world)
+    code = main(["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "1", "--base-url",
+                 server.base_url, "--out", str(world / "runs"), "--name", "badgraded"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "graded.jsonl:5" in err[0] and "outcome" in err[0], err
+    assert _snapshot(world) == before
