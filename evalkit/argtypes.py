@@ -32,6 +32,23 @@ def run_name(text: str) -> str:
     return text
 
 
+def base_url(text: str) -> str:
+    """`--base-url`: an http:// or https:// URL with a host."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
+    return text.strip()
+
+
+def build_info(text: str) -> str:
+    """`--build-info`: KEY=VALUE."""
+    if "=" not in text or not text.split("=", 1)[0].strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: write KEY=VALUE, e.g. commit=a2bf07fd")
+    return text
+
+
 def env_name(text: str) -> str:
     """`--api-key-env`: the name of an environment variable (never the key itself)."""
     if not _ENV_NAME.match(text):

@@ -10,7 +10,7 @@ from typing import NoReturn, Sequence
 
 from evalkit.argtypes import nonneg_float, positive_int
 from evalkit import __version__
-from evalkit.argtypes import env_name, run_name, writable_dir, writable_file
+from evalkit.argtypes import base_url, build_info, env_name, run_name, writable_dir, writable_file
 from evalkit.errors import UsageError
 from evalkit.eventloop import fast_loop
 
@@ -62,7 +62,7 @@ class _Parser(argparse.ArgumentParser):
 def add_server_options(p: argparse.ArgumentParser, client_procs: bool = True, evidence: bool = True) -> None:
     """Options every command that talks to a server takes (contract); `check` leaves out what it does not use."""
     g = p.add_argument_group("server")
-    g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
+    g.add_argument("--base-url", type=base_url, help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
                    "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)")
     g.add_argument("--model", help="model id (default: the first id /v1/models lists)")
     g.add_argument("--api-key-env", type=env_name, metavar="NAME", help="name of the environment variable holding the API key "
@@ -89,7 +89,7 @@ def add_evidence_options(p: argparse.ArgumentParser) -> None:
                    help="do not scrape the server's Prometheus /metrics")
     g.add_argument("--build-label", help="label of the server build in manifest and reports (default: the "
                    "profile's build.label, else the profile name)")
-    g.add_argument("--build-info", action="append", default=[], metavar="KEY=VALUE",
+    g.add_argument("--build-info", action="append", default=[], metavar="KEY=VALUE", type=build_info,
                    help="build metadata for the manifest, e.g. commit=a2bf07fd or flags='--max_batch 2' (repeatable)")
 
 

@@ -212,6 +212,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("key-env-unset-check", ["check", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE], 2,
      "no such environment variable"),
     ("key-env-is-a-key", ["stress", "--api-key-env", "sk-live-abcdefgh12345"], 2, "--api-key-env"),
+    ("base-url-not-url", ["bench", "--base-url", "localhost 8000"], 2, "--base-url"),
+    ("base-url-ftp", ["check", "--base-url", "ftp://x/v1"], 2, "http://"),
+    ("build-info-no-equals", ["stress", "--build-info", "commit"], 2, "KEY=VALUE"),
     # --- output paths checked before any work ---------------------------------------------------------------
     ("out-under-file", ["bench", "--out", f"{B}/afile/sub", "--base-url", UNREACHABLE], 2, "--out"),
     ("out-is-file", ["stress", "--out", f"{B}/afile", "--base-url", UNREACHABLE], 2, "--out"),
