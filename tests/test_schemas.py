@@ -21,7 +21,8 @@ from evalkit_evals.runner import read_replay
 from evalkit_stress.scenario_file import parse_scenarios
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
-FUZZ = settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FUZZ = settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+                database=None)
 
 
 def test_published_json_schemas_are_current() -> None:
