@@ -50,8 +50,9 @@ def check_resume(run_path: Path, wanted: Mapping[str, Any]) -> None:
     if not man_path.exists():
         return
     manifest = read_json_object(man_path)
-    if manifest.get("kind") != "stress":
-        return  # RunDir.create names the kind mismatch
+    if manifest.get("kind") != "stress":  # said before any server time is spent
+        raise UsageError(f"run directory {run_path} holds a {manifest.get('kind')!r} run, not 'stress'; pick another "
+                         "--name")
     old = recorded_options(manifest)
     for k in SCHEDULE_OPTIONS:
         if old[k] != wanted[k]:

@@ -301,8 +301,11 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("chat-answers-html", ["bench", "--base-url", f"{SIM}/models/v1", "--out", "{tmp}"], 1, "502"),
     # --- usage ------------------------------------------------------------------------------------------------
     ("cap-no-thinking", ["capability", "--base-url", UNREACHABLE], 2, "--thinking"),
-    ("resume-other-kind", ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE], 2, ""),
+    ("resume-other-kind", ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE], 2,
+     "holds a 'bench' run, not 'stress'"),
     ("report-nothing", ["report"], 2, "at least one run"),
+    ("resume-garbled-manifest", ["stress", "--out", f"{R}", "--name", "bad-manifest", "--base-url", UNREACHABLE], 2,
+     "manifest.json: not JSON"),
 ]
 
 
