@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from evalkit.argtypes import nonneg_float, positive_int
 from evalkit import __version__
-from evalkit.argtypes import base_url, build_info, env_name, run_name, writable_dir, writable_file
+from evalkit.argtypes import (base_url, build_info, env_name, nonneg_float, positive_int, run_name, writable_dir,
+                              writable_file)
 from evalkit.errors import UsageError
 from evalkit.eventloop import fast_loop
 
@@ -65,8 +65,8 @@ def add_server_options(p: argparse.ArgumentParser, client_procs: bool = True, ev
     g.add_argument("--base-url", type=base_url, help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
                    "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)")
     g.add_argument("--model", help="model id (default: the first id /v1/models lists)")
-    g.add_argument("--api-key-env", type=env_name, metavar="NAME", help="name of the environment variable holding the API key "
-                   "(default OPENAI_API_KEY); the key itself is never a flag")
+    g.add_argument("--api-key-env", type=env_name, metavar="NAME", help="name of the environment variable holding "
+                   "the API key (default OPENAI_API_KEY; a name given must be set); the key itself is never a flag")
     g.add_argument("--server", help="a server profile named in the config file")
     g.add_argument("--config", type=Path, help="config file with server profiles (default ./evalkit.toml)")
     if client_procs:
