@@ -31,14 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "run (not with --replay)")
     g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all)")
     g.add_argument("--limit", type=positive_int, help="only the first N questions of each dataset in the manifest")
-    g.add_argument("--concurrency", type=positive_int, help="requests in flight (default: the server profile's, else 1)")
+    g.add_argument("--concurrency", type=positive_int,
+                   help="requests in flight (default: the server profile's, else 1)")
     g.add_argument("--data-dir", help="local dataset files in the Hub's columns (default $EVALKIT_DATA_DIR, "
                    "else the Hugging Face Hub)")
     g.add_argument("--max-tokens", type=positive_int, help="per-request limit (default by mode: "
                    + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_TOKENS.items()) + ")")
-    g.add_argument("--repeats", type=positive_int, default=1, help="ask each question K times; pass@1 is the mean over repeats "
+    g.add_argument("--repeats", type=positive_int, default=1,
+                   help="ask each question K times; pass@1 is the mean over repeats "
                    "(default %(default)s)")
-    g.add_argument("--temperature", type=nonneg_float, help="sampling temperature (default 0, or 0.7 with --repeats above 1; "
+    g.add_argument("--temperature", type=nonneg_float,
+                   help="sampling temperature (default 0, or 0.7 with --repeats above 1; "
                    "sampled repeats send seed 0..K-1)")
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
     g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")

@@ -53,15 +53,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--prompt-tokens", default="256", help="prompt length in tokens: N or LO:HI (default 256)")
     w.add_argument("--output-tokens", default="64", help="answer length in tokens: N or LO:HI (default 64)")
     w.add_argument("--prefix-tokens", type=nonneg_int, default=0, help="a prefix of P tokens every request shares")
-    w.add_argument("--token-scale", type=positive_float, help="the server's tokens per token of the sim's rule (default: "
+    w.add_argument("--token-scale", type=positive_float,
+                   help="the server's tokens per token of the sim's rule (default: "
                    "measured from the server at the start; --dry-run: 1, or the manifest's token_scale)")
-    w.add_argument("--timeout-s", type=positive_float, default=300.0, help="per-request timeout in seconds (default 300)")
+    w.add_argument("--timeout-s", type=positive_float, default=300.0,
+                   help="per-request timeout in seconds (default 300)")
     s = p.add_argument_group("targets and search")
     s.add_argument("--slo", action="append", default=[], metavar="TARGET",
                    help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)")
     s.add_argument("--search", choices=("concurrency", "rate"), help="find the largest load meeting every --slo")
     s.add_argument("--runs", type=positive_int, default=1, help="repeats of every load point (default 1)")
-    s.add_argument("--search-max", type=positive_float, help="largest load the search tries (default 256 streams or 1000/s)")
+    s.add_argument("--search-max", type=positive_float,
+                   help="largest load the search tries (default 256 streams or 1000/s)")
     s.add_argument("--resolution", type=positive_float, default=0.1,
                    help="rate search: stop when the bracket is this fraction of the rate (default 0.1)")
 

@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
     g.add_argument("--prefill-rate", type=positive_float, help=f"prefill tokens/s (default {d.prefill_rate:g})")
     g.add_argument("--prefill-chunk", type=positive_int, help=f"tokens per prefill chunk (default {d.prefill_chunk})")
-    g.add_argument("--decode-rate", type=positive_float, help=f"decode tokens/s of one stream (default {d.decode_rate:g})")
+    g.add_argument("--decode-rate", type=positive_float,
+                   help=f"decode tokens/s of one stream (default {d.decode_rate:g})")
     g.add_argument("--batch-decode-rate", type=positive_float,
                    help=f"combined decode tokens/s with every slot busy (default {d.batch_decode_rate:g})")
     g.add_argument("--max-batch", type=positive_int, help=f"concurrent requests (default {d.max_batch})")
@@ -66,12 +67,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="long prefill runs all its chunks first (head-of-line blocking)")
     g.add_argument("--yield-decode-steps", type=nonneg_int,
                    help=f"decode steps between two chunks of a long prefill (default {d.yield_decode_steps})")
-    g.add_argument("--long-threshold", type=nonneg_int, help=f"prompts longer than this are long (default {d.long_threshold})")
+    g.add_argument("--long-threshold", type=nonneg_int,
+                   help=f"prompts longer than this are long (default {d.long_threshold})")
     g.add_argument("--cancel-aborts", dest="cancel_aborts", action="store_true", default=None,
                    help="cancel stops prefill at the next chunk boundary (default)")
     g.add_argument("--no-cancel-aborts", dest="cancel_aborts", action="store_false",
                    help="a cancelled prefill runs to the end, occupying the engine")
-    g.add_argument("--default-max-tokens", type=positive_int, help=f"limit when a request names none ({d.default_max_tokens})")
+    g.add_argument("--default-max-tokens", type=positive_int,
+                   help=f"limit when a request names none ({d.default_max_tokens})")
     g.add_argument("--filler-tokens", type=nonneg_int,
                    help=f"filler length when a request names no max_tokens (default {d.filler_tokens})")
     a = p.add_argument_group("answers and thinking")

@@ -50,11 +50,12 @@ from evalkit_stress.summary import build_summary
 from evalkit_stress.tokenize import TokenCounter
 
 
-EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one cancelled
-part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual RTX 2080 Ti of
-the write-up ('before' build, 1,350 prefill tok/s): about 200 s a cycle, so the default 18 cycles take about an hour. A server
-prefilling ~10,000 tok/s (an 8B model on an H200) needs roughly 30 s a cycle, about 10 minutes for 18 (an estimate
-from the prefill rate). --cycles 2 gives a first look; --dry-run prints the schedule without a server.
+EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one
+cancelled part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual
+RTX 2080 Ti of the write-up ('before' build, 1,350 prefill tok/s): about 200 s a cycle, so the default 18
+cycles take about an hour. A server prefilling ~10,000 tok/s (an 8B model on an H200) needs roughly 30 s a
+cycle, about 10 minutes for 18 (an estimate from the prefill rate). --cycles 2 gives a first look; --dry-run
+prints the schedule without a server.
 """
 
 
@@ -68,7 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a TOML scenario file (docs/stress-scenarios.md); default: the write-up's cycle")
     g.add_argument("--cycles", type=positive_int, help="cycles to run (default: the scenario file's `cycles`, else 18)")
     g.add_argument("--seed", type=any_int, default=42, help="fixes every prompt, delay and choice (default 42)")
-    g.add_argument("--long-tokens", type=positive_int, default=54000, help="long prompt length in server tokens (default 54000)")
+    g.add_argument("--long-tokens", type=positive_int, default=54000,
+                   help="long prompt length in server tokens (default 54000)")
     g.add_argument("--shuffle", action="store_true", help="shuffle the scenario order in each cycle (from the seed)")
     g.add_argument("--reuse-long-prompt", action="store_true",
                    help="send the same long prompt every time (tests the prefix cache instead of defeating it)")
@@ -76,12 +78,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="divide every planned delay by F (for a server run with `evalkit sim --time-scale F`)")
     g.add_argument("--dry-run", action="store_true", help="print the schedule and exit; needs no server")
     r = p.add_argument_group("requests")
-    r.add_argument("--short-max-tokens", type=positive_int, default=64, help="max_tokens of short requests (default 64)")
+    r.add_argument("--short-max-tokens", type=positive_int, default=64,
+                   help="max_tokens of short requests (default 64)")
     r.add_argument("--long-max-tokens", type=positive_int, default=64, help="max_tokens of long requests (default 64)")
-    r.add_argument("--gen-tokens", type=positive_int, default=512, help="tokens per concurrent generation (default 512)")
-    r.add_argument("--timeout-s", type=positive_float, default=900.0, help="per-request timeout in seconds (default 900)")
+    r.add_argument("--gen-tokens", type=positive_int, default=512,
+                   help="tokens per concurrent generation (default 512)")
+    r.add_argument("--timeout-s", type=positive_float, default=900.0,
+                   help="per-request timeout in seconds (default 900)")
     r.add_argument("--max-minutes", type=positive_float, help="end the run cleanly after this many minutes")
-    r.add_argument("--gpu-interval", type=positive_float, default=1.0, help="seconds between nvidia-smi samples (default 1)")
+    r.add_argument("--gpu-interval", type=positive_float, default=1.0,
+                   help="seconds between nvidia-smi samples (default 1)")
     r.add_argument("--no-progress", action="store_true",
                    help="no progress on standard error (bars are drawn only on a terminal; a log gets a line a cycle)")
 
