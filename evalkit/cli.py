@@ -142,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen_command(argv)
     parser = build_parser(only=chosen or "")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a bad flag (one line already written) or --help: the exit code, returned
+        return e.code if isinstance(e.code, int) else 0
     try:
         check_outputs(args)
         # Every command's client reads its streams on this loop; the simulator keeps the loop it was tuned on.
