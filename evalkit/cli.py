@@ -10,45 +10,73 @@ from pathlib import Path
 from typing import NoReturn, Sequence
 
 from evalkit import __version__
+from evalkit.argtypes import (base_url, build_info, env_name, nonneg_float, positive_int, run_name, writable_dir,
+                              writable_file)
 from evalkit.errors import UsageError
 from evalkit.eventloop import fast_loop
 from evalkit.redact import ScrubbingWriter
 
 # name -> module under evalkit.commands exposing add_arguments(parser) and run(args) -> int
+# In the order a user meets them: try the demo, check a server, measure it, compare, gate; the sim last.
 COMMANDS: dict[str, str] = {
-    "sim": "the simulated OpenAI-compatible inference server",
+    "demo": "start a sim, run bench + stress + capability against it, render a report",
+    "check": "preflight: what the server supports and how evalkit will talk to it",
+    "bench": "code / math / prose decode throughput, single and concurrent",
     "capability": "the pinned 140-question capability set (GSM8K, MATH-500, MuSR, HumanEval+)",
     "stress": "the seeded long-prefill / short-insert / cancel / concurrent stress scheduler",
-    "bench": "code / math / prose decode throughput, single and concurrent",
+    "load": "capacity: latency and goodput under closed- or open-loop load; the largest load meeting targets",
     "report": "markdown before/after tables from run directories",
     "gate": "release gate: check run summaries against TOML rules",
-    "demo": "start a sim, run bench + stress + capability against it, render a report",
-    "load": "capacity: latency and goodput under closed- or open-loop load; the largest load meeting targets",
-    "check": "preflight: what the server supports and how evalkit will talk to it",
+    "sim": "the simulated OpenAI-compatible inference server",
 }
+# Output files and directories, checked writable before any work starts: attribute -> the flag that sets it.
+OUTPUT_FILES = {"output": "-o/--output", "junit": "--junit", "changed_only": "--changed-only"}
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps descriptions and epilogs as written (exit codes, a rules example) and marks required options."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        text = super()._format_action_invocation(action)
+        return f"{text} (required)" if action.required and action.option_strings else text
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        shown = (d is not None and not isinstance(d, bool) and d != [] and d is not argparse.SUPPRESS
+                 and bool(action.option_strings))
+        if shown and "default" not in text and "%(default)" not in text:
+            text += " (default %(default)s)"
+        return text
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def]
+        kw.setdefault("formatter_class", _Formatter)
+        super().__init__(*a, **kw)
+
     def error(self, message: str) -> NoReturn:
         # One line and exit 2, as the contract asks, instead of argparse's usage block.
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
         raise SystemExit(2)
 
 
-def add_server_options(p: argparse.ArgumentParser) -> None:
-    """Options every command that talks to a server takes (contract)."""
+def add_server_options(p: argparse.ArgumentParser, client_procs: bool = True, evidence: bool = True) -> None:
+    """Options every command that talks to a server takes (contract); `check` leaves out what it does not use."""
     g = p.add_argument_group("server")
-    g.add_argument("--base-url", help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
+    g.add_argument("--base-url", type=base_url, help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
                    "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)")
     g.add_argument("--model", help="model id (default: the first id /v1/models lists)")
-    g.add_argument("--api-key-env", help="name of the environment variable holding the API key "
-                   "(default OPENAI_API_KEY); the key itself is never a flag")
+    g.add_argument("--api-key-env", type=env_name, metavar="NAME", help="name of the environment variable holding "
+                   "the API key (default OPENAI_API_KEY; a name given must be set); the key itself is never a flag")
     g.add_argument("--server", help="a server profile named in the config file")
     g.add_argument("--config", type=Path, help="config file with server profiles (default ./evalkit.toml)")
-    g.add_argument("--client-procs", type=int, default=1, metavar="K",
-                   help="read the streams in K client processes, each with its own event loop (for more streams "
-                        "than one core can read; default 1)")
-    add_evidence_options(p)
+    if client_procs:
+        g.add_argument("--client-procs", type=positive_int, default=1, metavar="K",
+                       help="read the streams in K client processes, each with its own event loop (for more streams "
+                            "than one core can read; default 1)")
+    if evidence:
+        add_evidence_options(p)
 
 
 def add_evidence_options(p: argparse.ArgumentParser) -> None:
@@ -56,14 +84,14 @@ def add_evidence_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("server evidence")
     g.add_argument("--server-log", type=Path, metavar="FILE",
                    help="follow the server's log file during the run into server_log.jsonl, flagging known lines")
-    g.add_argument("--metrics-interval", type=float, metavar="S",
+    g.add_argument("--metrics-interval", type=nonneg_float, metavar="S",
                    help="also scrape /metrics every S seconds during the run (default: stress 1, others 0 = "
                         "only before and after)")
     g.add_argument("--no-metrics", dest="metrics", action="store_false",
                    help="do not scrape the server's Prometheus /metrics")
     g.add_argument("--build-label", help="label of the server build in manifest and reports (default: the "
                    "profile's build.label, else the profile name)")
-    g.add_argument("--build-info", action="append", default=[], metavar="KEY=VALUE",
+    g.add_argument("--build-info", action="append", default=[], metavar="KEY=VALUE", type=build_info,
                    help="build metadata for the manifest, e.g. commit=a2bf07fd or flags='--max_batch 2' (repeatable)")
 
 
@@ -71,7 +99,8 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     """Where a run directory goes."""
     g = p.add_argument_group("output")
     g.add_argument("--out", type=Path, default=Path("results"), help="parent of run directories (default results/)")
-    g.add_argument("--name", help="run name (default: kind + timestamp); an existing name resumes that run")
+    g.add_argument("--name", type=run_name, help="run name, one path component of at most 128 characters (default: "
+                   "kind + timestamp); an existing name resumes that run")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -96,17 +125,35 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Exit 2 before any work when an output path of the command cannot be written."""
+    out = getattr(args, "out", None)
+    if isinstance(out, Path):
+        writable_dir(out, "--out")
+    for attr, flag in OUTPUT_FILES.items():
+        path = getattr(args, attr, None)
+        if isinstance(path, Path):
+            writable_file(path, flag)
+    log = getattr(args, "bisect_log", None)
+    if isinstance(log, Path):
+        writable_file(log, "--bisect-log")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen_command(argv)
     parser = build_parser(only=chosen or "")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a bad flag (one line already written) or --help: the exit code, returned
+        return e.code if isinstance(e.code, int) else 0
     out, err = sys.stdout, sys.stderr
     if args.command != "sim":  # the last edge before the screen: nothing printed carries the key
         keys = _run_secrets(args)
         sys.stdout, sys.stderr = ScrubbingWriter(out, keys), ScrubbingWriter(err, keys)  # type: ignore[assignment]
     try:
+        check_outputs(args)
         # Every command's client reads its streams on this loop; the simulator keeps the loop it was tuned on.
         with fast_loop(enabled=args.command != "sim"):
             return int(args._run(args) or 0)

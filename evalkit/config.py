@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.schemas import ConfigFile, validate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,7 +65,11 @@ def read_toml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise UsageError(f"file not found: {path}") from None
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"malformed TOML in {path}: {e}") from None
+        raise UsageError(f"malformed TOML in {path}: {str(e).splitlines()[0]}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def load_profiles(path: Path | None) -> dict[str, ServerProfile]:
@@ -80,6 +85,7 @@ def load_profiles(path: Path | None) -> dict[str, ServerProfile]:
     out = {}
     for name, raw in servers.items():
         out[name] = _profile_from_table(path, name, raw)
+    validate(ConfigFile, data, path)  # what the checks above do not name: wrong types, bad numbers, top-level keys
     return out
 
 

@@ -8,13 +8,12 @@ computes summary.json's `server_metrics` and `server_log` from the run directory
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.config import ServerProfile
-from evalkit.rundir import MANIFEST, RunDir, read_jsonl
+from evalkit.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
 from evalkit.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
 from evalkit.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
 from evalkit.spec_decode import spec_summary
@@ -91,7 +90,7 @@ def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
     """`server_metrics` and `server_log` for summary.json, from the run directory's files alone."""
     path = Path(run_dir)
     man_path = path / MANIFEST
-    manifest = json.loads(man_path.read_text(encoding="utf-8")) if man_path.exists() else {}
+    manifest = read_json_object(man_path) if man_path.exists() else {}
     out: dict[str, Any] = {}
     url = manifest.get("server_metrics_url")
     lines = read_jsonl(path / METRICS_FILE)

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from evalkit.config import read_toml
 from evalkit.errors import UsageError
+from evalkit.schemas import GateRules, validate
 from evalkit.summaries import FinishedRun, lookup
 
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -53,6 +54,10 @@ class RuleResult:
 def parse_rules(data: dict[str, Any], source: str) -> list[Rule]:
     """Rules from parsed TOML; every malformed rule is a usage error naming its position."""
     raw = data.get("rule")
+    unknown_top = sorted(set(data) - {"rule"})
+    if unknown_top:
+        raise UsageError(f"{source}: unknown top-level key(s): {', '.join(unknown_top)} (a rules file holds [[rule]] "
+                         "tables)")
     if not isinstance(raw, list) or not raw:
         raise UsageError(f"{source}: no [[rule]] tables")
     rules = []
@@ -75,6 +80,7 @@ def parse_rules(data: dict[str, Any], source: str) -> list[Rule]:
         if isinstance(amount, bool) or not isinstance(amount, (int, float)):
             raise UsageError(f"{where}: {limits[0]} must be a number")
         rules.append(Rule(metric, op, limits[0], float(amount), str(r.get("name") or metric)))
+    validate(GateRules, data, source)  # what the checks above do not name: nan/inf limits, a relative of 0 or less
     return rules
 
 

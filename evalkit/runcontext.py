@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from evalkit.client import ChatClient
 from evalkit.clock import Clock
 from evalkit.config import ServerProfile, api_key, manifest_fields, resolve_profile
 from evalkit.connect import open_client
+from evalkit.errors import UsageError
 from evalkit.evidence import ServerEvidence, evidence_from_args
 from evalkit.redact import scrub_tree
 from evalkit.rundir import RunDir, default_run_name
@@ -31,6 +33,10 @@ class RunContext:
 
 def profile_from_args(args: argparse.Namespace) -> ServerProfile:
     """The server profile the common flags (`--server`, `--base-url`, ...) describe."""
+    named = getattr(args, "api_key_env", None)
+    if named is not None and named not in os.environ:
+        # The default OPENAI_API_KEY may be unset (most self-hosted servers want no key); a named one may not.
+        raise UsageError(f"--api-key-env {named}: no such environment variable is set")
     return resolve_profile(
         getattr(args, "config", None),
         getattr(args, "server", None),

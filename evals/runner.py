@@ -19,7 +19,8 @@ from tqdm import tqdm
 
 from evalkit.client import ChatClient, ChatRequest, new_request_id
 from evalkit.errors import UsageError
-from evalkit.rundir import RunDir
+from evalkit.rundir import RunDir, read_jsonl
+from evalkit.schemas import GradedLine, ReplayLine, validate
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.grader import Grader, graded_line, inline_reasoning, token_counts
 from evalkit_evals.prompting import build_messages, render_prompt
@@ -47,8 +48,9 @@ class _Progress:
     def __init__(self, total: int, done: list[dict[str, Any]]) -> None:
         self.correct = sum(1 for d in done if d["correct"])
         self.seen = len(done)
+        # disable=None: a bar only on a terminal; a log gets the summary lines, not one carriage-return line.
         self.bar = tqdm(total=total, initial=len(done), file=sys.stderr, desc="capability", unit="q",
-                        dynamic_ncols=True, leave=True)
+                        dynamic_ncols=True, leave=True, disable=None)
         self._post()
 
     def _post(self) -> None:
@@ -65,6 +67,20 @@ class _Progress:
         self.bar.close()
 
 
+def _key(line: dict[str, Any]) -> tuple[str, int]:
+    return line["id"], int(line.get("repeat") or 0)
+
+
+def _first_per_key(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for ln in lines:
+        if _key(ln) not in seen:
+            seen.add(_key(ln))
+            out.append(ln)
+    return out
+
+
 async def run_live(
     rundir: RunDir,
     client: ChatClient,
@@ -78,9 +94,12 @@ async def run_live(
     sampling: Sampling = Sampling(),
 ) -> None:
     """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line."""
-    previous = rundir.read(GRADED)
-    done_ok = [ln for ln in previous if ln["outcome"] != "error"]
-    done_keys = {(ln["id"], int(ln.get("repeat") or 0)) for ln in done_ok}
+    previous = read_jsonl(rundir.path / GRADED, GradedLine)  # a bad line exits 2 naming file and line
+    done_ok = _first_per_key([ln for ln in previous if ln["outcome"] != "error"])
+    if len(done_ok) != len(previous):
+        # One line per question: an error line is replaced by the retry's outcome, so it goes before the retry.
+        rundir.rewrite(GRADED, done_ok)
+    done_keys = {_key(ln) for ln in done_ok}
     todo = [(it, k) for k in range(sampling.repeats) for it in items if (it.qid, k) not in done_keys]
     wanted = {(it.qid, k) for it in items for k in range(sampling.repeats)}
     progress = _Progress(len(wanted), [ln for ln in done_ok if (ln["id"], int(ln.get("repeat") or 0)) in wanted])
@@ -124,8 +143,16 @@ def read_replay(path: Path) -> list[dict[str, Any]]:
     """The replay file's lines (contract: id, content, reasoning); a malformed line is a usage error."""
     if not path.exists():
         raise UsageError(f"replay file not found: {path}")
+    if path.is_dir():
+        raise UsageError(f"replay file {path} is a directory")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"{path}: cannot read ({e.strerror or e})") from None
     out = []
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
         try:
@@ -134,7 +161,10 @@ def read_replay(path: Path) -> list[dict[str, Any]]:
             raise UsageError(f"{path}:{n}: not a JSON object") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or not isinstance(obj.get("content"), str):
             raise UsageError(f"{path}:{n}: needs a string 'id' and a string 'content'")
+        validate(ReplayLine, obj, f"{path}:{n}")
         out.append(obj)
+    if not out:
+        raise UsageError(f"{path}: the replay file holds no answers")
     return out
 
 

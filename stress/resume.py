@@ -9,13 +9,12 @@ is run again from its start by the next attempt. Files are append-only, so the c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from evalkit.errors import UsageError
-from evalkit.rundir import MANIFEST
+from evalkit.rundir import MANIFEST, read_json_object
 from evalkit_stress.prompts import LongSpec
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.tokenize import FittedPrompt
@@ -50,9 +49,10 @@ def check_resume(run_path: Path, wanted: Mapping[str, Any]) -> None:
     man_path = run_path / MANIFEST
     if not man_path.exists():
         return
-    manifest = json.loads(man_path.read_text(encoding="utf-8"))
-    if manifest.get("kind") != "stress":
-        return  # RunDir.create names the kind mismatch
+    manifest = read_json_object(man_path)
+    if manifest.get("kind") != "stress":  # said before any server time is spent
+        raise UsageError(f"run directory {run_path} holds a {manifest.get('kind')!r} run, not 'stress'; pick another "
+                         "--name")
     old = recorded_options(manifest)
     for k in SCHEDULE_OPTIONS:
         if old[k] != wanted[k]:

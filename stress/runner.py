@@ -61,6 +61,7 @@ class RunOptions:
     gpu_interval_s: float = 1.0
     extra_body: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
+    log_steps: bool = False  # a line per completed cycle on stderr (when there is no bar: a log, not a terminal)
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
     # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
@@ -320,6 +321,10 @@ class StressRunner:
                             "t_start": cycle_start, "t_end": self.clock.now(),
                         })
                         self.completed[cycle] = self.attempt
+                        if self.opts.log_steps:  # no bar (not a terminal): one line per cycle in the log
+                            print(f"cycle {cycle}/{self.schedule.cycles} done: "
+                                  f"{sum(len(s.requests) for s in scenarios)} requests in "
+                                  f"{self.clock.now() - cycle_start:.1f} s", file=sys.stderr, flush=True)
             finally:
                 await lag.stop()
                 if gpu is not None:

@@ -7,6 +7,7 @@ built-in file `prompts/stress/default-cycle.toml` is the write-up's cycle that `
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from importlib.resources import files
@@ -34,6 +35,14 @@ _SCENARIO_KEYS = ("name", "description", "rounds", "report", "expect", "request"
 _REQUEST_KEYS = ("id", "role", "prompt", "tokens", "max_tokens", "send", "cancel", "repeat", "text", "answer",
                  "same_as")
 _TIME_KEYS = ("after", "on", "offset")
+# Bounds checked before a schedule is expanded (a dry run included), so a typo cannot ask for a billion requests.
+MAX_CYCLES = 10_000
+MAX_REPEAT = 1_000
+MAX_ROUNDS = 1_000
+MAX_REQUESTS_PER_CYCLE = 10_000
+MAX_TOKENS_PER_REQUEST = 10_000_000
+MAX_TOKENS_PER_CYCLE = 100_000_000
+MAX_OFFSET_S = 86_400.0
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _EXPECT_RE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*(-?[0-9][0-9_.eE+-]*)\s*$")
 
@@ -134,6 +143,11 @@ class ScenarioFile:
         """Scenario names in file order."""
         return tuple(s.name for s in self.scenarios)
 
+    @property
+    def requests_per_cycle(self) -> int:
+        """Requests one cycle sends: every request's repeats times its scenario's rounds."""
+        return sum(sc.rounds * sum(r.repeat for r in sc.requests) for sc in self.scenarios)
+
 
 def builtin_scenarios() -> ScenarioFile:
     """The write-up's cycle, `prompts/stress/default-cycle.toml`."""
@@ -148,6 +162,8 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioFileError(f"{p}: cannot read the scenario file ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioFileError(f"{p}: not UTF-8 text (byte {e.start})") from None
     return parse_scenarios(text, str(p))
 
 
@@ -159,7 +175,7 @@ def parse_scenarios(text: str, label: str, builtin: bool = False) -> ScenarioFil
         raise ScenarioFileError(f"{label}: not valid TOML ({e})") from None
     where = _Where(label)
     _keys(data, _TOP_KEYS, where)
-    cycles = _int(data, "cycles", where, minimum=1)
+    cycles = _int(data, "cycles", where, minimum=1, maximum=MAX_CYCLES)
     run = data.get("run", "sequential")
     if run not in RUN_MODES:
         where.fail("run", f"must be one of {', '.join(RUN_MODES)}, not {run!r}")
@@ -175,8 +191,22 @@ def parse_scenarios(text: str, label: str, builtin: bool = False) -> ScenarioFil
         if spec.name in {s.name for s in scenarios}:
             where.scenario(spec.name, i).fail("name", "another scenario has this name")
         scenarios.append(spec)
-    return ScenarioFile(label, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), builtin, cycles, run,
-                        context, tuple(scenarios))
+    out = ScenarioFile(label, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), builtin, cycles, run,
+                       context, tuple(scenarios))
+    _check_cycle_bounds(out, where)
+    return out
+
+
+def _check_cycle_bounds(f: ScenarioFile, where: _Where) -> None:
+    n = f.requests_per_cycle
+    if n > MAX_REQUESTS_PER_CYCLE:
+        where.fail("scenario", f"one cycle would send {n} requests, above the limit of {MAX_REQUESTS_PER_CYCLE} "
+                               "(rounds x repeat over every request)")
+    tokens = sum(sc.rounds * r.repeat * ((r.tokens.hi if r.tokens else 0) + (r.max_tokens or 0))
+                 for sc in f.scenarios for r in sc.requests)
+    if tokens > MAX_TOKENS_PER_CYCLE:
+        where.fail("scenario", f"one cycle would send {tokens:.0f} prompt and completion tokens, above the limit "
+                               f"of {MAX_TOKENS_PER_CYCLE}")
 
 
 class _Where:
@@ -200,12 +230,15 @@ def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: _Where, prefix: st
             where.fail(prefix + k, f"unknown key (allowed: {', '.join(allowed)})")
 
 
-def _int(d: dict[str, Any], key: str, where: _Where, minimum: int, prefix: str = "") -> int | None:
+def _int(d: dict[str, Any], key: str, where: _Where, minimum: int, prefix: str = "",
+         maximum: int | None = None) -> int | None:
     v = d.get(key)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         where.fail(prefix + key, f"must be an integer of at least {minimum}, not {v!r}")
+    if maximum is not None and v > maximum:
+        where.fail(prefix + key, f"is {v}, above the limit of {maximum}")
     return int(v)
 
 
@@ -219,8 +252,13 @@ def _span(v: Any, key: str, where: _Where, integer: bool = False) -> Span:
         lo, hi = v
     else:
         where.fail(key, f"must be {kind} or a [low, high] range, not {v!r}")
+    if any(isinstance(x, float) and not math.isfinite(x) for x in (lo, hi)):
+        where.fail(key, f"must be finite, not {v!r}")
     if lo < 0 or hi < lo:
         where.fail(key, f"needs 0 <= low <= high, not {v!r}")
+    limit = MAX_TOKENS_PER_REQUEST if integer else MAX_OFFSET_S
+    if hi > limit:
+        where.fail(key, f"{hi:g} is above the limit of {limit:g}")
     return Span(float(lo), float(hi))
 
 
@@ -266,7 +304,7 @@ def _request(r: Any, i: int, where: _Where, context: int | None) -> dict[str, An
         tokens = _span(r["tokens"], p + "tokens", where, integer=True)
         if tokens.lo < 100:
             where.fail(p + "tokens", "a long prompt needs at least 100 tokens")
-    max_tokens = _int(r, "max_tokens", where, minimum=1, prefix=p)
+    max_tokens = _int(r, "max_tokens", where, minimum=1, prefix=p, maximum=MAX_TOKENS_PER_REQUEST)
     if prompt == "count" and max_tokens is not None and max_tokens < 16:
         where.fail(p + "max_tokens", "a count prompt needs at least 16 tokens to count in")
     if context is not None and tokens is not None and tokens.hi + (max_tokens or 0) > context:
@@ -276,7 +314,7 @@ def _request(r: Any, i: int, where: _Where, context: int | None) -> dict[str, An
         "id": rid, "role": r.get("role"), "prompt": prompt, "tokens": tokens, "max_tokens": max_tokens,
         "send": _time(r.get("send", {}), p + "send", where),
         "cancel": _time(r["cancel"], p + "cancel", where) if "cancel" in r else None,
-        "repeat": _int(r, "repeat", where, minimum=1, prefix=p) or 1,
+        "repeat": _int(r, "repeat", where, minimum=1, prefix=p, maximum=MAX_REPEAT) or 1,
         "text": r.get("text"), "answer": r.get("answer"), "same_as": r.get("same_as"),
     }
 
@@ -315,7 +353,7 @@ def _scenario(sc: dict[str, Any], where: _Where, context: int | None) -> Scenari
     specs = tuple(RequestSpec(**r) for r in reqs)
     report = tuple(_metric(m, "report", where, specs, roles, stat_allowed=False) for m in _strings(sc, "report", where))
     expect = tuple(_expectation(e, where, specs, roles) for e in _strings(sc, "expect", where))
-    return ScenarioSpec(name, specs, _int(sc, "rounds", where, minimum=1) or 1, report, expect)
+    return ScenarioSpec(name, specs, _int(sc, "rounds", where, minimum=1, maximum=MAX_ROUNDS) or 1, report, expect)
 
 
 def _resolve_same_as(r: dict[str, Any], by_id: dict[str, dict[str, Any]], where: _Where) -> None:

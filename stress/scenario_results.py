@@ -6,14 +6,13 @@ the lines that count are used (completed cycles, from the attempt that completed
 
 from __future__ import annotations
 
-import json
 import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from evalkit.errors import UsageError
-from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
+from evalkit.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 from evalkit.stats import distribution
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, split_lines
 from evalkit_stress.scenario_file import (COUNT_METRICS, DIST_METRICS, Expectation, MetricRef, ScenarioFile,
@@ -127,7 +126,7 @@ def scenario_summary(run_path: Path) -> dict[str, Any]:
     copy = run_path / SCENARIO_COPY
     if not copy.exists():
         return {}
-    manifest = json.loads((run_path / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_json_object(run_path / MANIFEST)
     label = (manifest.get("stress") or {}).get("scenario_file") or SCENARIO_COPY
     source = parse_scenarios(copy.read_text(encoding="utf-8"), label,
                              builtin=bool((manifest.get("stress") or {}).get("scenario_builtin")))
@@ -162,7 +161,7 @@ def check_same_scenarios(run_path: Path, source: ScenarioFile) -> None:
     man = run_path / MANIFEST
     if not man.exists():
         return
-    stress = json.loads(man.read_text(encoding="utf-8")).get("stress") or {}
+    stress = read_json_object(man).get("stress") or {}
     old = stress.get("scenario_sha256")
     if old is None and source.builtin:
         return  # a run from before scenario files ran the built-in cycle

@@ -7,11 +7,10 @@ resumed run reports what an uninterrupted one would. A partial run's cut cycle i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
+from evalkit.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 from evalkit_stress.diagnose import diagnose
 from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
@@ -62,7 +61,7 @@ def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
 def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[str, Any],
                   stopped: str | None) -> dict[str, Any]:
     """The contract's stress summary plus diagnoses, error and wrong-answer lists, client health, GPU memory."""
-    manifest = json.loads((run_path / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_json_object(run_path / MANIFEST)
     completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
     calibration_attempt = (manifest.get("tokenization") or {}).get("attempt")
     split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration_attempt)

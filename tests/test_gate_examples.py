@@ -59,8 +59,11 @@ def test_gpu_smoke_runs_the_workflows_evalkit_steps_with_flags_the_cli_takes() -
         used = {w for c in smoke if c[1] == cmd[1] for w in c if w.startswith("--")}
         assert flags - {"--out", "--name", "--rules", "--baseline", "--junit", "--thinking"} <= used | {"--cycles", "--seed"}, cmd
     for cmd in workflow + smoke:
-        # Shell variables stand for values: "1" parses as a count, a number and a path alike.
-        words = [w if not w.startswith("$") and "${" not in w and "$(" not in w else "1" for w in cmd[1:]]
+        # Shell variables stand for values: "1" parses as a count, a number and a path alike; a URL and a
+        # KEY=VALUE stand in where the flag checks its value's form.
+        stand_in = {"--base-url": "http://127.0.0.1:1/v1", "--build-info": "k=1"}
+        words = [w if not w.startswith("$") and "${" not in w and "$(" not in w
+                 else stand_in.get(cmd[i - 1], "1") for i, w in enumerate(cmd[1:], 1)]
         parser = build_parser(only=cmd[1])
         args, unknown = parser.parse_known_args(words)
         assert not [u for u in unknown if u.startswith("--")], (cmd, unknown)

@@ -114,7 +114,7 @@ def test_every_answer_checked_and_warmup_not_counted(searched: dict[int, Path]) 
         assert r["ttft_s"] > 0 and r["e2e_s"] >= r["ttft_s"] and len(r["chunk_times"]) >= 60
         assert r["completion_tokens"] == 2 * r["count_to"] - 1
     # The summary is a function of the run directory's files alone.
-    assert {**build_summary(run), **evidence_summary(run)} == s
+    assert {"schema_version": 1, **build_summary(run), **evidence_summary(run)} == s  # the file adds its version
 
 
 def test_report_shows_the_moved_maximum_with_a_verdict(searched: dict[int, Path], tmp_path: Path) -> None:

@@ -33,13 +33,13 @@ def test_append_is_line_per_record_and_readable(tmp_path):
 
 def test_reopen_resumes_and_cuts_a_torn_last_line(tmp_path):
     rd = RunDir.create(tmp_path, "r", "capability", {})
-    rd.append("graded.jsonl", {"id": "gsm8k:1"})
+    rd.append("graded.jsonl", {"id": "gsm8k:1", "correct": True, "outcome": "correct", "extracted": "1"})
     with open(rd.path / "graded.jsonl", "a") as f:
         f.write('{"id": "gsm8k:2", "corr')  # what a SIGKILL mid-write leaves
     assert [r["id"] for r in read_jsonl(rd.path / "graded.jsonl")] == ["gsm8k:1"]
     again = RunDir.create(tmp_path, "r", "capability", {})
     assert again.resumed
-    again.append("graded.jsonl", {"id": "gsm8k:2"})
+    again.append("graded.jsonl", {"id": "gsm8k:2", "correct": False, "outcome": "wrong", "extracted": "3"})
     assert [r["id"] for r in again.read("graded.jsonl")] == ["gsm8k:1", "gsm8k:2"]
     assert len(again.manifest["resumes"]) == 1
 
@@ -54,6 +54,37 @@ def test_iter_runs_needs_summary(tmp_path):
     rd = RunDir.create(tmp_path, "r", "bench", {})
     with pytest.raises(UsageError):
         list(iter_runs([rd.path]))
-    rd.write_summary({"kind": "bench"})
+    rd.write_summary({"kind": "bench", "prompts": {}})
     [(path, man, summ)] = list(iter_runs([rd.path]))
-    assert path == rd.path and man["kind"] == "bench" and summ == {"kind": "bench"}
+    assert path == rd.path and man["kind"] == "bench"
+    assert summ == {"schema_version": 1, "kind": "bench", "prompts": {}} and man["schema_version"] == 1
+
+
+def test_a_short_write_is_cut_back_and_marks_the_run_incomplete(tmp_path, monkeypatch):
+    import os
+
+    from evalkit import rundir as rundir_mod
+    from evalkit.rundir import RunWriteError
+
+    rd = RunDir.create(tmp_path, "r", "bench", {})
+    rd.append("requests.jsonl", {"request_id": "a", "t_sent": 1.0, "status": "ok"})
+    real_write = os.write
+    monkeypatch.setattr(rundir_mod.os, "write", lambda fd, data: real_write(fd, data[: len(data) // 2]))
+    with pytest.raises(RunWriteError) as e:
+        rd.append("requests.jsonl", {"request_id": "b", "t_sent": 2.0, "status": "ok"})
+    monkeypatch.undo()
+    assert e.value.exit_code == 1 and "requests.jsonl" in str(e.value) and "\n" not in str(e.value)
+    assert (rd.path / "requests.jsonl").read_text().count("\n") == 1  # the half line is gone
+    assert rd.manifest["incomplete"]["error"] == str(e.value) and rd.manifest["finished"] is None
+    assert json.loads((rd.path / "summary.json").read_text())["incomplete"]
+    with pytest.raises(RunWriteError):  # nothing more is written after a failure
+        rd.append("requests.jsonl", {"request_id": "c", "t_sent": 3.0, "status": "ok"})
+    again = RunDir.create(tmp_path, "r", "bench", {})  # a resume clears the mark
+    assert "incomplete" not in again.manifest and again.resumed
+
+
+def test_a_compacting_rewrite_is_atomic(tmp_path):
+    rd = RunDir.create(tmp_path, "r", "capability", {})
+    lines = [{"id": f"gsm8k:{i}", "correct": True, "outcome": "correct", "extracted": "1"} for i in range(3)]
+    rd.rewrite("graded.jsonl", lines)
+    assert rd.read("graded.jsonl") == lines and not list(rd.path.glob("*.tmp"))

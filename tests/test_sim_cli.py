@@ -38,8 +38,8 @@ def test_prints_real_port_and_stops_on_signal(sig: int) -> None:
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--accuracy", "1.5"], "--accuracy must be between 0 and 1"),
-    (["--time-scale", "0"], "--time-scale must be positive"),
+    (["--accuracy", "1.5"], "argument --accuracy: '1.5' is not a fraction from 0 to 1"),
+    (["--time-scale", "0"], "argument --time-scale: '0' is not a number above 0"),
     (["--profile", "nope"], "invalid choice"),
     (["--fail-rate", "0.6", "--stall-rate", "0.6"], "must not exceed 1"),
 ])

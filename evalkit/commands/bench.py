@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from evalkit.argtypes import finite_float, nonneg_int, positive_int
 from evalkit import bisect
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
 from evalkit.client_lag import client_lag
@@ -29,19 +30,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit bench`."""
     add_server_options(p)
     add_output_options(p)
-    p.add_argument("--runs", type=int, default=3, help="runs per prompt; the median is reported (default 3)")
-    p.add_argument("--max-tokens", type=int, default=512, help="completion tokens per request (default 512)")
-    p.add_argument("--concurrency", type=int, default=1,
+    p.add_argument("--runs", type=positive_int, default=3, help="runs per prompt; the median is reported (default 3)")
+    p.add_argument("--max-tokens", type=positive_int, default=512, help="completion tokens per request (default 512)")
+    p.add_argument("--concurrency", type=positive_int, default=1,
                    help="also run this many streams at once and report combined and per-stream rates (e.g. 2)")
     p.add_argument("--prompts", type=Path, help="your own prompts: TOML [[prompt]] name/text, or JSONL name/prompt")
-    p.add_argument("--warmup", type=int, default=1,
+    p.add_argument("--warmup", type=nonneg_int, default=1,
                    help="short requests sent first and not counted (default 1)")
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="force no output length: send neither ignore_eos nor min_tokens (a server that refuses "
                         "them is found by the preflight anyway)")
     g = p.add_argument_group("bisect mode (exit 0 good, 1 bad, 125 skip, for `git bisect run`)")
-    g.add_argument("--bisect-good-at-least", type=float, metavar="X", help="good when the metric is >= X tok/s")
-    g.add_argument("--bisect-bad-at-most", type=float, metavar="Y", help="bad when the metric is <= Y tok/s")
+    g.add_argument("--bisect-good-at-least", type=finite_float, metavar="X", help="good when the metric is >= X tok/s")
+    g.add_argument("--bisect-bad-at-most", type=finite_float, metavar="Y", help="bad when the metric is <= Y tok/s")
     g.add_argument("--metric", default="code",
                    help="prompt name whose decode tok/s is judged, or 'concurrent' for the combined rate")
     g.add_argument("--bisect-log", type=Path,

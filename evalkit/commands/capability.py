@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.argtypes import nonneg_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client_lag import client_lag
 from evalkit.config import THINKING_MODES, api_key, thinking_params
@@ -27,17 +28,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("capability")
-    g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server (live runs)")
+    g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server: required for a live "
+                   "run (not with --replay)")
     g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all)")
-    g.add_argument("--limit", type=int, help="only the first N questions of each dataset in the manifest")
-    g.add_argument("--concurrency", type=int, help="requests in flight (default: the server profile's, else 1)")
+    g.add_argument("--limit", type=positive_int, help="only the first N questions of each dataset in the manifest")
+    g.add_argument("--concurrency", type=positive_int,
+                   help="requests in flight (default: the server profile's, else 1)")
     g.add_argument("--data-dir", help="local dataset files in the Hub's columns (default $EVALKIT_DATA_DIR, "
                    "else the Hugging Face Hub)")
-    g.add_argument("--max-tokens", type=int, help="per-request limit (default by mode: "
+    g.add_argument("--max-tokens", type=positive_int, help="per-request limit (default by mode: "
                    + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_TOKENS.items()) + ")")
-    g.add_argument("--repeats", type=int, default=1, help="ask each question K times; pass@1 is the mean over repeats "
+    g.add_argument("--repeats", type=positive_int, default=1,
+                   help="ask each question K times; pass@1 is the mean over repeats "
                    "(default %(default)s)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default 0, or 0.7 with --repeats above 1; "
+    g.add_argument("--temperature", type=nonneg_float,
+                   help="sampling temperature (default 0, or 0.7 with --repeats above 1; "
                    "sampled repeats send seed 0..K-1)")
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
     g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")

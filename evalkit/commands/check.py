@@ -23,7 +23,7 @@ from evalkit.server_identity import identify
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit check`."""
-    add_server_options(p)
+    add_server_options(p, client_procs=False, evidence=False)  # check reads no log, scrapes no metrics
     add_output_options(p)
     p.add_argument("--for", dest="commands", default=",".join(ALL_COMMANDS),
                    help=f"commands whose needs decide the exit code (default {','.join(ALL_COMMANDS)})")

@@ -14,7 +14,9 @@ import io
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from evalkit.argtypes import positive_float, positive_int, run_name
 from evalkit.rundir import default_run_name
 
 BUILDS = (
@@ -27,26 +29,52 @@ BUILDS = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit demo`."""
     p.add_argument("--out", type=Path, default=Path("results"), help="parent of the demo folder (default results/)")
-    p.add_argument("--name", help="demo folder name (default demo-<timestamp>)")
-    p.add_argument("--time-scale", type=float, default=20.0,
+    p.add_argument("--name", type=run_name, help="demo folder name (default demo-<timestamp>)")
+    p.add_argument("--time-scale", type=positive_float, default=20.0,
                    help="how much faster than real time the stress sims run (default 20)")
-    p.add_argument("--cycles", type=int, default=2, help="stress cycles per build (default 2)")
-    p.add_argument("--limit", type=int, default=3, help="capability questions per dataset (default 3)")
+    p.add_argument("--cycles", type=positive_int, default=2, help="stress cycles per build (default 2)")
+    p.add_argument("--limit", type=positive_int, default=3, help="capability questions per dataset (default 3)")
     p.add_argument("--data-dir", help="local dataset copies (default $EVALKIT_DATA_DIR, else the Hub)")
 
 
-def _evalkit(argv: list[str]) -> Path:
+# Hints the steps give name their own flags, which the demo does not take: said in the demo's terms instead.
+_HINTS = {"try --client-procs 2 or fewer streams": "a real server's bench or stress takes --client-procs 2"}
+
+
+class _DemoStderr(io.TextIOBase):
+    """Standard error as the steps write it, with their flag hints put in the demo's terms."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def write(self, text: str) -> int:
+        for hint, said in _HINTS.items():
+            text = text.replace(hint, said)
+        return self.real.write(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def isatty(self) -> bool:
+        return self.real.isatty()
+
+
+def _evalkit(argv: list[str], show_path: bool = True) -> Path:
     """Run one evalkit command in-process; return the run directory it printed last."""
     from evalkit.cli import main
     from evalkit.errors import UsageError
 
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(_DemoStderr(sys.stderr)):
         code = main(argv)
     lines = buf.getvalue().strip().splitlines()
     if code not in (0, 1) or not lines:
         raise UsageError(f"demo step `evalkit {' '.join(argv[:1])}` failed with exit {code}")
-    print(buf.getvalue().rstrip())  # the command's own table, for the reader
+    body = "\n".join(lines[:-1]).rstrip()
+    if body:
+        print(body)  # the command's own table, for the reader
+    if show_path:
+        print(f"-> {lines[-1]}", flush=True)  # each run directory once; the report's path is the demo's last line
     return Path(lines[-1])
 
 
@@ -98,6 +126,6 @@ def run(args: argparse.Namespace) -> int:
                                   "--cycles", str(args.cycles), "--seed", "42", "--time-scale", scale]))
         labels += [label] * (len(runs) - len(labels))
     report = folder / "report.md"
-    _evalkit(["report", *map(str, runs), "--labels", ",".join(labels), "-o", str(report)])
+    _evalkit(["report", *map(str, runs), "--labels", ",".join(labels), "-o", str(report)], show_path=False)
     print(report, flush=True)
     return 0

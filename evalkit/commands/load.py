@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.config import api_key
 from evalkit.errors import UsageError
@@ -40,30 +41,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("load")
-    g.add_argument("--concurrency", type=int, help="closed loop: this many streams (with --search: the start)")
-    g.add_argument("--rate", type=float, help="open loop: requests per second (with --search: the start)")
+    g.add_argument("--concurrency", type=positive_int, help="closed loop: this many streams (with --search: the start)")
+    g.add_argument("--rate", type=positive_float, help="open loop: requests per second (with --search: the start)")
     g.add_argument("--arrivals", choices=ARRIVALS, default="constant",
                    help="open loop: evenly spaced, or Poisson gaps drawn from the seed (default constant)")
-    g.add_argument("--requests", type=int, help="measured requests per point (default 50 unless --duration)")
-    g.add_argument("--duration", type=float, help="measured seconds per point, instead of --requests")
-    g.add_argument("--warmup", type=int, help="requests sent first and not counted (default: the concurrency, "
+    g.add_argument("--requests", type=positive_int, help="measured requests per point (default 50 unless --duration)")
+    g.add_argument("--duration", type=positive_float, help="measured seconds per point, instead of --requests")
+    g.add_argument("--warmup", type=nonneg_int, help="requests sent first and not counted (default: the concurrency, "
                    "or one second of the rate, at least 2)")
-    g.add_argument("--seed", type=int, default=42, help="fixes every prompt, length and arrival (default 42)")
+    g.add_argument("--seed", type=any_int, default=42, help="fixes every prompt, length and arrival (default 42)")
     g.add_argument("--dry-run", action="store_true", help="print the plan of the (first) point and exit; no server")
     w = p.add_argument_group("requests")
     w.add_argument("--prompt-tokens", default="256", help="prompt length in tokens: N or LO:HI (default 256)")
     w.add_argument("--output-tokens", default="64", help="answer length in tokens: N or LO:HI (default 64)")
-    w.add_argument("--prefix-tokens", type=int, default=0, help="a prefix of P tokens every request shares")
-    w.add_argument("--token-scale", type=float, help="the server's tokens per token of the sim's rule (default: "
+    w.add_argument("--prefix-tokens", type=nonneg_int, default=0, help="a prefix of P tokens every request shares")
+    w.add_argument("--token-scale", type=positive_float,
+                   help="the server's tokens per token of the sim's rule (default: "
                    "measured from the server at the start; --dry-run: 1, or the manifest's token_scale)")
-    w.add_argument("--timeout-s", type=float, default=300.0, help="per-request timeout in seconds (default 300)")
+    w.add_argument("--timeout-s", type=positive_float, default=300.0,
+                   help="per-request timeout in seconds (default 300)")
     s = p.add_argument_group("targets and search")
     s.add_argument("--slo", action="append", default=[], metavar="TARGET",
                    help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)")
     s.add_argument("--search", choices=("concurrency", "rate"), help="find the largest load meeting every --slo")
-    s.add_argument("--runs", type=int, default=1, help="repeats of every load point (default 1)")
-    s.add_argument("--search-max", type=float, help="largest load the search tries (default 256 streams or 1000/s)")
-    s.add_argument("--resolution", type=float, default=0.1,
+    s.add_argument("--runs", type=positive_int, default=1, help="repeats of every load point (default 1)")
+    s.add_argument("--search-max", type=positive_float,
+                   help="largest load the search tries (default 256 streams or 1000/s)")
+    s.add_argument("--resolution", type=positive_float, default=0.1,
                    help="rate search: stop when the bracket is this fraction of the rate (default 0.1)")
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from evalkit.argtypes import nonneg_float, positive_int
 from evalkit.bisect import read_log
 from evalkit.errors import UsageError
 from evalkit.redact import scrub
@@ -14,7 +15,7 @@ from evalkit.report.build import build_context
 from evalkit.report.noise import DEFAULT_NOISE_FLOOR
 from evalkit.report.render import render
 from evalkit.report.runs import label_runs
-from evalkit.summaries import load_runs
+from evalkit.summaries import load_runs, run_problems, run_warnings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,10 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--template", type=Path, help="your own Jinja template (may import the packaged tables.md.j2)")
     p.add_argument("--bisect-log", type=Path, action="append", default=[],
                    help="JSONL log written by `evalkit bench --bisect-log`; rendered as the commit table")
-    p.add_argument("--cycle", type=int, help="stress cycle to draw as a timeline (default: the first)")
+    p.add_argument("--cycle", type=positive_int, help="stress cycle to draw as a timeline (default: the first)")
     p.add_argument("--changed-only", type=Path, metavar="FILE.jsonl",
                    help="also write the capability questions that changed against the first run, one JSON line each")
-    p.add_argument("--noise-floor", type=float, default=DEFAULT_NOISE_FLOOR,
+    p.add_argument("--noise-floor", type=nonneg_float, default=DEFAULT_NOISE_FLOOR,
                    help=f"smallest relative rate change ever called beyond noise (default {DEFAULT_NOISE_FLOOR})")
 
 
@@ -38,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.runs and not args.bisect_log:
         raise UsageError("give at least one run directory or --bisect-log")
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
-    runs = label_runs(load_runs(args.runs), labels)
+    loaded = load_runs(args.runs)
+    for problem in (p for r in loaded for p in run_problems(r) + run_warnings(r)):
+        sys.stderr.write(f"warning: {problem}\n")
+    runs = label_runs(loaded, labels)
     entries = [e for log in args.bisect_log for e in read_log(log)]
     out = args.output
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import Any
 
+from evalkit.argtypes import any_int, fraction, nonneg_float, nonneg_int, port, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.sim.profiles import PROFILES, profile_settings
 from evalkit.sim.settings import REASONING_FORMATS, SimSettings, field_names
@@ -47,44 +48,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     d = SimSettings()
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default 8000)")
+    p.add_argument("--port", type=port, default=8000, help="port; 0 picks a free one (default 8000)")
     p.add_argument("--profile", choices=sorted(PROFILES), help="preset engine figures from the reference write-up")
     p.add_argument("--model", help=f"model id served (default {d.model})")
     p.add_argument("--data-dir", help="local copies of the capability datasets (default $EVALKIT_DATA_DIR)")
-    p.add_argument("--time-scale", type=float, help="run everything F times faster (default 1)")
+    p.add_argument("--time-scale", type=positive_float, help="run everything F times faster (default 1)")
     g = p.add_argument_group("engine")
-    g.add_argument("--prefill-rate", type=float, help=f"prefill tokens/s (default {d.prefill_rate:g})")
-    g.add_argument("--prefill-chunk", type=int, help=f"tokens per prefill chunk (default {d.prefill_chunk})")
-    g.add_argument("--decode-rate", type=float, help=f"decode tokens/s of one stream (default {d.decode_rate:g})")
-    g.add_argument("--batch-decode-rate", type=float,
+    g.add_argument("--prefill-rate", type=positive_float, help=f"prefill tokens/s (default {d.prefill_rate:g})")
+    g.add_argument("--prefill-chunk", type=positive_int, help=f"tokens per prefill chunk (default {d.prefill_chunk})")
+    g.add_argument("--decode-rate", type=positive_float,
+                   help=f"decode tokens/s of one stream (default {d.decode_rate:g})")
+    g.add_argument("--batch-decode-rate", type=positive_float,
                    help=f"combined decode tokens/s with every slot busy (default {d.batch_decode_rate:g})")
-    g.add_argument("--max-batch", type=int, help=f"concurrent requests (default {d.max_batch})")
+    g.add_argument("--max-batch", type=positive_int, help=f"concurrent requests (default {d.max_batch})")
     g.add_argument("--clamp-batch", action="store_true", default=None,
                    help="fault: serve one request at a time whatever --max-batch says, logging one line")
     g.add_argument("--yield", dest="yield_prefill", action="store_true", default=None,
                    help="long prefill yields between chunks (default)")
     g.add_argument("--no-yield", dest="yield_prefill", action="store_false",
                    help="long prefill runs all its chunks first (head-of-line blocking)")
-    g.add_argument("--yield-decode-steps", type=int,
+    g.add_argument("--yield-decode-steps", type=nonneg_int,
                    help=f"decode steps between two chunks of a long prefill (default {d.yield_decode_steps})")
-    g.add_argument("--long-threshold", type=int, help=f"prompts longer than this are long (default {d.long_threshold})")
+    g.add_argument("--long-threshold", type=nonneg_int,
+                   help=f"prompts longer than this are long (default {d.long_threshold})")
     g.add_argument("--cancel-aborts", dest="cancel_aborts", action="store_true", default=None,
                    help="cancel stops prefill at the next chunk boundary (default)")
     g.add_argument("--no-cancel-aborts", dest="cancel_aborts", action="store_false",
                    help="a cancelled prefill runs to the end, occupying the engine")
-    g.add_argument("--default-max-tokens", type=int, help=f"limit when a request names none ({d.default_max_tokens})")
-    g.add_argument("--filler-tokens", type=int,
+    g.add_argument("--default-max-tokens", type=positive_int,
+                   help=f"limit when a request names none ({d.default_max_tokens})")
+    g.add_argument("--filler-tokens", type=nonneg_int,
                    help=f"filler length when a request names no max_tokens (default {d.filler_tokens})")
     a = p.add_argument_group("answers and thinking")
-    a.add_argument("--accuracy", type=float, help="fraction of capability questions answered right (default 1.0)")
-    a.add_argument("--seed", type=int, help="seed for wrong answers, styles and faults (default 0)")
+    a.add_argument("--accuracy", type=fraction, help="fraction of capability questions answered right (default 1.0)")
+    a.add_argument("--seed", type=any_int, help="seed for wrong answers, styles and faults (default 0)")
     a.add_argument("--reasoning-format", choices=REASONING_FORMATS, help="how reasoning is streamed")
     a.add_argument("--default-thinking", choices=("off", "on"), help="thinking when the request does not say")
     f = p.add_argument_group("faults (chosen per request from --seed and its X-Request-Id)")
-    f.add_argument("--fail-rate", type=float, help="fraction answered HTTP 500 before streaming")
-    f.add_argument("--disconnect-rate", type=float, help="fraction whose connection is dropped mid-stream")
-    f.add_argument("--stall-rate", type=float, help="fraction whose stream pauses mid-way")
-    f.add_argument("--stall-s", type=float, help="length of a stall in model seconds (default 5)")
+    f.add_argument("--fail-rate", type=fraction, help="fraction answered HTTP 500 before streaming")
+    f.add_argument("--disconnect-rate", type=fraction, help="fraction whose connection is dropped mid-stream")
+    f.add_argument("--stall-rate", type=fraction, help="fraction whose stream pauses mid-way")
+    f.add_argument("--stall-s", type=nonneg_float, help="length of a stall in model seconds (default 5)")
     f.add_argument("--wrong-when-batched", action="store_true", default=None,
                    help="answer wrong whenever the batch holds more than one request")
     q = p.add_argument_group("real servers' quirks (for evalkit check and the client's fallbacks)")
@@ -113,15 +117,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--spec-accept", type=_accept, metavar="A0,A1,..",
                    help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
                         "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens")
-    e.add_argument("--context-tokens", type=int, help="context per request, told in the start-up log line; a "
-                   f"longer prompt gets HTTP 400 (default {d.context_tokens})")
+    e.add_argument("--context-tokens", type=positive_int, help="context per request, told in the start-up log line; "
+                   f"a longer prompt gets HTTP 400 (default {d.context_tokens})")
     e.add_argument("--server-log-file", dest="server_log", metavar="FILE",
                    help="write the server's log lines (start-up clamp and context lines, ...) to FILE")
     r = p.add_argument_group("engine behaviours seen on real servers (ground truth in /sim/events)")
-    r.add_argument("--cancel-batch-tokens", type=int, metavar="B",
+    r.add_argument("--cancel-batch-tokens", type=positive_int, metavar="B",
                    help="with --cancel-aborts, a cancel is honoured only at the end of the current prefill batch of "
                         "B tokens (llama.cpp's -b); 0 = at the next chunk (default)")
-    r.add_argument("--housekeeping-s-per-token", type=float, metavar="S",
+    r.add_argument("--housekeeping-s-per-token", type=nonneg_float, metavar="S",
                    help="after a request ends the engine stores its state for S model seconds per context token, "
                         "doing nothing else (llama.cpp's prompt-cache store: ~5 s after 54K tokens, S=9.3e-5)")
     r.add_argument("--kill-on-new-request", action="store_true", default=None,

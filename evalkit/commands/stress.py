@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.argtypes import any_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.config import api_key
 from evalkit.errors import UsageError
@@ -44,45 +45,72 @@ from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.gpu_memory import nvidia_smi, peaks_line
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
-from evalkit_stress.scenario_file import builtin_scenarios, load_scenarios
+from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
 from evalkit_stress.scenario_results import SCENARIO_COPY, check_same_scenarios, scenario_summary, summary_lines
 from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.summary import build_summary
 from evalkit_stress.tokenize import TokenCounter
 
 
+EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one
+cancelled part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual
+RTX 2080 Ti of the write-up ('before' build, 1,350 prefill tok/s): about 200 s a cycle, so the default 18
+cycles take about an hour. A server prefilling ~10,000 tok/s (an 8B model on an H200) needs roughly 30 s a
+cycle, about 10 minutes for 18 (an estimate from the prefill rate). --cycles 2 gives a first look; --dry-run
+prints the schedule without a server.
+"""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit stress`."""
+    p.epilog = EPILOG
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("schedule")
     g.add_argument("--scenario", metavar="FILE",
                    help="a TOML scenario file (docs/stress-scenarios.md); default: the write-up's cycle")
-    g.add_argument("--cycles", type=int, help="cycles to run (default: the scenario file's `cycles`, else 18)")
-    g.add_argument("--seed", type=int, default=42, help="fixes every prompt, delay and choice (default 42)")
-    g.add_argument("--long-tokens", type=int, default=54000, help="long prompt length in server tokens (default 54000)")
+    g.add_argument("--cycles", type=positive_int, help="cycles to run (default: the scenario file's `cycles`, else 18)")
+    g.add_argument("--seed", type=any_int, default=42, help="fixes every prompt, delay and choice (default 42)")
+    g.add_argument("--long-tokens", type=positive_int, default=54000,
+                   help="long prompt length in server tokens (default 54000)")
     g.add_argument("--shuffle", action="store_true", help="shuffle the scenario order in each cycle (from the seed)")
     g.add_argument("--reuse-long-prompt", action="store_true",
                    help="send the same long prompt every time (tests the prefix cache instead of defeating it)")
-    g.add_argument("--time-scale", type=float, default=1.0,
+    g.add_argument("--time-scale", type=positive_float, default=1.0,
                    help="divide every planned delay by F (for a server run with `evalkit sim --time-scale F`)")
     g.add_argument("--dry-run", action="store_true", help="print the schedule and exit; needs no server")
     r = p.add_argument_group("requests")
-    r.add_argument("--short-max-tokens", type=int, default=64, help="max_tokens of short requests (default 64)")
-    r.add_argument("--long-max-tokens", type=int, default=64, help="max_tokens of long requests (default 64)")
-    r.add_argument("--gen-tokens", type=int, default=512, help="tokens per concurrent generation (default 512)")
     r.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="force no generation length: send neither ignore_eos nor min_tokens (a server that "
                         "refuses them is found by the preflight anyway)")
-    r.add_argument("--timeout-s", type=float, default=900.0, help="per-request timeout in seconds (default 900)")
-    r.add_argument("--max-minutes", type=float, help="end the run cleanly after this many minutes")
-    r.add_argument("--gpu-interval", type=float, default=1.0, help="seconds between nvidia-smi samples (default 1)")
-    r.add_argument("--no-progress", action="store_true", help="no progress bars on standard error")
+    r.add_argument("--short-max-tokens", type=positive_int, default=64,
+                   help="max_tokens of short requests (default 64)")
+    r.add_argument("--long-max-tokens", type=positive_int, default=64, help="max_tokens of long requests (default 64)")
+    r.add_argument("--gen-tokens", type=positive_int, default=512,
+                   help="tokens per concurrent generation (default 512)")
+    r.add_argument("--timeout-s", type=positive_float, default=900.0,
+                   help="per-request timeout in seconds (default 900)")
+    r.add_argument("--max-minutes", type=positive_float, help="end the run cleanly after this many minutes")
+    r.add_argument("--gpu-interval", type=positive_float, default=1.0,
+                   help="seconds between nvidia-smi samples (default 1)")
+    r.add_argument("--no-progress", action="store_true",
+                   help="no progress on standard error (bars are drawn only on a terminal; a log gets a line a cycle)")
+
+
+MAX_RUN_REQUESTS = 1_000_000
 
 
 def _check(args: argparse.Namespace) -> None:
     if args.cycles < 1:
         raise UsageError("--cycles must be at least 1")
+    if args.cycles > MAX_CYCLES:
+        raise UsageError(f"--cycles {args.cycles} is above the limit of {MAX_CYCLES}")
+    total = args.cycles * args.scenario_source.requests_per_cycle
+    if total > MAX_RUN_REQUESTS:
+        raise UsageError(f"--cycles {args.cycles} x {args.scenario_source.requests_per_cycle} requests a cycle is "
+                         f"{total} requests, above the limit of {MAX_RUN_REQUESTS}")
+    if args.long_tokens > MAX_TOKENS_PER_REQUEST:
+        raise UsageError(f"--long-tokens {args.long_tokens} is above the limit of {MAX_TOKENS_PER_REQUEST}")
     if args.gen_tokens < 16:
         raise UsageError("--gen-tokens must be at least 16")
     if args.long_tokens < 100:
@@ -170,7 +198,9 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         opts = RunOptions(
             time_scale=args.time_scale, short_max_tokens=args.short_max_tokens, long_max_tokens=args.long_max_tokens,
             gen_tokens=args.gen_tokens, timeout_s=args.timeout_s, gpu_interval_s=args.gpu_interval,
-            extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress, kills_streams=bool(kill.supported),
+            # Bars only on a terminal: in a log, tqdm's carriage returns make one endless line.
+            extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress and sys.stderr.isatty(),
+            log_steps=not args.no_progress and not sys.stderr.isatty(), kills_streams=bool(kill.supported),
             length_body=forced, length_mode=mode,
         )
         exe = nvidia_smi()

@@ -7,20 +7,19 @@ one, so a load that passed by luck above a failure is never reported as the maxi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from evalkit.load.metrics import dist, judge_point, point_metrics
 from evalkit.load.slo import Target, parse_target
-from evalkit.rundir import MANIFEST, REQUESTS, read_jsonl
+from evalkit.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 
 POINTS = "points.jsonl"
 
 
 def build_summary(path: Path) -> dict[str, Any]:
     """The summary of the load run at `path`."""
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_json_object(path / MANIFEST)
     opts = manifest["load"]
     targets: list[Target] = [parse_target(s) for s in opts.get("slo") or []]
     mode = opts["mode"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.rundir import read_jsonl
+from evalkit.schemas import GradedLine, RequestLine
 from evalkit.summaries import FinishedRun
 
 
@@ -33,7 +34,7 @@ class LabelledRun:
         A resumed stress run keeps the lines of attempts cut off mid-cycle on disk; its summary's
         `cycle_attempts` says which attempt completed each cycle, and only those lines are samples.
         """
-        lines = read_jsonl(self.run.path / "requests.jsonl")
+        lines = read_jsonl(self.run.path / "requests.jsonl", RequestLine)
         completed = {int(k): int(v) for k, v in (self.summary.get("cycle_attempts") or {}).items()}
         if self.kind != "stress" or not completed:
             return lines
@@ -43,7 +44,7 @@ class LabelledRun:
 
     def graded(self) -> list[dict[str, Any]]:
         """The run's graded.jsonl lines (empty when it has none)."""
-        return read_jsonl(self.run.path / "graded.jsonl")
+        return read_jsonl(self.run.path / "graded.jsonl", GradedLine)
 
 
 def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[LabelledRun]:

@@ -1,0 +1,354 @@
+"""Bad input and faults across every command, as a careless or hostile user meets them: one table, one row a case.
+
+Each row runs `evalkit.cli.main` in-process (fast) and asserts the exit code, a single line on standard error
+naming the problem, no traceback, and that no file of the existing run directories changed. Servers that are not
+what they claim are small HTTP servers in a thread: an HTML page, plain text, JSON of another shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from evalkit.cli import main
+from runfixtures import bench_run, capability_run, stress_run, write_run
+
+SECRET = "sk-bad-inputs-SECRET-42424242"
+UNREACHABLE = "http://127.0.0.1:9/v1"
+
+
+class _Odd(http.server.BaseHTTPRequestHandler):
+    """Answers every GET as its path says: /html/..., /text/..., /shape/..., /500/..."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        kind = self.path.strip("/").split("/")[0]
+        status, ctype, body = {
+            "html": (200, "text/html", "<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login "
+                                       f"Authorization: Bearer {SECRET}</body></html>"),
+            "text": (200, "text/plain", "OK"),
+            "shape": (200, "application/json", json.dumps({"models": ["a", "b"]})),
+            "models": (200, "application/json", json.dumps({"object": "list", "data": [{"id": "m"}]})),
+            "500": (500, "application/json", json.dumps({"detail": {"reason": "boom"}})),
+        }.get(kind, (404, "text/plain", "not found"))
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:  # noqa: N802 - a chat endpoint behind a proxy that answers with its own HTML
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        data = (f"<html><body><h1>502 Bad Gateway</h1>upstream said: api_key={SECRET}</body></html>").encode()
+        self.send_response(502)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def odd_server() -> Iterator[str]:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Odd)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Finished runs of every kind, and a folder of bad files, side by side."""
+    root = tmp_path_factory.mktemp("world")
+    runs = root / "runs"
+    bench_run(runs / "bench", "b", {"code": 100.0, "math": 90.0, "prose": 80.0}, combined=150.0)
+    capability_run(runs / "cap", "c", set())
+    stress_run(runs / "stress", "s", 1.0)
+    # a summary whose kind disagrees with its manifest
+    write_run(runs / "liar", "bench", {"prompts": {}, "concurrent": None})
+    man = json.loads((runs / "liar" / "manifest.json").read_text())
+    (runs / "liar" / "manifest.json").write_text(json.dumps({**man, "kind": "stress"}))
+    # a run that ended on a full disk
+    write_run(runs / "cut", "bench", {"incomplete": {"error": "cannot write x: No space left on device"}})
+    # a capability run that graded nothing, and one that graded questions of no known dataset
+    write_run(runs / "empty-cap", "capability", {"scores": {}, "total": {"correct": 0, "total": 0}}, graded=[])
+    write_run(runs / "odd-cap", "capability", {"scores": {"trivia": {"correct": 1, "total": 1}},
+                                               "total": {"correct": 1, "total": 1}},
+              graded=[{"id": "trivia:1", "correct": True, "outcome": "correct", "extracted": "x"}])
+    # a garbage line in the middle of requests.jsonl, and a graded line of the wrong shape
+    stress_run(runs / "garbled", "g", 1.0)
+    req = (runs / "garbled" / "requests.jsonl").read_text().splitlines()
+    (runs / "garbled" / "requests.jsonl").write_text("\n".join(req[:3] + ["{oops"] + req[3:]) + "\n")
+    capability_run(runs / "badgraded", "c", set())
+    graded = (runs / "badgraded" / "graded.jsonl").read_text().splitlines()
+    graded[4] = json.dumps({**json.loads(graded[4]), "outcome": "maybe"})
+    (runs / "badgraded" / "graded.jsonl").write_text("\n".join(graded) + "\n")
+    for name, man_text, sum_text in (
+        ("bad-manifest", "{not json", '{"kind": "bench"}'),
+        ("array-manifest", "[1, 2]", '{"kind": "bench"}'),
+        ("bad-summary", None, b"\xff\xfe garbage"),
+        ("nokind-summary", None, '{"prompts": {}}'),
+        ("badtype-summary", None, '{"kind": "capability", "scores": {"gsm8k": {"correct": "many", "total": 2}}, '
+                                  '"total": {"correct": 1, "total": 2}}'),
+    ):
+        d = runs / name
+        d.mkdir()
+        (d / "manifest.json").write_text(man_text if man_text is not None else
+                                         (runs / "bench" / "manifest.json").read_text())
+        (d / "summary.json").write_bytes(sum_text if isinstance(sum_text, bytes) else sum_text.encode())
+    bad = root / "bad"
+    bad.mkdir()
+    files = {
+        "malformed.toml": "[servers.x\n",
+        "nonutf8.toml": b"\xff\xfe[servers]\n",
+        "unknown-key.toml": "[servers.x]\nbase_url = 'http://h:1/v1'\nmodle = 'm'\n",
+        "zero-concurrency.toml": "[servers.x]\nconcurrency = 0\n",
+        "bad-thinking.toml": "[servers.x]\nthinking = 'maybe'\n",
+        "api-key.toml": "[servers.x]\napi_key = 'sk-123'\n",
+        "servers-list.toml": "servers = [1, 2]\n",
+        "bad-url.toml": "[servers.x]\nbase_url = 'localhost 8000'\n",
+        "wrong-type.toml": "[servers.x]\nmodel = 3\n",
+        "rules-none.toml": "title = 'x'\n",
+        "rules-unknown.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = 1\nwhen = 'always'\n",
+        "rules-op.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '=>'\nvalue = 1\n",
+        "rules-nan.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = nan\n",
+        "rules-inf.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '<='\nvalue = inf\n",
+        "rules-rel0.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nrelative = 0.0\n",
+        "rules-two.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = 1\noffset = 2\n",
+        "rules-str.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = 'fast'\n",
+        "rules-missing.toml": "[[rule]]\nmetric = 'bench.prompts.nosuch.tok_s'\nop = '>='\nvalue = 1\n",
+        "rules-ok.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = 1\n",
+        "rules-rel.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nrelative = 0.9\n",
+        "replay-garbage.jsonl": '{"id": "gsm8k:1", "content": "1"}\nnot json at all\n',
+        "replay-array.jsonl": '[1, 2, 3]\n',
+        "replay-nocontent.jsonl": '{"id": "gsm8k:1"}\n',
+        "replay-nonutf8.jsonl": b'{"id": "gsm8k:1", "content": "\xff"}\n',
+        "replay-empty.jsonl": "\n\n",
+        "replay-idnum.jsonl": '{"id": 7, "content": "1"}\n',
+        "replay-reasoning.jsonl": '{"id": "gsm8k:1", "content": "1", "reasoning": 5}\n',
+        "scenario-malformed.toml": "[[scenario]\n",
+        "scenario-repeat.toml": "[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\nprompt = 'short'\n"
+                                "repeat = 1000000\n",
+        "scenario-rounds.toml": "[[scenario]]\nname = 's'\nrounds = 999\n[[scenario.request]]\nid = 'a'\n"
+                                "prompt = 'short'\nrepeat = 999\n",
+        "scenario-cycles.toml": "cycles = 1000000000\n[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\n"
+                                "prompt = 'short'\n",
+        "scenario-nan.toml": "[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\nprompt = 'short'\n"
+                             "send = { offset = nan }\n",
+        "scenario-tokens.toml": "[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\nprompt = 'long'\n"
+                                "tokens = 999999999999\n",
+        "scenario-nonutf8.toml": b"\xff\xfe\xfd",
+        "one-server.toml": "[servers.x]\nbase_url = 'http://127.0.0.1:9/v1'\n",
+        "afile": "I am a file, not a directory\n",
+    }
+    for name, content in files.items():
+        (bad / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    return root
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+R, B = "{runs}", "{bad}"
+SIM = "{odd}"
+
+# (id, argv, expected exit, a piece of the one-line message)
+CASES: list[tuple[str, list[str], int, str]] = [
+    # --- names: one path component -------------------------------------------------------------------------
+    ("name-empty", ["bench", "--name", ""], 2, "cannot be empty"),
+    ("name-dot", ["bench", "--name", "."], 2, "not a run name"),
+    ("name-dotdot", ["stress", "--name", ".."], 2, "not a run name"),
+    ("name-slash", ["capability", "--thinking", "off", "--name", "a/b"], 2, "one path component"),
+    ("name-escape", ["stress", "--name", "../../etc"], 2, "one path component"),
+    ("name-control", ["bench", "--name", "run\x07x"], 2, "control characters"),
+    ("name-newline", ["check", "--name", "a\nb"], 2, "control characters"),
+    ("name-long", ["load", "--name", "x" * 129], 2, "at most 128"),
+    ("name-backslash", ["bench", "--name", "a\\b"], 2, "one path component"),
+    # --- numbers that mean something ---------------------------------------------------------------------------
+    ("stress-time-scale-nan", ["stress", "--time-scale", "nan", "--dry-run"], 2, "--time-scale"),
+    ("stress-time-scale-inf", ["stress", "--time-scale", "inf", "--dry-run"], 2, "--time-scale"),
+    ("stress-time-scale-neg", ["stress", "--time-scale", "-2", "--dry-run"], 2, "--time-scale"),
+    ("stress-time-scale-zero", ["stress", "--time-scale", "0", "--dry-run"], 2, "--time-scale"),
+    ("stress-timeout-zero", ["stress", "--timeout-s", "0"], 2, "--timeout-s"),
+    ("stress-timeout-nan", ["stress", "--timeout-s", "NaN"], 2, "--timeout-s"),
+    ("stress-cycles-zero", ["stress", "--cycles", "0", "--dry-run"], 2, "--cycles"),
+    ("stress-cycles-huge", ["stress", "--cycles", "999999", "--dry-run"], 2, "--cycles"),
+    ("stress-long-tokens-huge", ["stress", "--long-tokens", "99999999999", "--dry-run"], 2, "--long-tokens"),
+    ("stress-max-minutes-neg", ["stress", "--max-minutes", "-1"], 2, "--max-minutes"),
+    ("bench-concurrency-zero", ["bench", "--concurrency", "0"], 2, "--concurrency"),
+    ("bench-runs-neg", ["bench", "--runs", "-3"], 2, "--runs"),
+    ("bench-max-tokens-float", ["bench", "--max-tokens", "1.5"], 2, "--max-tokens"),
+    ("bench-bisect-nan", ["bench", "--bisect-good-at-least", "nan", "--bisect-bad-at-most", "1"], 2,
+     "--bisect-good-at-least"),
+    ("cap-limit-zero", ["capability", "--thinking", "off", "--limit", "0"], 2, "--limit"),
+    ("cap-repeats-zero", ["capability", "--thinking", "off", "--repeats", "0"], 2, "--repeats"),
+    ("cap-temperature-neg", ["capability", "--thinking", "off", "--temperature", "-0.5"], 2, "--temperature"),
+    ("cap-concurrency-inf", ["capability", "--thinking", "off", "--concurrency", "inf"], 2, "--concurrency"),
+    ("load-rate-zero", ["load", "--rate", "0"], 2, "--rate"),
+    ("load-duration-inf", ["load", "--duration", "inf"], 2, "--duration"),
+    ("report-noise-nan", ["report", f"{R}/bench", "--noise-floor", "nan"], 2, "--noise-floor"),
+    ("report-cycle-zero", ["report", f"{R}/stress", "--cycle", "0"], 2, "--cycle"),
+    ("sim-fail-rate", ["sim", "--fail-rate", "1.5"], 2, "--fail-rate"),
+    ("sim-accuracy-nan", ["sim", "--accuracy", "nan"], 2, "--accuracy"),
+    ("sim-port", ["sim", "--port", "70000"], 2, "--port"),
+    ("sim-decode-zero", ["sim", "--decode-rate", "0"], 2, "--decode-rate"),
+    ("demo-time-scale", ["demo", "--time-scale", "-20"], 2, "--time-scale"),
+    ("client-procs-zero", ["bench", "--client-procs", "0"], 2, "--client-procs"),
+    ("metrics-interval-neg", ["stress", "--metrics-interval", "-1"], 2, "--metrics-interval"),
+    # --- keys come from a named variable that must exist ----------------------------------------------------------
+    ("key-env-unset-bench", ["bench", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE], 2,
+     "EVALKIT_TEST_UNSET_KEY"),
+    ("key-env-unset-check", ["check", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE], 2,
+     "no such environment variable"),
+    ("key-env-is-a-key", ["stress", "--api-key-env", "sk-live-abcdefgh12345"], 2, "--api-key-env"),
+    ("base-url-not-url", ["bench", "--base-url", "localhost 8000"], 2, "--base-url"),
+    ("base-url-ftp", ["check", "--base-url", "ftp://x/v1"], 2, "http://"),
+    ("build-info-no-equals", ["stress", "--build-info", "commit"], 2, "KEY=VALUE"),
+    # --- output paths checked before any work ---------------------------------------------------------------
+    ("out-under-file", ["bench", "--out", f"{B}/afile/sub", "--base-url", UNREACHABLE], 2, "--out"),
+    ("out-is-file", ["stress", "--out", f"{B}/afile", "--base-url", UNREACHABLE], 2, "--out"),
+    ("report-o-is-dir", ["report", f"{R}/bench", "-o", f"{B}"], 2, "-o/--output"),
+    ("report-o-under-file", ["report", f"{R}/bench", "-o", f"{B}/afile/r.md"], 2, "-o/--output"),
+    ("report-changed-under-file", ["report", f"{R}/cap", "-o", "{tmp}/r.md", "--changed-only",
+                                   f"{B}/afile/c.jsonl"], 2, "--changed-only"),
+    ("gate-junit-under-file", ["gate", f"{R}/bench", "--rules", f"{B}/rules-ok.toml", "--junit",
+                               f"{B}/afile/j.xml"], 2, "--junit"),
+    # --- profiles (evalkit.toml) ---------------------------------------------------------------------------------
+    ("config-missing", ["bench", "--config", f"{B}/nosuch.toml"], 2, "not found"),
+    ("config-malformed", ["bench", "--config", f"{B}/malformed.toml", "--server", "x"], 2, "malformed TOML"),
+    ("config-nonutf8", ["stress", "--config", f"{B}/nonutf8.toml"], 2, "UTF-8"),
+    ("config-unknown-key", ["bench", "--config", f"{B}/unknown-key.toml"], 2, "modle"),
+    ("config-concurrency-zero", ["capability", "--thinking", "off", "--config", f"{B}/zero-concurrency.toml"], 2,
+     "concurrency"),
+    ("config-thinking", ["bench", "--config", f"{B}/bad-thinking.toml"], 2, "thinking"),
+    ("config-api-key", ["bench", "--config", f"{B}/api-key.toml"], 2, "api_key_env"),
+    ("config-servers-list", ["bench", "--config", f"{B}/servers-list.toml"], 2, "servers"),
+    ("config-bad-url", ["check", "--config", f"{B}/bad-url.toml"], 2, "base_url"),
+    ("config-wrong-type", ["bench", "--config", f"{B}/wrong-type.toml"], 2, "servers.x.model"),
+    ("config-unknown-server", ["bench", "--config", f"{B}/one-server.toml", "--server", "nosuch"], 2, "nosuch"),
+    # --- gate rules ---------------------------------------------------------------------------------------------
+    ("rules-missing-file", ["gate", f"{R}/bench", "--rules", f"{B}/nosuch.toml"], 2, "not found"),
+    ("rules-malformed", ["gate", f"{R}/bench", "--rules", f"{B}/malformed.toml"], 2, "malformed TOML"),
+    ("rules-nonutf8", ["gate", f"{R}/bench", "--rules", f"{B}/nonutf8.toml"], 2, "UTF-8"),
+    ("rules-none", ["gate", f"{R}/bench", "--rules", f"{B}/rules-none.toml"], 2, "title"),
+    ("rules-unknown-key", ["gate", f"{R}/bench", "--rules", f"{B}/rules-unknown.toml"], 2, "when"),
+    ("rules-bad-op", ["gate", f"{R}/bench", "--rules", f"{B}/rules-op.toml"], 2, "op"),
+    ("rules-nan", ["gate", f"{R}/bench", "--rules", f"{B}/rules-nan.toml"], 2, "finite"),
+    ("rules-inf", ["gate", f"{R}/bench", "--rules", f"{B}/rules-inf.toml"], 2, "finite"),
+    ("rules-relative-zero", ["gate", f"{R}/bench", "--rules", f"{B}/rules-rel0.toml", "--baseline", f"{R}/bench"],
+     2, "relative"),
+    ("rules-two-limits", ["gate", f"{R}/bench", "--rules", f"{B}/rules-two.toml"], 2, "exactly one"),
+    ("rules-string-value", ["gate", f"{R}/bench", "--rules", f"{B}/rules-str.toml"], 2, "number"),
+    ("rules-metric-missing", ["gate", f"{R}/bench", "--rules", f"{B}/rules-missing.toml"], 2, "not found"),
+    ("rules-relative-no-baseline", ["gate", f"{R}/bench", "--rules", f"{B}/rules-rel.toml"], 2, "--baseline"),
+    # --- run directories that are not what they claim --------------------------------------------------------------
+    ("gate-not-a-run", ["gate", f"{B}", "--rules", f"{B}/rules-ok.toml"], 2, "not a finished run"),
+    ("gate-kind-mismatch", ["gate", f"{R}/liar", "--rules", f"{B}/rules-ok.toml"], 2, "manifest.json says"),
+    ("gate-incomplete", ["gate", f"{R}/cut", "--rules", f"{B}/rules-ok.toml"], 2, "incomplete"),
+    ("gate-empty-capability", ["gate", f"{R}/empty-cap", "--rules", f"{B}/rules-ok.toml"], 2, "no graded answers"),
+    ("gate-unknown-dataset", ["gate", f"{R}/odd-cap", "--rules", f"{B}/rules-ok.toml"], 2, "unknown dataset"),
+    ("gate-two-of-a-kind", ["gate", f"{R}/bench", f"{R}/bench", "--rules", f"{B}/rules-ok.toml"], 2, "two bench"),
+    ("report-bad-manifest", ["report", f"{R}/bad-manifest", "-o", "{tmp}/r.md"], 2, "not JSON"),
+    ("report-array-manifest", ["report", f"{R}/array-manifest", "-o", "{tmp}/r.md"], 2, "expected a JSON object"),
+    ("report-nonutf8-summary", ["report", f"{R}/bad-summary", "-o", "{tmp}/r.md"], 2, "UTF-8"),
+    ("report-summary-no-kind", ["report", f"{R}/nokind-summary", "-o", "{tmp}/r.md"], 2, "'kind' is missing"),
+    ("gate-summary-bad-type", ["gate", f"{R}/badtype-summary", "--rules", f"{B}/rules-ok.toml"], 2,
+     "scores.gsm8k.correct"),
+    ("report-garbage-request-line", ["report", f"{R}/garbled", "-o", "{tmp}/r.md"], 2, "requests.jsonl:4"),
+    ("report-bad-graded-line", ["report", f"{R}/badgraded", "-o", "{tmp}/r.md"], 2, "graded.jsonl:5"),
+    # --- replay files ------------------------------------------------------------------------------------------
+    ("replay-missing", ["capability", "--replay", f"{B}/nosuch.jsonl", "--out", "{tmp}"], 2, "not found"),
+    ("replay-garbage-line", ["capability", "--replay", f"{B}/replay-garbage.jsonl", "--out", "{tmp}"], 2, ":2:"),
+    ("replay-array", ["capability", "--replay", f"{B}/replay-array.jsonl", "--out", "{tmp}"], 2, ":1:"),
+    ("replay-no-content", ["capability", "--replay", f"{B}/replay-nocontent.jsonl", "--out", "{tmp}"], 2,
+     "content"),
+    ("replay-nonutf8", ["capability", "--replay", f"{B}/replay-nonutf8.jsonl", "--out", "{tmp}"], 2, "UTF-8"),
+    ("replay-empty", ["capability", "--replay", f"{B}/replay-empty.jsonl", "--out", "{tmp}"], 2, "no answers"),
+    ("replay-id-number", ["capability", "--replay", f"{B}/replay-idnum.jsonl", "--out", "{tmp}"], 2, "'id'"),
+    ("replay-reasoning-type", ["capability", "--replay", f"{B}/replay-reasoning.jsonl", "--out", "{tmp}"], 2,
+     "reasoning"),
+    ("replay-is-dir", ["capability", "--replay", f"{B}", "--out", "{tmp}"], 2, "directory"),
+    # --- stress scenario files, bounded before a dry run expands them --------------------------------------------------
+    ("scenario-missing", ["stress", "--scenario", f"{B}/nosuch.toml", "--dry-run"], 2, "cannot read"),
+    ("scenario-malformed", ["stress", "--scenario", f"{B}/scenario-malformed.toml", "--dry-run"], 2, "TOML"),
+    ("scenario-repeat", ["stress", "--scenario", f"{B}/scenario-repeat.toml", "--dry-run"], 2, "repeat"),
+    ("scenario-rounds", ["stress", "--scenario", f"{B}/scenario-rounds.toml", "--dry-run"], 2, "limit"),
+    ("scenario-cycles", ["stress", "--scenario", f"{B}/scenario-cycles.toml", "--dry-run"], 2, "cycles"),
+    ("scenario-nan", ["stress", "--scenario", f"{B}/scenario-nan.toml", "--dry-run"], 2, "offset"),
+    ("scenario-tokens", ["stress", "--scenario", f"{B}/scenario-tokens.toml", "--dry-run"], 2, "tokens"),
+    ("scenario-nonutf8", ["stress", "--scenario", f"{B}/scenario-nonutf8.toml", "--dry-run"], 2, "UTF-8"),
+    # --- servers: unreachable, or not what they claim ------------------------------------------------------------
+    ("unreachable-bench", ["bench", "--base-url", UNREACHABLE, "--out", "{tmp}"], 2, "cannot reach"),
+    ("unreachable-check", ["check", "--base-url", UNREACHABLE, "--out", "{tmp}"], 2, "cannot reach"),
+    ("unreachable-load", ["load", "--concurrency", "1", "--base-url", UNREACHABLE, "--out", "{tmp}"], 2, "cannot reach"),
+    ("html-server", ["bench", "--base-url", f"{SIM}/html/v1", "--out", "{tmp}"], 2, "text/html"),
+    ("text-server", ["capability", "--thinking", "off", "--base-url", f"{SIM}/text/v1", "--out", "{tmp}"], 2,
+     "not JSON"),
+    ("json-of-another-shape", ["stress", "--base-url", f"{SIM}/shape/v1", "--out", "{tmp}"], 2,
+     "not an OpenAI model list"),
+    ("server-500", ["check", "--base-url", f"{SIM}/500/v1", "--out", "{tmp}"], 2, "HTTP 500"),
+    ("chat-answers-html", ["bench", "--base-url", f"{SIM}/models/v1", "--out", "{tmp}"], 1, "502"),
+    # --- usage ------------------------------------------------------------------------------------------------
+    ("cap-no-thinking", ["capability", "--base-url", UNREACHABLE], 2, "--thinking"),
+    ("resume-other-kind", ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE], 2,
+     "holds a 'bench' run, not 'stress'"),
+    ("report-nothing", ["report"], 2, "at least one run"),
+    ("resume-garbled-manifest", ["stress", "--out", f"{R}", "--name", "bad-manifest", "--base-url", UNREACHABLE], 2,
+     "manifest.json: not JSON"),
+]
+
+
+def _fill(argv: list[str], world: Path, odd: str, tmp: Path) -> list[str]:
+    return [a.replace(R, str(world / "runs")).replace(B, str(world / "bad")).replace(SIM, odd)
+            .replace("{tmp}", str(tmp)) for a in argv]
+
+
+def test_the_table_is_big_and_covers_every_command() -> None:
+    from evalkit.cli import COMMANDS
+
+    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
+    assert {c[1][0] for c in CASES} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_code(case, world: Path, odd_server: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _, argv, code, needle = case
+    monkeypatch.delenv("EVALKIT_TEST_UNSET_KEY", raising=False)
+    monkeypatch.setenv("MY_KEY", SECRET)
+    monkeypatch.chdir(tmp_path)
+    before = _snapshot(world)
+    try:
+        got = main(_fill(argv, world, odd_server, tmp_path))
+    except SystemExit as e:  # argparse's own exit
+        got = e.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert got == code, err
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and SECRET not in err
+    assert needle in lines[0], lines[0]
+    assert _snapshot(world) == before, "an existing run file changed"
+
+
+def test_resuming_a_run_with_a_bad_line_exits_2_and_changes_nothing(sim, world: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    server = sim("--time-scale", "50")
+    before = _snapshot(world)
+    code = main(["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "1", "--base-url",
+                 server.base_url, "--out", str(world / "runs"), "--name", "badgraded"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "graded.jsonl:5" in err[0] and "outcome" in err[0], err
+    assert _snapshot(world) == before
