@@ -27,6 +27,16 @@ RAN_ON_SERIAL = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
+# The parts a wait is split into (keys of `wait_parts_s` / `parts_s`).
+OTHER_PREFILL, OTHER_DECODE = "prefill of another request", "decode of another request"
+IN_SLOT_PREFILL = "another request's prefill steps, in a launched slot"
+IN_SLOT_DECODE = "another request's decode steps, in a launched slot"
+SILENT_MIN_S = 0.1  # a pause shorter than this between a launch and its prefill is not listed
+HOUSEKEEPING, IDLE_SAVE = "housekeeping (log: prompt cache)", "idle-slot save (log: saving idle slot to prompt cache)"
+UNATTRIBUTED = "unattributed"
+# What would name a silent pause on llama.cpp: its trace level, or the runs without its two silent stores.
+SILENT_WOULD_TELL = ("llama.cpp's trace log (-lv 4: 'saving idle slot to prompt cache', 'updating prompt cache', "
+                     "'prompt cache update took N ms'), or the same run with --no-cache-idle-slots or --cache-ram 0")
 
 
 def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
@@ -174,19 +184,35 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
         return {"evidence": "client", "ttft_s": n.get("ttft_s"), "cause": CANT,
                 "would_tell": "the server's timings (prompt_ms) or its log (--server-log)"}
     start = s.server_start  # type: ignore[union-attr]
+    launched = s.launched if s.launched is not None else start  # type: ignore[union-attr]
     t0 = max(n["t_sent"], t_c)
     parts: dict[str, float] = {}
-    if t_stop is not None and t_stop > t0:
-        parts["the cancelled request, until the engine stopped"] = min(t_stop, start) - t0
-        t0 = min(t_stop, start)
-    rest = max(0.0, start - t0)
-    cache = ev.events("cache", t0 - 0.05, start + 0.05)
-    if rest > 0:
-        name = "the server's prompt-cache store (log: prompt cache lines)" if cache else "unattributed"
+
+    def add(name: str, a: float, b: float) -> None:
+        if b > a:
+            parts[name] = parts.get(name, 0.0) + b - a
+
+    # Until its launch it waited for a free slot (or the engine); after it, in its slot for a step with room.
+    stop = t_stop if t_stop is not None else t0
+    add("before its launch: the cancelled request, until the engine stopped", t0, min(stop, launched))
+    add("the cancelled request's steps, in a launched slot, until the engine stopped",
+        max(t0, launched), min(stop, start))
+    rest_from = max(t0, min(stop, start))
+    rest = max(0.0, start - rest_from)
+    if rest > 0.01:
+        if ev.events("idle_save", rest_from - 0.05, start + 0.05):
+            name = IDLE_SAVE
+        elif ev.events("cache", rest_from - 0.05, start + 0.05):
+            name = "the server's prompt-cache store (log: prompt cache lines)"
+        else:
+            name = UNATTRIBUTED
         parts[name] = rest
     cause = max(parts, key=parts.__getitem__) if parts and max(parts.values()) > 0 else "nothing (started at once)"
-    return {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]
-            "prefill_s": s.prefill_s}  # type: ignore[union-attr]
+    out = {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]
+           "prefill_s": s.prefill_s}  # type: ignore[union-attr]
+    if UNATTRIBUTED in parts:
+        out["would_tell"] = SILENT_WOULD_TELL
+    return out
 
 
 def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
@@ -314,36 +340,98 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
 
 
 # -- head-of-line -------------------------------------------------------------------------------------------------
+def _phase(o: Line, so: TtftSplit | None, t: float) -> str | None:
+    """What another request was doing on the server at t: prefill, decode, gap (launched, not yet prefilling).
+    A request cancelled in its prefill prefilled until its stop line (`engine_until`), not until the cancel."""
+    ff = o.get("t_first_token") or o.get("engine_until") or o.get("t_done")
+    if ff is None or o.get("t_sent") is None:
+        return None
+    start = so.server_start if so is not None and so.server_start is not None else o["t_sent"]
+    launched = so.launched if so is not None and so.launched is not None else start
+    if start <= t < ff:
+        return "prefill"
+    if o.get("t_done") is not None and ff <= t < o["t_done"] and o.get("t_first_token") is not None:
+        return "decode"
+    if launched <= t < start:
+        return "gap"
+    return None
+
+
 def _attribute(s: Line, start: float, others: list[Line], splits: dict[str, TtftSplit],
                ev: ServerEvidence) -> dict[str, float]:
-    """The wait [sent, start] split by what the other requests of the scenario were doing on the server."""
+    """The wait [sent, start of its own prefill] split by what the other requests were doing on the server, and,
+    once the server had launched it into a slot, as waiting there for another request's step."""
     t0 = s["t_sent"]
-    parts = {"prefill of another request": 0.0, "decode of another request": 0.0}
+    own = splits.get(s["request_id"])
+    launched = own.launched if own is not None and own.launched is not None else None
+    parts = {OTHER_PREFILL: 0.0, OTHER_DECODE: 0.0, IN_SLOT_PREFILL: 0.0, IN_SLOT_DECODE: 0.0}
     # Walk the wait in small steps: simple and exact enough (1 ms), and phases of several requests may overlap.
     step = max(0.001, (start - t0) / 2000)
     t = t0
-    unattributed = 0.0
+    silent = 0.0
     while t < start:
         mid = t + step / 2
-        kind = None
-        for o in others:
-            so = splits.get(o["request_id"])
-            o_start = so.server_start if so is not None and so.server_start is not None else o["t_sent"]
-            ff = o.get("t_first_token") or o.get("t_done")
-            if ff is not None and o_start <= mid < ff:
-                kind = "prefill of another request"
-                break
-            if ff is not None and o.get("t_done") is not None and ff <= mid < o["t_done"]:
-                kind = kind or "decode of another request"
-        if kind:
-            parts[kind] += step
+        phases = {_phase(o, splits.get(o["request_id"]), mid) for o in others}
+        busy = "prefill" if "prefill" in phases else "decode" if "decode" in phases else None
+        if busy and launched is not None and mid >= launched:
+            parts[IN_SLOT_PREFILL if busy == "prefill" else IN_SLOT_DECODE] += step
+        elif busy:
+            parts[OTHER_PREFILL if busy == "prefill" else OTHER_DECODE] += step
         else:
-            unattributed += step
+            silent += step
         t += step
-    if unattributed > 0:
-        cache = ev.events("cache", t0, start + 0.05)
-        parts["housekeeping (log: prompt cache)" if cache else "unattributed"] = unattributed
+    if silent > 0:
+        if ev.events("idle_save", t0, start + 0.05):
+            parts[IDLE_SAVE] = silent
+        elif ev.events("cache", t0, start + 0.05):
+            parts[HOUSEKEEPING] = silent
+        else:
+            parts[UNATTRIBUTED] = silent
     return {k: v for k, v in parts.items() if v > 0}
+
+
+def _idle_slots(ev: ServerEvidence, t: float, busy_slot: int | None) -> list[dict[str, Any]]:
+    """Slots idle at t and what they held, from the log: a slot whose last line before t was its release."""
+    last: dict[int, Any] = {}
+    for e in ev.log:
+        if e.t > t:
+            break
+        if e.slot is not None and e.kind in ("launch", "stop"):
+            last[e.slot] = e
+    return [{"slot": k, "n_tokens": e.n_tokens} for k, e in sorted(last.items())
+            if e.kind == "stop" and k != busy_slot and e.n_tokens]
+
+
+def _held(o: Line, splits: dict[str, TtftSplit], ev: ServerEvidence) -> Line:
+    """A cancelled request with its task's stop line: the engine worked on it until then (`engine_until`)."""
+    so = splits.get(o.get("request_id") or "")
+    if o.get("t_first_token") is not None or so is None or so.task is None or o.get("t_done") is None:
+        return o
+    stops = [e for e in ev.events("stop", o["t_done"] - 0.05) if e.task == so.task]
+    return {**o, "engine_until": stops[0].t} if stops else o
+
+
+def silent_gaps(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence) -> list[dict[str, Any]]:
+    """Pauses between a request's launch and its own prefill while no other request of the run was prefilling or
+    decoding: named only from a log line inside the pause, otherwise unattributed, with what would tell."""
+    out = []
+    for r in lines:
+        sp = splits.get(r.get("request_id") or "")
+        if sp is None or not sp.in_slot_s or sp.launched is None or sp.server_start is None:
+            continue
+        others = [_held(o, splits, ev) for o in lines if o is not r]
+        part = _attribute({**r, "t_sent": sp.launched}, sp.server_start, others, splits, ev)
+        gap = sum(v for k, v in part.items() if k in (UNATTRIBUTED, HOUSEKEEPING, IDLE_SAVE))
+        if gap < SILENT_MIN_S:
+            continue
+        named = next((k for k in (IDLE_SAVE, HOUSEKEEPING) if k in part), UNATTRIBUTED)
+        g: dict[str, Any] = {"request_id": r["request_id"], "scenario": r.get("scenario"), "role": r.get("role"),
+                             "gap_s": gap, "after": "its launch (log: processing task)", "cause": named,
+                             "idle_slots_at_launch": _idle_slots(ev, sp.launched, sp.slot)}
+        if named == UNATTRIBUTED:
+            g["would_tell"] = SILENT_WOULD_TELL
+        out.append(g)
+    return out
 
 
 def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
@@ -363,10 +451,14 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
             sp = splits[s["request_id"]]
             fig: dict[str, Any] = {"ttft_s": s["ttft_s"], "long_prefill_left_s": left}
             if _server_side(sp) and sp.server_start is not None:
+                # server_start is when its own prompt entered a step: a request launched with the long one into
+                # the other slot, whose first token came in the long prefill's last step, waited for all of it.
                 wait = sp.server_start - s["t_sent"]
                 fig["wait_before_start_s"] = wait
+                if sp.in_slot_s:
+                    fig["in_launched_slot_s"] = sp.in_slot_s
                 blocked = sp.server_start >= long["t_first_token"] - 0.1 * left
-                others = [o for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
+                others = [_held(o, splits, ev) for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
                 parts = _attribute(s, sp.server_start, others, splits, ev) if blocked else {}
                 fig["wait_parts_s"] = parts
                 cause = max(parts, key=parts.__getitem__) if parts else None
@@ -460,6 +552,7 @@ def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidenc
         "head_of_line_blocking": judge_head_of_line(lines, splits, ev, facts),
         "cancel_aborts": judge_cancel(lines, splits, ev, facts),
         "long_hurt_by_inserts": judge_long_hurt(lines, splits, facts),
+        "silent_gaps": silent_gaps(lines, splits, ev),
         "split_evidence": counts,
         "ttft_split": [s.to_json() for s in splits.values()],
     }
@@ -498,6 +591,13 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
         nxt = f"; the next request waited for {ca['next_delay_cause']}" if ca.get("next_delay_cause") else ""
         out.append(f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
                    f"({ca['judged_cycles']} cycles; evidence: {ca['evidence']})")
+    gaps = d.get("silent_gaps") or []
+    if gaps:
+        named = sorted({g["cause"] for g in gaps})
+        tell = next((g["would_tell"] for g in gaps if g.get("would_tell")), None)
+        out.append(f"pauses between a launch and its prefill, nothing else running: {len(gaps)}, "
+                   f"{sum(g['gap_s'] for g in gaps):.3g} s in all (max {max(g['gap_s'] for g in gaps):.3g} s): "
+                   f"{', '.join(named)}" + (f" (would tell: {tell})" if tell else ""))
     hurt = d["long_hurt_by_inserts"]
     if hurt["verdict"] == CANT:
         out.append(f"long request hurt by inserts: can't tell (TTFT {_f(hurt['figures'].get('ttft_ratio_p50'))}x "

@@ -52,6 +52,10 @@ class SimSettings:
     housekeeping_s_per_token: float = 0.0  # after a request, the engine stores its state: s per context token
     kill_on_new_request: bool = False  # a new request ends the stream in progress (HTTP 200, no finish_reason)
     timings: bool = True  # llama.cpp-style `timings` in the last chunk (and non-streaming answers)
+    # Issue 27: requests that share a step, and a silent store after a launch.
+    step_tokens: int = 0  # every step takes up to B tokens, shared by the slots' prompts in launch order (llama.cpp -b)
+    idle_save_s_per_token: float = 0.0  # at a launch, idle slots' unsaved states are stored: s per token, silently
+    trace_log: bool = False  # also write llama.cpp's trace-level lines (-lv 4): the idle-slot save
 
     @property
     def slots(self) -> int:
