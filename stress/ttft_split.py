@@ -26,6 +26,7 @@ from evalkit_stress.server_evidence import LogEvent, ServerEvidence
 
 # The log follower stamps a line when it reads it (every ~50 ms), so a line may be read this long after it happened.
 LOG_SLACK_S = 0.15
+IN_SLOT_MIN_S = 0.01  # a launch this close to its prefill start is one moment
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,6 @@ class TtftSplit:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def _slack(e: LogEvent) -> float:
-    """How late a log event's time may be: a calibrated line's (its own stamp) hardly, a read stamp up to a poll."""
-    return 0.01 if e.stamped else LOG_SLACK_S
-
-
 def _timings(r: dict[str, Any]) -> dict[str, Any] | None:
     t = r.get("server_timings")
     return t if isinstance(t, dict) and isinstance(t.get("prompt_ms"), (int, float)) else None
@@ -76,16 +72,21 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
     stops = [e for e in ev.events("stop") if e.task in launches and e.n_tokens is not None]
     out: dict[str, LogEvent] = {}
     used: set[int | None] = set()
-    for r in sorted(lines, key=lambda x: x.get("t_done") or 0.0):
+    for r in sorted(lines, key=lambda x: x.get("t_sent") or 0.0):
         t = _timings(r)
         if t is None or r.get("t_done") is None or r.get("status") != "ok":
             continue
         n = (t.get("cache_n") or 0) + (t.get("prompt_n") or 0) + (t.get("predicted_n") or 0) - 1
+        # Its prefill began at first token - prompt_ms; its launch came before that (a read stamp may be a poll late).
+        start = (r.get("t_first_token") or r["t_done"]) - t["prompt_ms"] / 1000
         cands = [e for e in stops if e.task not in used and abs(e.n_tokens - n) <= 2  # type: ignore[operator]
                  and (r.get("t_first_token") or r["t_done"]) - LOG_SLACK_S <= e.t <= r["t_done"] + 0.5
-                 and launches[e.task].t >= (r.get("t_sent") or 0.0) - 0.05]
+                 and (r.get("t_sent") or 0.0) - 0.05 <= launches[e.task].t
+                 <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)]
         if cands:
-            pick = min(cands, key=lambda e: abs(e.t - r["t_done"]))
+            # Requests that end in one step end together: then the server's queue order (first sent, first launched)
+            # tells them apart.
+            pick = min(cands, key=lambda e: (abs(e.t - r["t_done"]) > 0.05, launches[e.task].t))
             used.add(pick.task)
             out[r["request_id"]] = launches[pick.task]
     return out
@@ -159,9 +160,10 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
         prefill = t["prompt_ms"] / 1000
         if launch is not None:
             start = ff - prefill  # prompt_ms runs from its first prompt token in a step to its first token
-            launched = min(launch.t, start)  # a line read late is never later than what it reports
-            # Within the log's reading slack the two are one moment (an uncalibrated line is read up to a poll late).
-            in_slot = start - launched if start - launched > _slack(launch) else 0.0
+            # A line's time is never earlier than it was written (read stamps are late, calibrated ones hardly), so
+            # start - launch.t is a lower bound of the time in the slot: never made up, only missed by a poll.
+            launched = min(launch.t, start)
+            in_slot = start - launched if start - launched > IN_SLOT_MIN_S else 0.0
             return TtftSplit(r["request_id"], ttft, max(0.0, launched - sent), prefill, None, start,
                              "timings+log", launched=launched, in_slot_s=in_slot, **extra)
         return TtftSplit(r["request_id"], ttft, max(0.0, ttft - prefill), prefill, None, ff - prefill,

@@ -125,6 +125,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "token, doing nothing else, with no log line (llama.cpp's --cache-idle-slots)")
     r.add_argument("--trace-log", action="store_true", default=None,
                    help="also write llama.cpp's trace-level lines (-lv 4), such as 'saving idle slot to prompt cache'")
+    r.add_argument("--log-timestamps", action="store_true", default=None,
+                   help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)")
 
 
 def _accept(text: str) -> tuple[float, ...]:

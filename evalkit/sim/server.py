@@ -48,7 +48,7 @@ class SimServer:
 
     def __init__(self, settings: SimSettings, clock: Clock | None = None) -> None:
         self.s = settings
-        self.log = SimLog(settings.server_log)
+        self.log = SimLog(settings.server_log, stamps=settings.log_timestamps)
         self.clock = clock or Clock()
         self.index = QuestionIndex(settings.data_dir)
         self.traces: list[RequestTrace] = []

@@ -56,6 +56,7 @@ class SimSettings:
     step_tokens: int = 0  # every step takes up to B tokens, shared by the slots' prompts in launch order (llama.cpp -b)
     idle_save_s_per_token: float = 0.0  # at a launch, idle slots' unsaved states are stored: s per token, silently
     trace_log: bool = False  # also write llama.cpp's trace-level lines (-lv 4): the idle-slot save
+    log_timestamps: bool = False  # prefix each log line with llama.cpp's own stamp (M.SS.mmm.uuu since start)
 
     @property
     def slots(self) -> int:
