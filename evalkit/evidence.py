@@ -97,9 +97,9 @@ def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
     if url or lines:
         out["server_metrics"] = summarize_metrics(lines, url or (metrics_url(manifest.get("server", {})
                                                                             .get("base_url") or "")))
-        spec = spec_summary(lines)
-        if spec is not None:
-            out["spec_decode"] = spec
+    spec = spec_summary(lines, read_jsonl(path / "requests.jsonl"))  # a server without /metrics may time drafts
+    if spec is not None:
+        out["spec_decode"] = spec
     if manifest.get("server_log") or (path / LOG_FILE).exists():
         out["server_log"] = summarize_log(read_jsonl(path / LOG_FILE), manifest.get("server_log"))
     return out

@@ -100,6 +100,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--spec-accept", type=_accept, metavar="A0,A1,..",
                    help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
                         "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens")
+    e.add_argument("--spec-metric-names", choices=("vllm", "llamacpp"),
+                   help="name the speculative-decoding counters as vLLM (vllm:spec_decode_*, default) or llama.cpp "
+                        "(llamacpp:spec_decode_*) does")
     e.add_argument("--context-tokens", type=int, help="context per request told in the start-up log line "
                    f"(default {d.context_tokens})")
     e.add_argument("--server-log-file", dest="server_log", metavar="FILE",

@@ -443,7 +443,11 @@ class Engine:
             assert job.output is not None
             before = job.emitted
             # One verify pass: with --spec-accept it emits the accepted drafts and its own token, one chunk each.
-            for _ in range(self.spec.step(len(job.output.tokens) - job.emitted)):
+            got = self.spec.step(len(job.output.tokens) - job.emitted)
+            if self.spec.enabled:  # llama.cpp's per-request timings.draft_n / draft_n_accepted
+                job.trace.draft_n += len(self.spec.accept)
+                job.trace.draft_n_accepted += got - 1
+            for _ in range(got):
                 channel, text = job.output.tokens[job.emitted]
                 job.emitted += 1
                 job.outbox.put_nowait((TOKEN, channel, text))

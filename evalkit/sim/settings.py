@@ -45,6 +45,7 @@ class SimSettings:
     # What the server says about itself (issue 11): /metrics in vLLM names, speculative decoding, start-up log lines.
     metrics: bool = True  # serve GET /metrics
     spec_accept: tuple[float, ...] = ()  # per-position draft acceptance; draft length = number of values
+    spec_metric_names: str = "vllm"  # vllm | llamacpp: whose names the speculative-decoding counters carry
     context_tokens: int = 262144  # context per request, told in the start-up log line
     server_log: str | None = None  # write log lines here (--server-log-file)
     # Behaviours seen on real servers (issue 10), each off unless asked for; ground truth in /sim/events.

@@ -48,6 +48,8 @@ class RequestTrace:
     idle_save_start: float | None = None
     idle_save_end: float | None = None
     idle_save_tokens: int = 0
+    draft_n: int = 0  # speculative decoding (--spec-accept): tokens drafted for it, and accepted
+    draft_n_accepted: int = 0
 
     def end(self, status: str, at: float) -> bool:
         """Mark the request ended (once); True when this call ended it."""
