@@ -234,12 +234,12 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
         return sum(1 for r in lines if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t
                    and (r.get("t_done") or float("inf")) > t)
 
-    still_at, gone_at = None, None
+    still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
         if g.t < t_c:
             continue
         if g.running + g.waiting > inflight(g.t):
-            still_at = g.t
+            still_at, source = g.t, g.source
         else:
             gone_at = g.t
             break
@@ -247,10 +247,12 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
         return None
     figures = {"gone_by_s": gone_at - t_c, "still_counted_at_s": None if still_at is None else still_at - t_c,
                "prefill_left_s": left}
+    if source == "log":  # FastLLM's `[Decode] alive = N, pending = M` lines
+        figures["gauge_source"] = "log: [Decode] alive / pending"
     if gone_at - t_c < STARTED_EARLY * left:
-        return {"verdict": YES, "evidence": "metrics", "granularity": CANT, "figures": figures, "_stop_t": gone_at}
+        return {"verdict": YES, "evidence": source, "granularity": CANT, "figures": figures, "_stop_t": gone_at}
     if still_at is not None and still_at - t_c >= RAN_ON * left:
-        return {"verdict": NO, "evidence": "metrics", "granularity": "only at the end", "figures": figures,
+        return {"verdict": NO, "evidence": source, "granularity": "only at the end", "figures": figures,
                 "_stop_t": still_at}
     return None
 
