@@ -13,6 +13,7 @@ from tqdm import tqdm
 from evalkit import bisect
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
 from evalkit.client_lag import client_lag
+from evalkit.gpu_telemetry import telemetry_line
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.connect import discover_model
 from evalkit.errors import UsageError
@@ -102,6 +103,11 @@ def _print_table(summary: dict) -> None:
         lines.append(f"warning: {summary['errors']} request(s) failed, e.g. {summary['error_samples'][0]['error']}")
     if (summary.get("client") or {}).get("note"):
         lines.append(f"warning: {summary['client']['note']}")
+    gpu = summary.get("gpu_telemetry") or {}
+    if gpu:
+        lines.append(telemetry_line(gpu) or "")
+        for name, e in (gpu.get("per_label") or {}).items():
+            lines.append(f"  {name:<11} {e['j_per_output_token']:.3g} J/output token, {e['power_w_mean'] or 0:.0f} W")
     print("\n".join(lines), file=sys.stderr)
 
 

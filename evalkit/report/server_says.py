@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from evalkit.report import noise
+from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.evidence import evidence_summary
@@ -191,7 +192,7 @@ def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
         return None
     ident, warnings = identity_table(runs)
     tables = [ident]
-    for t in (acceptance_table(runs), counters_table(runs)):
+    for t in (acceptance_table(runs), counters_table(runs), gpu_table(runs)):
         if t is not None:
             tables.append(t)
     flagged = []
