@@ -21,6 +21,8 @@ METRICS_FILE = "metrics.jsonl"
 
 _LAUNCH = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*processing task")
 _CANCEL = re.compile(r"cancel task, id_task = (\d+)")
+# The task's own prompt time as it ends (print_timing): the same figure as its `timings.prompt_ms`, to the 0.01 ms.
+_PROMPT_EVAL = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*prompt eval time =\s*([\d.]+) ms")
 _STOP = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*stop processing: n_tokens = (\d+)")
 _CACHE = re.compile(r"making room for prompt cache entry|saving prompt with length|updating prompt cache|"
                     r"prompt cache update took")
@@ -45,7 +47,7 @@ class LogEvent:
     """One llama.cpp-style log line that matters to a verdict: a task launched, cancelled, stopped, or cache work."""
 
     t: float
-    kind: str  # launch | cancel | stop | cache | idle_save | begin (a one-at-a-time server starting a request)
+    kind: str  # launch | cancel | stop | cache | idle_save | prompt_eval | begin (one-at-a-time server's start)
     task: int | None = None
     slot: int | None = None
     n_tokens: int | None = None
@@ -53,6 +55,7 @@ class LogEvent:
     # When the follower's read before this one ran (the line was written in (t_after, t]); None: unknown.
     t_after: float | None = None
     stamped: bool = False  # t is the server's own stamp put on evalkit's clock (LogClock), not the read time
+    value: float | None = None  # prompt_eval: the task's prompt time in ms
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,9 @@ def parse_log_line(t: float, line: str) -> LogEvent | None:
         return LogEvent(t, "launch", task=int(m.group(2)), slot=int(m.group(1)), line=line)
     if m := _STOP.search(line):
         return LogEvent(t, "stop", task=int(m.group(2)), slot=int(m.group(1)), n_tokens=int(m.group(3)), line=line)
+    if m := _PROMPT_EVAL.search(line):
+        return LogEvent(t, "prompt_eval", task=int(m.group(2)), slot=int(m.group(1)), value=float(m.group(3)),
+                        line=line)
     if m := _CANCEL.search(line):
         return LogEvent(t, "cancel", task=int(m.group(1)), line=line)
     if _CACHE.search(line):

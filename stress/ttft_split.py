@@ -70,6 +70,7 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
     the request ends. This holds where launch times mislead (a silent pause between a launch and its prefill)."""
     launches = {e.task: e for e in ev.events("launch")}
     stops = [e for e in ev.events("stop") if e.task in launches and e.n_tokens is not None]
+    prompt_ms = {e.task: e.value for e in ev.events("prompt_eval")}
     out: dict[str, LogEvent] = {}
     used: set[int | None] = set()
     for r in sorted(lines, key=lambda x: x.get("t_sent") or 0.0):
@@ -83,6 +84,9 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
                  and (r.get("t_first_token") or r["t_done"]) - LOG_SLACK_S <= e.t <= r["t_done"] + 0.5
                  and (r.get("t_sent") or 0.0) - 0.05 <= launches[e.task].t
                  <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)]
+        same = [e for e in cands
+                if prompt_ms.get(e.task) is not None and abs(prompt_ms[e.task] - t["prompt_ms"]) < 0.01]
+        cands = same or cands  # its own prompt eval time, printed to 0.01 ms, tells it from any twin
         if cands:
             # Requests that end in one step end together: then the server's queue order (first sent, first launched)
             # tells them apart.

@@ -72,3 +72,11 @@ def test_fastllm_cancel_is_judged_from_its_decode_lines() -> None:
     d = _diagnose(GPU / "fastllm" / "stress-54k-mb1")
     ca = d["cancel_aborts"]
     assert ca["verdict"] == "no" and ca["evidence"] == "log", ca
+
+
+@pytest.mark.parametrize("cfg", ["np1", "np2"])
+def test_every_verdict_agrees_with_the_log_line_by_line(cfg: str) -> None:
+    from evalkit.realserver.log_compare import compare
+
+    text, checks, agree = compare(GPU / "llamacpp" / cfg / "stress")
+    assert checks >= 30 and agree == checks, "\n".join(ln for ln in text if ln.startswith("DIFFER"))
