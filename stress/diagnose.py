@@ -110,6 +110,16 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
     stop = stops[0]
     delay = max(0.0, stop.t - t_c)
     prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
+    launch = next((e for e in ev.events("launch") if e.task == task), None)
+    if launch is not None and launch.t >= t_c - 0.01 and stop.t - launch.t <= AT_ONCE_S:
+        # Launched only after the cancel (the engine was busy, e.g. storing a prompt cache entry for its slot) and
+        # released at once: nothing of it was prefilled; the release's n_tokens is the slot's cached prompt.
+        out = {"verdict": YES, "evidence": "log", "granularity": "before it started",
+               "figures": {"stop_after_cancel_s": delay, "stopped_at_tokens": 0, "prompt_tokens": prompt,
+                           "slot_cached_tokens": stop.n_tokens, "launched_after_cancel_s": launch.t - t_c,
+                           "log_line": stop.line.strip()[:160]}, "_stop_t": stop.t}
+        out["next_delay"] = _next_delay(n, t_c, stop.t, splits, ev, held_from=c["t_sent"])
+        return out
     if prompt:
         aborted = stop.n_tokens is not None and stop.n_tokens < 0.98 * prompt
     else:
@@ -175,7 +185,7 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
 
 
 def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[str, TtftSplit],
-                ev: ServerEvidence) -> dict[str, Any] | None:
+                ev: ServerEvidence, held_from: float | None = None) -> dict[str, Any] | None:
     """What held the next request between the cancel and the server starting on it, in named parts."""
     if n is None:
         return None
@@ -194,7 +204,12 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
 
     # Until its launch it waited for a free slot (or the engine); after it, in its slot for a step with room.
     stop = t_stop if t_stop is not None else t0
-    add("before its launch: the cancelled request, until the engine stopped", t0, min(stop, launched))
+    # `held_from`: the cancelled request was launched only after the cancel; prompt-cache lines since it was sent
+    # say the engine was storing that slot's old prompt, not prefilling it.
+    before = ("the server's prompt-cache store for the cancelled request's slot (log: prompt cache lines)"
+              if held_from is not None and ev.events("cache", held_from, stop) else
+              "before its launch: the cancelled request, until the engine stopped")
+    add(before, t0, min(stop, launched))
     add("the cancelled request's steps, in a launched slot, until the engine stopped",
         max(t0, launched), min(stop, start))
     rest_from = max(t0, min(stop, start))

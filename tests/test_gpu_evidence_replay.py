@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.rundir import read_jsonl
-from evalkit_stress.diagnose import IN_SLOT_PREFILL, UNATTRIBUTED, YES, diagnose
+from evalkit_stress.diagnose import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, YES, diagnose
 from evalkit_stress.server_evidence import calibrate, read_evidence
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
@@ -74,9 +74,26 @@ def test_fastllm_cancel_is_judged_from_its_decode_lines() -> None:
     assert ca["verdict"] == "no" and ca["evidence"] == "log", ca
 
 
-@pytest.mark.parametrize("cfg", ["np1", "np2"])
+@pytest.mark.parametrize("cfg", ["llamacpp/np1", "llamacpp/np2", "llamacpp-issue27/np1", "llamacpp-issue27/np2-lv4",
+                                 "llamacpp-issue27/np2-noidle", "llamacpp-issue27/np2-noram"])
 def test_every_verdict_agrees_with_the_log_line_by_line(cfg: str) -> None:
     from evalkit.realserver.log_compare import compare
 
-    text, checks, agree = compare(GPU / "llamacpp" / cfg / "stress")
-    assert checks >= 30 and agree == checks, "\n".join(ln for ln in text if ln.startswith("DIFFER"))
+    text, checks, agree = compare(GPU / cfg / "stress")
+    assert checks >= 15 and agree == checks, "\n".join(ln for ln in text if ln.startswith("DIFFER"))
+
+
+def test_trace_log_names_the_idle_slot_save_and_the_flags_move_the_figures() -> None:
+    runs = GPU / "llamacpp-issue27"
+    lv4 = _diagnose(runs / "np2-lv4" / "stress")
+    gaps = lv4["silent_gaps"]
+    assert len(gaps) == 4 and all(g["cause"] == IDLE_SAVE and g["gap_s"] > 3.5 for g in gaps), gaps
+    # --cache-ram 0: no prompt cache, no pause, and the short request waits only for the long prefill's steps
+    noram = _diagnose(runs / "np2-noram" / "stress")
+    assert not noram["silent_gaps"]
+    assert noram["long_hurt_by_inserts"]["figures"]["ttft_ratio_p50"] < 1.05
+    # --no-cache-idle-slots: a cancelled request launched only after its slot's cache store, released at once
+    noidle = _diagnose(runs / "np2-noidle" / "stress")
+    s = noidle["cancel_aborts"]["samples"][0]
+    assert s["verdict"] == YES and s["granularity"] == "before it started", s
+    assert "prompt-cache store for the cancelled request's slot" in s["next_delay"]["cause"]

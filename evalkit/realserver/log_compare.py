@@ -25,7 +25,7 @@ _TASK = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _EVAL = re.compile(r"\|\s+eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _RELEASE = re.compile(r"stop processing: n_tokens = (\d+)")
-_PROGRESS = re.compile(r"prompt processing, n_tokens =\s*(\d+), progress = ([\d.]+)")
+_CANCEL = re.compile(r"cancel task, id_task = (\d+)")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Task:
     launched: float | None = None
     released: float | None = None
     n_tokens: int | None = None
+    cancelled: float | None = None  # its `stop: cancel task` line
     prompt_ms: float | None = None
     prompt_n: int | None = None
     eval_ms: float | None = None
@@ -56,6 +57,9 @@ def read_tasks(rows: list[dict[str, Any]], offset: float) -> dict[int, Task]:
     for r in rows:
         line = r.get("line") or ""
         st = server_stamp(line)
+        if st is not None and (mc := _CANCEL.search(line)) and not r.get("earlier"):
+            tasks.setdefault(int(mc.group(1)), Task(int(mc.group(1)))).cancelled = st + offset
+            continue
         m = _TASK.search(line)
         if st is None or m is None or r.get("earlier") or int(m.group(2)) < 0:
             continue
@@ -139,23 +143,29 @@ def compare(run: Path) -> tuple[list[str], int, int]:
                "'in a launched slot' by the log = launched before the cancelled task's release")
     for s in d["cancel_aborts"]["samples"]:
         c = by_id[s["request_id"]]
-        tc = task_of(c["request_id"])
+        # its task by the log alone: the first `stop: cancel task` line after the client's cancel
+        tc = min((t for t in tasks.values() if t.cancelled is not None and t.cancelled >= c["t_done"] - 0.05),
+                 key=lambda t: t.cancelled or 0.0, default=None)
         prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
-        if tc is None or tc.n_tokens is None or not prompt:
+        if tc is None or tc.n_tokens is None or tc.released is None or not prompt:
             out.append(f"  (no log task for {s['request_id']})")
             continue
-        aborted = tc.n_tokens < 0.98 * prompt
+        # launched after the cancel and released at once: nothing prefilled (n_tokens is the slot's cached prompt)
+        at_once = tc.launched is not None and tc.launched >= c["t_done"] and tc.released - tc.launched < 0.06
+        aborted = at_once or tc.n_tokens < 0.98 * prompt
         check((s["verdict"] == YES) == aborted,
-              f"{s['request_id']}: evalkit {s['verdict']} ({s.get('granularity')}); log: task {tc.task} released "
-              f"{_fmt(tc.released, c['t_done'])} s after the cancel at n_tokens {tc.n_tokens} of {prompt}")
+              f"{s['request_id']}: evalkit {s['verdict']} ({s.get('granularity')}); log: task {tc.task} cancel line "
+              f"{_fmt(tc.cancelled, c['t_done'])}, launched {_fmt(tc.launched, c['t_done'])}, released "
+              f"{_fmt(tc.released, c['t_done'])} s after the cancel at n_tokens {tc.n_tokens} of {prompt}"
+              + (" (launched and released at once: nothing prefilled)" if at_once else ""))
         nxt = next((o for o in lines if o.get("scenario") == "cancel_then_short" and o.get("cycle") == c["cycle"]
                     and o.get("role") == "short"), None)
         tn = task_of(nxt["request_id"]) if nxt else None
         nd = s.get("next_delay") or {}
         if tn is not None and tn.launched is not None and tc.released is not None:
             in_slot = tn.launched < tc.released
-            check(("in a launched slot" in (nd.get("cause") or "")) == in_slot or nd.get("cause", "").startswith(
-                "the server's prompt-cache") and not in_slot,
+            check(("in a launched slot" in (nd.get("cause") or "")) == in_slot
+                  or (nd.get("cause") or "").startswith("the server's prompt-cache") and not in_slot,
                   f"  next {nxt['request_id']}: evalkit waited {nd.get('wait_s', 0):.3f} s for '{nd.get('cause')}'; "
                   f"log: task {tn.task} launched {_fmt(tn.launched, tc.released)} s from the cancelled release "
                   f"(slot {tn.slot}), its TTFT {nxt['ttft_s']:.3f} s")

@@ -1,4 +1,5 @@
-"""Speculative decoding against a real llama-server: SmolLM2 drafting for itself (`-md`, `--spec-draft-n-max`).
+"""Speculative decoding against a real llama-server: SmolLM2 drafting for itself (`-md`, `--spec-type draft-simple`,
+`--spec-draft-n-max`; llama.cpp 11434 infers a type only for MTP/dflash drafts, so a plain `-md` alone never drafts).
 
 evalkit's acceptance per draft position must be the server's own `llamacpp:spec_decode_*` counter deltas, and its
 per-request `timings.draft_n` / `draft_n_accepted` must sum to the same drafts.
@@ -19,7 +20,8 @@ DRAFT_MAX = 3
 
 def test_self_draft_acceptance_is_the_servers_counters(llama_server, provisioned, tmp_path: Path) -> None:
     srv = llama_server(parallel=1, ctx=4096,
-                       extra_args=("-md", str(provisioned.model), "--spec-draft-n-max", str(DRAFT_MAX)))
+                       extra_args=("-md", str(provisioned.model), "--spec-type", "draft-simple",
+                                   "--spec-draft-n-max", str(DRAFT_MAX)))
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a Python function that sorts a list."\n')
     proc = run_evalkit(["bench", "--base-url", srv.base_url, "--runs", "2", "--max-tokens", "96", "--concurrency",
