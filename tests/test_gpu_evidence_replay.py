@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.rundir import read_jsonl
-from evalkit_stress.diagnose import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, YES, diagnose
+from evalkit_stress.diagnose import YES, diagnose
 from evalkit_stress.server_evidence import calibrate, read_evidence
+from evalkit_stress.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 
