@@ -13,6 +13,7 @@ from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.config import ServerProfile
+from evalkit.gpu_telemetry import TELEMETRY_FILE, TelemetrySampler, open_reader, summarize_telemetry
 from evalkit.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
 from evalkit.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
 from evalkit.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
@@ -31,6 +32,8 @@ class ServerEvidence:
         self.metrics = MetricsRecorder(base_url, clock, rundir.append, headers) if metrics else None
         self.log = LogFollower(log_path, clock, LogPatterns.from_profile(log_patterns), rundir.append,
                                secrets=secrets) if log_path is not None else None
+        self._clock = clock
+        self.gpu: TelemetrySampler | None = None  # the GPU's own figures (NVML / nvidia-smi), when there is one
         self._ended = False
 
     async def start(self) -> None:
@@ -41,6 +44,11 @@ class ServerEvidence:
         )
         if self.log is not None:
             self.log.start()
+        reader = open_reader()
+        self.rundir.update_manifest(gpu_telemetry=reader.source if reader else None)
+        if reader is not None:
+            self.gpu = TelemetrySampler(reader, self._clock, lambda rec: self.rundir.append(TELEMETRY_FILE, rec))
+            self.gpu.start()
         if self.metrics is not None:
             await self.metrics.snapshot("before")
             self.metrics.start_sampling(self.sample_s)
@@ -55,6 +63,7 @@ class ServerEvidence:
         if self._ended:
             return
         self._ended = True
+        self._stop_gpu()
         if self.metrics is not None:
             await self.metrics.close()
             await self.metrics.snapshot("after")
@@ -62,8 +71,14 @@ class ServerEvidence:
         if self.log is not None:
             self.log.stop()
 
+    def _stop_gpu(self) -> None:
+        if self.gpu is not None:
+            self.gpu.stop()
+            self.gpu = None
+
     async def close(self) -> None:
         """Stop whatever still runs, without a final snapshot (an aborted run)."""
+        self._stop_gpu()
         if self.metrics is not None:
             await self.metrics.close()
         if self.log is not None:
@@ -97,9 +112,27 @@ def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
     if url or lines:
         out["server_metrics"] = summarize_metrics(lines, url or (metrics_url(manifest.get("server", {})
                                                                             .get("base_url") or "")))
-        spec = spec_summary(lines)
-        if spec is not None:
-            out["spec_decode"] = spec
+    spec = spec_summary(lines, read_jsonl(path / "requests.jsonl"))  # a server without /metrics may time drafts
+    if spec is not None:
+        out["spec_decode"] = spec
+    gpu = _gpu_summary(path)
+    if gpu is not None:
+        out["gpu_telemetry"] = gpu
     if manifest.get("server_log") or (path / LOG_FILE).exists():
         out["server_log"] = summarize_log(read_jsonl(path / LOG_FILE), manifest.get("server_log"))
     return out
+
+
+def _gpu_summary(path: Path) -> dict[str, Any] | None:
+    """`gpu_telemetry`: the run's GPU figures, energy per output token overall and per bench prompt."""
+    samples = read_jsonl(path / TELEMETRY_FILE)
+    if not samples:
+        return None
+    requests = read_jsonl(path / "requests.jsonl")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in requests:
+        if r.get("phase") == "single" and r.get("prompt"):
+            groups.setdefault(str(r["prompt"]), []).append(r)
+        elif r.get("phase") == "concurrent":
+            groups.setdefault("concurrent", []).append(r)
+    return summarize_telemetry(samples, [r for r in requests if r.get("phase") != "warmup"], groups)

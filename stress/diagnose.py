@@ -15,6 +15,7 @@ from typing import Any
 from evalkit_stress.metrics import Line
 from evalkit_stress.server_evidence import ServerEvidence
 from evalkit_stress.ttft_split import LOG_SLACK_S, TtftSplit, split_all
+from evalkit_stress.wait_parts import IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, attribute, held, silent_gaps
 
 YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
@@ -30,8 +31,6 @@ RAN_ON_SERIAL = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
-
-
 def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
     return [r for r in lines if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
             and r.get("ttft_s") is not None]
@@ -103,6 +102,16 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
     stop = stops[0]
     delay = max(0.0, stop.t - t_c)
     prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
+    launch = next((e for e in ev.events("launch") if e.task == task), None)
+    if launch is not None and launch.t >= t_c - 0.01 and stop.t - launch.t <= AT_ONCE_S:
+        # Launched only after the cancel (the engine was busy, e.g. storing a prompt cache entry for its slot) and
+        # released at once: nothing of it was prefilled; the release's n_tokens is the slot's cached prompt.
+        out = {"verdict": YES, "evidence": "log", "granularity": "before it started",
+               "figures": {"stop_after_cancel_s": delay, "stopped_at_tokens": 0, "prompt_tokens": prompt,
+                           "slot_cached_tokens": stop.n_tokens, "launched_after_cancel_s": launch.t - t_c,
+                           "log_line": stop.line.strip()[:160]}, "_stop_t": stop.t}
+        out["next_delay"] = _next_delay(n, t_c, stop.t, splits, ev, held_from=c["t_sent"])
+        return out
     if prompt:
         aborted = stop.n_tokens is not None and stop.n_tokens < 0.98 * prompt
     else:
@@ -168,7 +177,7 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
 
 
 def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[str, TtftSplit],
-                ev: ServerEvidence) -> dict[str, Any] | None:
+                ev: ServerEvidence, held_from: float | None = None) -> dict[str, Any] | None:
     """What held the next request between the cancel and the server starting on it, in named parts."""
     if n is None:
         return None
@@ -177,19 +186,40 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
         return {"evidence": "client", "ttft_s": n.get("ttft_s"), "cause": CANT,
                 "would_tell": "the server's timings (prompt_ms) or its log (--server-log)"}
     start = s.server_start  # type: ignore[union-attr]
+    launched = s.launched if s.launched is not None else start  # type: ignore[union-attr]
     t0 = max(n["t_sent"], t_c)
     parts: dict[str, float] = {}
-    if t_stop is not None and t_stop > t0:
-        parts["the cancelled request, until the engine stopped"] = min(t_stop, start) - t0
-        t0 = min(t_stop, start)
-    rest = max(0.0, start - t0)
-    cache = ev.events("cache", t0 - 0.05, start + 0.05)
-    if rest > 0:
-        name = "the server's prompt-cache store (log: prompt cache lines)" if cache else "unattributed"
+
+    def add(name: str, a: float, b: float) -> None:
+        if b > a:
+            parts[name] = parts.get(name, 0.0) + b - a
+
+    # Until its launch it waited for a free slot (or the engine); after it, in its slot for a step with room.
+    stop = t_stop if t_stop is not None else t0
+    # `held_from`: the cancelled request was launched only after the cancel; prompt-cache lines since it was sent
+    # say the engine was storing that slot's old prompt, not prefilling it.
+    before = ("the server's prompt-cache store for the cancelled request's slot (log: prompt cache lines)"
+              if held_from is not None and ev.events("cache", held_from, stop) else
+              "before its launch: the cancelled request, until the engine stopped")
+    add(before, t0, min(stop, launched))
+    add("the cancelled request's steps, in a launched slot, until the engine stopped",
+        max(t0, launched), min(stop, start))
+    rest_from = max(t0, min(stop, start))
+    rest = max(0.0, start - rest_from)
+    if rest > 0.01:
+        if ev.events("idle_save", rest_from - 0.05, start + 0.05):
+            name = IDLE_SAVE
+        elif ev.events("cache", rest_from - 0.05, start + 0.05):
+            name = "the server's prompt-cache store (log: prompt cache lines)"
+        else:
+            name = UNATTRIBUTED
         parts[name] = rest
     cause = max(parts, key=parts.__getitem__) if parts and max(parts.values()) > 0 else "nothing (started at once)"
-    return {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]
-            "prefill_s": s.prefill_s}  # type: ignore[union-attr]
+    out = {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]
+           "prefill_s": s.prefill_s}  # type: ignore[union-attr]
+    if UNATTRIBUTED in parts:
+        out["would_tell"] = SILENT_WOULD_TELL
+    return out
 
 
 def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
@@ -211,12 +241,12 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
         return sum(1 for r in lines if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t
                    and (r.get("t_done") or float("inf")) > t)
 
-    still_at, gone_at = None, None
+    still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
         if g.t < t_c:
             continue
         if g.running + g.waiting > inflight(g.t):
-            still_at = g.t
+            still_at, source = g.t, g.source
         else:
             gone_at = g.t
             break
@@ -224,10 +254,12 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
         return None
     figures = {"gone_by_s": gone_at - t_c, "still_counted_at_s": None if still_at is None else still_at - t_c,
                "prefill_left_s": left}
+    if source == "log":  # FastLLM's `[Decode] alive = N, pending = M` lines
+        figures["gauge_source"] = "log: [Decode] alive / pending"
     if gone_at - t_c < STARTED_EARLY * left:
-        return {"verdict": YES, "evidence": "metrics", "granularity": CANT, "figures": figures, "_stop_t": gone_at}
+        return {"verdict": YES, "evidence": source, "granularity": CANT, "figures": figures, "_stop_t": gone_at}
     if still_at is not None and still_at - t_c >= RAN_ON * left:
-        return {"verdict": NO, "evidence": "metrics", "granularity": "only at the end", "figures": figures,
+        return {"verdict": NO, "evidence": source, "granularity": "only at the end", "figures": figures,
                 "_stop_t": still_at}
     return None
 
@@ -328,38 +360,6 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
 
 
 # -- head-of-line -------------------------------------------------------------------------------------------------
-def _attribute(s: Line, start: float, others: list[Line], splits: dict[str, TtftSplit],
-               ev: ServerEvidence) -> dict[str, float]:
-    """The wait [sent, start] split by what the other requests of the scenario were doing on the server."""
-    t0 = s["t_sent"]
-    parts = {"prefill of another request": 0.0, "decode of another request": 0.0}
-    # Walk the wait in small steps: simple and exact enough (1 ms), and phases of several requests may overlap.
-    step = max(0.001, (start - t0) / 2000)
-    t = t0
-    unattributed = 0.0
-    while t < start:
-        mid = t + step / 2
-        kind = None
-        for o in others:
-            so = splits.get(o["request_id"])
-            o_start = so.server_start if so is not None and so.server_start is not None else o["t_sent"]
-            ff = o.get("t_first_token") or o.get("t_done")
-            if ff is not None and o_start <= mid < ff:
-                kind = "prefill of another request"
-                break
-            if ff is not None and o.get("t_done") is not None and ff <= mid < o["t_done"]:
-                kind = kind or "decode of another request"
-        if kind:
-            parts[kind] += step
-        else:
-            unattributed += step
-        t += step
-    if unattributed > 0:
-        cache = ev.events("cache", t0, start + 0.05)
-        parts["housekeeping (log: prompt cache)" if cache else "unattributed"] = unattributed
-    return {k: v for k, v in parts.items() if v > 0}
-
-
 def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
                        facts: _Facts) -> dict[str, Any]:
     """Did an inserted short request wait for another request's prefill, or for something else (named)?"""
@@ -377,11 +377,15 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
             sp = splits[s["request_id"]]
             fig: dict[str, Any] = {"ttft_s": s["ttft_s"], "long_prefill_left_s": left}
             if _server_side(sp) and sp.server_start is not None:
+                # server_start is when its own prompt entered a step: a request launched with the long one into
+                # the other slot, whose first token came in the long prefill's last step, waited for all of it.
                 wait = sp.server_start - s["t_sent"]
                 fig["wait_before_start_s"] = wait
+                if sp.in_slot_s:
+                    fig["in_launched_slot_s"] = sp.in_slot_s
                 blocked = sp.server_start >= long["t_first_token"] - 0.1 * left
-                others = [o for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
-                parts = _attribute(s, sp.server_start, others, splits, ev) if blocked else {}
+                others = [held(o, splits, ev) for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
+                parts = attribute(s, sp.server_start, others, splits, ev) if blocked else {}
                 fig["wait_parts_s"] = parts
                 cause = max(parts, key=parts.__getitem__) if parts else None
                 samples.append({"verdict": YES if blocked else NO, "evidence": sp.evidence, "cause": cause,
@@ -486,6 +490,7 @@ def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidenc
         "head_of_line_blocking": judge_head_of_line(lines, splits, ev, facts),
         "cancel_aborts": judge_cancel(lines, splits, ev, facts),
         "long_hurt_by_inserts": judge_long_hurt(lines, splits, facts),
+        "silent_gaps": silent_gaps(lines, splits, ev),
         "split_evidence": counts,
         "ttft_split": [s.to_json() for s in splits.values()],
     }
@@ -529,6 +534,13 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
         missed = f", {ca['not_exercised_cycles']} not exercised" if ca.get("not_exercised_cycles") else ""
         out.append(f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
                    f"({ca['judged_cycles']} cycles{missed}; evidence: {ca['evidence']})")
+    gaps = d.get("silent_gaps") or []
+    if gaps:
+        named = sorted({g["cause"] for g in gaps})
+        tell = next((g["would_tell"] for g in gaps if g.get("would_tell")), None)
+        out.append(f"pauses between a launch and its prefill, nothing else running: {len(gaps)}, "
+                   f"{sum(g['gap_s'] for g in gaps):.3g} s in all (max {max(g['gap_s'] for g in gaps):.3g} s): "
+                   f"{', '.join(named)}" + (f" (would tell: {tell})" if tell else ""))
     hurt = d["long_hurt_by_inserts"]
     if hurt["verdict"] == CANT:
         out.append(f"long request hurt by inserts: can't tell (TTFT {_f(hurt['figures'].get('ttft_ratio_p50'))}x "

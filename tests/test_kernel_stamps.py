@@ -110,3 +110,14 @@ def test_client_lag_says_when_the_client_was_the_bottleneck() -> None:
     slow = client_lag(slow_reader)
     assert slow["client_bound"] is True and "bottleneck" in slow["note"] and slow["token_gap_p50_s"] == 0.02
     assert client_lag([{"read_lag_s": None, "decode_tok_s": 50.0}])["client_bound"] is None
+    assert "read_lag_s p95 60.0 ms" in slow["note"] and "token_gap_p50_s 20.0 ms" in slow["note"]  # the figures
+
+
+@pytest.mark.parametrize("server_rate,bound", [(50.02, False), (50.4, False), (60.0, True)])
+def test_client_is_not_the_bottleneck_when_its_rates_match_the_servers(server_rate: float, bound: bool) -> None:
+    # The H200 run: read lag above the token gap, but evalkit's decode rates within 0.01% of llama.cpp's timings.
+    lines = [{"read_lag_s": 0.060, "decode_tok_s": 50.0,
+              "server_timings": {"predicted_per_second": server_rate, "predicted_n": 64}} for _ in range(20)]
+    got = client_lag(lines)
+    assert got["client_bound"] is bound and (got["note"] is None) is (not bound)
+    assert got["decode_vs_server_p50"] == pytest.approx(abs(50.0 / server_rate - 1))

@@ -50,6 +50,34 @@ def test_bench_reads_per_position_acceptance_and_speed_follows(sim, tmp_path: Pa
     assert ratio == pytest.approx((1 + sum(AFTER)) / (1 + sum(BEFORE)), rel=0.06)
 
 
+def test_llamacpp_spec_counters_and_per_request_drafts_equal_the_servers_deltas(sim, tmp_path: Path) -> None:
+    # llama.cpp names (llamacpp:spec_decode_*, no labels) and timings.draft_n / draft_n_accepted per request.
+    s = sim("--time-scale", "10", "--spec-accept", "0.8,0.5", "--spec-metric-names", "llamacpp")
+    prompts = tmp_path / "code.toml"
+    prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a long commented Python module."\n')
+    p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "lc", "--runs", "2",
+             "--max-tokens", "400", "--prompts", str(prompts), "--concurrency", "1")
+    assert p.returncode == 0, p.stderr
+    run = tmp_path / "lc"
+    summary = _summary(run)
+    spec = summary["spec_decode"]["per_label"]["code"]
+    assert spec["server"] == "llama.cpp" and "llamacpp:spec_decode_" in spec["source"]
+    # The figures are the server's own counter deltas over the prompt's windows, position by position.
+    scrapes = [ln for ln in read_jsonl(run / "metrics.jsonl") if ln["ok"] and ln["label"].endswith(":code")]
+    assert [ln["label"] for ln in scrapes] == ["before:code", "after:code"] * 2
+    name = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+    for i, acc in enumerate(spec["per_position_accepted"]):
+        key = f'{name}{{position="{i}"}}'
+        assert acc == sum(b["series"][key] - a["series"][key] for a, b in zip(scrapes[::2], scrapes[1::2]))
+    assert spec["per_position"] == pytest.approx([0.8, 0.5], abs=0.03)
+    # Per request: the sums of timings.draft_n / draft_n_accepted over the prompt's runs are the same drafts.
+    timed = summary["spec_decode"]["timings_per_label"]["code"]
+    reqs = [r for r in read_jsonl(run / "requests.jsonl") if r.get("phase") == "single"]
+    assert timed["draft_tokens"] == sum(r["server_timings"]["draft_n"] for r in reqs) == spec["draft_tokens"]
+    assert timed["accepted_tokens"] == spec["accepted_tokens"]
+    assert "draft acceptance per position" in p.stderr and "llamacpp:spec_decode_" in p.stderr  # printed, source named
+
+
 def test_token_counters_equal_evalkit_counts(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20")
     p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",

@@ -14,6 +14,7 @@ from evalkit.argtypes import finite_float, nonneg_int, positive_int
 from evalkit import bisect
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
 from evalkit.client_lag import client_lag
+from evalkit.gpu_telemetry import telemetry_line
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.connect import discover_model
 from evalkit.config import api_key
@@ -122,6 +123,21 @@ def _print_table(summary: dict) -> None:
         lines.append(f"warning: {summary['errors']} request(s) failed, e.g. {summary['error_samples'][0]['error']}")
     if (summary.get("client") or {}).get("note"):
         lines.append(f"warning: {summary['client']['note']}")
+    spec = summary.get("spec_decode") or {}
+    for name, e in (spec.get("per_label") or {}).items():
+        if e.get("per_position"):
+            pos = " / ".join(f"{x:.1%}" for x in e["per_position"])
+            lines.append(f"{name}: draft acceptance per position {pos}, mean length "
+                         f"{e['mean_acceptance_length']:.2f} ({e['source']})")
+    for name, e in (spec.get("timings_per_label") or {}).items():
+        if e.get("acceptance_rate") is not None:
+            lines.append(f"{name}: {e['accepted_tokens']:,} of {e['draft_tokens']:,} drafted tokens accepted "
+                         f"({e['acceptance_rate']:.1%}; {e['source']})")
+    gpu = summary.get("gpu_telemetry") or {}
+    if gpu:
+        lines.append(telemetry_line(gpu) or "")
+        for name, e in (gpu.get("per_label") or {}).items():
+            lines.append(f"  {name:<11} {e['j_per_output_token']:.3g} J/output token, {e['power_w_mean'] or 0:.0f} W")
     print("\n".join(lines), file=sys.stderr)
 
 

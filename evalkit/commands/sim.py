@@ -117,6 +117,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--spec-accept", type=_accept, metavar="A0,A1,..",
                    help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
                         "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens")
+    e.add_argument("--spec-metric-names", choices=("vllm", "llamacpp"),
+                   help="name the speculative-decoding counters as vLLM (vllm:spec_decode_*, default) or llama.cpp "
+                        "(llamacpp:spec_decode_*) does")
     e.add_argument("--context-tokens", type=positive_int, help="context per request, told in the start-up log line; "
                    f"a longer prompt gets HTTP 400 (default {d.context_tokens})")
     e.add_argument("--server-log-file", dest="server_log", metavar="FILE",
@@ -133,6 +136,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(llama-cpp-python's server)")
     r.add_argument("--no-timings", dest="timings", action="store_false", default=None,
                    help="no llama.cpp-style `timings` in the last chunk")
+    r.add_argument("--step-tokens", type=int, metavar="B",
+                   help="llama.cpp's shared steps (-b B with several slots): every admitted request is launched into "
+                        "a slot at once, and each step takes up to B tokens, one per decoding request and then the "
+                        "prompts in launch order: a request launched behind a long prompt waits in its slot")
+    r.add_argument("--idle-slot-save-s-per-token", dest="idle_save_s_per_token", type=float, metavar="S",
+                   help="at each launch the engine stores every idle slot's unsaved state for S model seconds per "
+                        "token, doing nothing else, with no log line (llama.cpp's --cache-idle-slots)")
+    r.add_argument("--trace-log", action="store_true", default=None,
+                   help="also write llama.cpp's trace-level lines (-lv 4), such as 'saving idle slot to prompt cache'")
+    r.add_argument("--log-timestamps", action="store_true", default=None,
+                   help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)")
 
 
 def _accept(text: str) -> tuple[float, ...]:
@@ -166,8 +180,10 @@ def _check(s: SimSettings) -> None:
         v = getattr(s, name)
         if not 0.0 <= v <= 1.0:
             raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")
-    if s.cancel_batch_tokens < 0 or s.housekeeping_s_per_token < 0:
-        raise UsageError("--cancel-batch-tokens and --housekeeping-s-per-token must not be negative")
+    if s.cancel_batch_tokens < 0 or s.housekeeping_s_per_token < 0 or s.step_tokens < 0 \
+            or s.idle_save_s_per_token < 0:
+        raise UsageError("--cancel-batch-tokens, --housekeeping-s-per-token, --step-tokens and "
+                         "--idle-slot-save-s-per-token must not be negative")
     if s.fail_rate + s.disconnect_rate + s.stall_rate > 1.0:
         raise UsageError("--fail-rate + --disconnect-rate + --stall-rate must not exceed 1")
 

@@ -38,6 +38,7 @@ from evalkit.config import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence import evidence_summary
 from evalkit.field_support import length_fields
+from evalkit.gpu_telemetry import telemetry_line
 from evalkit.preflight import KILL_ROW, kill_check
 from evalkit.run_failures import count_failures, failure_line
 from evalkit.runcontext import open_run, print_run_path
@@ -276,6 +277,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         out.extend("  client distorted the run: " + r for r in s["client"]["distortion_reasons"])
     if s["client"].get("note"):
         out.append(f"  warning: {s['client']['note']}")
+    if s.get("gpu_telemetry"):
+        out.append(f"  {telemetry_line(s['gpu_telemetry'])}")
     if s.get("gpu_memory_verdict"):
         out.append(f"  {peaks_line(s['gpu_memory'])}")
         out.append(f"  GPU memory: {s['gpu_memory_verdict']['verdict']}")

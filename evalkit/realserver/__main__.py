@@ -51,12 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("-c", "--ctx", type=int, default=16384)
     sv.add_argument("-b", "--batch", type=int)
     sv.add_argument("-ub", "--ubatch", type=int)
+    cl = sub.add_parser("compare-log", help="set a llama.cpp stress run's verdicts against its server log, line by "
+                        "line (exit 1 when one differs)")
+    cl.add_argument("runs", nargs="+", type=Path, help="stress run directories recorded with --server-log")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = _parser().parse_args(argv)
+    if args.action == "compare-log":
+        from evalkit.realserver.log_compare import main as compare_main
+
+        return compare_main([str(r) for r in args.runs])
     if args.action == "provision" and args.cuda:
         build = CudaBuild(arch=args.cuda_arch)
         print(f"cache: {cuda_dir(build, args.cache)}", flush=True)

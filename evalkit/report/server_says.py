@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from evalkit.report import noise
+from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.evidence import evidence_summary
@@ -108,8 +109,10 @@ def _prop_mark(p0: float, n0: float, p1: float, n1: float) -> str:
 
 def acceptance_table(runs: list[LabelledRun]) -> Table | None:
     """Draft acceptance per position per bench prompt, one column per run; marks against the first column."""
-    specs = [(_evidence(r).get("spec_decode") or {}).get("per_label") or {} for r in runs]
-    prompts = list(dict.fromkeys(p for s in specs for p in s))
+    whole = [_evidence(r).get("spec_decode") or {} for r in runs]
+    specs = [w.get("per_label") or {} for w in whole]
+    timed = [w.get("timings_per_label") or {} for w in whole]
+    prompts = list(dict.fromkeys([*(p for s in specs for p in s), *(p for t in timed for p in t)]))
     if not prompts:
         return None
     rows: list[tuple[str, list[str]]] = []
@@ -130,11 +133,20 @@ def acceptance_table(runs: list[LabelledRun]) -> Table | None:
                     cell += f" ({(pos[i] - b) * 100:+.1f} pt) " + _prop_mark(b, base["drafts"], pos[i], e["drafts"])
                 cells.append(cell)
             rows.append((f"{p} position {i}", cells))
-        rows.append((f"{p} mean acceptance length",
-                     [f"{(s.get(p) or {}).get('mean_acceptance_length') or 0:.2f}" if s.get(p) else "–"
-                      for s in specs]))
+        if any(s.get(p) for s in specs):
+            rows.append((f"{p} mean acceptance length",
+                         [f"{(s.get(p) or {}).get('mean_acceptance_length') or 0:.2f}" if s.get(p) else "–"
+                          for s in specs]))
+        if any(t.get(p) for t in timed):
+            rows.append((f"{p} acceptance rate (per-request timings)",
+                         [f"{t[p]['acceptance_rate']:.1%} of {t[p]['draft_tokens']:,}"
+                          if t.get(p) and t[p].get("acceptance_rate") is not None else "–" for t in timed]))
     notes = ["per position = accepted at that draft position / drafts, from the server's counters differenced over "
              "the prompt's requests; marks: beyond two binomial standard errors of the drafts counted"]
+    sources = sorted({e["source"] for s in specs for e in s.values() if e.get("source")}
+                     | {e["source"] for t in timed for e in t.values() if e.get("source")})
+    if sources:
+        notes.append("source: " + "; ".join(sources))
     if any(e.get("caveat") for s in specs for e in s.values()):
         notes.append("SGLang figures are gauges read after the prompt: they describe recent steps, not only it")
     return Table("spec_acceptance", "Draft acceptance per position", [r.label for r in runs], rows, notes,
@@ -180,7 +192,7 @@ def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
         return None
     ident, warnings = identity_table(runs)
     tables = [ident]
-    for t in (acceptance_table(runs), counters_table(runs)):
+    for t in (acceptance_table(runs), counters_table(runs), gpu_table(runs)):
         if t is not None:
             tables.append(t)
     flagged = []

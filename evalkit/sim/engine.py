@@ -23,6 +23,15 @@ Model (every duration is divided by `--time-scale`):
   request's state for S x its context tokens before anything else (llama.cpp's prompt-cache store);
   `--kill-on-new-request` ends the stream in progress when a request arrives (llama-cpp-python). When the engine
   stopped working on a request is stamped as `engine_stopped`, the store as `housekeeping_start`/`_end`.
+- `--step-tokens B` (llama.cpp's shared steps, `-b B` with several slots): every admitted request is launched into a
+  slot at once (`launched`, its `processing task` line), and each step takes up to B tokens: one per decoding
+  request, then the prompts in launch order. A request launched behind a long prompt that fills every step waits in
+  its slot until a step has room (`prefill_start`); requests whose prompts end in one step get their first tokens
+  together. A cancel is noticed between steps (at a `--cancel-batch-tokens` boundary when one is set).
+- `--idle-slot-save-s-per-token S` (llama.cpp's `--cache-idle-slots`): right after a launch the engine stores each
+  idle slot's state not yet stored, S x its tokens, doing nothing else and writing no line (`--trace-log` writes
+  the trace-level `saving idle slot to prompt cache`); stamped on the launched request as `idle_save_start`/`_end`.
+  Slots are then picked least recently used, as llama.cpp does.
 """
 
 from __future__ import annotations
@@ -85,6 +94,8 @@ class Engine:
         self.log = log or SimLog(None)
         self.spec = SpecDecoder(settings.spec_accept, settings.seed)
         self._housekeeping: list[tuple[Job, int]] = []  # finished requests whose state is still to be stored
+        self._slot_state: dict[int, list[Any]] = {}  # slot -> [tokens it holds, stored yet, when released]
+        self._idle_saves: list[tuple[Job, int, int]] = []  # (launched job, idle slot, its tokens) still to store
         self.queue: deque[Job] = deque()
         self.active: list[Job] = []  # slot holders: prefilling or decoding
         self.long_job: Job | None = None  # yield mode: the paused long prefill (holds no slot)
@@ -127,6 +138,7 @@ class Engine:
         self.active.clear()
         self.long_job = None
         self._housekeeping.clear()
+        self._idle_saves.clear()
 
     # -- time ----------------------------------------------------------------------------------------------
     async def _advance(self, model_seconds: float) -> None:
@@ -160,7 +172,7 @@ class Engine:
         at = min(self.clock.now(), max(job.trace.arrived, self._timeline_epoch()))
         if job.trace.end("cancelled", at):
             job.trace.completion_tokens = job.emitted
-        if job.trace.prefill_start is not None:
+        if job.trace.prefill_start is not None or job.trace.launched is not None:
             self.log.write(f"srv          stop: cancel task, id_task = {job.trace.arrival_index}")
             self._released(job, at)
         elif job.trace.engine_stopped is None:
@@ -187,6 +199,8 @@ class Engine:
                        f"stop processing: n_tokens = {n}, truncated = 0")
         if self.s.housekeeping_s_per_token > 0 and n > 0:
             self._housekeeping.append((job, n))
+        if job.trace.slot is not None and n > 0:
+            self._slot_state[job.trace.slot] = [n, False, at]
 
     async def _housekeep(self) -> None:
         job, n = self._housekeeping.pop(0)
@@ -199,6 +213,36 @@ class Engine:
         job.trace.housekeeping_end = self._timeline_epoch()
         self.log.write(f"srv  get_availabl: prompt cache update took "
                        f"{(job.trace.housekeeping_end - job.trace.housekeeping_start) * 1000:.2f} ms")
+
+    def _launch(self, job: Job) -> None:
+        """Take a slot for the job and log `processing task`; queue the idle-slot saves this launch sets off."""
+        job.trace.launched = max(job.trace.arrived, self._timeline_epoch())
+        others = self.active + ([self.long_job] if self.long_job else [])
+        used = {j.trace.slot for j in others if j is not job and j.trace.slot is not None}
+        free = [i for i in range(max(self.s.slots, len(used) + 1)) if i not in used]
+        if self.s.idle_save_s_per_token > 0 or self.s.step_tokens > 0:  # llama.cpp: the least recently used slot
+            job.trace.slot = min(free, key=lambda i: (self._slot_state.get(i, [0, False, float("-inf")])[2], i))
+        else:
+            job.trace.slot = free[0]
+        self._slot_state.pop(job.trace.slot, None)
+        self.log.write(f"slot launch_slot_: id {job.trace.slot:2d} | task {job.trace.arrival_index} | "
+                       "processing task, is_child = 0")
+        if self.s.idle_save_s_per_token > 0:
+            for i, st in sorted(self._slot_state.items()):
+                if i not in used and not st[1]:
+                    self._idle_saves.append((job, i, st[0]))
+
+    async def _idle_save(self) -> None:
+        job, slot, n = self._idle_saves.pop(0)
+        if job.trace.idle_save_start is None:
+            job.trace.idle_save_start = self._timeline_epoch()
+        if self.s.trace_log:
+            self.log.write(f"slot process_sing: id {slot:2d} | task -1 | saving idle slot to prompt cache")
+        await self._advance(n * self.s.idle_save_s_per_token)
+        job.trace.idle_save_end = self._timeline_epoch()
+        job.trace.idle_save_tokens += n
+        if slot in self._slot_state:
+            self._slot_state[slot][1] = True
 
     def _remove(self, job: Job) -> None:
         if job in self.active:
@@ -214,9 +258,12 @@ class Engine:
             for job in [j for j in self.queue if j.gone()]:
                 self.queue.remove(job)
                 self._cancel(job)
-        if not self.s.yield_prefill:
+        if not self.s.yield_prefill or self.s.step_tokens > 0:
             while self.queue and self._slots_used() < self.s.slots:
-                self._start(self.queue.popleft())
+                job = self.queue.popleft()
+                self._start(job)
+                if self.s.step_tokens > 0:  # launched now; its prompt waits for a step with room
+                    self._launch(job)
             return
         for job in list(self.queue):
             if self._slots_used() >= self.s.slots:
@@ -250,6 +297,14 @@ class Engine:
         if self._housekeeping:  # a synchronous store in the server loop: nobody prefills or decodes meanwhile
             await self._housekeep()
             return True
+        if self._idle_saves:  # the same, right after a launch (llama.cpp's --cache-idle-slots)
+            await self._idle_save()
+            return True
+        if self.s.step_tokens > 0:
+            if self.active:
+                await self._shared_step()
+                return True
+            return False
         pending = next((j for j in self.active if j.state == "prefill"), None)
         if pending is not None:
             await self._prefill_all(pending)
@@ -285,11 +340,10 @@ class Engine:
 
     async def _prefill_chunk(self, job: Job) -> None:
         if job.trace.prefill_start is None:
+            self._launch(job)
+            while self._idle_saves:
+                await self._idle_save()
             job.trace.prefill_start = max(job.trace.arrived, self._timeline_epoch())
-            used = {j.trace.slot for j in self.active + ([self.long_job] if self.long_job else []) if j is not job}
-            job.trace.slot = min(i for i in range(len(used) + 1) if i not in used)
-            self.log.write(f"slot launch_slot_: id {job.trace.slot:2d} | task {job.trace.arrival_index} | "
-                           "processing task, is_child = 0")
         n = min(self.s.prefill_chunk, job.prompt_tokens - job.prefilled)
         batch = self.s.cancel_batch_tokens
         if batch > 0:  # chunks end on batch boundaries, where a cancel may be honoured
@@ -336,6 +390,52 @@ class Engine:
         if not batch:
             return
         await self._advance(len(batch) / self._combined_rate(len(batch)))
+        self._emit(batch)
+
+    async def _shared_step(self) -> None:
+        """One llama.cpp-style step of up to `step_tokens` tokens: a token for each decoding request, then prompt
+        tokens of the launched requests in launch order, as far as the step has room."""
+        for j in [j for j in self.active if j.state == "decode" and j.gone()]:
+            self._remove(j)
+            self._cancel(j)
+        if self.s.cancel_aborts:  # launched, nothing prefilled yet: released at once
+            for j in [j for j in self.active if j.state == "prefill" and j.prefilled == 0 and j.gone()]:
+                self._remove(j)
+                self._cancel(j)
+        decoders = sorted(self._decoders(), key=lambda j: j.emitted > 0)
+        room = self.s.step_tokens - len(decoders)
+        parts: list[tuple[Job, int]] = []
+        for job in sorted((j for j in self.active if j.state == "prefill"), key=lambda j: j.trace.launched or 0.0):
+            if room <= 0:
+                break
+            n = min(room, job.prompt_tokens - job.prefilled)
+            if job.trace.prefill_start is None:
+                job.trace.prefill_start = max(job.trace.arrived, self._timeline_epoch())
+            parts.append((job, n))
+            room -= n
+        if not parts and not decoders:
+            await self._advance(0.001)  # only stalled decoders: wait a little
+            return
+        seconds = sum(n for _, n in parts) / self.s.prefill_rate
+        if decoders:
+            seconds += len(decoders) / self._combined_rate(len(decoders))
+        await self._advance(seconds)
+        batch = self.s.cancel_batch_tokens
+        for job, n in parts:
+            if job.state != "prefill":  # killed by a new request meanwhile
+                continue
+            job.prefilled += n
+            if job.prefilled >= job.prompt_tokens:
+                self._prefill_done(job)
+            elif self.s.cancel_aborts and job.gone() and (
+                    batch <= 0 or job.prefilled // batch > (job.prefilled - n) // batch):
+                self._remove(job)
+                self._cancel(job)
+        if decoders:
+            self._emit(decoders)
+
+    def _emit(self, batch: list[Job]) -> None:
+        """The tokens of one decode step for each request of the batch (ends, stalls)."""
         now = time.perf_counter()
         for job in batch:
             if job.state != "decode":
@@ -343,7 +443,11 @@ class Engine:
             assert job.output is not None
             before = job.emitted
             # One verify pass: with --spec-accept it emits the accepted drafts and its own token, one chunk each.
-            for _ in range(self.spec.step(len(job.output.tokens) - job.emitted)):
+            got = self.spec.step(len(job.output.tokens) - job.emitted)
+            if self.spec.enabled:  # llama.cpp's per-request timings.draft_n / draft_n_accepted
+                job.trace.draft_n += len(self.spec.accept)
+                job.trace.draft_n_accepted += got - 1
+            for _ in range(got):
                 channel, text = job.output.tokens[job.emitted]
                 job.emitted += 1
                 job.outbox.put_nowait((TOKEN, channel, text))

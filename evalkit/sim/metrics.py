@@ -93,8 +93,9 @@ def _histogram(name: str, doc: str, values: Iterable[float], labels: dict[str, s
 
 
 def render(model: str, running: int, waiting: int, traces: Sequence[RequestTrace],
-           spec: SpecDecoder | None) -> bytes:
-    """Prometheus exposition text of the sim's state now."""
+           spec: SpecDecoder | None, spec_names: str = "vllm") -> bytes:
+    """Prometheus exposition text of the sim's state now; `spec_names="llamacpp"` names the speculative-decoding
+    counters as llama.cpp does (`llamacpp:spec_decode_*`, no labels)."""
     labels = {"model_name": model, "engine": "0"}
     keys, vals = list(labels), list(labels.values())
 
@@ -122,12 +123,15 @@ def render(model: str, running: int, waiting: int, traces: Sequence[RequestTrace
                    (t.prefill_done - t.prefill_start for t in started if t.prefill_done is not None), labels),
     ]
     if spec is not None and spec.enabled:
+        pre = "llamacpp:" if spec_names == "llamacpp" else "vllm:"
+        if pre == "llamacpp:":
+            keys, vals = [], []
         families += [
-            counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", spec.drafts),
-            counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", spec.draft_tokens),
-            counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", spec.accepted),
+            counter(pre + "spec_decode_num_drafts", "Number of spec decoding drafts.", spec.drafts),
+            counter(pre + "spec_decode_num_draft_tokens", "Number of draft tokens.", spec.draft_tokens),
+            counter(pre + "spec_decode_num_accepted_tokens", "Number of accepted tokens.", spec.accepted),
         ]
-        per = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
+        per = CounterMetricFamily(pre + "spec_decode_num_accepted_tokens_per_pos",
                                   "Accepted tokens per draft position.", labels=[*keys, "position"])
         for i, n in enumerate(spec.per_pos):
             per.add_metric([*vals, str(i)], n)

@@ -49,7 +49,7 @@ class SimServer:
 
     def __init__(self, settings: SimSettings, clock: Clock | None = None) -> None:
         self.s = settings
-        self.log = SimLog(settings.server_log)
+        self.log = SimLog(settings.server_log, stamps=settings.log_timestamps)
         self.clock = clock or Clock()
         self.index = QuestionIndex(settings.data_dir)
         self.traces: list[RequestTrace] = []
@@ -100,7 +100,8 @@ class SimServer:
     async def metrics(self, request: web.Request) -> web.Response:
         e = self.engine
         running = (len(e.active) + (1 if e.long_job is not None else 0)) if e else 0
-        body = render_metrics(self.s.model, running, len(e.queue) if e else 0, self.traces, e.spec if e else None)
+        body = render_metrics(self.s.model, running, len(e.queue) if e else 0, self.traces, e.spec if e else None,
+                              spec_names=self.s.spec_metric_names)
         return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     async def events(self, request: web.Request) -> web.Response:
@@ -326,7 +327,8 @@ def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
             "prompt_per_second": trace.prompt_tokens / prompt_ms * 1000 if prompt_ms > 0 else None,
             "predicted_n": predicted, "predicted_ms": predicted_ms,
             "predicted_per_token_ms": predicted_ms / max(1, predicted),
-            "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None}
+            "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None,
+            **({"draft_n": trace.draft_n, "draft_n_accepted": trace.draft_n_accepted} if trace.draft_n else {})}
 
 
 def _sample_key(body: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ Each line is flushed as written, as a real server's log is when it is a file.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -15,8 +16,10 @@ from typing import TextIO
 class SimLog:
     """Appends lines to a log file (or nowhere when no path is given); safe to call from any thread."""
 
-    def __init__(self, path: Path | str | None) -> None:
+    def __init__(self, path: Path | str | None, stamps: bool = False) -> None:
         self._lock = threading.Lock()
+        self._stamps = stamps
+        self._t0 = time.monotonic()
         self._fh: TextIO | None = None
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -32,6 +35,9 @@ class SimLog:
         if self._fh is None:
             return
         with self._lock:
+            if self._stamps:  # llama.cpp's own prefix (common/log.cpp): minutes.seconds.ms.us since the log began
+                us = int((time.monotonic() - self._t0) * 1e6)
+                line = f"{us // 60_000_000}.{us // 1_000_000 % 60:02d}.{us // 1000 % 1000:03d}.{us % 1000:03d} I {line}"
             self._fh.write(line.rstrip("\n") + "\n")
             self._fh.flush()
 

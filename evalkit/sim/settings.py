@@ -45,6 +45,7 @@ class SimSettings:
     # What the server says about itself (issue 11): /metrics in vLLM names, speculative decoding, start-up log lines.
     metrics: bool = True  # serve GET /metrics
     spec_accept: tuple[float, ...] = ()  # per-position draft acceptance; draft length = number of values
+    spec_metric_names: str = "vllm"  # vllm | llamacpp: whose names the speculative-decoding counters carry
     context_tokens: int = 262144  # context per request, told in the start-up log line
     server_log: str | None = None  # write log lines here (--server-log-file)
     # Behaviours seen on real servers (issue 10), each off unless asked for; ground truth in /sim/events.
@@ -58,6 +59,11 @@ class SimSettings:
     usage_in_finish_chunk: bool = False  # usage rides the finish chunk instead of a chunk of its own
     openai_only: bool = False  # 404 on /metrics, /tokenize, /props (the sim's own /sim/* stay served)
     pin_model: bool = False  # HTTP 400 for a request naming another model than --model
+    # Issue 27: requests that share a step, and a silent store after a launch.
+    step_tokens: int = 0  # every step takes up to B tokens, shared by the slots' prompts in launch order (llama.cpp -b)
+    idle_save_s_per_token: float = 0.0  # at a launch, idle slots' unsaved states are stored: s per token, silently
+    trace_log: bool = False  # also write llama.cpp's trace-level lines (-lv 4): the idle-slot save
+    log_timestamps: bool = False  # prefix each log line with llama.cpp's own stamp (M.SS.mmm.uuu since start)
 
     @property
     def slots(self) -> int:

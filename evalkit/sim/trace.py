@@ -41,6 +41,15 @@ class RequestTrace:
     housekeeping_start: float | None = None
     housekeeping_end: float | None = None
     slot: int | None = None  # the slot id its log lines name (`task` is arrival_index)
+    # When the engine launched it into a slot (its `processing task` line); with --step-tokens its prompt enters a
+    # step (`prefill_start`) only when the step has room, so the two differ.
+    launched: float | None = None
+    # The idle-slot save its launch set off (--idle-slot-save-s-per-token): the engine did nothing else meanwhile.
+    idle_save_start: float | None = None
+    idle_save_end: float | None = None
+    idle_save_tokens: int = 0
+    draft_n: int = 0  # speculative decoding (--spec-accept): tokens drafted for it, and accepted
+    draft_n_accepted: int = 0
 
     def end(self, status: str, at: float) -> bool:
         """Mark the request ended (once); True when this call ended it."""

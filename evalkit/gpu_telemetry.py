@@ -1,0 +1,300 @@
+"""The GPU's own figures through a run: power, energy, SM utilization and memory per card, and energy per token.
+
+Read from NVML (`nvidia-ml-py`, imported as `pynvml`): power (`nvmlDeviceGetPowerUsage`), the card's energy counter
+since the driver loaded (`nvmlDeviceGetTotalEnergyConsumption`, mJ: energy over a window is its difference, so
+sampling gaps lose nothing), SM utilization (`nvmlDeviceGetUtilizationRates().gpu`, the share of the last sample
+period in which a kernel ran) and memory used. Without NVML, `nvidia-smi --query-gpu=...` (power.draw,
+utilization.gpu, memory.used); energy is then the power integrated over the samples (trapezoids). Each sample is a
+line of `gpu_telemetry.jsonl`; `summarize_telemetry` turns them and the run's requests into summary.json's
+`gpu_telemetry`: per card, and the energy per output token over the requests' time (idle power included: it is
+what the box drew while serving). `$EVALKIT_GPU_TELEMETRY` = `off`, `nvml` or `smi` forces a source.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from statistics import mean
+from typing import Any, Callable, Iterable, Protocol
+
+from evalkit.clock import Clock
+
+TELEMETRY_FILE = "gpu_telemetry.jsonl"
+SMI_QUERY = ["--query-gpu=index,power.draw,utilization.gpu,memory.used,memory.total,name",
+             "--format=csv,noheader,nounits"]
+NVML_INTERVAL_S = 0.25  # NVML reads cost microseconds
+SMI_INTERVAL_S = 1.0  # an nvidia-smi call costs tens of milliseconds of CPU
+
+
+class Reader(Protocol):
+    """One source of per-card samples."""
+
+    source: str
+    interval_s: float
+
+    def read(self) -> list[dict[str, Any]]:
+        """One sample per card (without the time stamp)."""
+        ...
+
+    def close(self) -> None:
+        """Release the source."""
+        ...
+
+
+class NvmlReader:
+    """NVML through `pynvml` (the `nvidia-ml-py` package)."""
+
+    source = "nvml"
+    interval_s = NVML_INTERVAL_S
+
+    def __init__(self) -> None:
+        import pynvml  # noqa: PLC0415 - optional: only where a GPU driver is
+
+        self._nv = pynvml
+        pynvml.nvmlInit()
+        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+
+    def _try(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except self._nv.NVMLError:
+            return None
+
+    def read(self) -> list[dict[str, Any]]:
+        out = []
+        for i, h in enumerate(self._handles):
+            nv = self._nv
+            power = self._try(lambda: nv.nvmlDeviceGetPowerUsage(h))
+            energy = self._try(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h))
+            util = self._try(lambda: nv.nvmlDeviceGetUtilizationRates(h))
+            mem = self._try(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+            name = self._try(lambda: nv.nvmlDeviceGetName(h))
+            out.append({"gpu": i, "name": name.decode() if isinstance(name, bytes) else name,
+                        "power_w": power / 1000 if power is not None else None,
+                        "energy_j": energy / 1000 if energy is not None else None,
+                        "sm_util_pct": float(util.gpu) if util is not None else None,
+                        "mem_used_mib": mem.used / 2**20 if mem is not None else None,
+                        "mem_total_mib": mem.total / 2**20 if mem is not None else None})
+        return out
+
+    def close(self) -> None:
+        self._try(self._nv.nvmlShutdown)
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None  # [N/A], [Not Supported]
+
+
+class SmiReader:
+    """`nvidia-smi --query-gpu` (no energy counter: energy is integrated from power)."""
+
+    source = "nvidia-smi"
+    interval_s = SMI_INTERVAL_S
+
+    def __init__(self, exe: str) -> None:
+        self.exe = exe
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            out = subprocess.run([self.exe, *SMI_QUERY], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return parse_smi(out)
+
+    def close(self) -> None:
+        pass
+
+
+def parse_smi(text: str) -> list[dict[str, Any]]:
+    """Rows of `nvidia-smi --query-gpu=index,power.draw,utilization.gpu,memory.used,memory.total,name`."""
+    rows = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 5 or _num(parts[0]) is None:
+            continue
+        rows.append({"gpu": int(float(parts[0])), "name": ", ".join(parts[5:]) or None, "power_w": _num(parts[1]),
+                     "energy_j": None, "sm_util_pct": _num(parts[2]), "mem_used_mib": _num(parts[3]),
+                     "mem_total_mib": _num(parts[4])})
+    return rows
+
+
+def open_reader(env: dict[str, str] | None = None) -> Reader | None:
+    """NVML when it loads, else nvidia-smi on the PATH, else None (`$EVALKIT_GPU_TELEMETRY` may force one)."""
+    want = (env if env is not None else os.environ).get("EVALKIT_GPU_TELEMETRY", "auto").lower()
+    if want == "off":
+        return None
+    if want in ("auto", "nvml"):
+        try:
+            return NvmlReader()
+        except Exception:  # noqa: BLE001 - no module, no driver, no device: fall back
+            if want == "nvml":
+                return None
+    exe = shutil.which("nvidia-smi")
+    return SmiReader(exe) if exe else None
+
+
+class TelemetrySampler:
+    """A thread that samples every card every `interval_s` and hands each sample, stamped, to `sink`; a failed
+    read loses a sample, never the run, and the thread keeps NVML and nvidia-smi off the timing event loop."""
+
+    def __init__(self, reader: Reader, clock: Clock, sink: Callable[[dict[str, Any]], None],
+                 interval_s: float | None = None) -> None:
+        self.reader = reader
+        self.clock = clock
+        self.sink = sink
+        self.interval_s = interval_s or reader.interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpu-telemetry", daemon=True)
+
+    def _once(self) -> None:
+        try:
+            rows = self.reader.read()
+        except Exception:  # noqa: BLE001 - a driver hiccup loses one sample
+            return
+        t = self.clock.now()
+        for r in rows:
+            self.sink({"t": t, "source": self.reader.source, **r})
+
+    def _loop(self) -> None:
+        self._once()
+        while not self._stop.wait(self.interval_s):
+            self._once()
+
+    def start(self) -> None:
+        """Begin sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Take one last sample and stop."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=15)
+        self._once()
+        self.reader.close()
+
+
+@dataclass(frozen=True)
+class _Card:
+    gpu: int
+    samples: list[dict[str, Any]]
+
+    def cumulative(self) -> list[tuple[float, float]]:
+        """(t, energy J) from the card's counter, or power integrated over the samples when it has none."""
+        pts = [(s["t"], s["energy_j"]) for s in self.samples if isinstance(s.get("energy_j"), (int, float))]
+        if len(pts) >= 2:
+            return pts
+        out: list[tuple[float, float]] = []
+        acc = 0.0
+        prev: tuple[float, float] | None = None
+        for s in self.samples:
+            p = s.get("power_w")
+            if not isinstance(p, (int, float)):
+                continue
+            if prev is not None:
+                acc += (s["t"] - prev[0]) * (p + prev[1]) / 2
+            out.append((s["t"], acc))
+            prev = (s["t"], p)
+        return out
+
+
+def _at(cum: list[tuple[float, float]], t: float) -> float | None:
+    """The cumulative energy at t, linear between samples; None outside the sampled span."""
+    if not cum or t < cum[0][0] - 1e-6 or t > cum[-1][0] + 1e-6:
+        return None
+    for (t0, e0), (t1, e1) in zip(cum, cum[1:]):
+        if t0 <= t <= t1:
+            return e0 if t1 == t0 else e0 + (e1 - e0) * (t - t0) / (t1 - t0)
+    return cum[-1][1] if t >= cum[-1][0] else cum[0][1]
+
+
+def energy_between(samples: Iterable[dict[str, Any]], windows: list[tuple[float, float]]) -> float | None:
+    """Joules all cards drew in the union-free list of windows [(t0, t1)]; None when a window was not sampled."""
+    cards: dict[int, list[dict[str, Any]]] = {}
+    for s in samples:
+        cards.setdefault(int(s.get("gpu") or 0), []).append(s)
+    total = 0.0
+    for gpu, rows in cards.items():
+        cum = _Card(gpu, sorted(rows, key=lambda s: s["t"])).cumulative()
+        for t0, t1 in windows:
+            a, b = _at(cum, t0), _at(cum, t1)
+            if a is None or b is None:
+                return None
+            total += b - a
+    return total
+
+
+def _merge(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(windows):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _per_token(samples: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any] | None:
+    ok = [r for r in requests if r.get("status") == "ok" and isinstance(r.get("t_sent"), (int, float))
+          and isinstance(r.get("t_done"), (int, float))]
+    tokens = sum(r.get("completion_tokens") or 0 for r in ok)
+    if not ok or not tokens:
+        return None
+    windows = _merge([(r["t_sent"], r["t_done"]) for r in ok])
+    joules = energy_between(samples, windows)
+    if joules is None:
+        return None
+    busy = sum(b - a for a, b in windows)
+    return {"energy_j": joules, "output_tokens": tokens, "j_per_output_token": joules / tokens,
+            "seconds": busy, "power_w_mean": joules / busy if busy else None}
+
+
+def _stat(vals: list[float]) -> dict[str, float] | None:
+    return {"mean": mean(vals), "max": max(vals)} if vals else None
+
+
+def summarize_telemetry(samples: list[dict[str, Any]], requests: list[dict[str, Any]],
+                        groups: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any] | None:
+    """summary.json's `gpu_telemetry`: per card power / SM utilization / memory, and energy per output token over
+    the requests' time (all of them, and each named group of requests, such as a bench prompt); None unsampled."""
+    if not samples:
+        return None
+    cards = []
+    for gpu in sorted({int(s.get("gpu") or 0) for s in samples}):
+        mine = sorted((s for s in samples if int(s.get("gpu") or 0) == gpu), key=lambda s: s["t"])
+
+        def vals(key: str) -> list[float]:
+            return [s[key] for s in mine if isinstance(s.get(key), (int, float))]
+
+        cum = _Card(gpu, mine).cumulative()
+        cards.append({"gpu": gpu, "name": next((s["name"] for s in mine if s.get("name")), None),
+                      "power_w": _stat(vals("power_w")), "sm_util_pct": _stat(vals("sm_util_pct")),
+                      "mem_used_mib_max": max(vals("mem_used_mib"), default=None),
+                      "energy_j": cum[-1][1] - cum[0][1] if len(cum) >= 2 else None, "samples": len(mine)})
+    has_counter = any(isinstance(s.get("energy_j"), (int, float)) for s in samples)
+    out: dict[str, Any] = {
+        "source": samples[0].get("source"),
+        "energy_from": "the cards' energy counters (NVML)" if has_counter else "power integrated over the samples",
+        "cards": cards, "run": _per_token(samples, requests)}
+    if groups:
+        out["per_label"] = {k: v for k, rs in groups.items() if (v := _per_token(samples, rs)) is not None}
+    return out
+
+
+def telemetry_line(t: dict[str, Any] | None) -> str | None:
+    """One line for the terminal: power, J/token, SM utilization and memory per card."""
+    if not t:
+        return None
+    run = t.get("run") or {}
+    cards = "; ".join(
+        f"GPU {c['gpu']}: {((c.get('power_w') or {}).get('mean') or 0):.0f} W mean, "
+        f"SM {((c.get('sm_util_pct') or {}).get('mean') or 0):.0f}%, "
+        f"{(c.get('mem_used_mib_max') or 0):,.0f} MiB max" for c in t.get("cards") or [])
+    jpt = f"{run['j_per_output_token']:.3g} J/output token ({run['energy_j']:.0f} J, {run['output_tokens']} tokens)" \
+        if run.get("j_per_output_token") is not None else "J/token: -"
+    return f"GPU ({t.get('source')}): {jpt}; {cards}"
