@@ -220,6 +220,13 @@ def _fmt(v: float | None, digits: int, suffix: str = "") -> str:
     return "–" if v is None else f"{v:.{digits}f}{suffix}"
 
 
+def _fmt_seconds(v: float | None) -> str:
+    """Two decimals from 0.1 s up; below that three significant digits, so a 4 ms TTFT is not shown as 0.00."""
+    if v is None:
+        return "–"
+    return f"{v:.2f}" if v >= 0.1 else f"{v:.3g}"
+
+
 def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     """Per run and dataset: median reasoning and answer tokens, truncation and unparsed rates, TTFT and tok/s."""
     out = []
@@ -246,7 +253,7 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                      _fmt(_median([g.get("answer_tokens") for g in mine]), 0),
                      f"{sum(g.get('finish_reason') == 'length' for g in mine) / n:.0%}",
                      f"{sum(g.get('outcome') == 'unparsed' for g in mine) / n:.0%}",
-                     _fmt(_median([x.get("ttft_s") for x in reqs]), 2),
+                     _fmt_seconds(_median([x.get("ttft_s") for x in reqs])),
                      _fmt(_median([x.get("decode_tok_s") for x in reqs]), 1)]
             if len(cols) > 6:
                 used = [g["reasoning_tokens"] / max_tokens for g in mine if isinstance(g.get("reasoning_tokens"), int)]
