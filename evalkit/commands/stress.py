@@ -219,7 +219,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 pass
         stopped = reason.get("stopped", "completed")
         await ctx.evidence.end()
-        summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped),
+        summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped).to_json(),
                    **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path),
                    "stream_killing": killing}
         ctx.rundir.write_summary(summary)
