@@ -285,3 +285,28 @@ class Diagnosis:
             "split_evidence": self.split_evidence,
             "ttft_split": [s.to_json() for s in self.ttft_split],
         }
+
+
+@dataclass(frozen=True)
+class VerdictReading:
+    """Any verdict of summary.json's `diagnoses` as a reader shows it, from a run file of any evalkit version: the
+    answer and its evidence, what it waited for, the figures it names, and for "can't tell" why and what would."""
+
+    verdict: str
+    evidence: Any = "client"
+    granularity: str | None = None
+    cause: str | None = None
+    next_delay_cause: str | None = None
+    ratio_p50: float | None = None
+    stop_after_cancel_s_max: float | None = None
+    why: str | None = None
+    would_tell: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Any) -> VerdictReading | None:
+        """The reading of one verdict record; None for a missing one (an older run without that verdict)."""
+        if not isinstance(d, dict) or "verdict" not in d:
+            return None
+        return cls(d["verdict"], d.get("evidence", "client"),
+                   **{k: d.get(k) for k in ("granularity", "cause", "next_delay_cause", "ratio_p50",
+                                            "stop_after_cancel_s_max", "why", "would_tell")})

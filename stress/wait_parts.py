@@ -37,7 +37,9 @@ WORDS = {
     CANCELLED_IN_SLOT: "the cancelled request's steps, in a launched slot, until the engine stopped",
     CACHE_STORE: "the server's prompt-cache store (log: prompt cache lines)",
 }
-_PART_OF_WORDS = {w: k for k, w in WORDS.items()}
+# Runs older still named the next request's whole wait until the engine stopped in one part.
+_PART_OF_WORDS = {**{w: k for k, w in WORDS.items()},
+                  "the cancelled request, until the engine stopped": "cancelled_until_stopped"}
 SILENT_MIN_S = 0.1  # a pause shorter than this between a launch and its prefill is not listed
 # What would name a silent pause on llama.cpp: its trace level, or the runs without its two silent stores.
 SILENT_WOULD_TELL = ("llama.cpp's trace log (-lv 4: 'saving idle slot to prompt cache', 'updating prompt cache', "
