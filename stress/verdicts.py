@@ -7,10 +7,11 @@ renders an old run and a new one alike. Keys are identifiers; the words a reader
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Union
 
 from evalkit_stress.ttft_split import TtftSplit
+from evalkit_stress.wait_parts import SilentGap
 
 YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
@@ -221,39 +222,6 @@ class ConcurrencyVerdict:
         """The record as summary.json holds it."""
         return _with({"verdict": self.verdict, "evidence": self.evidence, "figures": self.figures.to_json()},
                      would_tell=self.would_tell, why=self.why)
-
-
-@dataclass(frozen=True)
-class IdleSlot:
-    """A slot idle at a moment and the prompt tokens it held (from the log)."""
-
-    slot: int
-    n_tokens: int | None
-
-    def to_json(self) -> Json:
-        """The record as summary.json holds it."""
-        return {"slot": self.slot, "n_tokens": self.n_tokens}
-
-
-@dataclass(frozen=True)
-class SilentGap:
-    """A pause between a request's launch and its own prefill with nothing else of the run on the server."""
-
-    request_id: str
-    scenario: str | None
-    role: str | None
-    gap_s: float
-    cause: str  # in words (stress/wait_parts.py WORDS)
-    idle_slots_at_launch: list[IdleSlot] = field(default_factory=list)
-    after: str = "its launch (log: processing task)"
-    would_tell: str | None = None
-
-    def to_json(self) -> Json:
-        """The record as summary.json holds it."""
-        return _with({"request_id": self.request_id, "scenario": self.scenario, "role": self.role,
-                      "gap_s": self.gap_s, "after": self.after, "cause": self.cause,
-                      "idle_slots_at_launch": [s.to_json() for s in self.idle_slots_at_launch]},
-                     would_tell=self.would_tell)
 
 
 @dataclass(frozen=True)

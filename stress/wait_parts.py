@@ -10,11 +10,12 @@ log shows and what would tell.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
 
 from evalkit_stress.metrics import Line
 from evalkit_stress.server_evidence import LogEvent, ServerEvidence
 from evalkit_stress.ttft_split import TtftSplit
-from evalkit_stress.verdicts import IdleSlot, SilentGap
 
 # The parts a wait is split into: identifiers as the keys of `wait_parts_s` / `parts_s`, and the words a verdict's
 # `cause` (and the report) names each by. Runs written before the keys were identifiers keyed them by the words.
@@ -44,6 +45,41 @@ SILENT_MIN_S = 0.1  # a pause shorter than this between a launch and its prefill
 # What would name a silent pause on llama.cpp: its trace level, or the runs without its two silent stores.
 SILENT_WOULD_TELL = ("llama.cpp's trace log (-lv 4: 'saving idle slot to prompt cache', 'updating prompt cache', "
                      "'prompt cache update took N ms'), or the same run with --no-cache-idle-slots or --cache-ram 0")
+
+
+@dataclass(frozen=True)
+class IdleSlot:
+    """A slot idle at a moment and the prompt tokens it held (from the log)."""
+
+    slot: int
+    n_tokens: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as summary.json holds it."""
+        return {"slot": self.slot, "n_tokens": self.n_tokens}
+
+
+@dataclass(frozen=True)
+class SilentGap:
+    """A pause between a request's launch and its own prefill with nothing else of the run on the server."""
+
+    request_id: str
+    scenario: str | None
+    role: str | None
+    gap_s: float
+    cause: str  # in words (WORDS)
+    idle_slots_at_launch: list[IdleSlot] = field(default_factory=list)
+    after: str = "its launch (log: processing task)"
+    would_tell: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as summary.json holds it."""
+        out: dict[str, Any] = {"request_id": self.request_id, "scenario": self.scenario, "role": self.role,
+                               "gap_s": self.gap_s, "after": self.after, "cause": self.cause,
+                               "idle_slots_at_launch": [s.to_json() for s in self.idle_slots_at_launch]}
+        if self.would_tell is not None:
+            out["would_tell"] = self.would_tell
+        return out
 
 
 def read_parts(parts: dict[str, float] | None) -> dict[str, float]:
