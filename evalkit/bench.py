@@ -23,10 +23,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from evalkit.client import ChatClient, ChatRequest, new_request_id
-from evalkit.config import read_toml
+from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.rundir import REQUESTS, RunDir, read_jsonl
+from evalkit.runs.rundir import REQUESTS, RunDir, read_jsonl
 
 DEFAULT_PROMPTS = ("code", "math", "prose")
 
@@ -50,7 +50,7 @@ class BenchPlan:
     ignore_eos: bool = True
     warmup: int = 1
     extra_body: tuple[tuple[str, Any], ...] = ()
-    # What forces the length on this server (evalkit.field_support.length_fields): its fields and the mode.
+    # What forces the length on this server (evalkit.client.field_support.length_fields): its fields and the mode.
     length_body: tuple[tuple[str, Any], ...] = ()
     length_mode: str = "ignore_eos"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from evalkit_stress.metrics import Line
-from evalkit_stress.server_evidence import ServerEvidence
-from evalkit_stress.ttft_split import LOG_SLACK_S, TtftSplit, split_all
-from evalkit_stress.wait_parts import IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, attribute, held, silent_gaps
+from evalkit.runs.rundir import Line
+from evalkit.evidence.server_evidence import ServerEvidence
+from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
+from evalkit.evidence.wait_parts import IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, attribute, held, silent_gaps
 
 YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge

@@ -10,8 +10,7 @@ import statistics
 from typing import Any, Iterable
 
 from evalkit.stats import distribution
-
-Line = dict[str, Any]
+from evalkit.runs.rundir import Line
 
 
 def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:

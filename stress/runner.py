@@ -19,18 +19,18 @@ from typing import Any, Mapping
 import aiohttp
 from tqdm import tqdm
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
-from evalkit.records import RequestRecord
-from evalkit.rundir import REQUESTS, RunDir
-from evalkit_stress.gpu_memory import GPU_FILE, GpuMemorySampler
-from evalkit_stress.prompts import LongSpec
+from evalkit.runs.records import RequestRecord
+from evalkit.runs.rundir import REQUESTS, RunDir
+from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
+from evalkit.client.prompts import LongSpec
 from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.selfcheck import LoopLagSampler
 from evalkit_stress.text_answer import judge_prompt
-from evalkit_stress.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
+from evalkit.client.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
 
 LAG_FILE = "loop_lag.jsonl"
 PROMPTS_FILE = "long_prompts.jsonl"
@@ -65,7 +65,7 @@ class RunOptions:
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
     # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
-    # What forces a generation's length on this server (evalkit.field_support.length_fields) and how: "ignore_eos",
+    # What forces a generation's length on this server (evalkit.client.field_support.length_fields) and how: "ignore_eos",
     # "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say length_forced false).
     length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
     length_mode: str = "ignore_eos"

@@ -2,7 +2,7 @@
 
 Prompts are built by the sim's token rule; a real tokenizer cuts the same filler into more or fewer tokens. The
 server counts a 1000-token filler prompt (its `/tokenize` or, failing that, a tiny request's reported usage, as
-stress does: stress/tokenize.py) and the ratio scales every prompt length of the run. It is recorded in the
+stress does: evalkit/client/tokenize.py) and the ratio scales every prompt length of the run. It is recorded in the
 manifest as `token_scale`, so `--dry-run --token-scale F` prints the plan the run sent.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import aiohttp
 
-from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.load.workload import filler_text
-from evalkit_stress.prompts import chat_tokens_local
-from evalkit_stress.tokenize import messages_for, probe_counter
+from evalkit.client.prompts import chat_tokens_local
+from evalkit.client.tokenize import messages_for, probe_counter
 
 SAMPLE_TOKENS = 1000
 

@@ -9,7 +9,7 @@ at the time of the read, so a wall-clock step since the clock's anchoring does n
 One limit, the kernel's: packets that queue unread are merged into one buffer that keeps the newest packet's stamp
 (seen: a first token read 150 ms late together with the next token got the next token's stamp, even when the read
 took the first token's bytes alone). A client that keeps up reads each token on its own; how late it read is
-`read_lag_s`, and `evalkit.client_lag` says when that made the client the bottleneck.
+`read_lag_s`, and `evalkit.client.lag` says when that made the client the bottleneck.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit.errors import UsageError
-from evalkit.rundir import iter_runs
+from evalkit.runs.rundir import iter_runs
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def run_problems(run: FinishedRun) -> list[str]:
         out.append(f"{run.path}: the run is incomplete ({why})" if why else f"{run.path}: the run is incomplete")
         return out
     if sum_kind == "capability" and (run.path / "graded.jsonl").exists():
-        from evalkit.rundir import read_jsonl
+        from evalkit.runs.rundir import read_jsonl
 
         lines = read_jsonl(run.path / "graded.jsonl")
         if not lines:

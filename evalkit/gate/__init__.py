@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from evalkit.config import read_toml
+from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.schemas import GateRules, validate
-from evalkit.summaries import FinishedRun, lookup
+from evalkit.runs.schemas import GateRules, validate
+from evalkit.runs.summaries import FinishedRun, lookup
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,

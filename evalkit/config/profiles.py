@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.schemas import ConfigFile, validate
+from evalkit.runs.schemas import ConfigFile, validate
 
 if sys.version_info >= (3, 11):
     import tomllib

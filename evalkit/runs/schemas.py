@@ -3,7 +3,7 @@
 User-written files (profiles in `evalkit.toml`, gate rules) forbid unknown keys: a misspelt key is an error, never
 silently ignored. Run files (`manifest.json`, `summary.json`, `requests.jsonl`, `graded.jsonl`) type the fields
 CONTRACT.md names and keep the rest open (`extra="allow"`): every command adds its own facts to them, and a reader
-must still read runs written by other evalkit versions. `python -m evalkit.schemas DIR` writes their JSON Schema
+must still read runs written by other evalkit versions. `python -m evalkit.runs.schemas DIR` writes their JSON Schema
 (docs/schemas/, kept current by tests/test_schemas.py).
 """
 

@@ -1,6 +1,6 @@
 """Which server evalkit is talking to, and the advice that fits it: never another server's flags.
 
-The kind comes from what the server says about itself (evalkit.server_identity: llama.cpp's /props, vLLM's
+The kind comes from what the server says about itself (evalkit.evidence.server_identity: llama.cpp's /props, vLLM's
 /version, SGLang's /server_info, the `owned_by` of its /v1/models entries, the title and routes of a FastAPI
 server's /openapi.json). Advice is looked up by (kind, topic); a kind with no advice for a topic gets the plain fact.
 """

@@ -17,9 +17,9 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from evalkit.clock import Clock
-from evalkit.rundir import RunDir
-from evalkit_stress.background import stop_task
-from evalkit_stress.gpu_slopes import MIN_GROWTH_MIB, UNITS, Slope, fit_slope, samples_r2
+from evalkit.runs.rundir import RunDir
+from evalkit.eventloop import stop_task
+from evalkit.evidence.gpu_slopes import MIN_GROWTH_MIB, UNITS, Slope, fit_slope, samples_r2
 
 GPU_FILE = "gpu_memory.jsonl"
 # `name` last: a card's name is the only field that could hold a comma, so it takes whatever follows.

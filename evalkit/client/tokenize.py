@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 
 import aiohttp
 
-from evalkit_stress.prompts import LongSpec, chat_tokens_local, local_token_count
+from evalkit.client.prompts import LongSpec, chat_tokens_local, local_token_count
 
 # A chat request sent only to read `usage.prompt_tokens`: (messages) -> prompt tokens or None.
 UsageProbe = Callable[[list[dict[str, str]]], Awaitable[int | None]]

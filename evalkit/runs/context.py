@@ -9,15 +9,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from evalkit.client import ChatClient
+from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock
-from evalkit.config import ServerProfile, api_key, manifest_fields, resolve_profile
-from evalkit.connect import open_client
+from evalkit.config.profiles import ServerProfile, api_key, manifest_fields, resolve_profile
+from evalkit.client.connect import open_client
 from evalkit.errors import UsageError
-from evalkit.evidence import ServerEvidence, evidence_from_args
+from evalkit.evidence.capture import EvidenceCapture, evidence_from_args
 from evalkit.redact import scrub_tree
-from evalkit.rundir import RunDir, default_run_name
-from evalkit.server_identity import apply_build_args, identify
+from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.evidence.server_identity import apply_build_args, identify
 
 
 @dataclass
@@ -28,7 +28,7 @@ class RunContext:
     client: ChatClient
     profile: ServerProfile
     clock: Clock
-    evidence: ServerEvidence | None = None  # the server's /metrics and log; commands call `end()` before summary
+    evidence: EvidenceCapture | None = None  # the server's /metrics and log; commands call `end()` before summary
 
 
 def profile_from_args(args: argparse.Namespace) -> ServerProfile:

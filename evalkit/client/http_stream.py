@@ -2,7 +2,7 @@
 the answer handed to a sink as it is read (no task wake-up per chunk), each piece stamped with when it arrived.
 
 Plain-http connections on Linux are read by one `_BatchReader` per pool: an epoll set of the pool's sockets, read
-with `recvmsg` so that every piece carries the kernel's receive stamp (`evalkit.kernel_stamps`), and polled once
+with `recvmsg` so that every piece carries the kernel's receive stamp (`evalkit.client.kernel_stamps`), and polled once
 every `BATCH_HOLD_S` while bytes keep coming. A loaded client then does not stamp late (the stamp is the
 kernel's, not the loop's) and reads many sockets per wake-up. https, and platforms without receive stamps, use
 asyncio's transports and stamp a piece when its callback runs.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
 
-from evalkit import kernel_stamps
+from evalkit.client import kernel_stamps
 from evalkit.clock import Clock
 
 # While bytes keep coming, the batch reader waits this long after a batch before it looks again: reads stay

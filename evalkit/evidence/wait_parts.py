@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit_stress.metrics import Line
-from evalkit_stress.server_evidence import ServerEvidence
-from evalkit_stress.ttft_split import TtftSplit
+from evalkit.runs.rundir import Line
+from evalkit.evidence.server_evidence import ServerEvidence
+from evalkit.evidence.ttft_split import TtftSplit
 
 # The parts a wait is split into (keys of `wait_parts_s` / `parts_s`).
 OTHER_PREFILL, OTHER_DECODE = "prefill of another request", "decode of another request"

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evalkit.field_support import FieldSupport
+from evalkit.client.field_support import FieldSupport
 
 MAX_AGE_S = 24 * 3600
 FILE = "field-support.json"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.rundir import read_jsonl, utc_now_iso
+from evalkit.runs.rundir import read_jsonl, utc_now_iso
 
 GOOD, BAD, SKIP = 0, 1, 125
 VERDICTS = {GOOD: "good", BAD: "bad", SKIP: "skip"}

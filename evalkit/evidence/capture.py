@@ -1,6 +1,6 @@
 """What the server says during a run: `/metrics` snapshots and samples, and its log, captured beside the requests.
 
-One `ServerEvidence` per run: `start()` takes the `before` snapshot and starts following the log, `snapshot(label)`
+One `EvidenceCapture` per run (what `evalkit.evidence.server_evidence.read_evidence` reads back afterwards): `start()` takes the `before` snapshot and starts following the log, `snapshot(label)`
 marks a window (bench prompts), `end()` takes the `after` snapshot and stops everything. `evidence_summary(path)`
 computes summary.json's `server_metrics` and `server_log` from the run directory's files alone.
 """
@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.clock import Clock
-from evalkit.config import ServerProfile
-from evalkit.gpu_telemetry import TELEMETRY_FILE, TelemetrySampler, open_reader, summarize_telemetry
-from evalkit.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
-from evalkit.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
-from evalkit.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
-from evalkit.spec_decode import spec_summary
+from evalkit.config.profiles import ServerProfile
+from evalkit.evidence.gpu_telemetry import TELEMETRY_FILE, TelemetrySampler, open_reader, summarize_telemetry
+from evalkit.runs.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
+from evalkit.evidence.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
+from evalkit.evidence.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
+from evalkit.evidence.spec_decode import spec_summary
 
 
-class ServerEvidence:
+class EvidenceCapture:
     """Captures `/metrics` and the server log into one run directory."""
 
     def __init__(self, rundir: RunDir, base_url: str, clock: Clock, *, metrics: bool = True,
@@ -91,12 +91,12 @@ DEFAULT_SAMPLE_S = {"stress": 1.0}
 
 
 def evidence_from_args(args: argparse.Namespace, kind: str, rundir: RunDir, profile: ServerProfile,
-                       key: str | None, clock: Clock) -> ServerEvidence:
+                       key: str | None, clock: Clock) -> EvidenceCapture:
     """The evidence capture the command's flags (`--server-log`, `--metrics-interval`, `--no-metrics`) ask for."""
     interval = getattr(args, "metrics_interval", None)
     sample_s = DEFAULT_SAMPLE_S.get(kind, 0.0) if interval is None else max(0.0, interval)
     headers = {"Authorization": f"Bearer {key}"} if key else None
-    return ServerEvidence(rundir, profile.base_url or "", clock, metrics=getattr(args, "metrics", True),
+    return EvidenceCapture(rundir, profile.base_url or "", clock, metrics=getattr(args, "metrics", True),
                           sample_s=sample_s, log_path=getattr(args, "server_log", None),
                           log_patterns=profile.log_patterns, headers=headers, secrets=(key,))
 

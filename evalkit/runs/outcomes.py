@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evalkit.records import RequestRecord
+from evalkit.runs.records import RequestRecord
 
 OUTCOMES = ("correct", "wrong", "error", "cancelled_as_planned")
 _INT_RE = re.compile(r"-?\d[\d,]*")

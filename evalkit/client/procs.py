@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
-from evalkit.records import RequestRecord
+from evalkit.runs.records import RequestRecord
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from evalkit import __version__
 from evalkit.errors import UsageError
 from evalkit.redact import known_forms, scrub_known
 
+Line = dict[str, Any]  # one parsed line of a JSONL run file (requests.jsonl, metrics.jsonl ...)
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no lock, one writer is the user's care
@@ -115,7 +117,7 @@ def _json_type(v: Any) -> str:
 def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
     """Every complete JSON line of a file; a torn last line is skipped, a bad line elsewhere exits 2 naming it.
 
-    With `schema` (an `evalkit.schemas` model), each line is also checked against it.
+    With `schema` (an `evalkit.runs.schemas` model), each line is also checked against it.
     """
     if not path.exists():
         return []
@@ -124,7 +126,7 @@ def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
     except OSError as e:
         raise UsageError(f"{path}: cannot read ({e.strerror or e})") from None
     if schema is not None:
-        from evalkit.schemas import validate
+        from evalkit.runs.schemas import validate
     out = []
     lines = data.split(b"\n")
     # The last element is what follows the last newline: empty for a whole file, a torn line otherwise.
@@ -157,7 +159,7 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def _check_lines(path: Path) -> None:
-    from evalkit.schemas import GradedLine, RequestLine
+    from evalkit.runs.schemas import GradedLine, RequestLine
 
     schemas = {REQUESTS: RequestLine, "graded.jsonl": GradedLine}
     for f in sorted(path.glob("*.jsonl")):
@@ -375,7 +377,7 @@ def _command_line() -> list[str]:
 
 def iter_runs(paths: Iterable[Path | str]) -> Iterator[tuple[Path, dict[str, Any], dict[str, Any]]]:
     """(path, manifest, summary) for each run directory given; a missing or malformed file is a usage error."""
-    from evalkit.schemas import Manifest, Summary, validate
+    from evalkit.runs.schemas import Manifest, Summary, validate
 
     for p in paths:
         p = Path(p)

@@ -3,7 +3,7 @@
 Timing follows the lessons of vLLM's serve benchmark, done better: one clock, the first token stamped when a
 chunk that actually carries text (content or reasoning) arrives, not on the role-only or empty first chunk,
 and every chunk's arrival kept so rates are computed from raw samples later. The request goes out on
-`evalkit.http_stream`: the send is stamped right before the socket write, and each chunk is stamped with the
+`evalkit.client.http_stream`: the send is stamped right before the socket write, and each chunk is stamped with the
 kernel's receive time of its bytes (plain http on Linux; elsewhere when its callback reads them), so neither stamp
 waits behind other ready tasks or a busy loop.
 """
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from evalkit.clock import Clock
-from evalkit.http_errors import describe, is_uuid
+from evalkit.client.http_errors import describe, is_uuid
 from evalkit.redact import known_forms, scrub, scrub_known
-from evalkit.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
-from evalkit.records import RequestRecord
-from evalkit.thinking_text import split_inline_reasoning
+from evalkit.client.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
+from evalkit.runs.records import RequestRecord
+from evalkit.client.thinking_text import split_inline_reasoning
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,11 @@ class ChatClient:
         # Servers behind starlette-context (llama-cpp-python) answer HTTP 400 to an X-Request-Id that is not a
         # UUID; then the id sent, and recorded as `request_id`, is a UUID and the caller's id is `request_label`.
         self.uuid_request_ids = uuid_request_ids
-        # Fields the preflight saw this server refuse (evalkit.field_support): never sent, whoever asks for them.
+        # Fields the preflight saw this server refuse (evalkit.client.field_support): never sent, whoever asks for them.
         # `header:X-Request-Id` drops the request-id header; the id is still recorded as `request_id`.
         self.omit_fields = frozenset(omit_fields)
-        self.preflight: Any = None  # what the preflight found (evalkit.preflight.CheckResult), set by connect
-        self.identity: Any = None  # what the server said about itself (evalkit.server_identity), set by connect
+        self.preflight: Any = None  # what the preflight found (evalkit.client.probe.CheckResult), set by connect
+        self.identity: Any = None  # what the server said about itself (evalkit.evidence.server_identity), set by connect
         # The openai SDK is not on this path: under load its stack (httpx, httpcore, anyio) cost ~105 µs of CPU a
         # chunk and stamped the send only after every other ready task ran. Here `t_sent` is taken with no await
         # before the socket write and each chunk is parsed in the connection's callback as its bytes arrive.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evalkit.server_metrics import counter_deltas, window_pairs
+from evalkit.evidence.server_metrics import counter_deltas, window_pairs
 
 _POSITION = re.compile(r'position="(\d+)"')
 _VLLM = "vllm:spec_decode_"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from evalkit_stress.server_evidence import LogEvent, ServerEvidence
+from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 
 # The log follower stamps a line when it reads it (every ~50 ms), so a line may be read this long after it happened.
 LOG_SLACK_S = 0.15

@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import Any
 
-from evalkit.argtypes import any_int, fraction, nonneg_float, nonneg_int, port, positive_float, positive_int
+from evalkit.config.argtypes import any_int, fraction, nonneg_float, nonneg_int, port, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.sim.profiles import PROFILES, profile_settings
 from evalkit.sim.settings import REASONING_FORMATS, SimSettings, field_names
@@ -191,7 +191,7 @@ def _check(s: SimSettings) -> None:
 async def _serve(settings: SimSettings, host: str, port: int) -> None:
     from aiohttp import web
 
-    from evalkit import kernel_stamps
+    from evalkit.client import kernel_stamps
     from evalkit.clock import Clock
     from evalkit.sim.server import SimServer
     from evalkit.sim.stamped_server import serve_stamped

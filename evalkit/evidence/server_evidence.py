@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 
 LOG_FILE = "server_log.jsonl"
 METRICS_FILE = "metrics.jsonl"

@@ -9,14 +9,14 @@ from typing import Any
 
 import aiohttp
 
-from evalkit.client import ChatClient
-from evalkit.client_procs import MultiProcessChatClient
+from evalkit.client.chat import ChatClient
+from evalkit.client.procs import MultiProcessChatClient
 from evalkit.clock import Clock
-from evalkit.config import ServerProfile, api_key
+from evalkit.config.profiles import ServerProfile, api_key
 from evalkit.errors import ServerRefused, UsageError
-from evalkit.preflight import quick_check
+from evalkit.client.probe import quick_check
 from evalkit.redact import scrub
-from evalkit.server_identity import identify
+from evalkit.evidence.server_identity import identify
 
 
 def _not_a_model_list(url: str, status: int, ctype: str, body: str, key: str | None, why: str) -> UsageError:
@@ -66,7 +66,7 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None,
 
     The preflight's essential probe runs first: a server that refuses evalkit's request stops the command here
     (exit 1, in the server's words) instead of after a thousand failed requests; one that wants UUID request ids
-    gets them, and fields the server refuses (evalkit.field_support) are never sent.
+    gets them, and fields the server refuses (evalkit.client.field_support) are never sent.
     """
     model = await discover_model(profile)
     profile = dataclasses.replace(profile, model=model)
