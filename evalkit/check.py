@@ -112,7 +112,8 @@ async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_bo
                    f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)")
     if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
         bad = next((r for r in (alone, *pair) if not r.ok), alone)
-        return Row("requests served at once", None, f"could not time two generations: {refusal_words(bad, body, result.secrets)}")
+        said = refusal_words(bad, body, result.secrets)
+        return Row("requests served at once", None, f"could not time two generations: {said}")
     # How much the two streams' decode windows (first chunk to end) overlap: 1.0 when the second starts only
     # after the first ended (one slot), ~2 when both stream at once, however slow; a speed-up ratio cannot tell
     # the two apart when a small model's fixed costs dominate (a 2-core CPU llama-server: ~1.2 at -np 1 and 2).

@@ -65,8 +65,9 @@ class RunOptions:
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
     # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
-    # What forces a generation's length on this server (evalkit.client.field_support.length_fields) and how: "ignore_eos",
-    # "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say length_forced false).
+    # What forces a generation's length on this server (evalkit.client.field_support.length_fields) and how:
+    # "ignore_eos", "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say
+    # length_forced false).
     length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
     length_mode: str = "ignore_eos"
 

@@ -51,7 +51,7 @@ def test_a_planted_upward_import_breaks_them(tmp_path: Path) -> None:
 def test_a_planted_sideways_import_breaks_them(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     target = root / "evalkit" / "load" / "slo.py"
-    target.write_text(target.read_text() + "\nimport evalkit_stress.prompts_file  # planted: load reaching into stress\n")
+    target.write_text(target.read_text() + "\nimport evalkit_stress.prompts_file  # planted: load reaching sideways\n")
     (root / "evalkit_stress" / "prompts_file.py").write_text('"""A planted stress module."""\n')
     run = _lint(root)
     assert run.returncode != 0

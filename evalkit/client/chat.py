@@ -73,7 +73,8 @@ class ChatClient:
         # `header:X-Request-Id` drops the request-id header; the id is still recorded as `request_id`.
         self.omit_fields = frozenset(omit_fields)
         self.preflight: Any = None  # what the preflight found (evalkit.client.probe.CheckResult), set by connect
-        self.identity: Any = None  # what the server said about itself (evalkit.evidence.server_identity), set by connect
+        # what the server said about itself (evalkit.evidence.server_identity), set by connect
+        self.identity: Any = None
         # The openai SDK is not on this path: under load its stack (httpx, httpcore, anyio) cost ~105 µs of CPU a
         # chunk and stamped the send only after every other ready task ran. Here `t_sent` is taken with no await
         # before the socket write and each chunk is parsed in the connection's callback as its bytes arrive.

@@ -71,7 +71,8 @@ class CheckResult:
     uuid_request_ids: bool = False
     refused_fields: list[str] = field(default_factory=list)
     rejects_everything: str | None = None
-    fields: FieldSupport | None = None  # each optional field: accepted, ignored or refused (evalkit.client.field_support)
+    # each optional field: accepted, ignored or refused (evalkit.client.field_support)
+    fields: FieldSupport | None = None
     server_kind: str | None = None  # evalkit.evidence.server_kind: whose advice the rows give
     secrets: tuple[str, ...] = field(default=(), repr=False)  # scrubbed from every server text kept
 
@@ -283,8 +284,8 @@ def _cache_name(result: CheckResult) -> str:
 
 async def learn_fields(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
                        identity: dict[str, Any] | None = None, refresh: bool = False) -> FieldSupport:
-    """Each optional field's support (evalkit.client.field_support): from the cache when fresh for this server's identity
-    and it knows every field of the profile, else probed, then cached. Sets `result.fields`."""
+    """Each optional field's support (evalkit.client.field_support): from the cache when fresh for this server's
+    identity and it knows every field of the profile, else probed, then cached. Sets `result.fields`."""
     support = None if refresh else field_cache.load(_cache_name(result), identity)
     if support is not None and not set(extra_body) <= set(support.fields):
         support = None
@@ -292,8 +293,8 @@ async def learn_fields(http: aiohttp.ClientSession, result: CheckResult, extra_b
     async def send(body: dict[str, Any], headers: dict[str, str]) -> ProbeReply:
         r = await chat_probe(http, result.base_url, body, headers)
         n = r.usage.get("completion_tokens") if r.usage else (r.chunks if r.status == 200 else None)
-        return ProbeReply(r.status, refusal_words(r, body, result.secrets), r.ok, n, r.usage is not None, r.finish_reason,
-                          r.headers.get("x-request-id"))
+        return ProbeReply(r.status, refusal_words(r, body, result.secrets), r.ok, n, r.usage is not None,
+                          r.finish_reason, r.headers.get("x-request-id"))
 
     if support is None:
         support = await probe_fields(send, result.model, extra_body, probe_id, result.uuid_request_ids)

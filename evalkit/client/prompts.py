@@ -1,4 +1,4 @@
-"""The three stress questions (docs/conventions.md phrasings) and the seeded long-prompt text.
+"""The three stress questions (docs/conventions.md phrasings) and the seeded long-prompt text, sent by stress and load.
 
 Every question has one known answer: arithmetic for shorts, a secret code hidden in each long prompt, a count
 for generations. Secret codes are letters only, so a code can never be read as a short's number and back.

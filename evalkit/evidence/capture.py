@@ -1,8 +1,9 @@
 """What the server says during a run: `/metrics` snapshots and samples, and its log, captured beside the requests.
 
-One `EvidenceCapture` per run (what `evalkit.evidence.server_evidence.read_evidence` reads back afterwards): `start()` takes the `before` snapshot and starts following the log, `snapshot(label)`
+One `EvidenceCapture` per run: `start()` takes the `before` snapshot and starts following the log, `snapshot(label)`
 marks a window (bench prompts), `end()` takes the `after` snapshot and stops everything. `evidence_summary(path)`
-computes summary.json's `server_metrics` and `server_log` from the run directory's files alone.
+computes summary.json's `server_metrics` and `server_log` from the run directory's files alone; the verdicts read
+the same files back as `evalkit.evidence.server_evidence.ServerEvidence`.
 """
 
 from __future__ import annotations

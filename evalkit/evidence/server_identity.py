@@ -115,7 +115,8 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
         out["owned_by"] = sorted({str(m.get("owned_by")) for m in (models or {}).get("data") or []
                                   if isinstance(m, dict) and m.get("owned_by")}) if isinstance(models, dict) else []
         if out["server_type"] is None:
-            # A FastAPI server's routes tell llama-cpp-python and transformers serve apart (evalkit.evidence.server_kind).
+            # A FastAPI server's routes tell llama-cpp-python and transformers serve apart
+            # (evalkit.evidence.server_kind).
             api, out["probed"]["/openapi.json"] = await _get_json(session, root + "/openapi.json", timeout_s)
             if isinstance(api, dict) and isinstance(api.get("paths"), dict):
                 out["openapi"] = {"title": _short((api.get("info") or {}).get("title")),

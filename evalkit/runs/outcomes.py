@@ -1,4 +1,4 @@
-"""Judging one stress response: an error of some kind, a wrong answer, or correct.
+"""Judging one response (stress and load): an error of some kind, a wrong answer, or correct.
 
 Error kinds: `http` (an HTTP error status), `broken_stream` (the stream or connection broke), `timeout`,
 `empty` (a finished request with no content: servers have returned empty answers under concurrency),
