@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
+from evalkit.client import auxiliary
 
 from evalkit.client.field_support import REFUSED, length_fields
 from evalkit.client.http_errors import describe
@@ -43,23 +43,23 @@ class _Got:
         return json.loads(self.text)
 
 
-async def _get(http: aiohttp.ClientSession, url: str) -> _Got | None:
+async def _get(http: auxiliary.ClientSession, url: str) -> _Got | None:
     try:
         async with http.get(url) as resp:
             return _Got(resp.status, await resp.text(errors="replace"))
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (auxiliary.ClientError, asyncio.TimeoutError):
         return None
 
 
-async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Any:
+async def _post(http: auxiliary.ClientSession, url: str, body: dict[str, Any]) -> Any:
     try:
         async with http.post(url, json=body) as resp:
             return json.loads(await resp.text()) if resp.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+    except (auxiliary.ClientError, asyncio.TimeoutError, ValueError):
         return None
 
 
-async def tokenize_form(http: aiohttp.ClientSession, root: str, model: str) -> str | None:
+async def tokenize_form(http: auxiliary.ClientSession, root: str, model: str) -> str | None:
     """Which tokenize endpoint and body form the server takes (the ones stress tries), or None."""
     text = "The quick brown fox."
     forms = [("POST /tokenize {model, prompt} (vLLM, SGLang)", "/tokenize", {"model": model, "prompt": text}),
@@ -72,7 +72,7 @@ async def tokenize_form(http: aiohttp.ClientSession, root: str, model: str) -> s
     return None
 
 
-async def context_length(http: aiohttp.ClientSession, base_url: str, props: Any) -> tuple[int | None, str]:
+async def context_length(http: auxiliary.ClientSession, base_url: str, props: Any) -> tuple[int | None, str]:
     """The server's context length and where it was read."""
     if isinstance(props, dict):
         gen = props.get("default_generation_settings") or {}
@@ -94,7 +94,7 @@ async def context_length(http: aiohttp.ClientSession, base_url: str, props: Any)
     return None, "not reported"
 
 
-async def concurrency(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
+async def concurrency(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any],
                       tokens: int = 32) -> Row:
     """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued."""
     body = _gen_body(result, extra_body, tokens)
@@ -131,7 +131,7 @@ KILL_ATTEMPTS = 10
 KILL_ROW = "a new request kills the stream in progress"
 
 
-async def stream_killing(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
+async def stream_killing(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any],
                          tries: int = KILL_TRIES, tokens: int = 64, attempts: int = KILL_ATTEMPTS) -> Row:
     """Does a request that arrives end the stream in progress (llama-cpp-python's server does)?
 
@@ -174,7 +174,7 @@ def _cause(reply: Reply, body: dict[str, Any], result: CheckResult) -> str:
     return refusal_words(reply, body, result.secrets)
 
 
-async def _endpoint(http: aiohttp.ClientSession, url: str, result: CheckResult) -> tuple[_Got | None, str]:
+async def _endpoint(http: auxiliary.ClientSession, url: str, result: CheckResult) -> tuple[_Got | None, str]:
     got = await _get(http, url)
     if got is None:
         return None, "no answer"

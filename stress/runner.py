@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import aiohttp
+from evalkit.client import auxiliary
 from tqdm import tqdm
 
 from evalkit.client.chat import ChatClient, ChatRequest
@@ -123,13 +123,13 @@ class StressRunner:
                 return rec.prompt_tokens
         return None
 
-    async def prepare_tokens(self, session: aiohttp.ClientSession) -> TokenCounter:
+    async def prepare_tokens(self, session: auxiliary.ClientSession) -> TokenCounter:
         """Find how the server counts tokens (recorded in the manifest)."""
         self.counter = await probe_counter(session, self.client.base_url, self.client.model, self._usage_probe)
         self.rundir.update_manifest(tokenization={**self.counter.describe(), "attempt": self.attempt})
         return self.counter
 
-    async def _fit_cycle(self, session: aiohttp.ClientSession, cycle: int) -> None:
+    async def _fit_cycle(self, session: auxiliary.ClientSession, cycle: int) -> None:
         assert self.counter is not None
         for sc in self.schedule.cycle(cycle):
             for r in sc.requests:
@@ -284,7 +284,7 @@ class StressRunner:
                 lambda s: self._io.submit(self.rundir.append, GPU_FILE, {**s, "attempt": self.attempt}),
                 self.opts.gpu_interval_s)
             gpu.start()
-        async with aiohttp.ClientSession() as session:
+        async with auxiliary.ClientSession() as session:
             if self.counter is None:
                 await self.prepare_tokens(session)
             lag.start()

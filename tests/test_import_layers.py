@@ -3,6 +3,7 @@ on a planted upward import, and every module of evalkit sits in one of its layer
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -66,3 +67,16 @@ def test_every_module_sits_in_a_layer() -> None:
            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
     assert top - named == set(), "a module of evalkit outside every layer: add it to pyproject's [tool.importlinter]"
     assert {"evalkit_evals", "evalkit_stress"} <= named
+
+
+def test_auxiliary_calls_have_one_http_stack() -> None:
+    """Only evalkit.client.auxiliary imports aiohttp's client (the sim serves with aiohttp.web: the server side)."""
+    importers = set()
+    for folder in FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                if any(n == "aiohttp" or n.startswith("aiohttp.") for n in names):
+                    importers.add(path.relative_to(ROOT).as_posix())
+    assert {p for p in importers if not p.startswith("evalkit/sim/")} == {"evalkit/client/auxiliary.py"}

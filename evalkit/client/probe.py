@@ -15,7 +15,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
-import aiohttp
+from evalkit.client import auxiliary
 
 from evalkit.client import field_cache
 from evalkit.client.field_support import FieldSupport, ProbeReply, probe_fields
@@ -100,7 +100,7 @@ def server_root(base_url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str, Any],
+async def chat_probe(http: auxiliary.ClientSession, base_url: str, body: dict[str, Any],
                      headers: dict[str, str] | None = None,
                      on_first_chunk: Callable[[], None] | None = None) -> Reply:
     """Send one streaming chat request and read it to the end.
@@ -119,7 +119,7 @@ async def chat_probe(http: aiohttp.ClientSession, base_url: str, body: dict[str,
 _DROPPED = ("ServerDisconnectedError", "ClientOSError")
 
 
-async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str, Any],
+async def _chat_once(http: auxiliary.ClientSession, base_url: str, body: dict[str, Any],
                      headers: dict[str, str] | None, on_first_chunk: Callable[[], None] | None) -> Reply:
     start = time.perf_counter()
     reply = Reply(status=None)
@@ -139,7 +139,7 @@ async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str,
                     reply.t_first_chunk = time.perf_counter()
                     if on_first_chunk is not None:
                         on_first_chunk()
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+    except (auxiliary.ClientError, asyncio.TimeoutError, ValueError) as e:
         # Kept with its HTTP status: a stream cut after a 200 (llama-cpp-python ends one when another request
         # arrives) is not the same as a server that never answered.
         reply.error = f"{type(e).__name__}: {e}"
@@ -148,7 +148,7 @@ async def _chat_once(http: aiohttp.ClientSession, base_url: str, body: dict[str,
     return reply
 
 
-def _session_secrets(http: aiohttp.ClientSession) -> tuple[str, ...]:
+def _session_secrets(http: auxiliary.ClientSession) -> tuple[str, ...]:
     auth = http.headers.get("Authorization", "")
     return (auth[len("Bearer "):],) if auth.startswith("Bearer ") else ()
 
@@ -189,7 +189,7 @@ def probe_id() -> str:
 ESSENTIAL_TRIES = 8
 
 
-async def essential(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any]) -> Reply:
+async def essential(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any]) -> Reply:
     """Evalkit's own request; when refused, find what is refused. Fills the result's adaptations and rows."""
     body = evalkit_body(result.model, extra_body, 4)
     for _ in range(ESSENTIAL_TRIES):
@@ -272,17 +272,17 @@ def scrub_row(row: Row, keys: tuple[str | None, ...]) -> Row:
     return replace(row, detail=scrub(row.detail, keys), fix=scrub(row.fix, keys) if row.fix else row.fix)
 
 
-def probe_session(api_key: str | None, timeout_s: float) -> aiohttp.ClientSession:
+def probe_session(api_key: str | None, timeout_s: float) -> auxiliary.ClientSession:
     """The HTTP session probes are sent on: the key as a bearer token, one total timeout per request."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
+    return auxiliary.ClientSession(headers=headers, timeout=auxiliary.ClientTimeout(total=timeout_s))
 
 
 def _cache_name(result: CheckResult) -> str:
     return f"{result.base_url.rstrip('/')} model={result.model}"
 
 
-async def learn_fields(http: aiohttp.ClientSession, result: CheckResult, extra_body: dict[str, Any],
+async def learn_fields(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any],
                        identity: dict[str, Any] | None = None, refresh: bool = False) -> FieldSupport:
     """Each optional field's support (evalkit.client.field_support): from the cache when fresh for this server's
     identity and it knows every field of the profile, else probed, then cached. Sets `result.fields`."""

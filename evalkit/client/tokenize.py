@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-import aiohttp
+from evalkit.client import auxiliary
 
 from evalkit.client.prompts import LongSpec, chat_tokens_local, local_token_count
 
@@ -68,7 +68,7 @@ class TokenCounter:
             slope=float(calibration.get("slope", 1.0)), intercept=float(calibration.get("intercept", 0.0)),
         )
 
-    async def count(self, session: aiohttp.ClientSession | None, messages: list[dict[str, str]]) -> int:
+    async def count(self, session: auxiliary.ClientSession | None, messages: list[dict[str, str]]) -> int:
         """Prompt tokens the server will report for these messages (template included)."""
         if self.method == "local":
             return chat_tokens_local(messages)
@@ -91,8 +91,8 @@ class TokenCounter:
 _PATHS = {"extras": "/extras/tokenize"}
 
 
-async def _post_count(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> int | None:
-    async with session.post(url, json=body, timeout=aiohttp.ClientTimeout(total=120)) as resp:
+async def _post_count(session: auxiliary.ClientSession, url: str, body: dict[str, Any]) -> int | None:
+    async with session.post(url, json=body, timeout=auxiliary.ClientTimeout(total=120)) as resp:
         if resp.status != 200:
             return None
         data = await resp.json(content_type=None)
@@ -107,7 +107,7 @@ async def _post_count(session: aiohttp.ClientSession, url: str, body: dict[str, 
 
 
 async def probe_counter(
-    session: aiohttp.ClientSession, base_url: str, model: str, usage_probe: UsageProbe
+    session: auxiliary.ClientSession, base_url: str, model: str, usage_probe: UsageProbe
 ) -> TokenCounter:
     """Find how this server counts tokens (see the module docstring for the order tried)."""
     url = server_root(base_url) + "/tokenize"
@@ -124,7 +124,7 @@ async def probe_counter(
         try:
             n = await _post_count(session, url, body)
             tried.append({"method": method, "url": url, "ok": n is not None})
-        except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        except (auxiliary.ClientError, TimeoutError, ValueError) as e:
             n = None
             tried.append({"method": method, "url": url, "ok": False, "error": f"{type(e).__name__}: {e}"})
         if n is None:
@@ -139,7 +139,7 @@ async def probe_counter(
             for _, content_body in attempts[1:]:
                 try:
                     m = await _post_count(session, url, content_body)
-                except (aiohttp.ClientError, TimeoutError, ValueError):
+                except (auxiliary.ClientError, TimeoutError, ValueError):
                     m = None
                 if m is not None:
                     counter.template_overhead = n - m
@@ -172,7 +172,7 @@ class FittedPrompt:
 
 
 async def fit_long_prompt(
-    spec: LongSpec, target: int, counter: TokenCounter, session: aiohttp.ClientSession | None, tolerance: float = 0.005
+    spec: LongSpec, target: int, counter: TokenCounter, session: auxiliary.ClientSession | None, tolerance: float = 0.005
 ) -> FittedPrompt:
     """Grow or shrink the filler until the counted prompt is within `tolerance` of `target` tokens."""
 

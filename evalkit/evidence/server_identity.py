@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-import aiohttp
+from evalkit.client import auxiliary
 
 from evalkit.errors import UsageError
 from evalkit.evidence.server_metrics import metrics_url
@@ -51,16 +51,16 @@ def _short(value: Any) -> Any:
     return value
 
 
-async def _get_json(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[Any, str]:
+async def _get_json(session: auxiliary.ClientSession, url: str, timeout_s: float) -> tuple[Any, str]:
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        async with session.get(url, timeout=auxiliary.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 return None, f"HTTP {resp.status}"
             try:
                 return await resp.json(content_type=None), "ok"
             except ValueError:
                 return None, "not JSON"
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+    except (auxiliary.ClientError, asyncio.TimeoutError, OSError) as e:
         return None, type(e).__name__
 
 
@@ -89,7 +89,7 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
     """`server_identity` for manifest.json: what each identity endpoint answered, and the server type it implies."""
     root = _root(base_url)
     out: dict[str, Any] = {"server_type": None, "probed": {}}
-    async with aiohttp.ClientSession(headers=headers or {}) as session:
+    async with auxiliary.ClientSession(headers=headers or {}) as session:
         props, out["probed"]["/props"] = await _get_json(session, root + "/props", timeout_s)
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
             out["server_type"] = "llama.cpp"

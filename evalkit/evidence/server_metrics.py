@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
-import aiohttp
+from evalkit.client import auxiliary
 from prometheus_client.parser import text_string_to_metric_families
 
 from evalkit.clock import Clock
@@ -83,11 +83,11 @@ def _one_line(text: str, limit: int = 200) -> str:
     return line[:limit]
 
 
-async def scrape(session: aiohttp.ClientSession, url: str, clock: Clock, label: str,
+async def scrape(session: auxiliary.ClientSession, url: str, clock: Clock, label: str,
                  timeout_s: float = 5.0) -> Scrape:
     """GET `url` and parse it; any failure is a `Scrape` with `ok=False` and a one-line error, never an exception."""
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        async with session.get(url, timeout=auxiliary.ClientTimeout(total=timeout_s)) as resp:
             body = await resp.text(errors="replace")
             t = clock.now()
             if resp.status != 200:
@@ -95,7 +95,7 @@ async def scrape(session: aiohttp.ClientSession, url: str, clock: Clock, label: 
         return Scrape(t, label, True, None, parse_metrics(body))
     except MetricsError as e:
         return Scrape(clock.now(), label, False, str(e))
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+    except (auxiliary.ClientError, asyncio.TimeoutError, OSError) as e:
         return Scrape(clock.now(), label, False, _one_line(f"GET {url}: {type(e).__name__}: {e}"))
 
 
@@ -112,14 +112,14 @@ class MetricsRecorder:
         self._warned = False
         self._ok = 0
         self._failed = 0
-        self._session: aiohttp.ClientSession | None = None
+        self._session: auxiliary.ClientSession | None = None
         self._sampler: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
     async def snapshot(self, label: str) -> Scrape:
         """Scrape once, append the line, warn once per run when the server has no usable `/metrics`."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(headers=self._headers)
+            self._session = auxiliary.ClientSession(headers=self._headers)
         s = await scrape(self._session, self.url, self.clock, label)
         self._append(METRICS_FILE, s.to_json())
         self._ok += s.ok
