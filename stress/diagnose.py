@@ -9,19 +9,19 @@ Everything here is a pure function of the run directory's files (requests.jsonl,
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 from typing import Any
 
-from evalkit_stress.metrics import Line
-from evalkit_stress.server_evidence import ServerEvidence
-from evalkit_stress.ttft_split import LOG_SLACK_S, TtftSplit, split_all
+from evalkit.runs.rundir import Line
+from evalkit.stats import median
+from evalkit.evidence.server_evidence import ServerEvidence
+from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
+from evalkit.evidence.wait_parts import (CACHE_STORE, CANCELLED_BEFORE_LAUNCH, CANCELLED_CACHE_STORE, CANCELLED_IN_SLOT,
+                                        IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, WORDS, attribute, cause_words,
+                                        held, silent_gaps)
 from evalkit_stress.verdicts import (CANT, NO, NOT_EXERCISED, YES, CancelSample, CancelVerdict, ConcurrencyFigures,
                                      ConcurrencyVerdict, Diagnosis, Figures, HeadOfLineFigures, HeadOfLineSample,
                                      HeadOfLineVerdict, LongHurtVerdict, NextDelay)
-from evalkit_stress.wait_parts import (CACHE_STORE, CANCELLED_BEFORE_LAUNCH, CANCELLED_CACHE_STORE, CANCELLED_IN_SLOT,
-                                       IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, WORDS, attribute, cause_words,
-                                       held, silent_gaps)
 
 __all__ = ["CANT", "NO", "NOT_EXERCISED", "YES", "diagnose", "diagnosis_lines"]
 LONGER_PROMPT = ("a longer long prompt (--long-tokens) whose prefill outlasts the planned times, or the server's "
@@ -39,11 +39,6 @@ TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served 
 def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
     return [r for r in lines if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
             and r.get("ttft_s") is not None]
-
-
-def _median(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return statistics.median(vals) if vals else None
 
 
 def _server_side(s: TtftSplit | None) -> bool:
@@ -72,17 +67,17 @@ class _Facts:
     def __init__(self, lines: list[Line], splits: dict[str, TtftSplit]) -> None:
         alone = _ok(lines, "long_alone", "long")
         server = [splits[r["request_id"]] for r in alone if _server_side(splits.get(r["request_id"]))]
-        self.prefill_alone_server = _median([s.prefill_s for s in server])
-        self.prefill_alone_client = _median([r["ttft_s"] for r in alone])
+        self.prefill_alone_server = median([s.prefill_s for s in server])
+        self.prefill_alone_client = median([r["ttft_s"] for r in alone])
         rates = [s.prompt_n / s.prefill_s for s in server if s.prompt_n and s.prefill_s]
-        self.prefill_tok_s = _median(rates)
+        self.prefill_tok_s = median(rates)
         shorts = _ok(lines, "short_baseline", "short")
-        self.short_ttft = _median([r["ttft_s"] for r in shorts])
-        self.short_decode_server = _median([splits[r["request_id"]].decode_s_per_token for r in shorts])
-        self.short_decode_client = _median([1 / r["decode_tok_s"] for r in shorts if r.get("decode_tok_s")])
+        self.short_ttft = median([r["ttft_s"] for r in shorts])
+        self.short_decode_server = median([splits[r["request_id"]].decode_s_per_token for r in shorts])
+        self.short_decode_client = median([1 / r["decode_tok_s"] for r in shorts if r.get("decode_tok_s")])
         # The long request sent right after the long one alone finished: its wait is the housekeeping after a long.
         after = [splits[r["request_id"]] for r in _ok(lines, "short_insert", "long")]
-        self.wait_after_long = _median([s.before_start_s for s in after if _server_side(s)])
+        self.wait_after_long = median([s.before_start_s for s in after if _server_side(s)])
 
     @property
     def prefill_alone(self) -> float | None:
@@ -411,7 +406,7 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
         verdict, None if verdict == CANT else verdict == YES,
         _best([x.evidence for x in settled]) if settled else "client", samples, cause=cause,
         blocked=sum(x.verdict == YES for x in samples), judged=sum(x.verdict != CANT for x in samples),
-        wait_fraction_p50=statistics.median([x.figures.ttft_s / x.figures.long_prefill_left_s for x in samples]),
+        wait_fraction_p50=median([x.figures.ttft_s / x.figures.long_prefill_left_s for x in samples]),
         why=why, would_tell=would_tell)
 
 
@@ -422,10 +417,10 @@ def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Fac
                 if not r.get("not_exercised")]
     server = [splits[r["request_id"]] for r in with_ins if _server_side(splits.get(r["request_id"]))]
     ttft_ratio = None
-    ttft_with = _median([r["ttft_s"] for r in with_ins])
+    ttft_with = median([r["ttft_s"] for r in with_ins])
     if ttft_with is not None and facts.prefill_alone_client:
         ttft_ratio = ttft_with / facts.prefill_alone_client
-    prefill_with = _median([s.prefill_s for s in server])
+    prefill_with = median([s.prefill_s for s in server])
     if prefill_with is None or not facts.prefill_alone_server:
         return LongHurtVerdict(CANT, None, "client", None, {"ttft_ratio_p50": ttft_ratio},
                                why="its time to first token also holds any wait before its prefill started",
@@ -436,7 +431,7 @@ def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Fac
     return LongHurtVerdict(verdict, verdict == YES, _best([s.evidence for s in server]), ratio,
                            {"prefill_with_inserts_s_p50": prefill_with,
                             "prefill_alone_s_p50": facts.prefill_alone_server, "ttft_ratio_p50": ttft_ratio,
-                            "wait_before_prefill_with_inserts_s_p50": _median([s.before_start_s for s in server])})
+                            "wait_before_prefill_with_inserts_s_p50": median([s.before_start_s for s in server])})
 
 
 # -- concurrency --------------------------------------------------------------------------------------------------

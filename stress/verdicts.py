@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
-from evalkit_stress.ttft_split import TtftSplit
-from evalkit_stress.wait_parts import SilentGap
+from evalkit.evidence.ttft_split import TtftSplit
+from evalkit.evidence.wait_parts import SilentGap
 
 YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge

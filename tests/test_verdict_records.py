@@ -9,11 +9,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 from evalkit_stress.diagnose import diagnose
-from evalkit_stress.server_evidence import read_evidence
+from evalkit.evidence.server_evidence import read_evidence
 from evalkit_stress.verdicts import VerdictReading
-from evalkit_stress.wait_parts import IN_SLOT_PREFILL, WORDS, read_parts
+from evalkit.evidence.wait_parts import IN_SLOT_PREFILL, WORDS, read_parts
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
