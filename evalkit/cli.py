@@ -149,13 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_secrets(args: argparse.Namespace) -> tuple[str, ...]:
-    # The key of the server profile the flags name (`config.api_key`), else of the default variable.
-    from evalkit.config.profiles import api_key, resolve_profile
+    # The key of the server profile the flags name, resolved here once for the whole run (the command reads the
+    # same profile, `args.resolved_profile`), else of the default variable.
+    from evalkit.config.profiles import resolve_from_args
 
     try:
-        key = api_key(resolve_profile(getattr(args, "config", None), getattr(args, "server", None),
-                                      getattr(args, "base_url", None), getattr(args, "model", None),
-                                      getattr(args, "api_key_env", None)))
+        key = resolve_from_args(args).api_key
     except Exception:  # noqa: BLE001 - a bad profile is the command's own usage error, reported by it
         key = os.environ.get(getattr(args, "api_key_env", None) or "OPENAI_API_KEY")
     return (key,) if key else ()

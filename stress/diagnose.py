@@ -9,16 +9,21 @@ Everything here is a pure function of the run directory's files (requests.jsonl,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from evalkit.runs.rundir import Line
 from evalkit.stats import median
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
-from evalkit.evidence.wait_parts import IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, attribute, held, silent_gaps
+from evalkit.evidence.wait_parts import (CACHE_STORE, CANCELLED_BEFORE_LAUNCH, CANCELLED_CACHE_STORE, CANCELLED_IN_SLOT,
+                                        IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, WORDS, attribute, cause_words,
+                                        held, silent_gaps)
+from evalkit_stress.verdicts import (CANT, NO, NOT_EXERCISED, YES, CancelSample, CancelVerdict, ConcurrencyFigures,
+                                     ConcurrencyVerdict, Diagnosis, Figures, HeadOfLineFigures, HeadOfLineSample,
+                                     HeadOfLineVerdict, LongHurtVerdict, NextDelay)
 
-YES, NO, CANT = "yes", "no", "can't tell"
-NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
+__all__ = ["CANT", "NO", "NOT_EXERCISED", "YES", "diagnose", "diagnosis_lines"]
 LONGER_PROMPT = ("a longer long prompt (--long-tokens) whose prefill outlasts the planned times, or the server's "
                  "log (--server-log) if it shows scheduling")
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
@@ -47,11 +52,11 @@ def _best(evidences: list[str]) -> str:
     return "client"
 
 
-def _vote(samples: list[dict[str, Any]]) -> str:
+def _vote(verdicts: list[str]) -> str:
     """Yes or no when every settled sample agrees (or a majority, for head-of-line), else can't tell."""
-    settled = [s["verdict"] for s in samples if s["verdict"] not in (CANT, NOT_EXERCISED)]
+    settled = [v for v in verdicts if v not in (CANT, NOT_EXERCISED)]
     if not settled:
-        return NOT_EXERCISED if samples and all(s["verdict"] == NOT_EXERCISED for s in samples) else CANT
+        return NOT_EXERCISED if verdicts and all(v == NOT_EXERCISED for v in verdicts) else CANT
     yes, no = settled.count(YES), settled.count(NO)
     return YES if yes >= no else NO
 
@@ -81,7 +86,7 @@ class _Facts:
 
 # -- cancel -------------------------------------------------------------------------------------------------------
 def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence,
-                     facts: _Facts) -> dict[str, Any] | None:
+                     facts: _Facts) -> CancelSample | None:
     t_c = c["t_done"]
     task = splits[c["request_id"]].task
     if task is None:
@@ -101,11 +106,11 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
     if launch is not None and launch.t >= t_c - 0.01 and stop.t - launch.t <= AT_ONCE_S:
         # Launched only after the cancel (the engine was busy, e.g. storing a prompt cache entry for its slot) and
         # released at once: nothing of it was prefilled; the release's n_tokens is the slot's cached prompt.
-        out = {"verdict": YES, "evidence": "log", "granularity": "before it started",
-               "figures": {"stop_after_cancel_s": delay, "stopped_at_tokens": 0, "prompt_tokens": prompt,
-                           "slot_cached_tokens": stop.n_tokens, "launched_after_cancel_s": launch.t - t_c,
-                           "log_line": stop.line.strip()[:160]}, "_stop_t": stop.t}
-        out["next_delay"] = _next_delay(n, t_c, stop.t, splits, ev, held_from=c["t_sent"])
+        out = CancelSample(YES, "log", granularity="before it started", engine_stopped=stop.t,
+                           figures={"stop_after_cancel_s": delay, "stopped_at_tokens": 0, "prompt_tokens": prompt,
+                                    "slot_cached_tokens": stop.n_tokens, "launched_after_cancel_s": launch.t - t_c,
+                                    "log_line": stop.line.strip()[:160]})
+        out.judge_next(_next_delay(n, t_c, stop.t, splits, ev, held_from=c["t_sent"]))
         return out
     if prompt:
         aborted = stop.n_tokens is not None and stop.n_tokens < 0.98 * prompt
@@ -115,17 +120,16 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
             return None
         aborted = delay < STARTED_EARLY * left
     gran = "only at the end" if not aborted else "at once" if delay <= AT_ONCE_S else "at a batch boundary"
-    figures: dict[str, Any] = {"stop_after_cancel_s": delay, "stopped_at_tokens": stop.n_tokens,
-                               "prompt_tokens": prompt, "log_line": stop.line.strip()[:160]}
+    figures: Figures = {"stop_after_cancel_s": delay, "stopped_at_tokens": stop.n_tokens,
+                        "prompt_tokens": prompt, "log_line": stop.line.strip()[:160]}
     if facts.prefill_tok_s:
         figures["tokens_after_cancel_est"] = round(delay * facts.prefill_tok_s)
-    out = {"verdict": YES if aborted else NO, "evidence": "log", "granularity": gran, "figures": figures,
-           "_stop_t": stop.t}
-    out["next_delay"] = _next_delay(n, t_c, stop.t, splits, ev)
+    out = CancelSample(YES if aborted else NO, "log", figures, granularity=gran, engine_stopped=stop.t)
+    out.judge_next(_next_delay(n, t_c, stop.t, splits, ev))
     return out
 
 
-def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence) -> dict[str, Any] | None:
+def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence) -> CancelSample | None:
     """A cancelled request the server never launched: the cancel was honoured before any of its prefill ran."""
     if not ev.events("launch") or c.get("t_sent") is None or c.get("t_first_token") is not None:
         return None
@@ -133,16 +137,15 @@ def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: Se
     taken = {s.task for s in splits.values() if s.task is not None}
     if any(e.task not in taken for e in ev.events("launch", c["t_sent"] - 0.02, t_c + LOG_SLACK_S)):
         return None  # a launch in its window that no request claimed could be this one's
-    out = {"verdict": YES, "evidence": "log", "granularity": "before it started",
-           "figures": {"stop_after_cancel_s": 0.0, "stopped_at_tokens": 0,
-                       "prompt_tokens": c.get("planned_prompt_tokens") or c.get("prompt_tokens"),
-                       "log_line": "no `processing task` line while it was in flight"},
-           "_stop_t": t_c}
-    out["next_delay"] = _next_delay(n, t_c, t_c, splits, ev)
+    out = CancelSample(YES, "log", granularity="before it started", engine_stopped=t_c,
+                       figures={"stop_after_cancel_s": 0.0, "stopped_at_tokens": 0,
+                                "prompt_tokens": c.get("planned_prompt_tokens") or c.get("prompt_tokens"),
+                                "log_line": "no `processing task` line while it was in flight"})
+    out.judge_next(_next_delay(n, t_c, t_c, splits, ev))
     return out
 
 
-def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> dict[str, Any] | None:
+def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> CancelSample | None:
     """On a one-at-a-time server that logs when it starts each request (llama-cpp-python), the engine was busy
     with the cancelled request until it started the next one: that start, against the prefill left, says whether
     the cancel stopped it."""
@@ -159,29 +162,28 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
     if not after:
         return None
     busy = max(0.0, after[0].t - t_c)
-    figures = {"next_start_after_cancel_s": busy, "prefill_left_s": left, "prompt_tokens": prompt,
-               "log_line": after[0].line.strip()[:160]}
+    figures: Figures = {"next_start_after_cancel_s": busy, "prefill_left_s": left, "prompt_tokens": prompt,
+                        "log_line": after[0].line.strip()[:160]}
     if busy >= RAN_ON_SERIAL * left:
-        return {"verdict": NO, "evidence": "log", "granularity": "only at the end", "figures": figures,
-                "why": f"the server (one request at a time) started the next request {busy:.3g} s after the "
-                       f"cancel, with {left:.3g} s of the cancelled prefill left: it ran on", "_stop_t": after[0].t}
+        return CancelSample(NO, "log", figures, granularity="only at the end", engine_stopped=after[0].t,
+                            why=f"the server (one request at a time) started the next request {busy:.3g} s after "
+                                f"the cancel, with {left:.3g} s of the cancelled prefill left: it ran on")
     if busy < STARTED_EARLY * left:
-        return {"verdict": YES, "evidence": "log", "granularity": CANT, "figures": figures,
-                "_stop_t": after[0].t}
+        return CancelSample(YES, "log", figures, granularity=CANT, engine_stopped=after[0].t)
     return None
 
 
 def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[str, TtftSplit],
-                ev: ServerEvidence, held_from: float | None = None) -> dict[str, Any] | None:
+                ev: ServerEvidence, held_from: float | None = None) -> NextDelay | None:
     """What held the next request between the cancel and the server starting on it, in named parts."""
     if n is None:
         return None
     s = splits.get(n["request_id"])
-    if not _server_side(s) or s.server_start is None:  # type: ignore[union-attr]
-        return {"evidence": "client", "ttft_s": n.get("ttft_s"), "cause": CANT,
-                "would_tell": "the server's timings (prompt_ms) or its log (--server-log)"}
-    start = s.server_start  # type: ignore[union-attr]
-    launched = s.launched if s.launched is not None else start  # type: ignore[union-attr]
+    if s is None or not _server_side(s) or s.server_start is None:
+        return NextDelay("client", CANT, ttft_s=n.get("ttft_s"),
+                         would_tell="the server's timings (prompt_ms) or its log (--server-log)")
+    start = s.server_start
+    launched = s.launched if s.launched is not None else start
     t0 = max(n["t_sent"], t_c)
     parts: dict[str, float] = {}
 
@@ -193,28 +195,24 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
     stop = t_stop if t_stop is not None else t0
     # `held_from`: the cancelled request was launched only after the cancel; prompt-cache lines since it was sent
     # say the engine was storing that slot's old prompt, not prefilling it.
-    before = ("the server's prompt-cache store for the cancelled request's slot (log: prompt cache lines)"
-              if held_from is not None and ev.events("cache", held_from, stop) else
-              "before its launch: the cancelled request, until the engine stopped")
+    before = (CANCELLED_CACHE_STORE if held_from is not None and ev.events("cache", held_from, stop) else
+              CANCELLED_BEFORE_LAUNCH)
     add(before, t0, min(stop, launched))
-    add("the cancelled request's steps, in a launched slot, until the engine stopped",
-        max(t0, launched), min(stop, start))
+    add(CANCELLED_IN_SLOT, max(t0, launched), min(stop, start))
     rest_from = max(t0, min(stop, start))
     rest = max(0.0, start - rest_from)
     if rest > 0.01:
         if ev.events("idle_save", rest_from - 0.05, start + 0.05):
             name = IDLE_SAVE
         elif ev.events("cache", rest_from - 0.05, start + 0.05):
-            name = "the server's prompt-cache store (log: prompt cache lines)"
+            name = CACHE_STORE
         else:
             name = UNATTRIBUTED
         parts[name] = rest
-    cause = max(parts, key=parts.__getitem__) if parts and max(parts.values()) > 0 else "nothing (started at once)"
-    out = {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]
-           "prefill_s": s.prefill_s}  # type: ignore[union-attr]
-    if UNATTRIBUTED in parts:
-        out["would_tell"] = SILENT_WOULD_TELL
-    return out
+    cause = WORDS[max(parts, key=parts.__getitem__)] if parts and max(parts.values()) > 0 else \
+        "nothing (started at once)"
+    return NextDelay(s.evidence, cause, parts_s=parts, wait_s=start - n["t_sent"], prefill_s=s.prefill_s,
+                     would_tell=SILENT_WOULD_TELL if UNATTRIBUTED in parts else None)
 
 
 def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
@@ -226,7 +224,7 @@ def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
     return facts.prefill_alone - (c["t_done"] - start)
 
 
-def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: float | None) -> dict[str, Any] | None:
+def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: float | None) -> CancelSample | None:
     """The first scrape after the cancel whose running+waiting no longer exceeds the client's own requests in flight."""
     if not ev.has_gauges or left is None or left <= 0:
         return None
@@ -247,20 +245,19 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
             break
     if gone_at is None:
         return None
-    figures = {"gone_by_s": gone_at - t_c, "still_counted_at_s": None if still_at is None else still_at - t_c,
-               "prefill_left_s": left}
+    figures: Figures = {"gone_by_s": gone_at - t_c,
+                        "still_counted_at_s": None if still_at is None else still_at - t_c, "prefill_left_s": left}
     if source == "log":  # FastLLM's `[Decode] alive = N, pending = M` lines
         figures["gauge_source"] = "log: [Decode] alive / pending"
     if gone_at - t_c < STARTED_EARLY * left:
-        return {"verdict": YES, "evidence": source, "granularity": CANT, "figures": figures, "_stop_t": gone_at}
+        return CancelSample(YES, source, figures, granularity=CANT, engine_stopped=gone_at)
     if still_at is not None and still_at - t_c >= RAN_ON * left:
-        return {"verdict": NO, "evidence": source, "granularity": "only at the end", "figures": figures,
-                "_stop_t": still_at}
+        return CancelSample(NO, source, figures, granularity="only at the end", engine_stopped=still_at)
     return None
 
 
 def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Facts,
-                      left: float) -> dict[str, Any]:
+                      left: float) -> CancelSample:
     """Judged from the next request alone: when it started and whether it decoded at its speed alone."""
     s = splits[n["request_id"]]
     server = _server_side(s) and s.before_start_s is not None
@@ -271,37 +268,38 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
         per_tok = 1 / n["decode_tok_s"] if n.get("decode_tok_s") else None
         alone_tok = facts.short_decode_client
     slowed = per_tok / alone_tok if per_tok and alone_tok else None
-    figures = {"next_wait_s": wait, "prefill_left_s": left, "next_decode_vs_alone": slowed}
+    figures: Figures = {"next_wait_s": wait, "prefill_left_s": left, "next_decode_vs_alone": slowed}
     evidence = s.evidence if server else "client"
     if wait is not None and wait <= STARTED_EARLY * left and slowed is not None and slowed <= DECODE_SLOWED:
-        return {"verdict": YES, "evidence": evidence, "granularity": CANT, "figures": figures,
-                "why": f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of prefill "
-                       "left, and decoded at its speed alone: the engine was not still prefilling"}
+        return CancelSample(YES, evidence, figures, granularity=CANT,
+                            why=f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of "
+                                "prefill left, and decoded at its speed alone: the engine was not still prefilling")
     hk = facts.wait_after_long
     if server and wait is not None and wait >= RAN_ON * left and hk is not None and hk <= 0.1 * left:
         figures["wait_after_a_long_request_s"] = hk
-        return {"verdict": NO, "evidence": evidence, "granularity": "only at the end", "figures": figures,
-                "why": f"the next request waited {wait:.3g} s before the server started on it, the {left:.3g} s of "
-                       f"prefill left, while after a finished long request it waited only {hk:.3g} s"}
-    return {"verdict": CANT, "evidence": evidence, "figures": figures,
-            "why": "the next request's wait could be the cancelled prefill running on or other work "
-                   "(housekeeping), and its decode does not say which",
-            "would_tell": "the server's log (--server-log: its 'stop processing' line after the cancel) or "
-                          "/metrics request gauges"}
+        return CancelSample(NO, evidence, figures, granularity="only at the end",
+                            why=f"the next request waited {wait:.3g} s before the server started on it, the "
+                                f"{left:.3g} s of prefill left, while after a finished long request it waited only "
+                                f"{hk:.3g} s")
+    return CancelSample(CANT, evidence, figures,
+                        why="the next request's wait could be the cancelled prefill running on or other work "
+                            "(housekeeping), and its decode does not say which",
+                        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel) or "
+                                   "/metrics request gauges")
 
 
 def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
-                 facts: _Facts) -> dict[str, Any]:
+                 facts: _Facts) -> CancelVerdict:
     """Did the engine stop working on a cancelled long request, how soon, and what else delayed the next one."""
     nexts = {r["cycle"]: r for r in _ok(lines, "cancel_then_short", "short")}
-    samples = []
+    samples: list[CancelSample] = []
     for c in lines:
         if c.get("scenario") != "cancel_then_short" or c.get("role") != "long" or c.get("interrupted") \
                 or c.get("t_done") is None:
             continue
         if c.get("not_exercised"):  # no cancel was sent: nothing to say about what a cancel does
-            samples.append({"verdict": NOT_EXERCISED, "evidence": "client", "figures": {}, "cycle": c["cycle"],
-                            "request_id": c["request_id"], "why": c["not_exercised"], "would_tell": LONGER_PROMPT})
+            samples.append(CancelSample(NOT_EXERCISED, "client", {}, cycle=c["cycle"], request_id=c["request_id"],
+                                        why=c["not_exercised"], would_tell=LONGER_PROMPT))
             continue
         n = nexts.get(c["cycle"])
         if n is not None and n.get("not_exercised"):
@@ -311,54 +309,50 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         if got is None:
             got = _cancel_from_serial_log(c, ev, left) or _cancel_from_gauges(c, lines, ev, left)
             if got is not None:
-                got["next_delay"] = _next_delay(n, c["t_done"], got["_stop_t"], splits, ev)
+                got.judge_next(_next_delay(n, c["t_done"], got.engine_stopped, splits, ev))
         if got is None and c.get("t_first_token") is not None:
-            got = {"verdict": CANT, "evidence": "client", "figures": {},
-                   "why": "cancelled after its first token: the prefill was over",
-                   "would_tell": "a longer long prompt (--long-tokens) so the cancel lands inside its prefill, or the "
-                                 "server's log (--server-log) if it shows scheduling"}
+            got = CancelSample(CANT, "client", {}, why="cancelled after its first token: the prefill was over",
+                               would_tell="a longer long prompt (--long-tokens) so the cancel lands inside its "
+                                          "prefill, or the server's log (--server-log) if it shows scheduling")
         if got is None and n is not None and left is not None and left > 0:
             got = _cancel_from_next(c, n, splits, facts, left)
-            got["next_delay"] = _next_delay(n, c["t_done"], None, splits, ev)
+            got.judge_next(_next_delay(n, c["t_done"], None, splits, ev))
         if got is None:
-            got = {"verdict": CANT, "evidence": "client", "figures": {"prefill_left_s": left},
-                   "why": "no next request, or the cancel came after the prefill alone would have ended",
-                   "would_tell": "the server's log (--server-log)"}
-        got.pop("_stop_t", None)
-        got["cycle"] = c["cycle"]
-        got["request_id"] = c["request_id"]
+            got = CancelSample(CANT, "client", {"prefill_left_s": left},
+                               why="no next request, or the cancel came after the prefill alone would have ended",
+                               would_tell="the server's log (--server-log)")
+        got.cycle, got.request_id = c["cycle"], c["request_id"]
         samples.append(got)
     if not samples:
-        return {"verdict": CANT, "aborts": None, "evidence": "client", "judged_cycles": 0, "samples": [],
-                "why": "no cancelled request in the run", "would_tell": "a run with the cancel_then_short scenario"}
-    verdict = _vote(samples)
-    settled = [s for s in samples if s["verdict"] == verdict]
-    grans = {s.get("granularity") for s in settled if s.get("granularity") not in (None, CANT)}
-    delays = [s["figures"].get("stop_after_cancel_s") for s in settled]
-    out = {
-        "verdict": verdict, "aborts": None if verdict == CANT else verdict == YES,
-        "evidence": _best([s["evidence"] for s in settled]) if settled else "client",
-        "granularity": grans.pop() if len(grans) == 1 else (CANT if not grans else "mixed"),
-        "stop_after_cancel_s_max": max([d for d in delays if d is not None], default=None),
-        "judged_cycles": sum(s["verdict"] not in (CANT, NOT_EXERCISED) for s in samples),
-        "not_exercised_cycles": sum(s["verdict"] == NOT_EXERCISED for s in samples), "samples": samples,
-    }
-    causes = [s["next_delay"]["cause"] for s in samples if s.get("next_delay")]
-    out["next_delay_cause"] = max(set(causes), key=causes.count) if causes else None
+        return CancelVerdict(CANT, None, "client", [], why="no cancelled request in the run",
+                             would_tell="a run with the cancel_then_short scenario")
+    verdict = _vote([s.verdict for s in samples])
+    settled = [s for s in samples if s.verdict == verdict]
+    grans = {s.granularity for s in settled if s.granularity not in (None, CANT)}
+    delays = [s.figures.get("stop_after_cancel_s") for s in settled]
+    causes = [s.next_delay.cause for s in samples if s.next_delay is not None]
+    why = would_tell = None
     if verdict in (CANT, NOT_EXERCISED):
-        first = next((x for x in samples if x["verdict"] == verdict), samples[0])
-        out["why"] = first.get("why", "")
+        first = next((x for x in samples if x.verdict == verdict), samples[0])
+        why = first.why or ""
         if verdict == NOT_EXERCISED:
-            out["why"] = f"{out['why']} ({len(samples)} of {len(samples)} cycles)"
-        out["would_tell"] = first.get("would_tell", "the server's log (--server-log)")
-    return out
+            why = f"{why} ({len(samples)} of {len(samples)} cycles)"
+        would_tell = first.would_tell or "the server's log (--server-log)"
+    return CancelVerdict(
+        verdict, None if verdict == CANT else verdict == YES,
+        _best([s.evidence for s in settled]) if settled else "client", samples,
+        granularity=grans.pop() if len(grans) == 1 else (CANT if not grans else "mixed"),
+        stop_after_cancel_s_max=max([d for d in delays if isinstance(d, (int, float))], default=None),
+        judged_cycles=sum(s.verdict not in (CANT, NOT_EXERCISED) for s in samples),
+        not_exercised_cycles=sum(s.verdict == NOT_EXERCISED for s in samples),
+        next_delay_cause=max(set(causes), key=causes.count) if causes else None, why=why, would_tell=would_tell)
 
 
 # -- head-of-line -------------------------------------------------------------------------------------------------
 def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
-                       facts: _Facts) -> dict[str, Any]:
+                       facts: _Facts) -> HeadOfLineVerdict:
     """Did an inserted short request wait for another request's prefill, or for something else (named)?"""
-    samples = []
+    samples: list[HeadOfLineSample] = []
     for scen in ("short_insert", "double_insert"):
         longs = {r["cycle"]: r for r in _ok(lines, scen, "long")}
         scen_lines = [r for r in lines if r.get("scenario") == scen]
@@ -370,59 +364,54 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
             if left <= 0:
                 continue
             sp = splits[s["request_id"]]
-            fig: dict[str, Any] = {"ttft_s": s["ttft_s"], "long_prefill_left_s": left}
+            rid = s["request_id"]
             if _server_side(sp) and sp.server_start is not None:
                 # server_start is when its own prompt entered a step: a request launched with the long one into
                 # the other slot, whose first token came in the long prefill's last step, waited for all of it.
-                wait = sp.server_start - s["t_sent"]
-                fig["wait_before_start_s"] = wait
-                if sp.in_slot_s:
-                    fig["in_launched_slot_s"] = sp.in_slot_s
                 blocked = sp.server_start >= long["t_first_token"] - 0.1 * left
                 others = [held(o, splits, ev) for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
                 parts = attribute(s, sp.server_start, others, splits, ev) if blocked else {}
-                fig["wait_parts_s"] = parts
-                cause = max(parts, key=parts.__getitem__) if parts else None
-                samples.append({"verdict": YES if blocked else NO, "evidence": sp.evidence, "cause": cause,
-                                "figures": fig, "request_id": s["request_id"]})
-            elif s["t_first_token"] < long["t_first_token"] - 0.1 * left:
-                samples.append({"verdict": NO, "evidence": "client", "cause": None, "figures": fig,
-                                "request_id": s["request_id"]})
+                fig = HeadOfLineFigures(s["ttft_s"], left, wait_before_start_s=sp.server_start - s["t_sent"],
+                                        in_launched_slot_s=sp.in_slot_s or None, wait_parts_s=parts)
+                samples.append(HeadOfLineSample(YES if blocked else NO, sp.evidence, cause_words(parts), fig, rid))
+                continue
+            fig = HeadOfLineFigures(s["ttft_s"], left)
+            if s["t_first_token"] < long["t_first_token"] - 0.1 * left:
+                samples.append(HeadOfLineSample(NO, "client", None, fig, rid))
             elif facts.short_ttft is not None and s["ttft_s"] - facts.short_ttft >= 0.9 * left:
-                samples.append({"verdict": YES, "evidence": "client", "cause": CANT, "figures": fig,
-                                "request_id": s["request_id"]})
+                samples.append(HeadOfLineSample(YES, "client", CANT, fig, rid))
             else:
-                samples.append({"verdict": CANT, "evidence": "client", "cause": None, "figures": fig,
-                                "request_id": s["request_id"]})
+                samples.append(HeadOfLineSample(CANT, "client", None, fig, rid))
     if not samples:
         missed = [r for r in lines if r.get("scenario") in ("short_insert", "double_insert")
                   and r.get("role") == "short" and r.get("not_exercised")]
         if missed:
-            return {"verdict": NOT_EXERCISED, "detected": None, "evidence": "client", "samples": [],
-                    "why": f"none of {len(missed)} inserted short requests landed inside a long prefill: "
-                           f"{missed[0]['not_exercised']}", "would_tell": LONGER_PROMPT}
-        return {"verdict": CANT, "detected": None, "evidence": "client", "samples": [],
-                "why": "no inserted short request was sent during a long prefill",
-                "would_tell": "a run with the short_insert or double_insert scenario"}
-    verdict = _vote(samples)
-    settled = [x for x in samples if x["verdict"] == verdict]
-    causes = [x["cause"] for x in settled if x.get("cause")]
-    fractions = [x["figures"]["ttft_s"] / x["figures"]["long_prefill_left_s"] for x in samples]
-    out = {"verdict": verdict, "detected": None if verdict == CANT else verdict == YES,
-           "evidence": _best([x["evidence"] for x in settled]) if settled else "client",
-           "cause": max(set(causes), key=causes.count) if causes else None,
-           "blocked": sum(x["verdict"] == YES for x in samples), "judged": sum(x["verdict"] != CANT for x in samples),
-           "wait_fraction_p50": median(fractions), "samples": samples}
-    if verdict == YES and out["cause"] == CANT:
-        out["would_tell"] = "the server's timings (prompt_ms) or its log, to say what the wait was spent on"
+            return HeadOfLineVerdict(NOT_EXERCISED, None, "client", [],
+                                     why=f"none of {len(missed)} inserted short requests landed inside a long "
+                                         f"prefill: {missed[0]['not_exercised']}", would_tell=LONGER_PROMPT)
+        return HeadOfLineVerdict(CANT, None, "client", [],
+                                 why="no inserted short request was sent during a long prefill",
+                                 would_tell="a run with the short_insert or double_insert scenario")
+    verdict = _vote([x.verdict for x in samples])
+    settled = [x for x in samples if x.verdict == verdict]
+    causes = [x.cause for x in settled if x.cause]
+    cause = max(set(causes), key=causes.count) if causes else None
+    why = would_tell = None
+    if verdict == YES and cause == CANT:
+        would_tell = "the server's timings (prompt_ms) or its log, to say what the wait was spent on"
     if verdict == CANT:
-        out["why"] = "the client alone cannot tell when the server started on the short requests"
-        out["would_tell"] = "the server's timings (prompt_ms), its log (--server-log) or /metrics"
-    return out
+        why = "the client alone cannot tell when the server started on the short requests"
+        would_tell = "the server's timings (prompt_ms), its log (--server-log) or /metrics"
+    return HeadOfLineVerdict(
+        verdict, None if verdict == CANT else verdict == YES,
+        _best([x.evidence for x in settled]) if settled else "client", samples, cause=cause,
+        blocked=sum(x.verdict == YES for x in samples), judged=sum(x.verdict != CANT for x in samples),
+        wait_fraction_p50=median([x.figures.ttft_s / x.figures.long_prefill_left_s for x in samples]),
+        why=why, would_tell=would_tell)
 
 
 # -- long request hurt by inserts ---------------------------------------------------------------------------------
-def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Facts) -> dict[str, Any]:
+def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Facts) -> LongHurtVerdict:
     """Is the long request's own prefill slower with inserted shorts than alone (not its time to first token)?"""
     with_ins = [r for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")
                 if not r.get("not_exercised")]
@@ -433,62 +422,59 @@ def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Fac
         ttft_ratio = ttft_with / facts.prefill_alone_client
     prefill_with = median([s.prefill_s for s in server])
     if prefill_with is None or not facts.prefill_alone_server:
-        return {"verdict": CANT, "detected": None, "evidence": "client", "ratio_p50": None,
-                "figures": {"ttft_ratio_p50": ttft_ratio},
-                "why": "its time to first token also holds any wait before its prefill started",
-                "would_tell": "the server's timings (prompt_ms) or its prefill-time histogram in /metrics"}
+        return LongHurtVerdict(CANT, None, "client", None, {"ttft_ratio_p50": ttft_ratio},
+                               why="its time to first token also holds any wait before its prefill started",
+                               would_tell="the server's timings (prompt_ms) or its prefill-time histogram in "
+                                          "/metrics")
     ratio = prefill_with / facts.prefill_alone_server
     verdict = YES if ratio > HURT_RATIO else NO
-    return {"verdict": verdict, "detected": verdict == YES, "evidence": _best([s.evidence for s in server]),
-            "ratio_p50": ratio,
-            "figures": {"prefill_with_inserts_s_p50": prefill_with, "prefill_alone_s_p50": facts.prefill_alone_server,
-                        "ttft_ratio_p50": ttft_ratio,
-                        "wait_before_prefill_with_inserts_s_p50": median([s.before_start_s for s in server])}}
+    return LongHurtVerdict(verdict, verdict == YES, _best([s.evidence for s in server]), ratio,
+                           {"prefill_with_inserts_s_p50": prefill_with,
+                            "prefill_alone_s_p50": facts.prefill_alone_server, "ttft_ratio_p50": ttft_ratio,
+                            "wait_before_prefill_with_inserts_s_p50": median([s.before_start_s for s in server])})
 
 
 # -- concurrency --------------------------------------------------------------------------------------------------
-def judge_concurrency(metrics: dict[str, Any]) -> dict[str, Any]:
+def judge_concurrency(metrics: dict[str, Any]) -> ConcurrencyVerdict:
     """Measured figures only: each stream alone and together, the combined rate, effective concurrency."""
     def p50(name: str) -> float | None:
         return (metrics.get(name) or {}).get("p50")
 
     eff = p50("effective_concurrency")
-    figures = {"gen_alone_tok_s": p50("gen_alone_tok_s"), "concurrent_stream_tok_s": p50("concurrent_stream_tok_s"),
-               "concurrent_combined_tok_s": p50("concurrent_combined_tok_s"), "effective_concurrency": eff,
-               "concurrency_speedup": p50("concurrency_speedup")}
+    figures = ConcurrencyFigures(p50("gen_alone_tok_s"), p50("concurrent_stream_tok_s"),
+                                 p50("concurrent_combined_tok_s"), eff, p50("concurrency_speedup"))
     verdict = CANT if eff is None else YES if eff >= TOGETHER else NO if eff <= TOOK_TURNS else CANT
-    out = {"verdict": verdict, "evidence": "client", "figures": figures}
-    if verdict == CANT:
-        out["would_tell"] = "two generations that both ran (and overlapped fully or not at all)"
-    return out
+    return ConcurrencyVerdict(verdict, "client", figures,
+                              would_tell="two generations that both ran (and overlapped fully or not at all)"
+                              if verdict == CANT else None)
 
 
-def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidence | None = None) -> dict[str, Any]:
+def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidence | None = None) -> Diagnosis:
     """Every verdict with its evidence and figures, plus the per-request TTFT splits they rest on."""
     ev = evidence or ServerEvidence()
     splits = split_all(lines, ev)
     facts = _Facts(lines, splits)
     conc = judge_concurrency(metrics)
     apart = [r for r in lines if r.get("role") == "gen_pair" and r.get("not_exercised")]
-    if conc["verdict"] == CANT and conc["figures"]["effective_concurrency"] is None and apart:
-        conc.update(verdict=NOT_EXERCISED, why=apart[0]["not_exercised"],
-                    would_tell="two generations sent together that both run (a server that answers both)")
-    eff = conc["figures"]["effective_concurrency"]
+    if conc.verdict == CANT and conc.figures.effective_concurrency is None and apart:
+        conc = replace(conc, verdict=NOT_EXERCISED, why=apart[0]["not_exercised"],
+                       would_tell="two generations sent together that both run (a server that answers both)")
+    eff = conc.figures.effective_concurrency
     counts: dict[str, int] = {}
     for s in splits.values():
         counts[s.evidence] = counts.get(s.evidence, 0) + 1
-    return {
-        "effective_concurrency": None if eff is None else max(1, round(eff)),
-        "effective_concurrency_raw": eff,
-        "concurrency_speedup": conc["figures"]["concurrency_speedup"],
-        "concurrency": conc,
-        "head_of_line_blocking": judge_head_of_line(lines, splits, ev, facts),
-        "cancel_aborts": judge_cancel(lines, splits, ev, facts),
-        "long_hurt_by_inserts": judge_long_hurt(lines, splits, facts),
-        "silent_gaps": silent_gaps(lines, splits, ev),
-        "split_evidence": counts,
-        "ttft_split": [s.to_json() for s in splits.values()],
-    }
+    return Diagnosis(
+        effective_concurrency=None if eff is None else max(1, round(eff)),
+        effective_concurrency_raw=eff,
+        concurrency_speedup=conc.figures.concurrency_speedup,
+        concurrency=conc,
+        head_of_line_blocking=judge_head_of_line(lines, splits, ev, facts),
+        cancel_aborts=judge_cancel(lines, splits, ev, facts),
+        long_hurt_by_inserts=judge_long_hurt(lines, splits, facts),
+        silent_gaps=silent_gaps(lines, splits, ev),
+        split_evidence=counts,
+        ttft_split=list(splits.values()),
+    )
 
 
 def _f(x: Any) -> str:

@@ -7,11 +7,13 @@ resumed run reports what an uninterrupted one would. A partial run's cut cycle i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 from evalkit_stress.diagnose import diagnose
+from evalkit_stress.verdicts import Diagnosis
 from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
 from evalkit.evidence.gpu_memory import done_times, leak_verdict, summarize_gpu
@@ -58,8 +60,68 @@ def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
             "wrong_answers": sum(r.get("outcome") == "wrong" for r in lines)}
 
 
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LongPromptTokens:
+    """The long prompt's length: the target, as counted when fitted, as the server reported it."""
+
+    target: int | None
+    counted: dict[str, float | int | None]  # distributions (evalkit.stats.distribution)
+    reported_by_server: dict[str, float | int | None]
+    max_error_vs_target: float | None
+
+    def to_json(self) -> Json:
+        """The record as summary.json holds it."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class StressSummary:
+    """A stress run's `summary.json` (before the evidence and scenario sections the command adds), field order
+    as written."""
+
+    seed: int
+    cycles: int
+    cycles_planned: int
+    partial: bool
+    stopped: str
+    requests: int
+    errors: int
+    wrong_answers: int
+    divergent: int
+    attempts: int
+    cycle_attempts: dict[str, int]
+    unfinished_cycle: Json | None
+    ignored_lines: dict[str, int]
+    metrics: Json
+    diagnoses: Diagnosis
+    not_exercised: dict[str, Json]
+    failed_by_metric: dict[str, int]
+    error_kinds: dict[str, int]
+    error_requests: list[Json]
+    wrong_answer_requests: list[Json]
+    divergent_requests: list[Json]
+    long_prompt_tokens: LongPromptTokens
+    client: Json
+    gpu_memory: Json | None
+    gpu_memory_verdict: Json | None
+    options: Json
+    kind: str = "stress"
+
+    def to_json(self) -> Json:
+        """The summary as summary.json holds it: `kind` first, then every field in order."""
+        out: Json = {"kind": self.kind}
+        for k in self.__dataclass_fields__:
+            v = getattr(self, k)
+            if k != "kind":
+                out[k] = v.to_json() if isinstance(v, (Diagnosis, LongPromptTokens)) else v
+        return out
+
+
 def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[str, Any],
-                  stopped: str | None) -> dict[str, Any]:
+                  stopped: str | None) -> StressSummary:
     """The contract's stress summary plus diagnoses, error and wrong-answer lists, client health, GPU memory."""
     manifest = read_json_object(run_path / MANIFEST)
     completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
@@ -84,38 +146,37 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
     divergent = divergent_generations(stress_lines)
     gpu = summarize_gpu([s for s in read_jsonl(run_path / GPU_FILE)
                          if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)], done_times(lines))
-    return {
-        "kind": "stress",
-        "seed": seed,
-        "cycles": len(completed),
-        "cycles_planned": cycles_planned,
-        "partial": stopped not in (None, "completed"),
-        "stopped": stopped or "completed",
-        "requests": len(stress_lines),
-        "errors": len(errors),
-        "wrong_answers": len(wrong),
-        "divergent": len(divergent),
-        "attempts": attempt_of(manifest) + 1,
-        "cycle_attempts": {str(c): a for c, a in sorted(completed.items())},
-        "unfinished_cycle": _unfinished(split.unfinished),
-        "ignored_lines": {"abandoned_attempts": split.abandoned},
-        "metrics": metrics,
-        "diagnoses": diagnose(metrics, annotate(stress_lines), read_evidence(run_path)),
-        "not_exercised": exercised_summary(stress_lines),
-        "failed_by_metric": failed_by_metric(stress_lines),
-        "error_kinds": kinds,
-        "error_requests": errors,
-        "wrong_answer_requests": wrong,
-        "divergent_requests": divergent,
-        "long_prompt_tokens": {
-            "target": target,
-            "counted": distribution(p["counted_tokens"] for p in prompts),
-            "reported_by_server": distribution(reported),
-            "max_error_vs_target": (max(abs(v - target) / target for v in reported) if reported and target else None),
-        },
-        "client": client_health(stress_lines, [r for r in read_jsonl(run_path / LAG_FILE)
-                                               if in_counted_cycle(r, completed)], metrics),
-        "gpu_memory": gpu,
-        "gpu_memory_verdict": leak_verdict(gpu),
-        "options": options,
-    }
+    return StressSummary(
+        seed=seed,
+        cycles=len(completed),
+        cycles_planned=cycles_planned,
+        partial=stopped not in (None, "completed"),
+        stopped=stopped or "completed",
+        requests=len(stress_lines),
+        errors=len(errors),
+        wrong_answers=len(wrong),
+        divergent=len(divergent),
+        attempts=attempt_of(manifest) + 1,
+        cycle_attempts={str(c): a for c, a in sorted(completed.items())},
+        unfinished_cycle=_unfinished(split.unfinished),
+        ignored_lines={"abandoned_attempts": split.abandoned},
+        metrics=metrics,
+        diagnoses=diagnose(metrics, annotate(stress_lines), read_evidence(run_path)),
+        not_exercised=exercised_summary(stress_lines),
+        failed_by_metric=failed_by_metric(stress_lines),
+        error_kinds=kinds,
+        error_requests=errors,
+        wrong_answer_requests=wrong,
+        divergent_requests=divergent,
+        long_prompt_tokens=LongPromptTokens(
+            target=target,
+            counted=distribution(p["counted_tokens"] for p in prompts),
+            reported_by_server=distribution(reported),
+            max_error_vs_target=(max(abs(v - target) / target for v in reported) if reported and target else None),
+        ),
+        client=client_health(stress_lines, [r for r in read_jsonl(run_path / LAG_FILE)
+                                            if in_counted_cycle(r, completed)], metrics),
+        gpu_memory=gpu,
+        gpu_memory_verdict=leak_verdict(gpu),
+        options=options,
+    )

@@ -41,7 +41,7 @@ def _finish(lines: list[dict[str, Any]], next_start: float) -> list[dict[str, An
 
 def test_prefill_that_ran_on_is_a_no_from_the_log() -> None:
     # Cancelled 1 s into a 30 s prefill; the server started the next request 29 s after the cancel.
-    d = diagnose({}, _finish(_lines(1.0), 70.05), _evidence(70.05))["cancel_aborts"]
+    d = diagnose({}, _finish(_lines(1.0), 70.05), _evidence(70.05)).to_json()["cancel_aborts"]
     assert d["verdict"] == NO and d["evidence"] == "log" and d["granularity"] == "only at the end", d
     assert abs(d["samples"][0]["figures"]["next_start_after_cancel_s"] - 29.05) < 0.01
 
@@ -49,22 +49,22 @@ def test_prefill_that_ran_on_is_a_no_from_the_log() -> None:
 def test_a_prefill_that_ran_on_faster_than_alone_is_still_a_no() -> None:
     # The host sped up: the cancelled prefill ended 20 s after the cancel where the prompt alone predicted 29 s (seen
     # in CI: 0.798 of the prefill left). The next start is still the cancelled prefill running to its end.
-    d = diagnose({}, _finish(_lines(1.0), 61.05), _evidence(61.05))["cancel_aborts"]
+    d = diagnose({}, _finish(_lines(1.0), 61.05), _evidence(61.05)).to_json()["cancel_aborts"]
     assert d["verdict"] == NO and d["evidence"] == "log", d
 
 
 def test_a_start_between_the_bounds_is_left_to_other_evidence() -> None:
     # 0.55 of the prefill left: neither an abort (under half) nor clearly a prefill that ran on.
-    d = diagnose({}, _finish(_lines(1.0), 41.05 + 0.55 * 29), _evidence(41.05 + 0.55 * 29))["cancel_aborts"]
+    d = diagnose({}, _finish(_lines(1.0), 41.05 + 0.55 * 29), _evidence(41.05 + 0.55 * 29)).to_json()["cancel_aborts"]
     assert d["verdict"] == CANT, d
 
 
 def test_prefill_stopped_at_the_cancel_is_a_yes_from_the_log() -> None:
-    d = diagnose({}, _finish(_lines(1.0), 41.15), _evidence(41.15))["cancel_aborts"]
+    d = diagnose({}, _finish(_lines(1.0), 41.15), _evidence(41.15)).to_json()["cancel_aborts"]
     assert d["verdict"] == YES and d["evidence"] == "log", d
 
 
 def test_without_the_log_the_client_alone_cannot_tell() -> None:
     # The same wait read by the client alone: a prefill that ran on, or other work before the next request?
-    d = diagnose({}, _finish(_lines(1.0), 70.05), ServerEvidence())["cancel_aborts"]
+    d = diagnose({}, _finish(_lines(1.0), 70.05), ServerEvidence()).to_json()["cancel_aborts"]
     assert d["verdict"] == CANT and d["evidence"] == "client" and d["would_tell"], d

@@ -15,7 +15,7 @@ import pytest
 from evalkit.runs.rundir import read_jsonl
 from evalkit_stress.diagnose import YES, diagnose
 from evalkit.evidence.server_evidence import calibrate, read_evidence
-from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
+from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 
@@ -23,7 +23,7 @@ GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 def _diagnose(run: Path) -> dict:
     summary = json.loads((run / "summary.json").read_text())
     lines = [r for r in read_jsonl(run / "requests.jsonl") if r.get("scenario") != "calibration"]
-    return diagnose(summary["metrics"], lines, read_evidence(run))
+    return diagnose(summary["metrics"], lines, read_evidence(run)).to_json()
 
 
 def test_np2_shared_steps_are_read_from_the_log() -> None:
@@ -37,7 +37,7 @@ def test_np2_shared_steps_are_read_from_the_log() -> None:
         nd = s["next_delay"]
         assert "in a launched slot" in nd["cause"] and nd["wait_s"] > 0.6, nd
     # The long requests' pauses after their launch with no line in between are unattributed, with what would tell.
-    gaps = [g for g in d["silent_gaps"] if g["cause"] == UNATTRIBUTED]
+    gaps = [g for g in d["silent_gaps"] if g["cause"] == WORDS[UNATTRIBUTED]]
     assert gaps and all("--no-cache-idle-slots" in g["would_tell"] for g in gaps)
     assert any(g["idle_slots_at_launch"] and g["idle_slots_at_launch"][0]["n_tokens"] > 50000 for g in gaps)
 
@@ -88,7 +88,7 @@ def test_trace_log_names_the_idle_slot_save_and_the_flags_move_the_figures() -> 
     runs = GPU / "llamacpp-issue27"
     lv4 = _diagnose(runs / "np2-lv4" / "stress")
     gaps = lv4["silent_gaps"]
-    assert len(gaps) == 4 and all(g["cause"] == IDLE_SAVE and g["gap_s"] > 3.5 for g in gaps), gaps
+    assert len(gaps) == 4 and all(g["cause"] == WORDS[IDLE_SAVE] and g["gap_s"] > 3.5 for g in gaps), gaps
     # --cache-ram 0: no prompt cache, no pause, and the short request waits only for the long prefill's steps
     noram = _diagnose(runs / "np2-noram" / "stress")
     assert not noram["silent_gaps"]

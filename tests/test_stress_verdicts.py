@@ -23,7 +23,7 @@ import pytest
 from evalkit.sim.launch import start_sim
 from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
 from evalkit.evidence.server_evidence import ServerEvidence
-from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
+from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 
 SCALE = "25"
 LONG = "16000"
@@ -77,7 +77,7 @@ def truth(lines: list[dict[str, Any]], ev: dict[str, dict[str, Any]]) -> dict[st
 def client_only(lines: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
     """The verdicts from the same run with the server's timings, log and /metrics taken away."""
     return diagnose(metrics, [{**x, "server_timings": None} for x in lines if x.get("scenario") != "calibration"],
-                    ServerEvidence())
+                    ServerEvidence()).to_json()
 
 
 # Every pair of values of any two settings appears in at least one of these (a covering array).
@@ -161,9 +161,9 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
         for rid, took in saves.items():
             assert abs(gaps[rid]["gap_s"] - took) <= 0.1, (gaps[rid], took)
             if "--trace-log" in extra:
-                assert gaps[rid]["cause"] == IDLE_SAVE
+                assert gaps[rid]["cause"] == WORDS[IDLE_SAVE]
             else:  # silent at llama.cpp's default level: unattributed, with what would tell, never guessed
-                assert gaps[rid]["cause"] == UNATTRIBUTED and "--no-cache-idle-slots" in gaps[rid]["would_tell"]
+                assert gaps[rid]["cause"] == WORDS[UNATTRIBUTED] and "--no-cache-idle-slots" in gaps[rid]["would_tell"]
                 assert gaps[rid]["idle_slots_at_launch"], gaps[rid]
     c = ev[_of(r["lines"], "cancel_then_short", "long")[0]["request_id"]]
     n = ev[_of(r["lines"], "cancel_then_short", "short")[0]["request_id"]]

@@ -12,7 +12,7 @@ from evalkit.client import auxiliary
 from evalkit.client.chat import ChatClient
 from evalkit.client.procs import MultiProcessChatClient
 from evalkit.clock import Clock
-from evalkit.config.profiles import ServerProfile, api_key
+from evalkit.config.profiles import ServerProfile
 from evalkit.errors import ServerRefused, UsageError
 from evalkit.client.probe import quick_check
 from evalkit.redact import scrub
@@ -28,7 +28,7 @@ def _not_a_model_list(url: str, status: int, ctype: str, body: str, key: str | N
 
 async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
     url = (profile.base_url or "").rstrip("/")
-    key = api_key(profile)
+    key = profile.api_key
     headers = {"Authorization": f"Bearer {key or 'EMPTY'}"}
     try:
         async with auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session:
@@ -70,7 +70,7 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None,
     """
     model = await discover_model(profile)
     profile = dataclasses.replace(profile, model=model)
-    key = api_key(profile)
+    key = profile.api_key
     # Who the server is keys the field-support cache (and the manifest's server_identity).
     identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
     check = await quick_check(profile.base_url or "", model, key, dict(profile.extra_body), identity=identity)
@@ -78,7 +78,7 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None,
     if refused:
         said = f"{refused[0].detail}" + (f"; {refused[0].fix}" if refused[0].fix else "")
         raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: "
-                            f"{scrub(' '.join(said.split()), [api_key(profile)])} (evalkit check shows more)")
+                            f"{scrub(' '.join(said.split()), [key])} (evalkit check shows more)")
     if client_procs > 1:  # the streams are read in worker processes; the records come back whole
         client: Any = MultiProcessChatClient(profile.base_url or "", model, client_procs, api_key=key,
                                              clock=clock, uuid_request_ids=check.uuid_request_ids,

@@ -17,7 +17,6 @@ from evalkit.client.lag import client_lag
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
-from evalkit.config.profiles import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.client.field_support import length_fields
@@ -187,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     print_run_path(ctx.rundir)
     lines = [x for x in ctx.rundir.read(REQUESTS) if x.get("bench_key")]
     failed = failure_line("bench", count_failures((x.get("error") for x in lines if x.get("status") != "ok"),
-                                                  len(lines)), [api_key(ctx.profile)])
+                                                  len(lines)), [ctx.profile.api_key])
     if failed is not None:
         print(failed, file=sys.stderr, flush=True)
         return 1

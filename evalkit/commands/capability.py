@@ -11,7 +11,7 @@ from typing import Any
 from evalkit.config.argtypes import nonneg_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.lag import client_lag
-from evalkit.config.profiles import THINKING_MODES, api_key, thinking_params
+from evalkit.config.profiles import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.runs.rundir import RunDir, default_run_name
@@ -177,7 +177,7 @@ async def _live(args: argparse.Namespace) -> int:
                         "client": client_lag(ctx.rundir.read("requests.jsonl"))})
         reqs = ctx.rundir.read("requests.jsonl")
         failed = failure_line("capability", count_failures(
-            (x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)), [api_key(ctx.profile)])
+            (x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)), [ctx.profile.api_key])
         if failed is not None:
             sys.stderr.write(failed + "\n")
             return 1

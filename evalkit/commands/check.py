@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.config.profiles import THINKING_MODES, api_key, manifest_fields, thinking_params
+from evalkit.config.profiles import THINKING_MODES, manifest_fields, thinking_params
 from evalkit.client.connect import discover_model
 from evalkit.errors import UsageError
 from evalkit.check import full_check
@@ -73,7 +73,7 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     profile = profile_from_args(args)
     model = await discover_model(profile)  # unreachable: UsageError, exit 2, one line
     thinking: dict[str, Any] = {m: thinking_params(profile, m) for m in modes}
-    key = api_key(profile)
+    key = profile.api_key
     identity = scrub_tree(await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None),
                           (key,))
     result = await full_check(profile.base_url or "", model, key, dict(profile.extra_body), thinking,

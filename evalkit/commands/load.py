@@ -20,7 +20,6 @@ from typing import Any
 
 from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.config.profiles import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.load.metrics import judge_point, point_metrics
@@ -181,7 +180,7 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
         print_run_path(ctx.rundir)
         reqs = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
         failed = failure_line("load", count_failures((x.get("error") for x in reqs if x.get("outcome") == "error"),
-                                                     len(reqs)), [api_key(ctx.profile)])
+                                                     len(reqs)), [ctx.profile.api_key])
     if failed is not None:
         sys.stderr.write(failed + "\n")
         return 1

@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     context = build_context(runs, entries, out, args.noise_floor, args.cycle)
     # Run files are scrubbed as written; a run written before that, or by hand, is scrubbed here (the default key
-    # variable's value and any credential-looking value).
-    out.write_text(scrub(render(context, args.template), (os.environ.get("OPENAI_API_KEY"),)), encoding="utf-8")
+    # variable's value, as evalkit.cli resolved it for this run, and any credential-looking value).
+    resolved = getattr(args, "resolved_profile", None)
+    key = resolved.api_key if resolved is not None else os.environ.get("OPENAI_API_KEY")
+    out.write_text(scrub(render(context, args.template), (key,)), encoding="utf-8")
     if args.changed_only is not None:
         from evalkit.report.capability import write_changed_lines
 

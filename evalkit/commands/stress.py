@@ -34,7 +34,6 @@ from typing import Any
 
 from evalkit.config.argtypes import any_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.config.profiles import api_key
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.client.field_support import length_fields
@@ -186,7 +185,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 reason.setdefault("stopped", "max_minutes")
                 stop.set()
             timer = loop.call_later(args.max_minutes * 60, on_time)
-        kill = await kill_check(ctx.client.base_url, ctx.client.model, api_key(ctx.profile),
+        kill = await kill_check(ctx.client.base_url, ctx.client.model, ctx.profile.api_key,
                                 dict(ctx.profile.extra_body), ctx.client.uuid_request_ids,
                                 preflight=ctx.client.preflight)
         killing = {"kills": kill.supported, "detail": kill.detail}
@@ -219,7 +218,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 pass
         stopped = reason.get("stopped", "completed")
         await ctx.evidence.end()
-        summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped),
+        summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped).to_json(),
                    **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path),
                    "stream_killing": killing}
         ctx.rundir.write_summary(summary)
@@ -232,7 +231,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         return 130
     failed = failure_line("stress", count_failures((e.get("error") or e.get("kind") for e in summary["error_requests"]
                                                     if e.get("scenario") != "calibration"),
-                                                   summary["requests"]), [api_key(ctx.profile)])
+                                                   summary["requests"]), [ctx.profile.api_key])
     if failed is not None:
         print(failed, file=sys.stderr, flush=True)
         return 1

@@ -55,6 +55,9 @@ class ServerProfile:
     extra_body: dict[str, Any] = field(default_factory=dict)
     build: dict[str, Any] = field(default_factory=dict)
     log_patterns: dict[str, str] = field(default_factory=dict)  # --server-log flags: name -> regex ("" = off)
+    # The key itself, read once from `api_key_env` by `resolve_profile` when a command starts; never shown (repr),
+    # never written (manifest_fields names what a run records).
+    api_key: str | None = field(default=None, repr=False, compare=False)
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -129,8 +132,26 @@ def resolve_profile(
             "base_url": url.rstrip("/"),
             "model": model or prof.model,
             "api_key_env": api_key_env or prof.api_key_env,
+            "api_key": env.get(api_key_env or prof.api_key_env),
         }
     )
+
+
+def resolve_from_args(args: Any) -> ServerProfile:
+    """The server profile the common flags (`--server`, `--base-url`, ...) describe, with its API key read from the
+    environment; done once per run, where the command starts (`evalkit.cli` keeps it as `args.resolved_profile`)."""
+    resolved = getattr(args, "resolved_profile", None)
+    if isinstance(resolved, ServerProfile):
+        return resolved
+    profile = resolve_profile(
+        getattr(args, "config", None),
+        getattr(args, "server", None),
+        getattr(args, "base_url", None),
+        getattr(args, "model", None),
+        getattr(args, "api_key_env", None),
+    )
+    args.resolved_profile = profile
+    return profile
 
 
 def thinking_params(profile: ServerProfile, mode: str) -> tuple[dict[str, Any], str | None]:
@@ -153,12 +174,6 @@ def thinking_params(profile: ServerProfile, mode: str) -> tuple[dict[str, Any], 
         # vLLM, SGLang and gpt-oss style templates read the top-level field; Qwen3-style templates the kwargs.
         body["reasoning_effort"] = mode
     return body, None
-
-
-def api_key(profile: ServerProfile, env: dict[str, str] | None = None) -> str | None:
-    """The API key from the environment variable the profile names (never stored anywhere)."""
-    env = dict(os.environ) if env is None else env
-    return env.get(profile.api_key_env)
 
 
 def manifest_fields(profile: ServerProfile) -> dict[str, Any]:

@@ -10,22 +10,86 @@ log shows and what would tell.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.runs.rundir import Line
-from evalkit.evidence.server_evidence import ServerEvidence
+from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 from evalkit.evidence.ttft_split import TtftSplit
 
-# The parts a wait is split into (keys of `wait_parts_s` / `parts_s`).
-OTHER_PREFILL, OTHER_DECODE = "prefill of another request", "decode of another request"
-IN_SLOT_PREFILL = "another request's prefill steps, in a launched slot"
-IN_SLOT_DECODE = "another request's decode steps, in a launched slot"
+# The parts a wait is split into: identifiers as the keys of `wait_parts_s` / `parts_s`, and the words a verdict's
+# `cause` (and the report) names each by. Runs written before the keys were identifiers keyed them by the words.
+OTHER_PREFILL, OTHER_DECODE = "other_prefill", "other_decode"
+IN_SLOT_PREFILL, IN_SLOT_DECODE = "in_slot_prefill", "in_slot_decode"
+HOUSEKEEPING, IDLE_SAVE, UNATTRIBUTED = "housekeeping", "idle_save", "unattributed"
+# The next request after a cancel (diagnose's `next_delay`): what held it until the server started on it.
+CANCELLED_BEFORE_LAUNCH, CANCELLED_CACHE_STORE = "cancelled_before_launch", "cancelled_cache_store"
+CANCELLED_IN_SLOT, CACHE_STORE = "cancelled_in_slot", "cache_store"
+WORDS = {
+    OTHER_PREFILL: "prefill of another request",
+    OTHER_DECODE: "decode of another request",
+    IN_SLOT_PREFILL: "another request's prefill steps, in a launched slot",
+    IN_SLOT_DECODE: "another request's decode steps, in a launched slot",
+    HOUSEKEEPING: "housekeeping (log: prompt cache)",
+    IDLE_SAVE: "idle-slot save (log: saving idle slot to prompt cache)",
+    UNATTRIBUTED: "unattributed",
+    CANCELLED_BEFORE_LAUNCH: "before its launch: the cancelled request, until the engine stopped",
+    CANCELLED_CACHE_STORE: "the server's prompt-cache store for the cancelled request's slot (log: prompt cache lines)",
+    CANCELLED_IN_SLOT: "the cancelled request's steps, in a launched slot, until the engine stopped",
+    CACHE_STORE: "the server's prompt-cache store (log: prompt cache lines)",
+}
+# Runs older still named the next request's whole wait until the engine stopped in one part.
+_PART_OF_WORDS = {**{w: k for k, w in WORDS.items()},
+                  "the cancelled request, until the engine stopped": "cancelled_until_stopped"}
 SILENT_MIN_S = 0.1  # a pause shorter than this between a launch and its prefill is not listed
-HOUSEKEEPING, IDLE_SAVE = "housekeeping (log: prompt cache)", "idle-slot save (log: saving idle slot to prompt cache)"
-UNATTRIBUTED = "unattributed"
 # What would name a silent pause on llama.cpp: its trace level, or the runs without its two silent stores.
 SILENT_WOULD_TELL = ("llama.cpp's trace log (-lv 4: 'saving idle slot to prompt cache', 'updating prompt cache', "
                      "'prompt cache update took N ms'), or the same run with --no-cache-idle-slots or --cache-ram 0")
+
+
+@dataclass(frozen=True)
+class IdleSlot:
+    """A slot idle at a moment and the prompt tokens it held (from the log)."""
+
+    slot: int
+    n_tokens: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as summary.json holds it."""
+        return {"slot": self.slot, "n_tokens": self.n_tokens}
+
+
+@dataclass(frozen=True)
+class SilentGap:
+    """A pause between a request's launch and its own prefill with nothing else of the run on the server."""
+
+    request_id: str
+    scenario: str | None
+    role: str | None
+    gap_s: float
+    cause: str  # in words (WORDS)
+    idle_slots_at_launch: list[IdleSlot] = field(default_factory=list)
+    after: str = "its launch (log: processing task)"
+    would_tell: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as summary.json holds it."""
+        out: dict[str, Any] = {"request_id": self.request_id, "scenario": self.scenario, "role": self.role,
+                               "gap_s": self.gap_s, "after": self.after, "cause": self.cause,
+                               "idle_slots_at_launch": [s.to_json() for s in self.idle_slots_at_launch]}
+        if self.would_tell is not None:
+            out["would_tell"] = self.would_tell
+        return out
+
+
+def read_parts(parts: dict[str, float] | None) -> dict[str, float]:
+    """A `wait_parts_s` / `parts_s` record as a run file holds it, keyed by identifiers (old runs: by the words)."""
+    return {_PART_OF_WORDS.get(k, k): v for k, v in (parts or {}).items()}
+
+
+def cause_words(parts: dict[str, float]) -> str | None:
+    """The largest part, in words (a verdict's `cause`), or None when there are no parts."""
+    return WORDS[max(parts, key=parts.__getitem__)] if parts else None
 
 
 def _phase(o: Line, so: TtftSplit | None, t: float) -> str | None:
@@ -78,15 +142,15 @@ def attribute(s: Line, start: float, others: list[Line], splits: dict[str, TtftS
     return {k: v for k, v in parts.items() if v > 0}
 
 
-def _idle_slots(ev: ServerEvidence, t: float, busy_slot: int | None) -> list[dict[str, Any]]:
+def _idle_slots(ev: ServerEvidence, t: float, busy_slot: int | None) -> list[IdleSlot]:
     """Slots idle at t and what they held, from the log: a slot whose last line before t was its release."""
-    last: dict[int, Any] = {}
+    last: dict[int, LogEvent] = {}
     for e in ev.log:
         if e.t > t:
             break
         if e.slot is not None and e.kind in ("launch", "stop"):
             last[e.slot] = e
-    return [{"slot": k, "n_tokens": e.n_tokens} for k, e in sorted(last.items())
+    return [IdleSlot(k, e.n_tokens) for k, e in sorted(last.items())
             if e.kind == "stop" and k != busy_slot and e.n_tokens]
 
 
@@ -99,7 +163,7 @@ def held(o: Line, splits: dict[str, TtftSplit], ev: ServerEvidence) -> Line:
     return {**o, "engine_until": stops[0].t} if stops else o
 
 
-def silent_gaps(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence) -> list[dict[str, Any]]:
+def silent_gaps(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence) -> list[SilentGap]:
     """Pauses between a request's launch and its own prefill while no other request of the run was prefilling or
     decoding: named only from a log line inside the pause, otherwise unattributed, with what would tell."""
     out = []
@@ -113,10 +177,7 @@ def silent_gaps(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvide
         if gap < SILENT_MIN_S:
             continue
         named = next((k for k in (IDLE_SAVE, HOUSEKEEPING) if k in part), UNATTRIBUTED)
-        g: dict[str, Any] = {"request_id": r["request_id"], "scenario": r.get("scenario"), "role": r.get("role"),
-                             "gap_s": gap, "after": "its launch (log: processing task)", "cause": named,
-                             "idle_slots_at_launch": _idle_slots(ev, sp.launched, sp.slot)}
-        if named == UNATTRIBUTED:
-            g["would_tell"] = SILENT_WOULD_TELL
-        out.append(g)
+        out.append(SilentGap(r["request_id"], r.get("scenario"), r.get("role"), gap, WORDS[named],
+                             _idle_slots(ev, sp.launched, sp.slot),
+                             would_tell=SILENT_WOULD_TELL if named == UNATTRIBUTED else None))
     return out

@@ -20,7 +20,7 @@ from typing import Any
 from evalkit.runs.rundir import read_jsonl
 from evalkit_stress.diagnose import YES, diagnose
 from evalkit.evidence.server_evidence import calibrate, read_evidence, server_stamp
-from evalkit.evidence.wait_parts import IDLE_SAVE, UNATTRIBUTED
+from evalkit.evidence.wait_parts import HOUSEKEEPING, IDLE_SAVE, IN_SLOT_DECODE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 
 _TASK = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
@@ -94,7 +94,7 @@ def compare(run: Path) -> tuple[list[str], int, int]:
     tasks = read_tasks(rows, clock.offset)
     summary = json.loads((run / "summary.json").read_text())
     lines = [r for r in read_jsonl(run / "requests.jsonl") if r.get("scenario") != "calibration"]
-    d = diagnose(summary["metrics"], lines, read_evidence(run))
+    d = diagnose(summary["metrics"], lines, read_evidence(run)).to_json()
     split = {s["request_id"]: s for s in d["ttft_split"]}
     by_id = {r["request_id"]: r for r in lines}
     checks = agree = 0
@@ -132,9 +132,9 @@ def compare(run: Path) -> tuple[list[str], int, int]:
             continue
         left = tl.first_token - r["t_sent"]
         blocked = ts.first_token >= tl.first_token - 0.1 * left
-        parts = ", ".join(f"{k} {v:.2f} s" for k, v in (x["figures"].get("wait_parts_s") or {}).items())
+        parts = ", ".join(f"{WORDS.get(k, k)} {v:.2f} s" for k, v in (x["figures"].get("wait_parts_s") or {}).items())
         in_slot = ts.launched is not None and ts.launched < tl.first_token
-        named_slot = any("in a launched slot" in k for k in x["figures"].get("wait_parts_s") or {})
+        named_slot = any(k in (IN_SLOT_PREFILL, IN_SLOT_DECODE) for k in x["figures"].get("wait_parts_s") or {})
         check((x["verdict"] == YES) == blocked and (not blocked or in_slot == named_slot or not in_slot),
               f"{x['request_id']}: evalkit {x['verdict']} ({parts}); log: task {ts.task} launched "
               f"{_fmt(ts.launched, r['t_sent'])} into slot {ts.slot}, first token {_fmt(ts.first_token, r['t_sent'])}"
@@ -180,7 +180,7 @@ def compare(run: Path) -> tuple[list[str], int, int]:
         inside = [ln for ln in inside if "processing task" not in ln and "selected slot" not in ln]
         idle = any("saving idle slot" in ln for ln in inside)
         cache = any("prompt cache" in ln for ln in inside)
-        want = IDLE_SAVE if idle else "housekeeping (log: prompt cache)" if cache else UNATTRIBUTED
+        want = WORDS[IDLE_SAVE if idle else HOUSEKEEPING if cache else UNATTRIBUTED]
         check(g["cause"] == want, f"{g['request_id']}: evalkit {g['gap_s']:.2f} s '{g['cause']}'; log: "
               f"{len(inside)} line(s) in the pause after task {t.task if t else '?'}'s launch"
               + (f", e.g. {inside[0][:110]}" if inside else "") + f"; idle slots {g['idle_slots_at_launch']}")

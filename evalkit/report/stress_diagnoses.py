@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table, not_exercised_text
+from evalkit_stress.verdicts import CANT, NOT_EXERCISED, VerdictReading
 
 # (words, metric key, statistic); `{long}` is the run's long prompt length.
 FIGURES = (
@@ -41,25 +42,25 @@ def _num(v: Any) -> str:
     return "–" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def _verdict_cell(d: dict[str, Any] | None) -> str:
-    if not d or "verdict" not in d:
+def _verdict_cell(d: VerdictReading | None) -> str:
+    if d is None:
         return "–"
-    parts = [d["verdict"]]
-    if d.get("granularity") not in (None, "can't tell"):
-        parts.append(d["granularity"])
-    if d.get("cause") and d["cause"] != "can't tell":
-        parts.append(f"waited for {d['cause']}")
-    if d.get("next_delay_cause"):
-        parts.append(f"next request waited for {d['next_delay_cause']}")
-    if d.get("ratio_p50") is not None:
-        parts.append(f"own prefill {d['ratio_p50']:.3f}x alone")
-    if d.get("stop_after_cancel_s_max") is not None:
-        parts.append(f"stopped within {d['stop_after_cancel_s_max']:.3g} s")
-    text = "; ".join(parts) + f" (evidence: {d.get('evidence', 'client')})"
-    if d["verdict"] == "not exercised" and d.get("why"):
-        text += f": {d['why']}"
-    if d["verdict"] in ("can't tell", "not exercised") and d.get("would_tell"):
-        text += f"; would tell: {d['would_tell']}"
+    parts = [d.verdict]
+    if d.granularity not in (None, CANT):
+        parts.append(str(d.granularity))
+    if d.cause and d.cause != CANT:
+        parts.append(f"waited for {d.cause}")
+    if d.next_delay_cause:
+        parts.append(f"next request waited for {d.next_delay_cause}")
+    if d.ratio_p50 is not None:
+        parts.append(f"own prefill {d.ratio_p50:.3f}x alone")
+    if d.stop_after_cancel_s_max is not None:
+        parts.append(f"stopped within {d.stop_after_cancel_s_max:.3g} s")
+    text = "; ".join(parts) + f" (evidence: {d.evidence})"
+    if d.verdict == NOT_EXERCISED and d.why:
+        text += f": {d.why}"
+    if d.verdict in (CANT, NOT_EXERCISED) and d.would_tell:
+        text += f"; would tell: {d.would_tell}"
     return text.replace("|", "/")
 
 
@@ -82,7 +83,7 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
                     ["Seconds unless named; the key after each row is the metric in summary.json."], row_header="")
     vrows = []
     for words, key in VERDICTS:
-        cells = [_verdict_cell((r.summary.get("diagnoses") or {}).get(key)) for r in runs]
+        cells = [_verdict_cell(VerdictReading.from_json((r.summary.get("diagnoses") or {}).get(key))) for r in runs]
         if any(c != "–" for c in cells):
             vrows.append((f"{words} `diagnoses.{key}`", cells))
     verdicts = Table("stress_diagnoses", "Diagnoses (stress)", cols, vrows,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import Any, AsyncIterator
 
 from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock
-from evalkit.config.profiles import ServerProfile, api_key, manifest_fields, resolve_profile
+from evalkit.config.profiles import ServerProfile, manifest_fields, resolve_from_args
 from evalkit.client.connect import open_client
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import EvidenceCapture, evidence_from_args
@@ -32,18 +31,13 @@ class RunContext:
 
 
 def profile_from_args(args: argparse.Namespace) -> ServerProfile:
-    """The server profile the common flags (`--server`, `--base-url`, ...) describe."""
+    """The run's server profile (resolved once, `resolve_from_args`); a named `--api-key-env` must be set."""
+    profile = resolve_from_args(args)
     named = getattr(args, "api_key_env", None)
-    if named is not None and named not in os.environ:
+    if named is not None and profile.api_key is None:
         # The default OPENAI_API_KEY may be unset (most self-hosted servers want no key); a named one may not.
         raise UsageError(f"--api-key-env {named}: no such environment variable is set")
-    return resolve_profile(
-        getattr(args, "config", None),
-        getattr(args, "server", None),
-        getattr(args, "base_url", None),
-        getattr(args, "model", None),
-        getattr(args, "api_key_env", None),
-    )
+    return profile
 
 
 @asynccontextmanager
@@ -61,7 +55,7 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
         fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
                                   getattr(args, "build_info", None) or [])
         client_fields = {"client_procs": procs} if procs > 1 else {}
-        key = api_key(profile)
+        key = profile.api_key
         rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest},
                                secrets=(key,))
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
