@@ -25,9 +25,10 @@ _LOADED: dict[str, Eval] = {}
 
 
 def register(ev: Eval) -> Eval:
-    """Add an eval for this process; a name already taken is a usage error."""
-    if ev.name in BUILTIN or (ev.name in _EXTRA and _EXTRA[ev.name] is not ev):
-        raise UsageError(f"an eval named {ev.name!r} is already registered")
+    """Add an eval for this process (replacing a run-time one of the same name); a built-in's name is a usage
+    error."""
+    if ev.name in BUILTIN:
+        raise UsageError(f"an eval may not be named {ev.name!r}: a built-in dataset has that name")
     _EXTRA[ev.name] = ev
     return ev
 

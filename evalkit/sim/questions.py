@@ -10,6 +10,7 @@ on the first 32 characters of that text and looks them up at each word start of 
 from __future__ import annotations
 
 import gc
+import os
 import re
 import sys
 import threading
@@ -48,6 +49,16 @@ def _entry(dataset: str, qid: str, row: dict[str, Any], anchor: tuple[str, str |
     return _Entry(anchor[0], anchor[1], Question("capability", qid, dataset, None, row))
 
 
+def indexed_names(data_dir: str | None) -> list[str]:
+    """The evals the sim recognises: every registered one with a data directory (`--data-dir` or
+    `$EVALKIT_DATA_DIR`), else only those registered at run time (`--eval FILE`; the built-ins would need the Hub)."""
+    from evalkit_evals import registry
+
+    if data_dir is None and not os.environ.get("EVALKIT_DATA_DIR"):
+        return [n for n in registry.names() if n not in registry.BUILTIN]
+    return registry.names()
+
+
 class QuestionIndex:
     """Capability items keyed for fast lookup; loaded once, on first use, from the data directory."""
 
@@ -62,7 +73,7 @@ class QuestionIndex:
         from evalkit_evals import registry
 
         by_key: dict[str, list[_Entry]] = {}
-        for ds in registry.names():
+        for ds in indexed_names(self._data_dir):
             try:
                 ev = registry.get(ds)
                 items = ev.load(self._data_dir)
