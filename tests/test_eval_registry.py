@@ -114,3 +114,29 @@ def test_a_toy_dataset_is_one_file_and_one_registry_line(tmp_path: Path) -> None
     assert summary["scores"]["toysums"]["correct"] == sum(g["correct"] for g in graded)
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["datasets"] == ["toysums"] and manifest["code_isolation"]["tool"] is None
+
+
+BLOCKED_RUN = '''
+import sys
+class _Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("datasets", "evalplus", "math_verify"):
+            raise ImportError(f"blocked: {name}")
+sys.meta_path.insert(0, _Blocked())
+from evalkit.cli import main
+code = main(sys.argv[1:])
+print("loaded:", sorted(m for m in sys.modules if m.split(".")[0] in ("datasets", "evalplus", "math_verify")))
+sys.exit(code)
+'''
+
+
+def test_capability_from_a_data_dir_needs_no_heavy_library(sim, tmp_path: Path) -> None:
+    """With `datasets`, `evalplus` and `math_verify` unimportable, GSM8K and MuSR run from the data directory."""
+    server = sim("--time-scale", "200")
+    proc = subprocess.run([sys.executable, "-c", BLOCKED_RUN, "capability", "--base-url", server.base_url,
+                           "--datasets", "gsm8k,musr", "--limit", "2", "--thinking", "off", "--out", str(tmp_path),
+                           "--name", "light"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "loaded: []" in proc.stdout
+    graded = [json.loads(ln) for ln in (tmp_path / "light" / "graded.jsonl").read_text().splitlines()]
+    assert len(graded) == 4 and all(g["correct"] for g in graded)
