@@ -33,6 +33,8 @@ def load_runs(paths: Iterable[Path | str]) -> list[FinishedRun]:
 # The file each kind's figures come from; a run directory without it cannot be what its summary says.
 LINES_FILE = {"bench": "requests.jsonl", "stress": "requests.jsonl", "load": "requests.jsonl",
               "capability": "graded.jsonl"}
+# The built-in evals (evalkit_evals.registry.BUILTIN, which the core may not import; tests/test_eval_registry.py keeps
+# the two equal); a run's user evals are declared in its manifest.
 KNOWN_DATASETS = ("gsm8k", "math500", "musr", "humanevalplus")
 
 

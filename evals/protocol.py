@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from evalkit_evals.datasets import DatasetItem, HubSource, load_sources, sources_revision
 
@@ -29,10 +29,10 @@ class Judges:
     data_dir: str | Path | None
     math: MathJudge
     code: CodeJudge | None = None
-    _cache: dict[str, Any] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def cached(self, key: str, make: Any) -> Any:
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
         """`make()` once per run under `key` (gradings run in two threads)."""
         with self._lock:
             if key not in self._cache:

@@ -1,4 +1,4 @@
-"""User evals without code: a TOML file declares the dataset, the prompt, how the answer is read and how it is scored.
+r"""User evals without code: a TOML file declares the dataset, the prompt, how the answer is read and how it is scored.
 
 ```toml
 name = "capitals"                  # the `dataset` field and the question-id prefix (`capitals:<id>`)
@@ -183,7 +183,7 @@ def read_table(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
-            df = pd.read_json(path, lines=True, dtype=False, convert_dates=False, keep_default_dates=False)
+            df = pd.read_json(path, lines=True, dtype=False)
         elif suffix == ".csv":
             df = pd.read_csv(path, dtype=str, keep_default_na=False)
         else:
