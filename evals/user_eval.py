@@ -44,9 +44,9 @@ from typing import Any, Literal, Optional
 import jinja2
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from evalkit.config import read_toml
+from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.schemas import validate
+from evalkit.runs.schemas import validate
 from evalkit_evals.datasets import DatasetItem, HubSource, read_hub
 from evalkit_evals.protocol import Judges
 from evalkit_evals.sample_answers import WRONG_MATH, plus_one

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import UsageError
-from evalkit.rundir import iter_runs, read_jsonl
-from evalkit.schemas import GradedLine, RequestLine
+from evalkit.runs.rundir import iter_runs, read_jsonl
+from evalkit.runs.schemas import GradedLine, RequestLine
 
 if TYPE_CHECKING:
     import pandas as pd
