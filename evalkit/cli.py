@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "load": "capacity: latency and goodput under closed- or open-loop load; the largest load meeting targets",
     "report": "markdown before/after tables from run directories",
     "gate": "release gate: check run summaries against TOML rules",
+    "export": "one run's requests and grades as a CSV or Parquet table, for notebooks",
     "sim": "the simulated OpenAI-compatible inference server",
 }
 # Commands whose module lives elsewhere: the sim's command stays beside the sim (`python -m evalkit.sim` needs no CLI).

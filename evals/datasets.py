@@ -1,8 +1,5 @@
-"""Loading the four capability datasets, from the Hugging Face Hub or a local directory in the Hub's columns.
-
-Question ids follow the contract: `gsm8k:<row index>`, `math500:<unique_id>`, `musr:<split>/<row index>`,
-`humanevalplus:<task_id>`.
-"""
+"""Reading a capability dataset's rows, from the Hugging Face Hub at a pinned revision or a local directory in the
+Hub's columns; each eval module (`evals/<name>.py`) names its sources and its question ids."""
 
 from __future__ import annotations
 
@@ -12,12 +9,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from evalkit.errors import UsageError
-
-DATASETS = ("gsm8k", "math500", "musr", "humanevalplus")
-MUSR_SPLITS = ("murder_mysteries", "object_placements", "team_allocation")
 
 
 @dataclass(frozen=True)
@@ -29,17 +23,6 @@ class HubSource:
     split: str
     revision: str | None
     local_file: str
-
-
-SOURCES: dict[str, list[HubSource]] = {
-    "gsm8k": [HubSource("openai/gsm8k", "main", "test", "cc7b047b6e5bb11b4f1af84efc572db110a51b3c", "openai__gsm8k/test.jsonl")],
-    "math500": [HubSource("HuggingFaceH4/MATH-500", None, "test", "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be",
-                          "HuggingFaceH4__MATH-500/test.jsonl")],
-    "musr": [HubSource("TAUR-Lab/MuSR", None, s, "7c365b439a222150f317764d4f16ae6c96d7d94a",
-                       f"TAUR-Lab__MuSR/{s}.jsonl") for s in MUSR_SPLITS],
-    "humanevalplus": [HubSource("evalplus/humanevalplus", None, "test", None,
-                                "evalplus__humanevalplus/test.jsonl.gz")],
-}
 
 
 @dataclass(frozen=True)
@@ -65,7 +48,8 @@ def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
     return Path(value) if value else None
 
 
-def _read_local(path: Path) -> list[dict[str, Any]]:
+def read_local(path: Path) -> list[dict[str, Any]]:
+    """The rows of a local JSONL file (gzipped when it ends in `.gz`), in file order."""
     if not path.exists():
         raise UsageError(f"dataset file not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
@@ -73,7 +57,8 @@ def _read_local(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _read_hub(src: HubSource) -> list[dict[str, Any]]:
+def read_hub(src: HubSource) -> list[dict[str, Any]]:
+    """The rows of one Hub split at its pinned revision (`datasets` is imported only here)."""
     try:
         from datasets import load_dataset
 
@@ -86,33 +71,22 @@ def _read_hub(src: HubSource) -> list[dict[str, Any]]:
     return [dict(r) for r in ds]
 
 
-def _qid(dataset: str, split: str, index: int, row: dict[str, Any]) -> str:
-    if dataset == "gsm8k":
-        return f"gsm8k:{index}"
-    if dataset == "math500":
-        return f"math500:{row['unique_id']}"
-    if dataset == "musr":
-        return f"musr:{split}/{index}"
-    return f"humanevalplus:{row['task_id']}"
-
-
-def load_items(dataset: str, data_dir: str | Path | None = None) -> list[DatasetItem]:
-    """Every item of one dataset, in the Hub's row order."""
-    if dataset not in SOURCES:
-        raise UsageError(f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
+def load_sources(dataset: str, sources: tuple[HubSource, ...], qid: Callable[[str, int, dict[str, Any]], str],
+                 data_dir: str | Path | None) -> list[DatasetItem]:
+    """Every row of a dataset's splits, from the local directory when one is given, else the Hub, in row order."""
     root = data_dir_from_env(data_dir)
     items: list[DatasetItem] = []
-    for src in SOURCES[dataset]:
-        rows = _read_local(root / src.local_file) if root else _read_hub(src)
-        items.extend(DatasetItem(_qid(dataset, src.split, i, r), dataset, src.split, i, r) for i, r in enumerate(rows))
+    for src in sources:
+        rows = read_local(root / src.local_file) if root else read_hub(src)
+        items.extend(DatasetItem(qid(src.split, i, r), dataset, src.split, i, r) for i, r in enumerate(rows))
     return items
 
 
-def revision_info(dataset: str, data_dir: str | Path | None = None) -> dict[str, Any]:
+def sources_revision(sources: tuple[HubSource, ...], data_dir: str | Path | None) -> dict[str, Any]:
     """What a run records about where a dataset came from: Hub id and revision, or local file hashes."""
     root = data_dir_from_env(data_dir)
     out: dict[str, Any] = {}
-    for src in SOURCES[dataset]:
+    for src in sources:
         key = f"{src.hub_id}:{src.split}"
         if root:
             path = root / src.local_file
@@ -121,3 +95,17 @@ def revision_info(dataset: str, data_dir: str | Path | None = None) -> dict[str,
         else:
             out[key] = {"source": "hub", "revision": src.revision or "main"}
     return out
+
+
+def load_items(dataset: str, data_dir: str | Path | None = None) -> list[DatasetItem]:
+    """Every item of one registered dataset, in its row order."""
+    from evalkit_evals.registry import get
+
+    return get(dataset).load(data_dir)
+
+
+def revision_info(dataset: str, data_dir: str | Path | None = None) -> dict[str, Any]:
+    """Where one registered dataset's rows came from (Hub revision or local file hashes)."""
+    from evalkit_evals.registry import get
+
+    return get(dataset).revision(data_dir)

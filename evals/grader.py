@@ -1,4 +1,4 @@
-"""One entry point for judging an answer to any item: dispatch to the dataset's grader, apply the truncation rule,
+"""One entry point for judging an answer to any item: ask the item's eval (`registry`), apply the truncation rule,
 and build the `graded.jsonl` line. Reasoning is never given to a grader: an inline `<think>...</think>` block in the
 content is split off here, for every dataset and in both live runs and `--replay`, so only the text after the last
 `</think>` is graded."""
@@ -8,32 +8,29 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalkit_evals import gsm8k, humanevalplus, math500, musr
+from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
-from evalkit_evals.code_judge import CodeJudge
+from evalkit_evals.protocol import Judges
 from evalkit_evals.verdict import Verdict
 from evalkit.client.thinking_text import split_inline_reasoning
+
+if TYPE_CHECKING:
+    from evalkit_evals.code_judge import CodeJudge
 
 _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 
 
 class Grader:
-    """Grades answers; holds the math-verify worker and evalplus's task data for the run. Close it at the end."""
+    """Grades answers; holds what the run's evals judge with (`protocol.Judges`: the math-verify worker, the code
+    sandbox, per-run task data). Close it at the end."""
 
     def __init__(self, data_dir: str | Path | None, code_judge: CodeJudge | None = None) -> None:
         self.data_dir = data_dir
-        self.code_judge = code_judge  # None: no HumanEval+ item may be graded (the run chose no isolation)
-        self._judge = MathJudge()
-        self._problems: dict[str, dict[str, Any]] | None = None
-
-    def problems(self) -> dict[str, dict[str, Any]]:
-        """evalplus's HumanEval+ tasks, loaded once."""
-        if self._problems is None:
-            self._problems = humanevalplus.load_problems(self.data_dir)
-        return self._problems
+        self.code_judge = code_judge  # None: no item whose eval runs code may be graded (the run chose no isolation)
+        self.judges = Judges(data_dir, MathJudge(), code_judge)
 
     def grade(self, item: DatasetItem, content: str, finish_reason: str | None = None) -> Verdict:
         """Judge the answer text after the last `</think>` (never the reasoning). A cut-off answer that is not
@@ -49,21 +46,11 @@ class Grader:
         return verdict
 
     def _grade(self, item: DatasetItem, content: str) -> Verdict:
-        if item.dataset == "gsm8k":
-            return gsm8k.grade(item.row, content)
-        if item.dataset == "math500":
-            return math500.grade(item.row, content, self._judge)
-        if item.dataset == "musr":
-            return musr.grade(item.row, content)
-        if self.code_judge is None:
-            raise RuntimeError("no code sandbox was set up for this run")
-        task_id = item.row["task_id"]
-        verdict = humanevalplus.grade(self.problems()[task_id], content, self.code_judge)
-        return replace(verdict, rule=verdict.rule or humanevalplus.rule_name(verdict.why))
+        return registry.get(item.dataset).grade(item, content, self.judges)
 
     def close(self) -> None:
         """Stop the math-verify worker and the reference sandbox."""
-        self._judge.close()
+        self.judges.math.close()
         if self.code_judge is not None:
             self.code_judge.close()
 

@@ -1,4 +1,5 @@
-"""GSM8K: the prompt is `prompts/gsm8k.j2`; this module reads the final number out of an answer and scores it.
+"""GSM8K: the prompt is `prompts/gsm8k.j2`; this module loads the test split, reads the final number out of an
+answer and scores it, and writes the sim's answers (`EVAL`, registered in `registry.py`).
 
 The final answer as a person reads it, never a stray number in the working. Rules, first that fires wins (each has
 a stable name recorded in `graded.jsonl`):
@@ -25,8 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from evalkit_evals import number_words, quantity_units
+from evalkit_evals.datasets import DatasetItem, HubSource
+from evalkit_evals.protocol import HubEval, Judges
+from evalkit_evals.sample_answers import plus_one, with_commas
 from evalkit_evals.verdict import Reading, Verdict, disagreeing
 
 # Spaces as separators only between whole groups, and never before a unit glued on with a hyphen ("3 500-gram").
@@ -280,3 +285,33 @@ def grade(row: dict, answer: str) -> Verdict:
         why += "; other readings: " + ", ".join(f"{r.rule} {r.value}" for r in readings[1:])
     return Verdict("correct" if read.value == gold_answer(row) else "wrong", text, why, rule=read.how,
                    readings=readings)
+
+
+@dataclass(frozen=True)
+class GSM8K(HubEval):
+    """GSM8K's test split; ids `gsm8k:<row index>`."""
+
+    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The question, stripped."""
+        return {"question": row["question"].strip()}
+
+    def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
+        """The final number against the `####` gold."""
+        return grade(item.row, answer)
+
+    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+        """The question text."""
+        return row["question"].strip(), None
+
+    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+        """The worked solution then `#### N`, `The answer is N.`, `$\\boxed{N}$` or `**Answer:** $N` (wrong: gold+1)."""
+        gold = row["answer"].split("####")[-1].strip().replace(",", "")
+        work = re.sub(r"<<[^>]*>>", "", row["answer"].split("####")[0]).strip()
+        n = gold if correct else plus_one(gold)
+        endings = [f"#### {n}", f"The answer is {with_commas(n)}.", f"$\\boxed{{{n}}}$",
+                   f"**Answer:** ${with_commas(n)}"]
+        return f"{work}\n{endings[style % 4]}"
+
+
+EVAL = GSM8K("gsm8k", (HubSource("openai/gsm8k", "main", "test", "cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
+                                 "openai__gsm8k/test.jsonl"),))

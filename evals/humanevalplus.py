@@ -14,13 +14,17 @@ when the answer omits them.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import UsageError
-from evalkit_evals.datasets import data_dir_from_env
-from evalkit_evals.code_judge import CodeJudge
+from evalkit_evals.datasets import DatasetItem, HubSource, data_dir_from_env
+from evalkit_evals.protocol import HubEval, Judges
 from evalkit_evals.verdict import Verdict
+
+if TYPE_CHECKING:
+    from evalkit_evals.code_judge import CodeJudge
 
 NATIVE_FILE = "evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz"
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -122,3 +126,52 @@ def rule_name(how: str) -> str:
     if "no definition of" in how:
         return "humanevalplus.no_entry_point"
     return next((rule for start, rule in _RULES if how.startswith(start)), "humanevalplus.code")
+
+
+@dataclass(frozen=True)
+class HumanEvalPlus(HubEval):
+    """HumanEval+'s 164 tasks; ids `humanevalplus:<task_id>`; grading runs code in the run's sandbox."""
+
+    runs_code: bool = True
+
+    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+        """`humanevalplus:<task_id>`."""
+        return f"humanevalplus:{row['task_id']}"
+
+    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The function's signature and docstring, stripped."""
+        return {"prompt": row["prompt"].strip()}
+
+    def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
+        """The sanitized code against evalplus's base and plus tests (evalplus's task data loaded once per run)."""
+        if judges.code is None:
+            raise RuntimeError("no code sandbox was set up for this run")
+        problems = judges.cached("humanevalplus.problems", lambda: load_problems(judges.data_dir))
+        verdict = grade(problems[item.row["task_id"]], answer, judges.code)
+        return replace(verdict, rule=verdict.rule or rule_name(verdict.why))
+
+    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+        """How many answers passed the base tests, and the plus tests."""
+        return {"base_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("base") == "pass"),
+                "plus_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("plus") == "pass")}
+
+    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+        """The function's prompt."""
+        return row["prompt"].strip(), None
+
+    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+        """The whole function fenced, bare, or between prose (wrong: a body that raises)."""
+        body = row["canonical_solution"] if correct else \
+            "    raise NotImplementedError('evalkit sim: intended wrong answer')\n"
+        code = (row["prompt"] + body).strip("\n")
+        entry = row.get("entry_point", "the function")
+        forms = [
+            f"```python\n{code}\n```",
+            code,
+            f"Here is an implementation of `{entry}`.\n\n```python\n{code}\n```\n\nIt follows the docstring's examples.",
+        ]
+        return forms[style % 3]
+
+
+EVAL = HumanEvalPlus("humanevalplus", (HubSource("evalplus/humanevalplus", None, "test", None,
+                                                 "evalplus__humanevalplus/test.jsonl.gz"),))

@@ -18,9 +18,14 @@ and LaTeX thousands separators (`5{,}000`) are ignored; a repeating decimal is i
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
+from evalkit_evals.datasets import DatasetItem, HubSource
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.math_normalize import as_latex, normalize
+from evalkit_evals.protocol import HubEval, Judges
+from evalkit_evals.sample_answers import WRONG_MATH, plus_one
 from evalkit_evals.verdict import Reading, Verdict
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -156,3 +161,42 @@ def _stated_after_box(answer: str) -> str | None:
     start, content = found[-1]
     tail = answer[answer.find(content, start) + len(content) + 1:]
     return _stated(tail) if _LABEL.search(tail) else None
+
+
+@dataclass(frozen=True)
+class MATH500(HubEval):
+    """MATH-500's test split; ids `math500:<unique_id>`."""
+
+    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+        """`math500:<unique_id>`."""
+        return f"math500:{row['unique_id']}"
+
+    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The problem, stripped."""
+        return {"problem": row["problem"].strip()}
+
+    def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
+        """The boxed (or stated) answer against the gold, by math-verify."""
+        return grade(item.row, answer, judges.math)
+
+    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+        """The problem text."""
+        return row["problem"].strip(), None
+
+    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+        """A line of working, then the gold boxed in one of three phrasings (wrong: a clearly different value)."""
+        gold = row["answer"]
+        ans = gold if correct else plus_one(gold)
+        if not correct and ans.strip() == str(gold).strip():
+            ans = WRONG_MATH
+        pre = "Let me set up the problem and simplify step by step, checking each transformation."
+        endings = [
+            f"{pre}\n\nAfter simplifying, the final answer is $\\boxed{{{ans}}}$.",
+            f"{pre}\n\nSo we obtain\n\\[\\boxed{{{ans}}}\\]",
+            f"{pre}\n\nThe answer is $\\boxed{{{ans}}}$.",
+        ]
+        return endings[style % 3]
+
+
+EVAL = MATH500("math500", (HubSource("HuggingFaceH4/MATH-500", None, "test",
+                                     "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be", "HuggingFaceH4__MATH-500/test.jsonl"),))

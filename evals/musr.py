@@ -1,5 +1,5 @@
-"""MuSR: the MuSR authors' numbered-choice prompt (`prompts/musr.j2`) and a final-answer parse a careful human
-would agree with.
+"""MuSR: the three splits, the MuSR authors' numbered-choice prompt (`prompts/musr.j2`), a final-answer parse a
+careful human would agree with, and the sim's answers (`EVAL`).
 
 Where the answer is read (each a stable rule name in `graded.jsonl`):
 - `musr.answer_line`: the last `ANSWER:` line (any case, markdown bold allowed);
@@ -22,12 +22,24 @@ match in any order of roles and names (`musr.team_assignment`). Two different ch
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from evalkit_evals import team_allocation
-from evalkit_evals.prompting import musr_choices
+from evalkit_evals.datasets import DatasetItem, HubSource
+from evalkit_evals.protocol import HubEval, Judges
 from evalkit_evals.verdict import Reading, Verdict, disagreeing
+
+SPLITS = ("murder_mysteries", "object_placements", "team_allocation")
+
+
+def musr_choices(row: dict[str, Any]) -> list[str]:
+    """MuSR's `choices` column is a Python list literal in a string."""
+    value = row["choices"]
+    return list(ast.literal_eval(value)) if isinstance(value, str) else list(value)
+
 
 _ANSWER = re.compile(r"answer\s*[:：]\s*(?:\*\*|__)?\s*\(?\s*([^\n]*?)\s*$", re.IGNORECASE | re.MULTILINE)
 # A line that states the answer without the asked-for label: "The answer is X", "My final answer is X".
@@ -230,3 +242,36 @@ def grade(row: dict, answer: str) -> Verdict:
     return Verdict("correct" if _same(choices, n, gold) else "wrong", str(n),
                    f"{read.how}: {n} ({choices[n - 1].strip()!r}), {gold_text}", rule=read.rule,
                    readings=read.readings)
+
+
+@dataclass(frozen=True)
+class MuSR(HubEval):
+    """MuSR's three splits in order; ids `musr:<split>/<row index>`."""
+
+    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+        """`musr:<split>/<row index>`."""
+        return f"musr:{split}/{index}"
+
+    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The narrative, the question and the choices."""
+        return {"narrative": row["narrative"].strip(), "question": row["question"].strip(),
+                "choices": musr_choices(row)}
+
+    def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
+        """The chosen number against `answer_index + 1`."""
+        return grade(item.row, answer)
+
+    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+        """The narrative, and the question must be there too (several questions share a narrative)."""
+        return row["narrative"].strip(), row["question"].strip()
+
+    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+        """A sentence naming the choice, then `ANSWER: n`, `**ANSWER: n**` or `Answer: n` (wrong: the next choice)."""
+        choices, idx = musr_choices(row), int(row["answer_index"])
+        k = idx if correct else (idx + 1) % len(choices)
+        lines = [f"ANSWER: {k + 1}", f"**ANSWER: {k + 1}**", f"Answer: {k + 1}"]
+        return f"Weighing every clue in the story, the most consistent option is {choices[k]}.\n\n{lines[style % 3]}"
+
+
+EVAL = MuSR("musr", tuple(HubSource("TAUR-Lab/MuSR", None, s, "7c365b439a222150f317764d4f16ae6c96d7d94a",
+                                    f"TAUR-Lab__MuSR/{s}.jsonl") for s in SPLITS))

@@ -1,14 +1,12 @@
-"""Rendering one dataset item into the chat messages evalkit sends, from the Jinja templates under `prompts/`."""
+"""Rendering one dataset item into the chat messages evalkit sends, from its eval's Jinja template."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
-from importlib.resources import files
-from typing import Any
 
 import jinja2
 
+from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 
 # The sim recognises a question by the verbatim, stripped dataset field (docs/conventions.md), so templates
@@ -16,31 +14,20 @@ from evalkit_evals.datasets import DatasetItem
 _ENV = jinja2.Environment(autoescape=False, keep_trailing_newline=False, undefined=jinja2.StrictUndefined)
 
 
-def musr_choices(row: dict[str, Any]) -> list[str]:
-    """MuSR's `choices` column is a Python list literal in a string."""
-    value = row["choices"]
-    return list(ast.literal_eval(value)) if isinstance(value, str) else list(value)
-
-
 def template_source(dataset: str) -> str:
     """The template text for one dataset."""
-    return (files("evalkit_prompts") / f"{dataset}.j2").read_text(encoding="utf-8")
+    return registry.get(dataset).template()
+
+
+def render_template(source: str, fields: dict[str, object]) -> str:
+    """A template rendered with these fields, stripped, ending in one newline."""
+    return _ENV.from_string(source).render(**fields).strip() + "\n"
 
 
 def render_prompt(item: DatasetItem) -> str:
     """The user message for one item."""
-    row = item.row
-    fields: dict[str, Any] = {}
-    if item.dataset == "gsm8k":
-        fields = {"question": row["question"].strip()}
-    elif item.dataset == "math500":
-        fields = {"problem": row["problem"].strip()}
-    elif item.dataset == "musr":
-        fields = {"narrative": row["narrative"].strip(), "question": row["question"].strip(),
-                  "choices": musr_choices(row)}
-    elif item.dataset == "humanevalplus":
-        fields = {"prompt": row["prompt"].strip()}
-    return _ENV.from_string(template_source(item.dataset)).render(**fields).strip() + "\n"
+    ev = registry.get(item.dataset)
+    return render_template(ev.template(), ev.prompt_fields(item.row))
 
 
 def build_messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:

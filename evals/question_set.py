@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit_evals.datasets import DATASETS, DatasetItem, load_items
+from evalkit_evals import registry
+from evalkit_evals.datasets import DatasetItem
 
 DEFAULT_MANIFEST = "capability-140-v1"
 
@@ -40,23 +41,27 @@ def load_manifest(name: str = DEFAULT_MANIFEST) -> QuestionSet:
 
 
 def parse_datasets(value: str | None) -> list[str]:
-    """`--datasets gsm8k,musr` as a list in canonical order; unknown names are usage errors."""
+    """`--datasets gsm8k,musr` as a list in registry order (default: the built-ins); unknown names are usage
+    errors."""
     if not value:
-        return list(DATASETS)
+        return list(registry.BUILTIN)
+    known = registry.names()
     asked = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [a for a in asked if a not in DATASETS]
+    unknown = [a for a in asked if a not in known]
     if unknown:
-        raise UsageError(f"unknown dataset(s) {', '.join(unknown)} (known: {', '.join(DATASETS)})")
-    return [d for d in DATASETS if d in asked]
+        raise UsageError(f"unknown dataset(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    return [d for d in known if d in asked]
 
 
 def select_items(qset: QuestionSet, datasets: list[str], limit: int | None,
                  data_dir: str | Path | None) -> list[DatasetItem]:
-    """The set's items for the datasets asked, the first `limit` of each when given, in manifest order."""
+    """The set's items for the datasets asked, the first `limit` of each when given, in manifest order; a dataset
+    the manifest does not name (a user eval) is asked whole, in its row order."""
     out: list[DatasetItem] = []
     for dataset in datasets:
-        by_id = {it.qid: it for it in load_items(dataset, data_dir)}
-        ids = qset.ids.get(dataset, [])
+        loaded = registry.get(dataset).load(data_dir)
+        by_id = {it.qid: it for it in loaded}
+        ids = qset.ids[dataset] if dataset in qset.ids else [it.qid for it in loaded]
         if limit is not None:
             ids = ids[:limit]
         missing = [q for q in ids if q not in by_id]
@@ -67,10 +72,10 @@ def select_items(qset: QuestionSet, datasets: list[str], limit: int | None,
 
 
 def items_by_id(qids: list[str], data_dir: str | Path | None) -> dict[str, DatasetItem]:
-    """Any items of the four datasets by contract id (for replay); unknown ids are simply absent."""
+    """Any items of the registered datasets by contract id (for replay); unknown ids are simply absent."""
     wanted = {q.split(":", 1)[0] for q in qids}
     out: dict[str, DatasetItem] = {}
-    for dataset in DATASETS:
+    for dataset in registry.names():
         if dataset in wanted:
-            out.update({it.qid: it for it in load_items(dataset, data_dir)})
+            out.update({it.qid: it for it in registry.get(dataset).load(data_dir)})
     return out

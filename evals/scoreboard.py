@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit_evals.datasets import DATASETS
+from evalkit_evals import registry
 from evalkit_evals.question_scores import latest_per_sample, pass_at_1, question_scores
 from evalkit_evals.verdict import OUTCOMES
 
@@ -28,7 +28,7 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
     with repeats, `correct` is the sum of per-question mean scores and each entry carries `pass_at_1`."""
     repeats = max((int(ln.get("repeat") or 0) + 1 for ln in lines), default=1)
     scores: dict[str, dict[str, Any]] = {}
-    for ds in DATASETS:
+    for ds in registry.names():  # lines of unregistered datasets (a replay's unknown ids) are not scored
         mine = [ln for ln in lines if ln["dataset"] == ds]
         if not mine:
             continue
@@ -40,9 +40,7 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
             p1 = _pass_at_1(mine)
             entry.update(correct=round(sum(q.score for q in question_scores(mine).values()), 4), total=p1["questions"],
                          samples=len(mine), pass_at_1=p1)
-        if ds == "humanevalplus":
-            entry["base_pass"] = sum(1 for ln in mine if (ln.get("details") or {}).get("base") == "pass")
-            entry["plus_pass"] = sum(1 for ln in mine if (ln.get("details") or {}).get("plus") == "pass")
+        entry.update(registry.get(ds).score_extra(mine))
         scores[ds] = entry
     correct = sum(s["correct"] for s in scores.values())
     total = sum(s["total"] for s in scores.values())

@@ -22,10 +22,19 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from evalkit_evals.datasets import MUSR_SPLITS, SOURCES, DatasetItem, load_items
+from evalkit_evals import registry
+from evalkit_evals.datasets import DatasetItem, load_items
+from evalkit_evals.musr import SPLITS as MUSR_SPLITS
+from evalkit_evals.protocol import HubEval
 
 COUNTS = {"gsm8k": 50, "math500": 30, "musr": 20, "humanevalplus": 40}
 MUSR_QUOTAS = {"murder_mysteries": 7, "object_placements": 7, "team_allocation": 6}
+
+
+def _hub_eval(dataset: str) -> HubEval:
+    ev = registry.get(dataset)
+    assert isinstance(ev, HubEval), dataset  # the pinned set draws from the built-in Hub datasets only
+    return ev
 
 
 def _largest_remainder(sizes: dict[str, int], total: int) -> dict[str, int]:
@@ -90,7 +99,7 @@ def build_manifest(name: str, data_dir: str | Path | None, seed: int) -> dict[st
     for dataset, qids in ids.items():
         datasets[dataset] = {
             "sources": [{"hub_id": s.hub_id, "config": s.config, "split": s.split, "revision": s.revision}
-                        for s in SOURCES[dataset]],
+                        for s in _hub_eval(dataset).sources],
             "ids": qids,
         }
     datasets["humanevalplus"]["evalplus_data"] = "HumanEvalPlus v0.1.10 (evalplus release asset, sha256 272720b9…f101)"

@@ -109,6 +109,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bad.mkdir()
     files = {
         "malformed.toml": "[servers.x\n",
+        "eval-unknown-key.toml": "name = 'e'\nprompt = 'x'\nanswer = 'a'\nprompts = 'y'\n[dataset]\npath = 'r.jsonl'\n"
+                                 "[extract]\nkind = 'number'\n",
         "nonutf8.toml": b"\xff\xfe[servers]\n",
         "unknown-key.toml": "[servers.x]\nbase_url = 'http://h:1/v1'\nmodle = 'm'\n",
         "zero-concurrency.toml": "[servers.x]\nconcurrency = 0\n",
@@ -304,6 +306,13 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("resume-other-kind", ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE], 2,
      "holds a 'bench' run, not 'stress'"),
     ("report-nothing", ["report"], 2, "at least one run"),
+    ("export-not-a-run", ["export", f"{B}"], 2, "not a finished run directory"),
+    ("export-bad-format", ["export", f"{R}/bench", "--format", "xlsx"], 2, "--format"),
+    ("export-o-is-dir", ["export", f"{R}/bench", "-o", f"{B}"], 2, "-o/--output"),
+    ("cap-eval-unknown-key", ["capability", "--eval", f"{B}/eval-unknown-key.toml", "--thinking", "off",
+                              "--base-url", UNREACHABLE], 2, "unknown key 'prompts'"),
+    ("cap-eval-missing", ["capability", "--eval", f"{B}/nosuch-eval.toml", "--thinking", "off",
+                          "--base-url", UNREACHABLE], 2, "not found"),
     ("resume-garbled-manifest", ["stress", "--out", f"{R}", "--name", "bad-manifest", "--base-url", UNREACHABLE], 2,
      "manifest.json: not JSON"),
 ]

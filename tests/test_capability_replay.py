@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalkit_evals.datasets import load_items
-from evalkit_evals.prompting import musr_choices
+from evalkit_evals.musr import musr_choices
 from cases.capability_hard_cases import GSM8K, HUMANEVALPLUS, MATH500, MUSR
 
 EVALKIT = [sys.executable, "-m", "evalkit"]

@@ -30,7 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("capability")
     g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server: required for a live "
                    "run (not with --replay)")
-    g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all)")
+    g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all; "
+                   "none with --eval)")
+    g.add_argument("--eval", dest="evals", action="append", type=Path, default=[], metavar="FILE",
+                   help="a user eval file (TOML: dataset, Jinja prompt, extractor, scorer; see docs/datasets.md), "
+                   "asked whole; repeatable")
     g.add_argument("--limit", type=positive_int, help="only the first N questions of each dataset in the manifest")
     g.add_argument("--concurrency", type=positive_int,
                    help="requests in flight (default: the server profile's, else 1)")
@@ -50,10 +54,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "limits only (recorded in the manifest); without it a missing bubblewrap is exit 2")
 
 
+def _user_evals(paths: list[Path]) -> tuple[list[str], dict[str, Any]]:
+    """Register each `--eval FILE` for this run; their names, and what the manifest records of them."""
+    from evalkit_evals import registry
+    from evalkit_evals.user_eval import load_user_eval
+
+    names, info = [], {}
+    for path in paths:
+        ev = load_user_eval(path)
+        if ev.name in info:
+            raise UsageError(f"two --eval files name the eval {ev.name!r} ({info[ev.name]['file']}, {path})")
+        registry.register(ev)
+        names.append(ev.name)
+        info[ev.name] = {"file": str(path), "sha256": ev.sha256}
+    return names, info
+
+
 def _code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[Any, dict[str, Any]]:
     """The sandbox for HumanEval+ (exit 2 when bubblewrap is missing, unless --unsafe-exec) and what the manifest
     records of it; (None, ...) when no model-written code will run."""
-    if "humanevalplus" not in datasets:
+    from evalkit_evals import registry
+
+    if not any(registry.get(ds).runs_code for ds in datasets):
         return None, {"tool": None, "note": "no HumanEval+ item: no model-written code runs"}
     from evalkit_evals.code_judge import CodeJudge
     from evalkit_evals.isolation import choose_isolation
@@ -110,6 +132,7 @@ def _replay(args: argparse.Namespace) -> int:
     from evalkit_evals.runner import read_replay, run_replay
 
     answers = read_replay(args.replay)
+    _, user = _user_evals(args.evals)
     qset = load_manifest(args.manifest)
     items = items_by_id([a["id"] for a in answers], args.data_dir)
     datasets = sorted({it.dataset for it in items.values()})
@@ -118,7 +141,8 @@ def _replay(args: argparse.Namespace) -> int:
     name = args.name or default_run_name("capability")
     manifest = {"mode": "replay", "replay_file": str(args.replay), "question_set": {"name": qset.name,
                 "sha256": qset.sha256}, "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": None,
-                "prompt_templates": template_hashes(datasets), "code_isolation": isolation}
+                "prompt_templates": template_hashes(datasets), "code_isolation": isolation,
+                **({"user_evals": user} if user else {})}
     rundir = RunDir.create(args.out, name, "capability", manifest)
     if rundir.resumed and rundir.read("graded.jsonl"):
         raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
@@ -140,7 +164,9 @@ async def _live(args: argparse.Namespace) -> int:
         raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    datasets = parse_datasets(args.datasets)
+    user_names, user = _user_evals(args.evals)
+    datasets = parse_datasets(args.datasets) if args.datasets or not user_names else []
+    datasets += [n for n in user_names if n not in datasets]
     qset = load_manifest(args.manifest)
     items = select_items(qset, datasets, args.limit, args.data_dir)
     judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
@@ -153,7 +179,7 @@ async def _live(args: argparse.Namespace) -> int:
                 "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": args.thinking,
                 "datasets": datasets, "limit": args.limit, "max_tokens": max_tokens, "repeats": args.repeats,
                 "temperature": temperature, "prompt_templates": template_hashes(datasets),
-                "code_isolation": isolation}
+                "code_isolation": isolation, **({"user_evals": user} if user else {})}
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         body, system_prompt = thinking_params(ctx.profile, args.thinking)

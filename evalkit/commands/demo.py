@@ -81,11 +81,11 @@ def _evalkit(argv: list[str], show_path: bool = True) -> Path:
 def _datasets_reachable(data_dir: str | None) -> bool:
     """Whether the capability datasets load (from `data_dir`, else the Hub); says why not on stderr."""
     from evalkit.errors import UsageError
-    from evalkit_evals.datasets import DATASETS, load_items
+    from evalkit_evals import registry
 
     try:
-        for name in DATASETS:
-            load_items(name, data_dir)
+        for name in registry.BUILTIN:
+            registry.get(name).load(data_dir)
     except UsageError as e:
         sys.stderr.write(f"evalkit demo: skipping capability: {e}\n")
         return False

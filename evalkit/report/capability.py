@@ -13,8 +13,9 @@ from typing import Any
 
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
-from evalkit.report.tables import CAPABILITY_ORDER, Table
+from evalkit.report.tables import Table
 from evalkit.stats import median
+from evalkit_evals import registry
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
 
 NOT_COMPARABLE = "not comparable"
@@ -90,7 +91,7 @@ def question_changes(base: LabelledRun, other: LabelledRun) -> list[QuestionChan
         if qid in b and a[qid].score != b[qid].score:
             change = RIGHT_TO_WRONG if b[qid].score < a[qid].score else WRONG_TO_RIGHT
             out.append(QuestionChange(qid, a[qid].dataset, change, a[qid], b[qid]))
-    rank = {ds: i for i, ds in enumerate(CAPABILITY_ORDER)}
+    rank = {ds: i for i, ds in enumerate(registry.names())}
     return sorted(out, key=lambda c: (rank.get(c.dataset, 99), c.change, c.qid))
 
 
@@ -133,7 +134,7 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     cols = [r.label for r in group]
     scores = [_scores(r) for r in group]
     reasons = [[]] + [comparability(group[0], r) for r in group[1:]]
-    datasets = [d for d in CAPABILITY_ORDER if any(d in (r.summary.get("scores") or {}) for r in group)]
+    datasets = [d for d in registry.names() if any(d in (r.summary.get("scores") or {}) for r in group)]
     datasets += sorted({d for r in group for d in (r.summary.get("scores") or {})} - set(datasets))
     rows: list[tuple[str, list[str]]] = []
     for ds in [*datasets, "total"]:
@@ -240,7 +241,8 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
         by_ds: dict[str, list[dict[str, Any]]] = {}
         for g in graded:
             by_ds.setdefault(str(g.get("dataset") or _dataset_of(g["id"])), []).append(g)
-        order = [d for d in CAPABILITY_ORDER if d in by_ds] + sorted(set(by_ds) - set(CAPABILITY_ORDER))
+        known = registry.names()
+        order = [d for d in known if d in by_ds] + sorted(set(by_ds) - set(known))
         for ds in [*order, "all"]:
             mine = graded if ds == "all" else by_ds[ds]
             reqs = [requests[g["request_id"]] for g in mine if g.get("request_id") in requests]

@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
+from evalkit_evals import registry
 
-CAPABILITY_ORDER = ("gsm8k", "math500", "musr", "humanevalplus")
 STRESS_ORDER = ("short_insert_ttft_s", "short_insert_done_s", "double_insert_ttft_s", "post_cancel_ttft_s",
                 "long_prefill_s", "long_prefill_with_inserts_s", "concurrent_combined_tok_s")
 
@@ -274,7 +274,7 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
     for mode, group in modes.items():
         cols = [r.label for r in group]
         answers = [_correct_by_id(r) for r in group]
-        datasets = _ordered([list((r.summary.get("scores") or {}).keys()) for r in group], CAPABILITY_ORDER)
+        datasets = _ordered([list((r.summary.get("scores") or {}).keys()) for r in group], registry.names())
         rows = []
         for ds in [*datasets, "total"]:
             scores = [(_get(r.summary, "total") if ds == "total" else _get(r.summary, "scores", ds)) or {}

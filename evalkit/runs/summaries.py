@@ -33,6 +33,8 @@ def load_runs(paths: Iterable[Path | str]) -> list[FinishedRun]:
 # The file each kind's figures come from; a run directory without it cannot be what its summary says.
 LINES_FILE = {"bench": "requests.jsonl", "stress": "requests.jsonl", "load": "requests.jsonl",
               "capability": "graded.jsonl"}
+# The built-in evals (evalkit_evals.registry.BUILTIN, which the core may not import; tests/test_eval_registry.py keeps
+# the two equal); a run's user evals are declared in its manifest.
 KNOWN_DATASETS = ("gsm8k", "math500", "musr", "humanevalplus")
 
 
@@ -64,14 +66,15 @@ def run_problems(run: FinishedRun) -> list[str]:
         lines = read_jsonl(run.path / "graded.jsonl")
         if not lines:
             out.append(f"{run.path}: graded.jsonl holds no graded answers")
+        # The built-ins, and the user evals (`--eval FILE`) this run's manifest declares.
+        known = set(KNOWN_DATASETS) | set(run.manifest.get("user_evals") or {})
         unknown = sorted({str(ln.get("dataset") or str(ln.get("id", "")).split(":", 1)[0]) for ln in lines}
-                         - set(KNOWN_DATASETS))
+                         - known)
         if unknown:
             out.append(f"{run.path}: graded answers name unknown dataset(s): {', '.join(unknown)}")
         scored = set((run.summary.get("scores") or {}))
-        if scored - set(KNOWN_DATASETS):
-            out.append(f"{run.path}: summary.json scores unknown dataset(s): "
-                       f"{', '.join(sorted(scored - set(KNOWN_DATASETS)))}")
+        if scored - known:
+            out.append(f"{run.path}: summary.json scores unknown dataset(s): {', '.join(sorted(scored - known))}")
     return out
 
 

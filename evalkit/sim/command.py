@@ -7,6 +7,7 @@ import asyncio
 import gc
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from evalkit.config.argtypes import any_int, fraction, nonneg_float, nonneg_int, port, positive_float, positive_int
@@ -52,6 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), help="preset engine figures from the reference write-up")
     p.add_argument("--model", help=f"model id served (default {d.model})")
     p.add_argument("--data-dir", help="local copies of the capability datasets (default $EVALKIT_DATA_DIR)")
+    p.add_argument("--eval", dest="evals", action="append", type=Path, default=[], metavar="FILE",
+                   help="also recognise and answer a user eval file's questions (as `capability --eval`); repeatable")
     p.add_argument("--time-scale", type=positive_float, help="run everything F times faster (default 1)")
     g = p.add_argument_group("engine")
     g.add_argument("--prefill-rate", type=positive_float, help=f"prefill tokens/s (default {d.prefill_rate:g})")
@@ -235,5 +238,11 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit sim` until SIGTERM or SIGINT."""
     settings = settings_from_args(args)
+    if args.evals:
+        from evalkit_evals import registry
+        from evalkit_evals.user_eval import load_user_eval
+
+        for path in args.evals:
+            registry.register(load_user_eval(path))
     asyncio.run(_serve(settings, args.host, args.port))
     return 0

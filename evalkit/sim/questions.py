@@ -1,15 +1,16 @@
 """Recognising what a chat asks: a capability dataset item, one of the stress command's questions, or nothing.
 
-Capability items are recognised when a user message contains the item's stripped text verbatim (GSM8K
-`question`, MATH-500 `problem`, MuSR `narrative` and `question`, HumanEval+ `prompt`). The index keys every item
+Capability items are recognised when a user message contains the item's stripped text verbatim, as its eval's
+`sim_anchor` names it (GSM8K `question`, MATH-500 `problem`, MuSR `narrative` and `question`, HumanEval+ `prompt`,
+a user eval's rendered prompt); every registered eval is indexed (`evalkit_evals.registry`). The index keys every item
 on the first 32 characters of that text and looks them up at each word start of the message, so recognising a
 54K-token prompt costs a few tens of milliseconds, not a scan per item.
 """
 
 from __future__ import annotations
 
-import ast
 import gc
+import os
 import re
 import sys
 import threading
@@ -33,7 +34,7 @@ class Question:
     kind: str  # capability | stress_short | stress_long | stress_generation | filler
     qid: str | None = None
     dataset: str | None = None
-    gold: Any = None  # the known answer: a number, a string, a choice index, or code
+    gold: Any = None  # a stress question's known answer (a capability item's is in its row, read by its eval)
     row: dict[str, Any] | None = None
 
 
@@ -44,21 +45,18 @@ class _Entry:
     question: Question
 
 
-def _gsm8k_gold(row: dict[str, Any]) -> str:
-    return row["answer"].split("####")[-1].strip().replace(",", "")
+def _entry(dataset: str, qid: str, row: dict[str, Any], anchor: tuple[str, str | None]) -> _Entry:
+    return _Entry(anchor[0], anchor[1], Question("capability", qid, dataset, None, row))
 
 
-def _entry(dataset: str, qid: str, row: dict[str, Any]) -> _Entry:
-    if dataset == "gsm8k":
-        return _Entry(row["question"].strip(), None, Question("capability", qid, dataset, _gsm8k_gold(row), row))
-    if dataset == "math500":
-        return _Entry(row["problem"].strip(), None, Question("capability", qid, dataset, row["answer"], row))
-    if dataset == "musr":
-        choices = row["choices"] if isinstance(row["choices"], list) else ast.literal_eval(row["choices"])
-        gold = {"index": int(row["answer_index"]), "choices": list(choices)}
-        return _Entry(row["narrative"].strip(), row["question"].strip(), Question("capability", qid, dataset, gold, row))
-    code = row["prompt"] + row["canonical_solution"]
-    return _Entry(row["prompt"].strip(), None, Question("capability", qid, dataset, code, row))
+def indexed_names(data_dir: str | None) -> list[str]:
+    """The evals the sim recognises: every registered one with a data directory (`--data-dir` or
+    `$EVALKIT_DATA_DIR`), else only those registered at run time (`--eval FILE`; the built-ins would need the Hub)."""
+    from evalkit_evals import registry
+
+    if data_dir is None and not os.environ.get("EVALKIT_DATA_DIR"):
+        return [n for n in registry.names() if n not in registry.BUILTIN]
+    return registry.names()
 
 
 class QuestionIndex:
@@ -72,18 +70,19 @@ class QuestionIndex:
         self.load_error: str | None = None
 
     def _load(self) -> None:
-        from evalkit_evals.datasets import DATASETS, load_items
+        from evalkit_evals import registry
 
         by_key: dict[str, list[_Entry]] = {}
-        for ds in DATASETS:
+        for ds in indexed_names(self._data_dir):
             try:
-                items = load_items(ds, self._data_dir)
+                ev = registry.get(ds)
+                items = ev.load(self._data_dir)
             except Exception as e:  # noqa: BLE001 - a missing dataset only disables recognising it
                 self.load_error = f"{ds}: {e}"
                 sys.stderr.write(f"evalkit sim: capability questions of {ds} not recognised ({e})\n")
                 continue
             for it in items:
-                ent = _entry(ds, it.qid, it.row)
+                ent = _entry(ds, it.qid, it.row, ev.sim_anchor(it.row))
                 if len(ent.anchor) < KEY_LEN:
                     self._short.append(ent)
                 else:

@@ -30,7 +30,8 @@ from evalkit.sim.faults import choose_fault
 from evalkit.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from evalkit.sim.metrics import render as render_metrics
 from evalkit.sim.output import Output, build_output
-from evalkit.sim.questions import Question, QuestionIndex, recognise, stress_question, user_texts
+from evalkit.sim.questions import (Question, QuestionIndex, indexed_names, recognise, stress_question,
+                                   user_texts)
 from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.thinking import decide
@@ -139,7 +140,7 @@ class SimServer:
             q = stress_question(t)
             if q:
                 return q
-        if self.s.data_dir is None and not os.environ.get("EVALKIT_DATA_DIR"):
+        if not indexed_names(self.s.data_dir):
             return Question("filler")
         if self._index_loading is None:
             self._index_loading = asyncio.get_running_loop().run_in_executor(None, self.index.ensure_loaded)

@@ -1,0 +1,110 @@
+"""What one capability eval is, as every eval module (`evals/gsm8k.py`, ...) and a user eval file provide it.
+
+The split follows inspect_ai's: *what is asked* (`load`, `template`, `prompt_fields`), *how it is judged* (`grade`,
+`score_extra`), and how `evalkit sim` recognises and answers it (`sim_anchor`, `sim_answer`). The runner, the
+client and the result files are elsewhere; an eval never reaches into them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+from evalkit_evals.datasets import DatasetItem, HubSource, load_sources, sources_revision
+
+if TYPE_CHECKING:
+    from evalkit_evals.code_judge import CodeJudge
+    from evalkit_evals.math_judge import MathJudge
+    from evalkit_evals.verdict import Verdict
+
+
+@dataclass
+class Judges:
+    """What grading may use, set up once per run: the math-verify worker, the code sandbox (None when the run set
+    none up), the data directory, and a per-run cache an eval may keep its own data in (`cached`)."""
+
+    data_dir: str | Path | None
+    math: MathJudge
+    code: CodeJudge | None = None
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        """`make()` once per run under `key` (gradings run in two threads)."""
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = make()
+            return self._cache[key]
+
+
+@runtime_checkable
+class Eval(Protocol):
+    """One capability dataset behind one small protocol; `name` is the `dataset` field and the question-id prefix."""
+
+    name: str
+    runs_code: bool  # grading runs model-written code: the run sets up the sandbox
+
+    def load(self, data_dir: str | Path | None) -> list[DatasetItem]:
+        """Every item, in the dataset's row order, with its contract question id."""
+        ...
+
+    def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
+        """Where the rows came from (Hub revision or local file hash), recorded in the run's manifest."""
+        ...
+
+    def template(self) -> str:
+        """The Jinja source of the user message."""
+        ...
+
+    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The template's variables for one row."""
+        ...
+
+    def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
+        """Extract the final answer from the text after the reasoning and score it against the row's gold."""
+        ...
+
+    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+        """Figures this dataset adds to its `summary.json` entry (e.g. HumanEval+'s base and plus passes)."""
+        ...
+
+    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+        """The verbatim text a prompt of this row contains (and a second text it must also contain, or None)."""
+        ...
+
+    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+        """An answer as a model might write it, right or wrong as asked, in one of several styles."""
+        ...
+
+
+@dataclass(frozen=True)
+class HubEval:
+    """The common part of the built-in evals: rows from pinned Hub splits (or their local copies), the template
+    `prompts/<name>.j2`, ids `<name>:<row index>` unless `qid` says otherwise, nothing extra in the summary."""
+
+    name: str
+    sources: tuple[HubSource, ...]
+    runs_code: bool = False
+
+    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+        """The contract question id of one row."""
+        return f"{self.name}:{index}"
+
+    def load(self, data_dir: str | Path | None) -> list[DatasetItem]:
+        """Every item, in the Hub's row order."""
+        return load_sources(self.name, self.sources, self.qid, data_dir)
+
+    def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
+        """Hub id and revision, or the local files' hashes."""
+        return sources_revision(self.sources, data_dir)
+
+    def template(self) -> str:
+        """`prompts/<name>.j2`."""
+        return (files("evalkit_prompts") / f"{self.name}.j2").read_text(encoding="utf-8")
+
+    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+        """Nothing beyond the common scores."""
+        return {}
