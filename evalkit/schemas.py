@@ -258,7 +258,7 @@ def validate(model: type[BaseModel], data: Any, where: Path | str) -> BaseModel:
             raise UsageError(f"{where}: key {loc!r} is missing") from None
         if err["type"] == "extra_forbidden":
             raise UsageError(f"{where}: unknown key {loc!r}") from None
-        got = f" (found {_shown(err['input'])})" if "input" in err and not isinstance(err["input"], dict) else ""
+        got = f" (found {_shown(err['input'])})" if not isinstance(err.get("input", {}), dict) else ""
         at = f"key {loc!r}: " if loc else ""
         raise UsageError(f"{where}: {at}{msg.removeprefix('Value error, ')}{got}") from None
 

@@ -6,7 +6,7 @@ import math
 from typing import Iterable
 
 
-def percentile(values: Iterable[float], q: float) -> float | None:
+def percentile(values: Iterable[float | None], q: float) -> float | None:
     """The q-th percentile (0-100) with linear interpolation between closest ranks; None when empty."""
     xs = sorted(v for v in values if v is not None and not math.isnan(v))
     if not xs:
@@ -19,7 +19,7 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def distribution(values: Iterable[float]) -> dict[str, float | int | None]:
+def distribution(values: Iterable[float | None]) -> dict[str, float | int | None]:
     """`{"p50", "p95", "max", "n"}` of a sample, the shape every latency metric takes in `summary.json`."""
     xs = [v for v in values if v is not None]
     return {
