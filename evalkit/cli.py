@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("evalkit: interrupted\n")
         return 130
-    except Exception:  # a bug's traceback, printed here so it passes the scrubbing writer too (exit 1 as uncaught)
+    except Exception:  # noqa: BLE001 - a bug's traceback, printed here so it passes the scrubbing writer too (exit 1 as uncaught)
         import traceback
 
         traceback.print_exc()

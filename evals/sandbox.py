@@ -109,7 +109,7 @@ class Worker:
             os.chown(self._workdir, self.uid, self.uid)
         os.chmod(self._workdir, 0o700)
         argv, env = self.isolation.argv()
-        self._err = tempfile.TemporaryFile()
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 - the child's stderr for its whole life; close() ends it
         # A clean environment for bubblewrap too: its own processes' environment must not hold the API key.
         self._proc = subprocess.Popen(argv, cwd=self._workdir, env=env or _bare_env(), stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._err, start_new_session=True,

@@ -79,8 +79,8 @@ def main() -> None:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
-    sys.stdin = open(os.devnull)
-    sys.stdout = sys.stderr = open(os.devnull, "w")
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's own stdio, open until it exits
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - as above
 
     def send(text: str) -> None:
         writer.write(text.encode("utf-8", "surrogatepass") + b"\n")

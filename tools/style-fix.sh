@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${EVALKIT_LINT_BIN:-$(dirname "$(command -v python)")}
-"$bin/ruff" check --fix --quiet --exit-zero .
+"$bin/ruff" check --fix --silent --exit-zero .
 "$bin/ruff" format --quiet .
-"$bin/ruff" check --fix --quiet --exit-zero .  # a fix the formatter's layout made possible
+"$bin/ruff" check --fix --silent --exit-zero .  # a fix the formatter's layout made possible
 "$bin/ruff" format --quiet .
 bash tools/lint.sh
