@@ -3,7 +3,8 @@
 Issue 34's stand-in: card 0 grows 400 MiB a second from 8,000 MiB and card 1 stays flat, `--cycles 3 --time-scale
 50 --gpu-interval 0.2` against `dual-2080ti-after` (with shorter long prompts here): card 0 must be named every
 run, card 1 never (two runs here; `benchmarks/check_gpu_leak_verdict.py` runs ten). A 4-cycle run has one card of
-each other form: 200 MiB per finished request (named with a per-request slope within 20% of 200), 120 MiB per cycle, flat with ±50 MiB of sampling noise, and flat: the last two never named. The statistics
+each other form: 200 MiB per finished request (named with a per-request slope within 20% of 200), 120 MiB per cycle,
+flat with ±50 MiB of sampling noise, and flat: the last two never named. The statistics
 themselves (autocorrelated samples, a noisy flat card drawn many times, "can't tell") are tested on synthetic
 samples below.
 """

@@ -4,7 +4,8 @@ One `evalkit stress --cycles 1` run per combination of yield / no yield, cancel 
 at the end of a 4096-token batch / never, housekeeping on / off and 1 / 2 slots (16K-token long prompts at
 `--time-scale 25`). A run takes ~10 s, mostly fixed start-up, so by default six combinations run that cover every
 pair of settings; `EVALKIT_TEST_FULL_MATRIX=1` runs all 24. The verdicts from the run's files (timings, log,
-/metrics) must agree with `/sim/events`; the same run with the server's evidence stripped (the client alone) must agree or say "can't tell", never be wrong.
+/metrics) must agree with `/sim/events`; the same run with the server's evidence stripped (the client alone) must
+agree or say "can't tell", never be wrong.
 """
 
 from __future__ import annotations
