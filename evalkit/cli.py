@@ -51,7 +51,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def] - argparse's own signature, passed through
         kw.setdefault("formatter_class", _Formatter)
         super().__init__(*a, **kw)
 
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     if args.command != "sim":  # the last edge before the screen: nothing printed carries the key
         keys = _run_secrets(args)
-        sys.stdout, sys.stderr = ScrubbingWriter(out, keys), ScrubbingWriter(err, keys)  # type: ignore[assignment]
+        sys.stdout, sys.stderr = ScrubbingWriter(out, keys), ScrubbingWriter(err, keys)
     try:
         check_outputs(args)
         # Every command's client reads its streams on this loop; the simulator keeps the loop it was tuned on.
