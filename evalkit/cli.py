@@ -51,7 +51,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def] - argparse's own signature, passed through
+    def __init__(self, *a, **kw) -> None:
         kw.setdefault("formatter_class", _Formatter)
         super().__init__(*a, **kw)
 

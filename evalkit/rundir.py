@@ -26,7 +26,7 @@ from evalkit.redact import known_forms, scrub_known
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no lock, one writer is the user's care
-    fcntl = None  # type: ignore[assignment] - the module, or None where it does not exist
+    fcntl = None  # type: ignore[assignment]  # the module, or None where it does not exist
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"

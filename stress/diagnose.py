@@ -182,11 +182,11 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
     if n is None:
         return None
     s = splits.get(n["request_id"])
-    if not _server_side(s) or s.server_start is None:  # type: ignore[union-attr] - _server_side(s) is False for None
+    if not _server_side(s) or s.server_start is None:  # type: ignore[union-attr]  # _server_side(s) is False for None
         return {"evidence": "client", "ttft_s": n.get("ttft_s"), "cause": CANT,
                 "would_tell": "the server's timings (prompt_ms) or its log (--server-log)"}
-    start = s.server_start  # type: ignore[union-attr] - as above
-    launched = s.launched if s.launched is not None else start  # type: ignore[union-attr] - as above
+    start = s.server_start  # type: ignore[union-attr]  # as above
+    launched = s.launched if s.launched is not None else start  # type: ignore[union-attr]  # as above
     t0 = max(n["t_sent"], t_c)
     parts: dict[str, float] = {}
 
@@ -215,8 +215,8 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
             name = UNATTRIBUTED
         parts[name] = rest
     cause = max(parts, key=parts.__getitem__) if parts and max(parts.values()) > 0 else "nothing (started at once)"
-    out = {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr] - as above
-           "prefill_s": s.prefill_s}  # type: ignore[union-attr] - as above
+    out = {"evidence": s.evidence, "wait_s": start - n["t_sent"], "parts_s": parts, "cause": cause,  # type: ignore[union-attr]  # as above
+           "prefill_s": s.prefill_s}  # type: ignore[union-attr]  # as above
     if UNATTRIBUTED in parts:
         out["would_tell"] = SILENT_WOULD_TELL
     return out

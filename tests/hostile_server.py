@@ -94,7 +94,7 @@ def main() -> None:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        print(site._server.sockets[0].getsockname()[1], flush=True)  # type: ignore[union-attr] - started, so the server is set
+        print(site._server.sockets[0].getsockname()[1], flush=True)  # type: ignore[union-attr]  # started, so the server is set
         await asyncio.Event().wait()
 
     asyncio.run(serve())

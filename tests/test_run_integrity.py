@@ -16,7 +16,7 @@ import pytest
 from evalkit.rundir import read_jsonl
 
 
-def evalkit(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def] - subprocess.run's keywords, passed through
+def evalkit(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]  # subprocess.run's keywords, passed through
     return subprocess.run([sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, timeout=300, **kw)
 
 
@@ -81,7 +81,7 @@ STRESS = ("--cycles", "3", "--seed", "7", "--long-tokens", "3000", "--time-scale
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def] - a pytest fixture generator
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]  # a pytest fixture generator
     """A 2 MB tmpfs, nearly filled so a stress run runs out of room mid-way (root only)."""
     mnt = tmp_path / "tiny"
     mnt.mkdir()

@@ -61,7 +61,7 @@ def paired_answers_verdict(before: dict[str, bool], after: dict[str, bool], alph
 
 
 def _median(xs: Sequence[float]) -> float:
-    return percentile(xs, 50)  # type: ignore[return-value] - never empty here, so never None
+    return percentile(xs, 50)  # type: ignore[return-value]  # never empty here, so never None
 
 
 def bootstrap_diff_ci(
@@ -76,7 +76,7 @@ def bootstrap_diff_ci(
         diffs.append(_median(b) - _median(a))
     lo = percentile(diffs, 100 * (1 - level) / 2)
     hi = percentile(diffs, 100 * (1 + level) / 2)
-    return lo, hi  # type: ignore[return-value] - diffs has n_resamples items, so neither is None
+    return lo, hi  # type: ignore[return-value]  # diffs has n_resamples items, so neither is None
 
 
 def samples_verdict(

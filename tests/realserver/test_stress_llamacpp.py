@@ -43,7 +43,7 @@ def stress_run(llama_server, tmp_path_factory: pytest.TempPathFactory):
             logs[label] = read_jsonl(run / "server_log.jsonl")
         return runs[label]
 
-    get.logs = logs  # type: ignore[attr-defined] - a function attribute the fixture reads back
+    get.logs = logs  # type: ignore[attr-defined]  # a function attribute the fixture reads back
     return get
 
 
