@@ -26,7 +26,7 @@ import os
 import resource
 from dataclasses import dataclass
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
 from evalkit.eventloop import fast_loop, loop_name
 from evalkit.sim.launch import start_sim

@@ -20,7 +20,7 @@ import select
 import socket
 import time
 
-from evalkit import kernel_stamps
+from evalkit.client import kernel_stamps
 from evalkit.eventloop import fast_loop
 
 PIECE = b"x" * 200

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
 

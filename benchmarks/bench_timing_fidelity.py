@@ -3,7 +3,7 @@
 200 requests at concurrency 8 (after a warm-up that opens the pooled connections). For each request the gap is
 evalkit's TTFT (ChatClient: first text chunk - sent) minus the sim's `first_token - arrived`, i.e. the time spent
 getting the request to the server plus getting the first token back, both through evalkit's own HTTP transport
-(`evalkit/http_stream.py`). Prints p50, p99 and max of the gap and of its two halves. Target: p99 under 5 ms on a
+(`evalkit/client/http_stream.py`). Prints p50, p99 and max of the gap and of its two halves. Target: p99 under 5 ms on a
 2-core machine. `benchmarks/bench_client_load.py` asks the same question at 1-512 streams, with CPU per chunk.
 
     python benchmarks/bench_timing_fidelity.py [--requests 200] [--concurrency 8] [--sim-flag=--time-scale=2 ...]
@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.eventloop import fast_loop
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile

@@ -53,7 +53,7 @@ def synthetic(runs: int) -> None:
     """The verdict's false alarms on flat noisy cards, without a server."""
     import random
 
-    from evalkit_stress.gpu_memory import summarize_gpu
+    from evalkit.evidence.gpu_memory import summarize_gpu
 
     named = not_flat = 0
     for seed in range(runs):

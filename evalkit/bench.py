@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from evalkit.client import ChatClient, ChatRequest, new_request_id
-from evalkit.config import read_toml
+from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.rundir import REQUESTS, RunDir, read_jsonl
+from evalkit.runs.rundir import REQUESTS, RunDir, read_jsonl
+from evalkit.stats import median
 
 DEFAULT_PROMPTS = ("code", "math", "prose")
 
@@ -50,7 +50,7 @@ class BenchPlan:
     ignore_eos: bool = True
     warmup: int = 1
     extra_body: tuple[tuple[str, Any], ...] = ()
-    # What forces the length on this server (evalkit.field_support.length_fields): its fields and the mode.
+    # What forces the length on this server (evalkit.client.field_support.length_fields): its fields and the mode.
     length_body: tuple[tuple[str, Any], ...] = ()
     length_mode: str = "ignore_eos"
 
@@ -150,10 +150,6 @@ async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done
         on_done(len(records))
 
 
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
 def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | None]:
     """(combined decode tok/s over the union of decode windows, combined tok/s over the union of request windows)."""
     tokens = sum(g.get("completion_tokens") or 0 for g in group)
@@ -169,7 +165,7 @@ def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | N
 def server_rate(lines: list[dict[str, Any]]) -> float | None:
     """Median of the server's own decode rate (llama.cpp `timings.predicted_per_second`) over `lines`, if it sent
     one."""
-    return _median([x["server_timings"]["predicted_per_second"] for x in lines
+    return median([x["server_timings"]["predicted_per_second"] for x in lines
                     if (x.get("server_timings") or {}).get("predicted_per_second")])
 
 
@@ -215,9 +211,9 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         runs = [x["decode_tok_s"] for x in mine if x.get("decode_tok_s") is not None]
         req = [x["request_tok_s"] for x in mine if x.get("request_tok_s") is not None]
         prompts[p.name] = {
-            "tok_s": _median(runs), "runs": runs,
-            "request_tok_s": _median(req), "request_runs": req,
-            "ttft_s": _median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
+            "tok_s": median(runs), "runs": runs,
+            "request_tok_s": median(req), "request_runs": req,
+            "ttft_s": median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
             "completion_tokens": [x.get("completion_tokens") for x in mine],
             # What the server says it did (None when it sends no timings), and evalkit's rate against it.
             "server_tok_s": server_rate(mine),
@@ -238,12 +234,12 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
                       for s in range(plan.concurrency)]
         concurrent = {
             "streams": plan.concurrency, "prompt": plan.prompts[0].name,
-            "combined_tok_s": _median(combined), "runs": combined,
-            "combined_request_tok_s": _median(combined_req), "request_runs": combined_req,
-            "per_stream_tok_s": [_median(s) for s in per_stream], "per_stream_runs": per_stream,
+            "combined_tok_s": median(combined), "runs": combined,
+            "combined_request_tok_s": median(combined_req), "request_runs": combined_req,
+            "per_stream_tok_s": [median(s) for s in per_stream], "per_stream_runs": per_stream,
             "failed": sum(x.get("phase") == "concurrent" for x in failed_lines),
         }
-        concurrent["server_combined_tok_s"] = _median(
+        concurrent["server_combined_tok_s"] = median(
             [r for r in (server_combined_rate(g) for g in full) if r is not None])
         concurrent["vs_server"] = _vs(concurrent["combined_tok_s"], concurrent["server_combined_tok_s"])
     early = [{"request_id": x["request_id"], "prompt": x.get("prompt"), "run": x.get("run"),

@@ -7,11 +7,11 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Sequence
 
 from evalkit import __version__
-from evalkit.argtypes import (base_url, build_info, env_name, nonneg_float, positive_int, run_name, writable_dir,
-                              writable_file)
+from evalkit.config.argtypes import (Parser, base_url, build_info, env_name, nonneg_float, positive_int, run_name,
+                                     writable_dir, writable_file)
 from evalkit.errors import UsageError
 from evalkit.eventloop import fast_loop
 from evalkit.redact import ScrubbingWriter
@@ -29,36 +29,10 @@ COMMANDS: dict[str, str] = {
     "gate": "release gate: check run summaries against TOML rules",
     "sim": "the simulated OpenAI-compatible inference server",
 }
+# Commands whose module lives elsewhere: the sim's command stays beside the sim (`python -m evalkit.sim` needs no CLI).
+MODULES = {"sim": "evalkit.sim.command"}
 # Output files and directories, checked writable before any work starts: attribute -> the flag that sets it.
 OUTPUT_FILES = {"output": "-o/--output", "junit": "--junit", "changed_only": "--changed-only"}
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps descriptions and epilogs as written (exit codes, a rules example) and marks required options."""
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        text = super()._format_action_invocation(action)
-        return f"{text} (required)" if action.required and action.option_strings else text
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        d = action.default
-        shown = (d is not None and not isinstance(d, bool) and d != [] and d is not argparse.SUPPRESS
-                 and bool(action.option_strings))
-        if shown and "default" not in text and "%(default)" not in text:
-            text += " (default %(default)s)"
-        return text
-
-
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *a, **kw) -> None:
-        kw.setdefault("formatter_class", _Formatter)
-        super().__init__(*a, **kw)
-
-    def error(self, message: str) -> NoReturn:
-        # One line and exit 2, as the contract asks, instead of argparse's usage block.
-        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
-        raise SystemExit(2)
 
 
 def add_server_options(p: argparse.ArgumentParser, client_procs: bool = True, evidence: bool = True) -> None:
@@ -105,14 +79,14 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with `only`, just that subcommand's module is imported (the others' heavy imports wait)."""
-    parser = _Parser(prog="evalkit", description="Before/after checks for self-hosted OpenAI-compatible LLM servers.")
+    parser = Parser(prog="evalkit", description="Before/after checks for self-hosted OpenAI-compatible LLM servers.")
     parser.add_argument("--version", action="version", version=f"evalkit {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name, help_text in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         if only is None or name == only:
-            mod = importlib.import_module(f"evalkit.commands.{name}")
+            mod = importlib.import_module(MODULES.get(name, f"evalkit.commands.{name}"))
             mod.add_arguments(sp)
             sp.set_defaults(_run=mod.run)
     return parser
@@ -176,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_secrets(args: argparse.Namespace) -> tuple[str, ...]:
     # The key of the server profile the flags name (`config.api_key`), else of the default variable.
-    from evalkit.config import api_key, resolve_profile
+    from evalkit.config.profiles import api_key, resolve_profile
 
     try:
         key = api_key(resolve_profile(getattr(args, "config", None), getattr(args, "server", None),

@@ -1,4 +1,5 @@
-"""Which asyncio event loop evalkit's commands run on: uvloop where it is installed, the standard one otherwise."""
+"""Which asyncio event loop evalkit's commands run on: uvloop where it is installed, the standard one otherwise; and
+stopping the background tasks that sample alongside a run (GPU memory, event-loop lag)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def fast_loop(enabled: bool = True) -> Iterator[str]:
 def loop_name() -> str:
     """The running loop's kind ("uvloop" or "asyncio"), for manifests and benchmark lines."""
     return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+
+
+async def stop_task(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background task and wait until it has stopped."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass

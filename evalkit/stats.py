@@ -1,13 +1,15 @@
-"""Summary statistics computed from raw samples at the end of a run (never from running averages)."""
+"""Summary statistics computed from raw samples at the end of a run (never from running averages): the one home of
+percentiles, medians and the `{"p50", "p95", "max", "n"}` distributions in `summary.json`."""
 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
 
 def percentile(values: Iterable[float | None], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between closest ranks; None when empty."""
+    """The q-th percentile (0-100) with linear interpolation between closest ranks; None when empty. Missing values
+    (None, NaN) are left out."""
     xs = sorted(v for v in values if v is not None and not math.isnan(v))
     if not xs:
         return None
@@ -19,12 +21,17 @@ def percentile(values: Iterable[float | None], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def distribution(values: Iterable[float | None]) -> dict[str, float | int | None]:
-    """`{"p50", "p95", "max", "n"}` of a sample, the shape every latency metric takes in `summary.json`."""
+def median(values: Iterable[float | None]) -> float | None:
+    """The 50th percentile of the values given (None, NaN and anything not a number left out); None when none is."""
+    return percentile((v for v in values if isinstance(v, (int, float))), 50)
+
+
+def distribution(values: Iterable[float | None],
+                 quantiles: Sequence[int] = (50, 95)) -> dict[str, float | int | None]:
+    """`{"p50", "p95", "max", "n"}` of a sample (None left out), the shape every latency metric takes in
+    `summary.json`; `quantiles` names other percentiles (load: 50, 90, 95, 99)."""
     xs = [v for v in values if v is not None]
-    return {
-        "p50": percentile(xs, 50),
-        "p95": percentile(xs, 95),
-        "max": max(xs) if xs else None,
-        "n": len(xs),
-    }
+    out: dict[str, float | int | None] = {f"p{q}": percentile(xs, q) for q in quantiles}
+    out["max"] = max(xs) if xs else None
+    out["n"] = len(xs)
+    return out

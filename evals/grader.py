@@ -15,7 +15,7 @@ from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.code_judge import CodeJudge
 from evalkit_evals.verdict import Verdict
-from evalkit.thinking_text import split_inline_reasoning
+from evalkit.client.thinking_text import split_inline_reasoning
 
 _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 

@@ -17,10 +17,10 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
-from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.errors import UsageError
-from evalkit.rundir import RunDir, read_jsonl
-from evalkit.schemas import GradedLine, ReplayLine, validate
+from evalkit.runs.rundir import RunDir, read_jsonl
+from evalkit.runs.schemas import GradedLine, ReplayLine, validate
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.grader import Grader, graded_line, inline_reasoning, token_counts
 from evalkit_evals.prompting import build_messages, render_prompt

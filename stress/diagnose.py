@@ -9,13 +9,13 @@ Everything here is a pure function of the run directory's files (requests.jsonl,
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
-from evalkit_stress.metrics import Line
-from evalkit_stress.server_evidence import ServerEvidence
-from evalkit_stress.ttft_split import LOG_SLACK_S, TtftSplit, split_all
-from evalkit_stress.wait_parts import IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, attribute, held, silent_gaps
+from evalkit.runs.rundir import Line
+from evalkit.stats import median
+from evalkit.evidence.server_evidence import ServerEvidence
+from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
+from evalkit.evidence.wait_parts import IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, attribute, held, silent_gaps
 
 YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
@@ -34,11 +34,6 @@ TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served 
 def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
     return [r for r in lines if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
             and r.get("ttft_s") is not None]
-
-
-def _median(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return statistics.median(vals) if vals else None
 
 
 def _server_side(s: TtftSplit | None) -> bool:
@@ -67,17 +62,17 @@ class _Facts:
     def __init__(self, lines: list[Line], splits: dict[str, TtftSplit]) -> None:
         alone = _ok(lines, "long_alone", "long")
         server = [splits[r["request_id"]] for r in alone if _server_side(splits.get(r["request_id"]))]
-        self.prefill_alone_server = _median([s.prefill_s for s in server])
-        self.prefill_alone_client = _median([r["ttft_s"] for r in alone])
+        self.prefill_alone_server = median([s.prefill_s for s in server])
+        self.prefill_alone_client = median([r["ttft_s"] for r in alone])
         rates = [s.prompt_n / s.prefill_s for s in server if s.prompt_n and s.prefill_s]
-        self.prefill_tok_s = _median(rates)
+        self.prefill_tok_s = median(rates)
         shorts = _ok(lines, "short_baseline", "short")
-        self.short_ttft = _median([r["ttft_s"] for r in shorts])
-        self.short_decode_server = _median([splits[r["request_id"]].decode_s_per_token for r in shorts])
-        self.short_decode_client = _median([1 / r["decode_tok_s"] for r in shorts if r.get("decode_tok_s")])
+        self.short_ttft = median([r["ttft_s"] for r in shorts])
+        self.short_decode_server = median([splits[r["request_id"]].decode_s_per_token for r in shorts])
+        self.short_decode_client = median([1 / r["decode_tok_s"] for r in shorts if r.get("decode_tok_s")])
         # The long request sent right after the long one alone finished: its wait is the housekeeping after a long.
         after = [splits[r["request_id"]] for r in _ok(lines, "short_insert", "long")]
-        self.wait_after_long = _median([s.before_start_s for s in after if _server_side(s)])
+        self.wait_after_long = median([s.before_start_s for s in after if _server_side(s)])
 
     @property
     def prefill_alone(self) -> float | None:
@@ -417,7 +412,7 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
            "evidence": _best([x["evidence"] for x in settled]) if settled else "client",
            "cause": max(set(causes), key=causes.count) if causes else None,
            "blocked": sum(x["verdict"] == YES for x in samples), "judged": sum(x["verdict"] != CANT for x in samples),
-           "wait_fraction_p50": statistics.median(fractions), "samples": samples}
+           "wait_fraction_p50": median(fractions), "samples": samples}
     if verdict == YES and out["cause"] == CANT:
         out["would_tell"] = "the server's timings (prompt_ms) or its log, to say what the wait was spent on"
     if verdict == CANT:
@@ -433,10 +428,10 @@ def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Fac
                 if not r.get("not_exercised")]
     server = [splits[r["request_id"]] for r in with_ins if _server_side(splits.get(r["request_id"]))]
     ttft_ratio = None
-    ttft_with = _median([r["ttft_s"] for r in with_ins])
+    ttft_with = median([r["ttft_s"] for r in with_ins])
     if ttft_with is not None and facts.prefill_alone_client:
         ttft_ratio = ttft_with / facts.prefill_alone_client
-    prefill_with = _median([s.prefill_s for s in server])
+    prefill_with = median([s.prefill_s for s in server])
     if prefill_with is None or not facts.prefill_alone_server:
         return {"verdict": CANT, "detected": None, "evidence": "client", "ratio_p50": None,
                 "figures": {"ttft_ratio_p50": ttft_ratio},
@@ -448,7 +443,7 @@ def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Fac
             "ratio_p50": ratio,
             "figures": {"prefill_with_inserts_s_p50": prefill_with, "prefill_alone_s_p50": facts.prefill_alone_server,
                         "ttft_ratio_p50": ttft_ratio,
-                        "wait_before_prefill_with_inserts_s_p50": _median([s.before_start_s for s in server])}}
+                        "wait_before_prefill_with_inserts_s_p50": median([s.before_start_s for s in server])}}
 
 
 # -- concurrency --------------------------------------------------------------------------------------------------

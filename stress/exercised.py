@@ -11,8 +11,8 @@ request lines (old runs without `cancel_sent` are read from their status).
 from __future__ import annotations
 
 from typing import Any
+from evalkit.runs.rundir import Line
 
-Line = dict[str, Any]
 
 NOT_EXERCISED = "not exercised"
 CANCEL_NOT_SENT = "the long request ended before its planned cancel, so no cancel was sent"

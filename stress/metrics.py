@@ -6,12 +6,10 @@ counted elsewhere and its timing is still the server's timing.
 
 from __future__ import annotations
 
-import statistics
 from typing import Any, Iterable
 
-from evalkit.stats import distribution
-
-Line = dict[str, Any]
+from evalkit.stats import distribution, median
+from evalkit.runs.rundir import Line
 
 
 def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:
@@ -46,7 +44,7 @@ def pair_stats(pair: list[Line], solos: list[Line]) -> dict[str, float | None]:
     combined = tokens / window if window > 0 else None
     overlap = sum(e - s for s, e in spans) / window if window > 0 else None
     solo_rates = [r["decode_tok_s"] for r in solos if r.get("decode_tok_s")]
-    speedup = combined / statistics.median(solo_rates) if combined and solo_rates else None
+    speedup = combined / median(solo_rates) if combined and solo_rates else None
     return {
         "combined_tok_s": combined,
         "overlap": overlap,

@@ -14,17 +14,15 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from evalkit.errors import UsageError
-from evalkit.rundir import MANIFEST, read_json_object
-from evalkit_stress.prompts import LongSpec
+from evalkit.runs.rundir import Line, MANIFEST, read_json_object
+from evalkit.client.prompts import LongSpec
 from evalkit_stress.schedule import Schedule
-from evalkit_stress.tokenize import FittedPrompt
+from evalkit.client.tokenize import FittedPrompt
 
 CYCLES_FILE = "cycles.jsonl"
 # Options that change what is sent or when: a resume with any of them different would mix two schedules.
 SCHEDULE_OPTIONS = ("seed", "cycles", "long_tokens", "shuffle", "reuse_long_prompt", "gen_tokens", "time_scale",
                     "short_max_tokens", "long_max_tokens")
-
-Line = dict[str, Any]
 
 
 def attempt_of(manifest: Mapping[str, Any]) -> int:

@@ -16,21 +16,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import aiohttp
+from evalkit.client import auxiliary
 from tqdm import tqdm
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
-from evalkit.records import RequestRecord
-from evalkit.rundir import REQUESTS, RunDir
-from evalkit_stress.gpu_memory import GPU_FILE, GpuMemorySampler
-from evalkit_stress.prompts import LongSpec
+from evalkit.runs.records import RequestRecord
+from evalkit.runs.rundir import REQUESTS, RunDir
+from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
+from evalkit.client.prompts import LongSpec
 from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.selfcheck import LoopLagSampler
 from evalkit_stress.text_answer import judge_prompt
-from evalkit_stress.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
+from evalkit.client.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
 
 LAG_FILE = "loop_lag.jsonl"
 PROMPTS_FILE = "long_prompts.jsonl"
@@ -65,8 +65,9 @@ class RunOptions:
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
     # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
-    # What forces a generation's length on this server (evalkit.field_support.length_fields) and how: "ignore_eos",
-    # "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say length_forced false).
+    # What forces a generation's length on this server (evalkit.client.field_support.length_fields) and how:
+    # "ignore_eos", "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say
+    # length_forced false).
     length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
     length_mode: str = "ignore_eos"
 
@@ -122,13 +123,13 @@ class StressRunner:
                 return rec.prompt_tokens
         return None
 
-    async def prepare_tokens(self, session: aiohttp.ClientSession) -> TokenCounter:
+    async def prepare_tokens(self, session: auxiliary.ClientSession) -> TokenCounter:
         """Find how the server counts tokens (recorded in the manifest)."""
         self.counter = await probe_counter(session, self.client.base_url, self.client.model, self._usage_probe)
         self.rundir.update_manifest(tokenization={**self.counter.describe(), "attempt": self.attempt})
         return self.counter
 
-    async def _fit_cycle(self, session: aiohttp.ClientSession, cycle: int) -> None:
+    async def _fit_cycle(self, session: auxiliary.ClientSession, cycle: int) -> None:
         assert self.counter is not None
         for sc in self.schedule.cycle(cycle):
             for r in sc.requests:
@@ -283,7 +284,7 @@ class StressRunner:
                 lambda s: self._io.submit(self.rundir.append, GPU_FILE, {**s, "attempt": self.attempt}),
                 self.opts.gpu_interval_s)
             gpu.start()
-        async with aiohttp.ClientSession() as session:
+        async with auxiliary.ClientSession() as session:
             if self.counter is None:
                 await self.prepare_tokens(session)
             lag.start()

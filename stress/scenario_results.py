@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalkit.errors import UsageError
-from evalkit.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
+from evalkit.runs.rundir import Line, MANIFEST, REQUESTS, read_json_object, read_jsonl
 from evalkit.stats import distribution
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, split_lines
 from evalkit_stress.scenario_file import (COUNT_METRICS, DIST_METRICS, Expectation, MetricRef, ScenarioFile,
                                           ScenarioSpec, parse_scenarios)
 
 SCENARIO_COPY = "scenarios.toml"
-Line = dict[str, Any]
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
 }

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from evalkit_stress.prompts import GenQuestion, LongSpec, ShortQuestion
+from evalkit.client.prompts import GenQuestion, LongSpec, ShortQuestion
 from evalkit_stress.scenario_file import RequestSpec, ScenarioSpec, Span
 
 # The built-in file's scenarios, in the write-up's order (tests/test_scenario_file.py checks the file agrees).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from evalkit_stress.prompts import GenQuestion, LongSpec, filler_words, random_code
+from evalkit.client.prompts import GenQuestion, LongSpec, filler_words, random_code
 from evalkit_stress.scenario_file import ScenarioFile, builtin_scenarios
 from evalkit_stress.scenarios import PlannedRequest, QuestionSource, Scenario, TextQuestion, build_scenario
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from evalkit.client_lag import client_lag
+from evalkit.client.lag import client_lag
 from evalkit.clock import Clock
 from evalkit.stats import distribution
-from evalkit_stress.background import stop_task
+from evalkit.eventloop import stop_task
 
 DISTORTION_SHARE = 0.10  # lateness or lag beyond 10% of the smallest latency metric distorts it
 LATENCY_METRICS = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s")
@@ -49,7 +49,7 @@ class LoopLagSampler:
 
 def client_health(lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
     """Send lateness and loop lag distributions, `distorted` with its reasons, and the client's read lag
-    (`evalkit.client_lag`: `read_lag_s`, `client_bound`, `note`)."""
+    (`evalkit.client.lag`: `read_lag_s`, `client_bound`, `note`)."""
     lateness = [r["t_sent"] - r["t_planned"] for r in lines if r.get("t_planned") is not None and r.get("t_sent")]
     lag_p95 = [row["lag_p95_s"] for row in lag_rows if row.get("lag_p95_s") is not None]
     lag_max = [row["lag_max_s"] for row in lag_rows if row.get("lag_max_s") is not None]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from evalkit.records import RequestRecord
-from evalkit_stress.checks import Verdict, error_kind, judge
+from evalkit.runs.records import RequestRecord
+from evalkit.runs.outcomes import Verdict, error_kind, judge
 
-# The built-in judges by prompt kind (stress/checks.py reads the answer by role name).
+# The built-in judges by prompt kind (evalkit/runs/outcomes.py reads the answer by role name).
 _JUDGE_ROLE = {"long": "long", "short": "short", "count": "gen"}
 
 

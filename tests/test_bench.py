@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 
 SHORT_QUESTION = {"name": "short", "prompt": "What is 2 + 3? Reply with only the number."}
 

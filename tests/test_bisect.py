@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 
 REPO = Path(__file__).resolve().parent.parent
 STEP = REPO / "examples" / "bisect_step.sh"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit_stress.diagnose import CANT, NO, YES, diagnose
-from evalkit_stress.server_evidence import ServerEvidence, parse_log_line
+from evalkit.evidence.server_evidence import ServerEvidence, parse_log_line
 
 PROMPT = 3000
 

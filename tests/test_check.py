@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
-from evalkit.http_errors import describe
-from evalkit.preflight import ESSENTIAL_TRIES, KILL_ROW, KILL_TRIES
-from evalkit.rundir import read_jsonl
+from evalkit.client.http_errors import describe
+from evalkit.check import KILL_ROW, KILL_TRIES
+from evalkit.client.probe import ESSENTIAL_TRIES
+from evalkit.runs.rundir import read_jsonl
 
 
 def _check(s, tmp_path: Path, *flags: str, name: str = "c") -> tuple[int, dict[str, dict]]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.client import StreamError, _EventStream, _sse_data, _take_chunk
-from evalkit.records import RequestRecord
+from evalkit.client.chat import StreamError, _EventStream, _sse_data, _take_chunk
+from evalkit.runs.records import RequestRecord
 
 SERVERS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "servers"
 

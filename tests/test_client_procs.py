@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from evalkit.client import ChatRequest
-from evalkit.client_procs import MultiProcessChatClient
+from evalkit.client.chat import ChatRequest
+from evalkit.client.procs import MultiProcessChatClient
 from evalkit.eventloop import fast_loop
 
 STORY = [{"role": "user", "content": "Tell me a story."}]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from evalkit import kernel_stamps
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client import kernel_stamps
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
 
 STREAMS = 256

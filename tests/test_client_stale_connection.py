@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 
 CHUNKS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]},

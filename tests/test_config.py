@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.config import (
+from evalkit.config.profiles import (
     DEFAULT_BASE_URL,
     ServerProfile,
     manifest_fields,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.config import load_profiles, thinking_params
+from evalkit.config.profiles import load_profiles, thinking_params
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "evalkit.toml"
 

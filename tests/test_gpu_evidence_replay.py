@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 from evalkit_stress.diagnose import YES, diagnose
-from evalkit_stress.server_evidence import calibrate, read_evidence
-from evalkit_stress.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
+from evalkit.evidence.server_evidence import calibrate, read_evidence
+from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 
@@ -54,7 +54,7 @@ def test_log_clock_fits_the_read_times() -> None:
     clock = calibrate(rows)
     assert clock is not None and clock.lines > 400
     # every line was read at or after it was written
-    from evalkit_stress.server_evidence import server_stamp
+    from evalkit.evidence.server_evidence import server_stamp
     assert all(r["t"] >= server_stamp(r["line"]) + clock.offset - 1e-9 for r in rows
                if not r.get("earlier") and server_stamp(r["line"]) is not None)
     # a restarted server (stamps going back) is not calibrated

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from evalkit.cli import main
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 from evalkit.sim.launch import start_sim
-from evalkit_stress.gpu_memory import QUERY, leak_verdict, parse_query, summarize_gpu
-from evalkit_stress.gpu_slopes import fit_slope
+from evalkit.evidence.gpu_memory import QUERY, leak_verdict, parse_query, summarize_gpu
+from evalkit.evidence.gpu_slopes import fit_slope
 from fake_nvidia_smi import FakeCard, install
 
 NAME = "NVIDIA GeForce RTX 2080 Ti"

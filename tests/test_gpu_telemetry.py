@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.gpu_telemetry import energy_between, parse_smi, summarize_telemetry
+from evalkit.evidence.gpu_telemetry import energy_between, parse_smi, summarize_telemetry
 
 FAKE = Path(__file__).parent / "fake_nvml"
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from evalkit.client import ChatClient, ChatRequest, _EventStream
+from evalkit.client.chat import ChatClient, ChatRequest, _EventStream
 from evalkit.clock import Clock
-from evalkit.http_stream import _Connection
-from evalkit.records import RequestRecord
-from evalkit_stress.checks import error_kind
+from evalkit.client.http_stream import _Connection
+from evalkit.runs.records import RequestRecord
+from evalkit.runs.outcomes import error_kind
 
 CHUNKS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]},

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from evalkit import kernel_stamps
-from evalkit.client import ChatClient, ChatRequest
-from evalkit.client_lag import client_lag
+from evalkit.client import kernel_stamps
+from evalkit.client.chat import ChatClient, ChatRequest
+from evalkit.client.lag import client_lag
 from evalkit.clock import Clock
 
 pytestmark = pytest.mark.skipif(not kernel_stamps.available(), reason="receive stamps are Linux-only")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from evalkit.cli import main
-from evalkit.evidence import evidence_summary
+from evalkit.evidence.capture import evidence_summary
 from evalkit.load.summary import build_summary
 from evalkit.load.workload import count_for
 from evalkit.sim.launch import SimProcess, start_sim

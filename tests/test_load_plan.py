@@ -11,7 +11,7 @@ from evalkit.load.search import search_max
 from evalkit.load.slo import parse_target, request_meets
 from evalkit.load.workload import Lengths, Workload
 from evalkit.sim.questions import stress_question
-from evalkit.sim.tokens import count_tokens
+from evalkit.client.tokens import count_tokens
 
 
 def dry_run(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str, str]:

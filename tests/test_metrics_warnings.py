@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import evalkit.server_metrics as sm
+import evalkit.evidence.server_metrics as sm
 from evalkit.clock import Clock
 
 

@@ -185,8 +185,8 @@ def test_report_on_real_bench_runs(sim, tmp_path: Path) -> None:
 
 def test_resumed_stress_run_samples_only_the_attempts_that_completed_cycles(tmp_path):
     from evalkit.report.runs import label_runs
-    from evalkit.rundir import RunDir
-    from evalkit.summaries import load_runs
+    from evalkit.runs.rundir import RunDir
+    from evalkit.runs.summaries import load_runs
 
     rd = RunDir.create(tmp_path, "resumed", "stress", {})
     base = 1000.0
@@ -204,8 +204,8 @@ def test_resumed_stress_run_samples_only_the_attempts_that_completed_cycles(tmp_
 def test_stress_table_says_when_runs_were_time_scaled(tmp_path):
     from evalkit.report.runs import label_runs
     from evalkit.report.tables import stress_table
-    from evalkit.rundir import RunDir
-    from evalkit.summaries import load_runs
+    from evalkit.runs.rundir import RunDir
+    from evalkit.runs.summaries import load_runs
 
     paths = []
     for name, scale in (("a", 1.0), ("b", 20.0)):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 
 
 def evalkit(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]  # subprocess.run's keywords, passed through

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 
 SECRET = "sk-evalkit-test-SECRET-0123456789"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evalkit.errors import UsageError
-from evalkit.rundir import RunDir, iter_runs, read_jsonl
+from evalkit.runs.rundir import RunDir, iter_runs, read_jsonl
 
 
 def test_create_writes_manifest_with_version_and_times(tmp_path):
@@ -63,8 +63,8 @@ def test_iter_runs_needs_summary(tmp_path):
 def test_a_short_write_is_cut_back_and_marks_the_run_incomplete(tmp_path, monkeypatch):
     import os
 
-    from evalkit import rundir as rundir_mod
-    from evalkit.rundir import RunWriteError
+    from evalkit.runs import rundir as rundir_mod
+    from evalkit.runs.rundir import RunWriteError
 
     rd = RunDir.create(tmp_path, "r", "bench", {})
     rd.append("requests.jsonl", {"request_id": "a", "t_sent": 1.0, "status": "ok"})

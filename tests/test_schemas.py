@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalkit.config import load_profiles
+from evalkit.config.profiles import load_profiles
 from evalkit.errors import UsageError
 from evalkit.gate import load_rules
-from evalkit.rundir import iter_runs, read_json_object, read_jsonl
-from evalkit.schemas import json_schemas
+from evalkit.runs.rundir import iter_runs, read_json_object, read_jsonl
+from evalkit.runs.schemas import json_schemas
 from evalkit_evals.runner import read_replay
 from evalkit_stress.scenario_file import parse_scenarios
 
@@ -28,7 +28,7 @@ FUZZ = settings(max_examples=2000, deadline=None, suppress_health_check=list(Hea
 def test_published_json_schemas_are_current() -> None:
     want = json_schemas()
     have = {p.name: p.read_text(encoding="utf-8") for p in DOCS.glob("*.schema.json")}
-    assert have == want, f"docs/schemas is stale: run `{sys.executable} -m evalkit.schemas docs/schemas`"
+    assert have == want, f"docs/schemas is stale: run `{sys.executable} -m evalkit.runs.schemas docs/schemas`"
 
 
 # --- TOML: text built from the keys the files use, values of every TOML type, and raw noise ----------------------

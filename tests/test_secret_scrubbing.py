@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from evalkit.http_errors import describe
+from evalkit.client.http_errors import describe
 from evalkit.redact import REDACTED, scrub
 
 HERE = Path(__file__).resolve().parent

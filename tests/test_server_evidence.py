@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.clock import Clock
-from evalkit.rundir import read_jsonl
-from evalkit.server_log import LogFollower, LogPatterns
-from evalkit.server_metrics import (MetricsError, counter_deltas, gauge_ranges, metrics_url, parse_metrics,
+from evalkit.runs.rundir import read_jsonl
+from evalkit.evidence.server_log import LogFollower, LogPatterns
+from evalkit.evidence.server_metrics import (MetricsError, counter_deltas, gauge_ranges, metrics_url, parse_metrics,
                                     series_key, window_pairs)
 
 VLLM_TEXT = """\
@@ -154,7 +154,7 @@ def test_bench_without_metrics_warns_once_and_goes_on(sim, tmp_path: Path) -> No
 
 
 def test_a_log_line_read_late_still_counts_inside_the_window_it_was_written_in() -> None:
-    from evalkit_stress.server_evidence import LogEvent, ServerEvidence
+    from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 
     # Read at 10.20 s; the follower's read before (which did not see it yet) ran at 10.00 s.
     late = LogEvent(10.20, "cache", line="prompt cache update took 5.00 ms", t_after=10.00)

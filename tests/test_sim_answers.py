@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.sim.launch import SimProcess, start_sim
 from evalkit_evals.datasets import load_items
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 
 SCALE = 10.0
 # 2000 tok/s at 10x: a 20K-token prompt prefills in 1.0 s real, a 1000-token chunk in 0.05 s real.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.sim.faults import choose_fault
 from evalkit.sim.settings import SimSettings
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.rundir import read_jsonl
-from evalkit.server_metrics import parse_metrics
+from evalkit.runs.rundir import read_jsonl
+from evalkit.evidence.server_metrics import parse_metrics
 
 BEFORE = (0.872, 0.744, 0.609)  # the write-up's draft acceptance per position before d4b04876
 AFTER = (0.839, 0.612, 0.435)  # and after

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 
 SCALE = 20.0
 LONG = [{"role": "user", "content": "The secret code is AB-12. " + "lorem " * 54000

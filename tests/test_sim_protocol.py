@@ -10,7 +10,7 @@ import urllib.request
 import openai
 import pytest
 
-from evalkit.sim.tokens import count_tokens, prompt_tokens
+from evalkit.client.tokens import count_tokens, prompt_tokens
 
 SHORT = "What is 12 * 3? Reply with only the number."
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.records import RequestRecord
-from evalkit_stress.checks import extract_code, extract_count, extract_short, judge
+from evalkit.runs.records import RequestRecord
+from evalkit.runs.outcomes import extract_code, extract_count, extract_short, judge
 
 
 def rec(content: str = "", status: str = "ok", http_status: int | None = 200) -> RequestRecord:

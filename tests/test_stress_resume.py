@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 from evalkit.sim.launch import SimProcess, start_sim
 
 SCALE = "20"

@@ -9,7 +9,7 @@ import pytest
 
 from evalkit.cli import main
 
-from evalkit_stress.prompts import LongSpec, local_token_count
+from evalkit.client.prompts import LongSpec, local_token_count
 from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.scenarios import SCENARIOS
 

@@ -23,8 +23,8 @@ import pytest
 
 from evalkit.sim.launch import start_sim
 from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
-from evalkit_stress.server_evidence import ServerEvidence
-from evalkit_stress.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
+from evalkit.evidence.server_evidence import ServerEvidence
+from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED
 
 SCALE = "25"
 LONG = "16000"

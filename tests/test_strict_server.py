@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from evalkit.cli import main
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 from evalkit.sim.launch import SimProcess, start_sim
 
 REFUSED = {"ignore_eos", "min_tokens", "chat_template_kwargs"}
@@ -220,7 +220,7 @@ def test_field_support_is_cached_per_server(strict: SimProcess, tmp_path: Path,
     ({"server_type": None, "owned_by": ["evalkit-sim"]}, "unknown"),
 ])
 def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
-    from evalkit.server_kind import advice, server_kind
+    from evalkit.evidence.server_kind import advice, server_kind
 
     assert server_kind(identity) == kind
     metrics = advice(kind, "metrics")
@@ -235,7 +235,7 @@ def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
 ])
 def test_forced_length_is_judged_against_the_bare_answer(bare_tokens: int, with_field: int,
                                                          expected: tuple[str, bool]) -> None:
-    from evalkit.field_support import ProbeReply, length_fields, probe_fields
+    from evalkit.client.field_support import ProbeReply, length_fields, probe_fields
 
     async def send(body: dict, headers: dict) -> ProbeReply:
         n = with_field if ("ignore_eos" in body or "min_tokens" in body) else bare_tokens

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalkit.thinking_text import split_inline_reasoning
+from evalkit.client.thinking_text import split_inline_reasoning
 
 
 @pytest.mark.parametrize(

@@ -10,21 +10,21 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evalkit.argtypes import finite_float, nonneg_int, positive_int
-from evalkit import bisect
+from evalkit.config.argtypes import finite_float, nonneg_int, positive_int
+from evalkit.gate import bisect
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
-from evalkit.client_lag import client_lag
-from evalkit.gpu_telemetry import telemetry_line
+from evalkit.client.lag import client_lag
+from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.connect import discover_model
-from evalkit.config import api_key
+from evalkit.client.connect import discover_model
+from evalkit.config.profiles import api_key
 from evalkit.errors import UsageError
-from evalkit.evidence import evidence_summary
-from evalkit.field_support import length_fields
-from evalkit.rundir import REQUESTS
-from evalkit.run_failures import count_failures, failure_line
-from evalkit.runcontext import RunContext, open_run, print_run_path, profile_from_args
-from evalkit_stress.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
+from evalkit.evidence.capture import evidence_summary
+from evalkit.client.field_support import length_fields
+from evalkit.runs.rundir import REQUESTS
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
+from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.argtypes import nonneg_float, positive_int
+from evalkit.config.argtypes import nonneg_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.client_lag import client_lag
-from evalkit.config import THINKING_MODES, api_key, thinking_params
+from evalkit.client.lag import client_lag
+from evalkit.config.profiles import THINKING_MODES, api_key, thinking_params
 from evalkit.errors import UsageError
-from evalkit.evidence import evidence_summary
-from evalkit.rundir import RunDir, default_run_name
-from evalkit.run_failures import count_failures, failure_line
-from evalkit.runcontext import open_run, print_run_path
-from evalkit_stress.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
+from evalkit.evidence.capture import evidence_summary
+from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.context import open_run, print_run_path
+from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}

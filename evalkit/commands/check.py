@@ -11,14 +11,15 @@ import asyncio
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.config import THINKING_MODES, api_key, manifest_fields, thinking_params
-from evalkit.connect import discover_model
+from evalkit.config.profiles import THINKING_MODES, api_key, manifest_fields, thinking_params
+from evalkit.client.connect import discover_model
 from evalkit.errors import UsageError
-from evalkit.preflight import ALL_COMMANDS, CheckResult, Row, full_check
+from evalkit.check import full_check
+from evalkit.client.probe import ALL_COMMANDS, CheckResult, Row
 from evalkit.redact import scrub_tree
-from evalkit.rundir import RunDir, default_run_name
-from evalkit.runcontext import print_run_path, profile_from_args
-from evalkit.server_identity import identify
+from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.runs.context import print_run_path, profile_from_args
+from evalkit.evidence.server_identity import identify
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

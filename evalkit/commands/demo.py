@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.argtypes import positive_float, positive_int, run_name
-from evalkit.rundir import default_run_name
+from evalkit.config.argtypes import positive_float, positive_int, run_name
+from evalkit.runs.rundir import default_run_name
 
 BUILDS = (
     # label, sim profile, capability accuracy of the simulated model

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from evalkit.gate import check, format_table, load_rules
-from evalkit.junit import write_junit
+from evalkit.gate.junit import write_junit
 from evalkit.errors import UsageError
-from evalkit.summaries import FinishedRun, load_runs, run_problems, run_warnings, runs_by_kind
+from evalkit.runs.summaries import FinishedRun, load_runs, run_problems, run_warnings, runs_by_kind
 
 
 EPILOG = """exit codes:

@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.argtypes import any_int, nonneg_int, positive_float, positive_int
+from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.config import api_key
+from evalkit.config.profiles import api_key
 from evalkit.errors import UsageError
-from evalkit.evidence import evidence_summary
+from evalkit.evidence.capture import evidence_summary
 from evalkit.load.metrics import judge_point, point_metrics
 from evalkit.load.runner import LoadRunner, PointRun
 from evalkit.load.schedule import ARRIVALS, PointPlan, PointSpec, render_plan
@@ -31,9 +31,9 @@ from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
-from evalkit.rundir import MANIFEST, REQUESTS, utc_now_iso
-from evalkit.run_failures import count_failures, failure_line
-from evalkit.runcontext import open_run, print_run_path
+from evalkit.runs.rundir import MANIFEST, REQUESTS, utc_now_iso
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.context import open_run, print_run_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,15 +7,15 @@ import os
 import sys
 from pathlib import Path
 
-from evalkit.argtypes import nonneg_float, positive_int
-from evalkit.bisect import read_log
+from evalkit.config.argtypes import nonneg_float, positive_int
+from evalkit.gate.bisect import read_log
 from evalkit.errors import UsageError
 from evalkit.redact import scrub
 from evalkit.report.build import build_context
 from evalkit.report.noise import DEFAULT_NOISE_FLOOR
 from evalkit.report.render import render
 from evalkit.report.runs import label_runs
-from evalkit.summaries import load_runs, run_problems, run_warnings
+from evalkit.runs.summaries import load_runs, run_problems, run_warnings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -32,25 +32,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.argtypes import any_int, positive_float, positive_int
+from evalkit.config.argtypes import any_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.config import api_key
+from evalkit.config.profiles import api_key
 from evalkit.errors import UsageError
-from evalkit.evidence import evidence_summary
-from evalkit.field_support import length_fields
-from evalkit.gpu_telemetry import telemetry_line
-from evalkit.preflight import KILL_ROW, kill_check
-from evalkit.run_failures import count_failures, failure_line
-from evalkit.runcontext import open_run, print_run_path
+from evalkit.evidence.capture import evidence_summary
+from evalkit.client.field_support import length_fields
+from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.check import KILL_ROW, kill_check
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.context import open_run, print_run_path
 from evalkit_stress.diagnose import diagnosis_lines
-from evalkit_stress.gpu_memory import nvidia_smi, peaks_line
+from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
 from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
 from evalkit_stress.scenario_results import SCENARIO_COPY, check_same_scenarios, scenario_summary, summary_lines
 from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.summary import build_summary
-from evalkit_stress.tokenize import TokenCounter
+from evalkit.client.tokenize import TokenCounter
 
 
 EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one

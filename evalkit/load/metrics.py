@@ -10,24 +10,22 @@ the time (so the server saw less than the concurrency asked for).
 
 from __future__ import annotations
 
-import statistics
 from typing import Any, Iterable
 
 from evalkit.load.slo import OPS, Target, itl_gaps_ms, request_meets
-from evalkit.stats import percentile
+from evalkit.stats import distribution, median
 
 RATE_TOLERANCE = 0.02
 LATE_FLOOR_S = 0.010
 IDLE_TOLERANCE = 0.10
 
 
+QUANTILES = (50, 90, 95, 99)  # a load point's distributions: p50, p90, p95, p99, max, n
+
+
 def dist(values: Iterable[float | None]) -> dict[str, float | int | None]:
-    """`{"p50", "p90", "p95", "p99", "max", "n"}` of raw samples."""
-    xs = [float(v) for v in values if v is not None]
-    out: dict[str, float | int | None] = {f"p{q}": percentile(xs, q) for q in (50, 90, 95, 99)}
-    out["max"] = max(xs) if xs else None
-    out["n"] = len(xs)
-    return out
+    """`{"p50", "p90", "p95", "p99", "max", "n"}` of raw samples, as floats (evalkit.stats.distribution)."""
+    return distribution([float(v) for v in values if v is not None], QUANTILES)
 
 
 def _rate(times: list[float]) -> float | None:
@@ -96,7 +94,7 @@ def judge_point(repeats: list[dict[str, Any]], targets: list[Target]) -> dict[st
     for t in targets:
         vals = [t.value(r) for r in repeats]
         known = [v for v in vals if v is not None]
-        med = statistics.median(known) if len(known) == len(vals) and known else None
+        med = median(known) if len(known) == len(vals) and known else None
         checks.append({**t.to_json(), "values": vals, "median": med,
                        "met": med is not None and OPS[t.op](med, t.limit)})
     valid = all(r["valid"] for r in repeats)

@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.clock import Clock
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
-from evalkit.rundir import REQUESTS, RunDir
-from evalkit_stress.checks import judge
+from evalkit.runs.rundir import REQUESTS, RunDir
+from evalkit.runs.outcomes import judge
 
 # Open loop starts this long after planning, so the first sends are not already late.
 _LEAD_S = 0.05

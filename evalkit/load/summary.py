@@ -12,7 +12,7 @@ from typing import Any
 
 from evalkit.load.metrics import dist, judge_point, point_metrics
 from evalkit.load.slo import Target, parse_target
-from evalkit.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
+from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 
 POINTS = "points.jsonl"
 

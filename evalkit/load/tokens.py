@@ -2,7 +2,7 @@
 
 Prompts are built by the sim's token rule; a real tokenizer cuts the same filler into more or fewer tokens. The
 server counts a 1000-token filler prompt (its `/tokenize` or, failing that, a tiny request's reported usage, as
-stress does: stress/tokenize.py) and the ratio scales every prompt length of the run. It is recorded in the
+stress does: evalkit/client/tokenize.py) and the ratio scales every prompt length of the run. It is recorded in the
 manifest as `token_scale`, so `--dry-run --token-scale F` prints the plan the run sent.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import aiohttp
+from evalkit.client import auxiliary
 
-from evalkit.client import ChatClient, ChatRequest, new_request_id
+from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.load.workload import filler_text
-from evalkit_stress.prompts import chat_tokens_local
-from evalkit_stress.tokenize import messages_for, probe_counter
+from evalkit.client.prompts import chat_tokens_local
+from evalkit.client.tokenize import messages_for, probe_counter
 
 SAMPLE_TOKENS = 1000
 
@@ -30,7 +30,7 @@ async def measure_token_scale(client: ChatClient, extra_body: dict[str, Any]) ->
         return rec.prompt_tokens if rec.status == "ok" and rec.usage_source == "server" else None
 
     sample = messages_for(filler_text(random.Random("load-token-scale"), SAMPLE_TOKENS))
-    async with aiohttp.ClientSession() as session:
+    async with auxiliary.ClientSession() as session:
         counter = await probe_counter(session, client.base_url, client.model, usage_probe)
         server = await counter.count(session, sample)
     local = chat_tokens_local(sample)

@@ -5,7 +5,7 @@ request of the run) exercises a prefix cache, the request's own filler brings th
 count fixes the output length (about 2n - 1 tokens) while staying checkable. n moves through nine neighbouring
 values by request index, so requests close in the sequence (the ones in flight together) never share an answer
 and a response delivered to the wrong request is caught as wrong. Token counts follow the sim's rule
-(evalkit/sim/tokens.py); the server's own counts are recorded per request (`prompt_tokens`, `completion_tokens`).
+(evalkit/client/tokens.py); the server's own counts are recorded per request (`prompt_tokens`, `completion_tokens`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 
 from evalkit.errors import UsageError
-from evalkit.sim.tokens import count_tokens
-from evalkit_stress.prompts import GenQuestion, filler_words
+from evalkit.client.tokens import count_tokens
+from evalkit.client.prompts import GenQuestion, filler_words
 
 # The chat template's cost by the sim's rule: one user message (+4) and the prompt (+2).
 CHAT_OVERHEAD = 6

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.rundir import read_jsonl
+from evalkit.runs.rundir import read_jsonl
 from evalkit_stress.diagnose import YES, diagnose
-from evalkit_stress.server_evidence import calibrate, read_evidence, server_stamp
-from evalkit_stress.wait_parts import IDLE_SAVE, UNATTRIBUTED
+from evalkit.evidence.server_evidence import calibrate, read_evidence, server_stamp
+from evalkit.evidence.wait_parts import IDLE_SAVE, UNATTRIBUTED
 
 _TASK = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")

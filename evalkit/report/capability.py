@@ -14,7 +14,7 @@ from typing import Any
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import CAPABILITY_ORDER, Table
-from evalkit.stats import percentile
+from evalkit.stats import median
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
 
 NOT_COMPARABLE = "not comparable"
@@ -212,10 +212,6 @@ def change_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     return out
 
 
-def _median(xs: list[float]) -> float | None:
-    return percentile([x for x in xs if isinstance(x, (int, float))], 50)
-
-
 def _fmt(v: float | None, digits: int, suffix: str = "") -> str:
     return "–" if v is None else f"{v:.{digits}f}{suffix}"
 
@@ -249,15 +245,15 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             mine = graded if ds == "all" else by_ds[ds]
             reqs = [requests[g["request_id"]] for g in mine if g.get("request_id") in requests]
             n = len(mine)
-            cells = [_fmt(_median([g.get("reasoning_tokens") for g in mine]), 0),
-                     _fmt(_median([g.get("answer_tokens") for g in mine]), 0),
+            cells = [_fmt(median([g.get("reasoning_tokens") for g in mine]), 0),
+                     _fmt(median([g.get("answer_tokens") for g in mine]), 0),
                      f"{sum(g.get('finish_reason') == 'length' for g in mine) / n:.0%}",
                      f"{sum(g.get('outcome') == 'unparsed' for g in mine) / n:.0%}",
-                     _fmt_seconds(_median([x.get("ttft_s") for x in reqs])),
-                     _fmt(_median([x.get("decode_tok_s") for x in reqs]), 1)]
+                     _fmt_seconds(median([x.get("ttft_s") for x in reqs])),
+                     _fmt(median([x.get("decode_tok_s") for x in reqs]), 1)]
             if len(cols) > 6:
                 used = [g["reasoning_tokens"] / max_tokens for g in mine if isinstance(g.get("reasoning_tokens"), int)]
-                cells.append(_fmt(_median(used) * 100 if used else None, 0, "%"))
+                cells.append(_fmt(median(used) * 100 if used else None, 0, "%"))
             rows.append((ds, cells))
         notes = ["Tokens per answer (reasoning and the answer itself, from graded.jsonl); truncated: hit max_tokens"
                  + (f" ({max_tokens})" if max_tokens else "") + "; TTFT and decode rate as the client saw them "

@@ -15,8 +15,8 @@ from typing import Any
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.rundir import REQUESTS, read_jsonl
-from evalkit_stress.gpu_memory import (FLAT_RANGE_SHARE, GPU_FILE, MIN_GROWTH_MIB, done_times, leak_verdict,
+from evalkit.runs.rundir import REQUESTS, read_jsonl
+from evalkit.evidence.gpu_memory import (FLAT_RANGE_SHARE, GPU_FILE, MIN_GROWTH_MIB, done_times, leak_verdict,
                                       summarize_gpu)
 
 VERDICT_TEXT = {"growing": "growing", "falling": "falling", "flat": "flat", "cant_tell": "can't tell",

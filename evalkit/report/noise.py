@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from evalkit.stats import percentile
+from evalkit.stats import median, percentile
 
 BETTER, WORSE, WITHIN, UNKNOWN = "▲", "▼", "≈", "?"
 ALPHA = 0.05
@@ -60,10 +60,6 @@ def paired_answers_verdict(before: dict[str, bool], after: dict[str, bool], alph
     return NoiseVerdict(BETTER if only_b > only_a else WORSE, "mcnemar", detail)
 
 
-def _median(xs: Sequence[float]) -> float:
-    return percentile(xs, 50)  # type: ignore[return-value]  # never empty here, so never None
-
-
 def bootstrap_diff_ci(
     before: Sequence[float], after: Sequence[float], n_resamples: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
@@ -73,7 +69,7 @@ def bootstrap_diff_ci(
     for _ in range(n_resamples):
         a = [rng.choice(before) for _ in before]
         b = [rng.choice(after) for _ in after]
-        diffs.append(_median(b) - _median(a))
+        diffs.append(median(b) - median(a))
     lo = percentile(diffs, 100 * (1 - level) / 2)
     hi = percentile(diffs, 100 * (1 + level) / 2)
     return lo, hi  # type: ignore[return-value]  # diffs has n_resamples items, so neither is None
@@ -91,8 +87,8 @@ def samples_verdict(
     if len(before) < MIN_BOOTSTRAP_SAMPLES or len(after) < MIN_BOOTSTRAP_SAMPLES:
         return NoiseVerdict(UNKNOWN, "bootstrap", f"{len(before)} and {len(after)} samples; need {MIN_BOOTSTRAP_SAMPLES}")
     lo, hi = bootstrap_diff_ci(before, after)
-    base = _median(before)
-    rel = (_median(after) - base) / abs(base) if base else math.inf
+    base = median(before)
+    rel = (median(after) - base) / abs(base) if base else math.inf
     detail = f"95% CI of the difference [{lo:.3g}, {hi:.3g}], n={len(before)}/{len(after)}"
     if lo <= 0 <= hi or abs(rel) < noise_floor:
         return NoiseVerdict(WITHIN, "bootstrap", detail)

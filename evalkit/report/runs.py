@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.rundir import read_jsonl
-from evalkit.schemas import GradedLine, RequestLine
-from evalkit.summaries import FinishedRun
+from evalkit.runs.rundir import read_jsonl
+from evalkit.runs.schemas import GradedLine, RequestLine
+from evalkit.runs.summaries import FinishedRun
 
 
 @dataclass(frozen=True)

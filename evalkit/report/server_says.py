@@ -15,9 +15,9 @@ from evalkit.report import noise
 from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.evidence import evidence_summary
-from evalkit.server_identity import identity_label
-from evalkit.server_log import DEFAULT_PATTERNS
+from evalkit.evidence.capture import evidence_summary
+from evalkit.evidence.server_identity import identity_label
+from evalkit.evidence.server_log import DEFAULT_PATTERNS
 
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
 # Counter families worth a row, by server: (row name, series name, how to show it).

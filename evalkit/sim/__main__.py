@@ -2,11 +2,11 @@
 
 import sys
 
-from evalkit.cli import _Parser
-from evalkit.commands import sim
+from evalkit.config.argtypes import Parser
 from evalkit.errors import UsageError
+from evalkit.sim import command as sim
 
-parser = _Parser(prog="evalkit sim", description="the simulated OpenAI-compatible inference server")
+parser = Parser(prog="evalkit sim", description="the simulated OpenAI-compatible inference server")
 sim.add_arguments(parser)
 try:
     sys.exit(sim.run(parser.parse_args()))

@@ -17,7 +17,7 @@ from itertools import cycle, islice
 
 from evalkit.sim.determinism import pick
 from evalkit.sim.questions import Question
-from evalkit.sim.tokens import tokenize
+from evalkit.client.tokens import tokenize
 
 FILLER = (
     "The engine streams this filler text when it does not recognise the question. It reads like ordinary prose, "

@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from evalkit.sim.settings import SimSettings
-from evalkit.sim.tokens import prompt_tokens
+from evalkit.client.tokens import prompt_tokens
 
 
 # The body fields of OpenAI's chat completions API (openai-python's CompletionCreateParams): a strict server takes

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from evalkit.sim.answers import filler_tokens
 from evalkit.sim.thinking import Thinking, reasoning_tokens
-from evalkit.sim.tokens import tokenize
+from evalkit.client.tokens import tokenize
 
 Token = tuple[str, str]
 

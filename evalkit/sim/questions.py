@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.sim.tokens import message_text
+from evalkit.client.tokens import message_text
 
 KEY_LEN = 32
 _SHORT = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\? Reply with only the number\.")

@@ -35,7 +35,7 @@ from evalkit.sim.questions import Question, QuestionIndex, recognise, stress_que
 from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.thinking import decide
-from evalkit.sim.tokens import prompt_tokens, tokenize
+from evalkit.client.tokens import prompt_tokens, tokenize
 from evalkit.sim.trace import RequestTrace
 
 # The request's (clock, perf_counter) arrival, set by the arrival middleware.

@@ -15,7 +15,7 @@ import asyncio
 import socket
 from typing import Any, Callable
 
-from evalkit import kernel_stamps
+from evalkit.client import kernel_stamps
 from evalkit.clock import Clock
 
 _READ_SIZE = 256 * 1024

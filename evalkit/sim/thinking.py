@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from itertools import cycle, islice
 from typing import Any
 
-from evalkit.sim.tokens import message_text, tokenize
+from evalkit.client.tokens import message_text, tokenize
 
 EFFORT_TOKENS = {"low": 60, "medium": 150, "high": 300}
 _REASONING = (

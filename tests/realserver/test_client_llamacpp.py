@@ -8,7 +8,7 @@ import random
 import pytest
 from realserver_support import get_json
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 
 pytestmark = pytest.mark.realserver
 

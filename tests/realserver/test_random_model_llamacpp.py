@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from realserver_support import get_json
 
-from evalkit.client import ChatClient, ChatRequest
+from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.realserver.launch import ServerOptions, start_llama_server
 from evalkit.realserver.random_model import SHAPES, write_random_model
 

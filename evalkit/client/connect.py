@@ -1,0 +1,91 @@
+"""Turning a server profile into a ready client: reachability check and model discovery."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+from evalkit.client import auxiliary
+
+from evalkit.client.chat import ChatClient
+from evalkit.client.procs import MultiProcessChatClient
+from evalkit.clock import Clock
+from evalkit.config.profiles import ServerProfile, api_key
+from evalkit.errors import ServerRefused, UsageError
+from evalkit.client.probe import quick_check
+from evalkit.redact import scrub
+from evalkit.evidence.server_identity import identify
+
+
+def _not_a_model_list(url: str, status: int, ctype: str, body: str, key: str | None, why: str) -> UsageError:
+    # What came back, so a proxy's login page or a wrong port's HTML is seen for what it is (scrubbed of secrets).
+    shown = scrub(" ".join(body[:200].split()), [key]) or "empty body"
+    return UsageError(f"server at {url} answered GET /models with HTTP {status} ({ctype or 'no content type'}), "
+                      f"{why}: {shown}")
+
+
+async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
+    url = (profile.base_url or "").rstrip("/")
+    key = api_key(profile)
+    headers = {"Authorization": f"Bearer {key or 'EMPTY'}"}
+    try:
+        async with auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session:
+            async with session.get(f"{url}/models", headers=headers) as resp:
+                status, ctype = resp.status, resp.headers.get("Content-Type", "")
+                body = (await resp.read()).decode("utf-8", "replace")
+    except (auxiliary.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
+        raise UsageError(f"cannot reach server at {url}: {type(e).__name__}: {scrub(str(e), [key]) or 'no answer'}") \
+            from None
+    if status != 200:
+        raise _not_a_model_list(url, status, ctype, body, key, "not the model list")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise _not_a_model_list(url, status, ctype, body, key, "not JSON") from None
+    models = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(models, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in models):
+        raise _not_a_model_list(url, status, ctype, body, key, 'not an OpenAI model list ({"data": [{"id": ...}]})')
+    return [m["id"] for m in models]
+
+
+async def discover_model(profile: ServerProfile, timeout_s: float = 10.0) -> str:
+    """The profile's model, else the first id `GET /v1/models` lists; unreachable servers are usage errors."""
+    ids = await _model_ids(profile, timeout_s)
+    if profile.model:
+        return profile.model
+    if not ids:
+        raise UsageError(f"server at {profile.base_url} lists no model; pass --model")
+    return ids[0]
+
+
+async def open_client(profile: ServerProfile, clock: Clock | None = None,
+                      client_procs: int = 1) -> tuple[ChatClient, ServerProfile]:
+    """A client for the profile's server, and the profile with its model filled in.
+
+    The preflight's essential probe runs first: a server that refuses evalkit's request stops the command here
+    (exit 1, in the server's words) instead of after a thousand failed requests; one that wants UUID request ids
+    gets them, and fields the server refuses (evalkit.client.field_support) are never sent.
+    """
+    model = await discover_model(profile)
+    profile = dataclasses.replace(profile, model=model)
+    key = api_key(profile)
+    # Who the server is keys the field-support cache (and the manifest's server_identity).
+    identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+    check = await quick_check(profile.base_url or "", model, key, dict(profile.extra_body), identity=identity)
+    refused = [r for r in check.rows if r.supported is False]
+    if refused:
+        said = f"{refused[0].detail}" + (f"; {refused[0].fix}" if refused[0].fix else "")
+        raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: "
+                            f"{scrub(' '.join(said.split()), [api_key(profile)])} (evalkit check shows more)")
+    if client_procs > 1:  # the streams are read in worker processes; the records come back whole
+        client: Any = MultiProcessChatClient(profile.base_url or "", model, client_procs, api_key=key,
+                                             clock=clock, uuid_request_ids=check.uuid_request_ids,
+                                             omit_fields=check.omit_fields)
+    else:
+        client = ChatClient(profile.base_url or "", model, api_key=key, clock=clock,
+                            uuid_request_ids=check.uuid_request_ids, omit_fields=check.omit_fields)
+    client.preflight = check
+    client.identity = identity
+    return client, profile

@@ -1,0 +1,179 @@
+"""Server profiles from `evalkit.toml`: where a server is, how it switches thinking, and its build label.
+
+```toml
+[servers.after]
+base_url = "http://127.0.0.1:8082/v1"
+model = "qwen38-27b-ud"            # optional: default is the first id /v1/models lists
+api_key_env = "OPENAI_API_KEY"     # the *name* of the variable; keys never go in this file
+thinking = "chat_template_kwargs"  # auto | reasoning_effort | chat_template_kwargs | system_prompt | none
+concurrency = 2                    # default --concurrency for capability
+extra_body = { cache_prompt = false }
+[servers.after.build]               # free metadata, recorded in every run's manifest
+label = "a2bf07fd+revert+pr756"
+commit = "a2bf07fd"
+flags = "--tp 2 --max_batch 2"
+env = { FASTLLM_COOPERATIVE_LONG_PREFILL = "1" }
+[servers.after.log_patterns]        # extra --server-log flags by name (regex); "" switches a default off
+decode_alive = 'Decode alive = \\d+'
+```
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UsageError
+from evalkit.runs.schemas import ConfigFile, validate
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+DEFAULT_CONFIG = "evalkit.toml"
+THINKING_STYLES = ("auto", "reasoning_effort", "chat_template_kwargs", "system_prompt", "none")
+THINKING_MODES = ("off", "low", "medium", "high")
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """One server as the config file (or plain flags) describe it."""
+
+    name: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    thinking: str = "auto"
+    thinking_on_prompt: str = "/think"
+    thinking_off_prompt: str = "/no_think"
+    concurrency: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    build: dict[str, Any] = field(default_factory=dict)
+    log_patterns: dict[str, str] = field(default_factory=dict)  # --server-log flags: name -> regex ("" = off)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; a missing or malformed file is a usage error with a one-line reason."""
+    try:
+        with open(path, "rb") as f:
+            data: dict[str, Any] = tomllib.load(f)
+            return data
+    except FileNotFoundError:
+        raise UsageError(f"file not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"malformed TOML in {path}: {str(e).splitlines()[0]}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def load_profiles(path: Path | None) -> dict[str, ServerProfile]:
+    """Profiles by name from a config file (`evalkit.toml` in the working directory when `path` is None)."""
+    if path is None:
+        path = Path(DEFAULT_CONFIG)
+        if not path.exists():
+            return {}
+    data = read_toml(Path(path))
+    servers = data.get("servers", {})
+    if not isinstance(servers, dict):
+        raise UsageError(f"{path}: [servers] must be a table of named servers")
+    out = {}
+    for name, raw in servers.items():
+        out[name] = _profile_from_table(path, name, raw)
+    validate(ConfigFile, data, path)  # what the checks above do not name: wrong types, bad numbers, top-level keys
+    return out
+
+
+def _profile_from_table(path: Path, name: str, raw: Any) -> ServerProfile:
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: servers.{name} must be a table")
+    if "api_key" in raw:
+        raise UsageError(f"{path}: put the key in an environment variable and name it with api_key_env")
+    known = set(ServerProfile.__dataclass_fields__) - {"name"}
+    unknown = set(raw) - known
+    if unknown:
+        raise UsageError(f"{path}: servers.{name} has unknown key(s): {', '.join(sorted(unknown))}")
+    thinking = raw.get("thinking", "auto")
+    if thinking not in THINKING_STYLES:
+        raise UsageError(f"{path}: servers.{name}.thinking must be one of {', '.join(THINKING_STYLES)}")
+    return ServerProfile(name=name, **raw)
+
+
+def resolve_profile(
+    config: Path | None,
+    server: str | None,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    env: dict[str, str] | None = None,
+) -> ServerProfile:
+    """The profile a command uses: `--server NAME` from the config, overridden by explicit flags."""
+    env = dict(os.environ) if env is None else env
+    profiles = load_profiles(config)
+    if server is not None:
+        if server not in profiles:
+            where = config or DEFAULT_CONFIG
+            raise UsageError(f"no server named {server!r} in {where} (known: {', '.join(profiles) or 'none'})")
+        prof = profiles[server]
+    else:
+        prof = ServerProfile()
+    url = base_url or prof.base_url or env.get("EVALKIT_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    return ServerProfile(
+        **{
+            **prof.__dict__,
+            "base_url": url.rstrip("/"),
+            "model": model or prof.model,
+            "api_key_env": api_key_env or prof.api_key_env,
+        }
+    )
+
+
+def thinking_params(profile: ServerProfile, mode: str) -> tuple[dict[str, Any], str | None]:
+    """(extra request body, system prompt or None) that ask this server for thinking `mode`."""
+    if mode not in THINKING_MODES:
+        raise UsageError(f"--thinking must be one of {', '.join(THINKING_MODES)}")
+    on = mode != "off"
+    style = profile.thinking
+    if style == "none":
+        return {}, None
+    if style == "system_prompt":
+        return {}, profile.thinking_on_prompt if on else profile.thinking_off_prompt
+    if style == "reasoning_effort":
+        return {"reasoning_effort": mode if on else "none"}, None
+    kwargs: dict[str, Any] = {"enable_thinking": on}
+    if on:
+        kwargs["reasoning_effort"] = mode
+    body: dict[str, Any] = {"chat_template_kwargs": kwargs}
+    if style == "auto" and on:
+        # vLLM, SGLang and gpt-oss style templates read the top-level field; Qwen3-style templates the kwargs.
+        body["reasoning_effort"] = mode
+    return body, None
+
+
+def api_key(profile: ServerProfile, env: dict[str, str] | None = None) -> str | None:
+    """The API key from the environment variable the profile names (never stored anywhere)."""
+    env = dict(os.environ) if env is None else env
+    return env.get(profile.api_key_env)
+
+
+def manifest_fields(profile: ServerProfile) -> dict[str, Any]:
+    """What a run records about its server: everything but secrets."""
+    build = dict(profile.build)
+    return {
+        "server": {
+            "name": profile.name,
+            "base_url": profile.base_url,
+            "api_key_env": profile.api_key_env,
+            "thinking_style": profile.thinking,
+            "extra_body": profile.extra_body,
+        },
+        "model": profile.model,
+        "build_label": build.pop("label", None) or profile.name,
+        "build": build,
+    }

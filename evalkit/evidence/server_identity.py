@@ -1,0 +1,143 @@
+"""Which server build a run measured: what the server says about itself, plus what the user says about it.
+
+Probed once per run, each endpoint optional: llama.cpp `GET /props` (build_info, total_slots, n_ctx), vLLM
+`GET /version`, SGLang `GET /server_info` (older: `/get_server_info`), and the extra fields of `GET /v1/models`
+entries (vLLM's `max_model_len`, llama.cpp's `meta`). The user's `--build-label` and `--build-info KEY=VALUE`
+extend the profile's `[servers.X.build]` table. Reports label runs from this and flag before/after model changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+from evalkit.client import auxiliary
+
+from evalkit.errors import UsageError
+from evalkit.evidence.server_metrics import metrics_url
+
+_STANDARD_MODEL_KEYS = {"id", "object", "created", "owned_by"}
+# SGLang's /server_info is every server argument; these are the ones that identify a build and its capacity.
+_SGLANG_KEYS = ("version", "model_path", "served_model_name", "tp_size", "dp_size", "context_length",
+                "max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "mem_fraction_static",
+                "speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
+                "speculative_eagle_topk", "speculative_draft_model_path", "kv_cache_dtype", "quantization",
+                "attention_backend", "enable_mixed_chunk", "schedule_policy")
+_MAX_TEXT = 300
+
+
+def apply_build_args(fields: dict[str, Any], label: str | None, info: Sequence[str]) -> dict[str, Any]:
+    """Manifest fields with `--build-label` replacing the label and each `--build-info KEY=VALUE` added to `build`."""
+    build = dict(fields.get("build") or {})
+    for item in info:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--build-info wants KEY=VALUE, got {item!r}")
+        build[key.strip()] = value
+    out = {**fields, "build": build}
+    if label:
+        out["build_label"] = label
+    return out
+
+
+def _root(base_url: str) -> str:
+    return metrics_url(base_url)[: -len("/metrics")]
+
+
+def _short(value: Any) -> Any:
+    # A chat template or a long model path is identity noise in a manifest; keep its start.
+    if isinstance(value, str) and len(value) > _MAX_TEXT:
+        return value[:_MAX_TEXT] + f"... ({len(value)} chars)"
+    return value
+
+
+async def _get_json(session: auxiliary.ClientSession, url: str, timeout_s: float) -> tuple[Any, str]:
+    try:
+        async with session.get(url, timeout=auxiliary.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                return None, f"HTTP {resp.status}"
+            try:
+                return await resp.json(content_type=None), "ok"
+            except ValueError:
+                return None, "not JSON"
+    except (auxiliary.ClientError, asyncio.TimeoutError, OSError) as e:
+        return None, type(e).__name__
+
+
+def _from_props(props: dict[str, Any]) -> dict[str, Any]:
+    gen = props.get("default_generation_settings") or {}
+    return {
+        "build_info": props.get("build_info"),
+        "total_slots": props.get("total_slots"),
+        "n_ctx": gen.get("n_ctx", props.get("n_ctx")),
+        "model_path": _short(props.get("model_path")),
+        "modalities": props.get("modalities"),
+    }
+
+
+def _from_models(page: Any) -> list[dict[str, Any]]:
+    data = page.get("data") if isinstance(page, dict) else None
+    out = []
+    for m in data or []:
+        if isinstance(m, dict):
+            extra = {k: _short(v) for k, v in m.items() if k not in _STANDARD_MODEL_KEYS}
+            out.append({"id": m.get("id"), **extra})
+    return out
+
+
+async def identify(base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
+    """`server_identity` for manifest.json: what each identity endpoint answered, and the server type it implies."""
+    root = _root(base_url)
+    out: dict[str, Any] = {"server_type": None, "probed": {}}
+    async with auxiliary.ClientSession(headers=headers or {}) as session:
+        props, out["probed"]["/props"] = await _get_json(session, root + "/props", timeout_s)
+        if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
+            out["server_type"] = "llama.cpp"
+            out["props"] = _from_props(props)
+        version, out["probed"]["/version"] = await _get_json(session, root + "/version", timeout_s)
+        if isinstance(version, dict) and "version" in version:
+            out["version"] = version.get("version")
+            out["server_type"] = out["server_type"] or "vllm"
+        if out["server_type"] is None:
+            info, out["probed"]["/server_info"] = await _get_json(session, root + "/server_info", timeout_s)
+            if not isinstance(info, dict):
+                info, out["probed"]["/get_server_info"] = await _get_json(session, root + "/get_server_info",
+                                                                          timeout_s)
+            if isinstance(info, dict) and ("model_path" in info or "tp_size" in info):
+                out["server_type"] = "sglang"
+                out["server_info"] = {k: _short(info[k]) for k in _SGLANG_KEYS if k in info}
+                states = info.get("internal_states")
+                if isinstance(states, list) and states and isinstance(states[0], dict):
+                    # Cumulative since start-up: it includes traffic from before this run.
+                    out["server_info"]["avg_spec_accept_length"] = states[0].get("avg_spec_accept_length")
+        models, out["probed"]["/v1/models"] = await _get_json(session, base_url.rstrip("/") + "/models", timeout_s)
+        out["models"] = _from_models(models)
+        out["owned_by"] = sorted({str(m.get("owned_by")) for m in (models or {}).get("data") or []
+                                  if isinstance(m, dict) and m.get("owned_by")}) if isinstance(models, dict) else []
+        if out["server_type"] is None:
+            # A FastAPI server's routes tell llama-cpp-python and transformers serve apart
+            # (evalkit.evidence.server_kind).
+            api, out["probed"]["/openapi.json"] = await _get_json(session, root + "/openapi.json", timeout_s)
+            if isinstance(api, dict) and isinstance(api.get("paths"), dict):
+                out["openapi"] = {"title": _short((api.get("info") or {}).get("title")),
+                                  "paths": sorted(p for p in api["paths"] if p in _TELLING_PATHS)}
+    return out
+
+
+# Routes whose presence or absence tells servers apart.
+_TELLING_PATHS = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/audio/transcriptions",
+                  "/tokenize", "/extras/tokenize", "/version", "/metrics", "/props", "/health"}
+
+
+def identity_label(manifest: dict[str, Any]) -> str:
+    """One line naming the build: label, server type and version or build info, model."""
+    ident = manifest.get("server_identity") or {}
+    parts = [str(manifest.get("build_label") or "")]
+    kind = ident.get("server_type")
+    ver = ident.get("version") or (ident.get("props") or {}).get("build_info") or \
+        (ident.get("server_info") or {}).get("version")
+    if kind:
+        parts.append(f"{kind} {ver}" if ver else kind)
+    if manifest.get("model"):
+        parts.append(str(manifest["model"]))
+    return " · ".join(p for p in parts if p)

@@ -1,0 +1,93 @@
+"""What every server-facing command does first and last: resolve the server, open the run directory, print its path."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from evalkit.client.chat import ChatClient
+from evalkit.clock import Clock
+from evalkit.config.profiles import ServerProfile, api_key, manifest_fields, resolve_profile
+from evalkit.client.connect import open_client
+from evalkit.errors import UsageError
+from evalkit.evidence.capture import EvidenceCapture, evidence_from_args
+from evalkit.redact import scrub_tree
+from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.evidence.server_identity import apply_build_args, identify
+
+
+@dataclass
+class RunContext:
+    """The open run: its directory, a connected client, the resolved server profile and the run's clock."""
+
+    rundir: RunDir
+    client: ChatClient
+    profile: ServerProfile
+    clock: Clock
+    evidence: EvidenceCapture | None = None  # the server's /metrics and log; commands call `end()` before summary
+
+
+def profile_from_args(args: argparse.Namespace) -> ServerProfile:
+    """The server profile the common flags (`--server`, `--base-url`, ...) describe."""
+    named = getattr(args, "api_key_env", None)
+    if named is not None and named not in os.environ:
+        # The default OPENAI_API_KEY may be unset (most self-hosted servers want no key); a named one may not.
+        raise UsageError(f"--api-key-env {named}: no such environment variable is set")
+    return resolve_profile(
+        getattr(args, "config", None),
+        getattr(args, "server", None),
+        getattr(args, "base_url", None),
+        getattr(args, "model", None),
+        getattr(args, "api_key_env", None),
+    )
+
+
+@asynccontextmanager
+async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]) -> AsyncIterator[RunContext]:
+    """Connect to the server (exit 2 when unreachable), create or resume `OUT/NAME`, close the client at the end.
+
+    The caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is printed as the
+    last line of standard output by `print_run_path`.
+    """
+    clock = Clock()
+    procs = max(1, getattr(args, "client_procs", 1) or 1)
+    client, profile = await open_client(profile_from_args(args), clock, client_procs=procs)
+    try:
+        name = getattr(args, "name", None) or default_run_name(kind)
+        fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
+                                  getattr(args, "build_info", None) or [])
+        client_fields = {"client_procs": procs} if procs > 1 else {}
+        key = api_key(profile)
+        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest},
+                               secrets=(key,))
+        if client.preflight is not None:  # what the preflight found, and how the client talks to this server
+            rundir.write_json("check.json", scrub_tree(client.preflight.to_json(), (key,)))
+            support = client.preflight.fields
+            rundir.update_manifest(**{"field_support_at_resume" if rundir.resumed else "field_support": scrub_tree({
+                **(support.to_json() if support is not None else {}),
+                "not_sent": sorted(client.preflight.omit_fields)}, (key,))})
+            if client.preflight.omit_fields:
+                print(f"note: the server refuses {', '.join(sorted(client.preflight.omit_fields))}: evalkit does not "
+                      "send them (manifest.json field_support)", file=sys.stderr, flush=True)
+        identity = getattr(client, "identity", None) or await identify(
+            profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+        identity = scrub_tree(identity, (key,))  # what the server says about itself (/props) may echo headers
+        # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
+        rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
+        evidence = evidence_from_args(args, kind, rundir, profile, key, clock)
+        await evidence.start()
+        try:
+            yield RunContext(rundir=rundir, client=client, profile=profile, clock=clock, evidence=evidence)
+        finally:
+            await evidence.close()
+    finally:
+        await client.aclose()
+
+
+def print_run_path(rundir: RunDir) -> None:
+    """The contract's last line of standard output: the run directory's path."""
+    print(rundir.path, flush=True)
