@@ -4,8 +4,9 @@ Each of N streams sends requests back to back (128 tokens at 50 tok/s a stream b
 spread over one request's length so arrivals do not come in one burst. Requests are matched by `X-Request-Id` to the
 sim's `/sim/events`. Per request: |client TTFT - true TTFT|, split into the way up (`arrived - t_sent`, which must
 never be negative) and the way down (client chunk - sim `first_token`). CPU per chunk is the client processes'
-`getrusage` user + system time over the run divided by the text chunks they received; read lag is how long after the kernel
-received a response's bytes the client read them (`read_lag_s`, the worst per request: a busy client reads late,
+`getrusage` user + system time over the run divided by the text chunks they received; read lag is how long after
+the kernel received a response's bytes the client read them (`read_lag_s`, the worst per request: a busy client
+reads late,
 while its stamps, the kernel's, stay true). The sim is pinned to core 0 and the client to the other cores
 (`os.sched_setaffinity`); the machine is a shared VM, so each row prints the load average and the share of the
 client cores' time the host took away (steal, from /proc/stat). `--client-procs K` spreads the streams over K

@@ -62,7 +62,7 @@ def synthetic(runs: int) -> None:
         samples = [{"t": 1000 + 0.2 * i, "cycle": 1 + 3 * i // n, "gpu": 0, "used_mib": float(int(8000 + rng.uniform(
             -50, 50)))} for i in range(n)]
         done = sorted(1000 + rng.uniform(0, 0.2 * n) for _ in range(15))
-        verdict = summarize_gpu(samples, done)["0"]["verdict"]  # type: ignore[index]
+        verdict = summarize_gpu(samples, done)["0"]["verdict"]  # type: ignore[index]  # summaries are dicts by card id
         named += verdict == "growing"
         not_flat += verdict != "flat"
     print(f"{runs} flat cards with ±50 MiB noise: {named} named as leaking, {not_flat} not called flat")

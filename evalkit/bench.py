@@ -106,7 +106,7 @@ def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
     for line in lines:
         if line.get("status") == "ok" and line.get("bench_key"):
             ok[line["bench_key"]] = ok.get(line["bench_key"], 0) + 1
-    need = {k: (plan.concurrency if k.startswith("concurrent:") else 1) for k in plan.keys()}
+    need = {k: (plan.concurrency if k.startswith("concurrent:") else 1) for k in plan.keys()}  # noqa: SIM118 - BenchPlan.keys() is its own method
     return {k for k, n in ok.items() if n >= need.get(k, 1)}
 
 
@@ -127,7 +127,7 @@ async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done
     skipped = sum(plan.concurrency if k.startswith("concurrent:") else 1 for k in done)
     if skipped:
         on_done(skipped)
-    for key in plan.keys():
+    for key in plan.keys():  # noqa: SIM118 - BenchPlan.keys() is its own method, not a dict's
         if key in done:
             continue
         if key.startswith("single:"):
@@ -163,7 +163,8 @@ def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | N
 
 
 def server_rate(lines: list[dict[str, Any]]) -> float | None:
-    """Median of the server's own decode rate (llama.cpp `timings.predicted_per_second`) over `lines`, if it sent one."""
+    """Median of the server's own decode rate (llama.cpp `timings.predicted_per_second`) over `lines`, if it sent
+    one."""
     return median([x["server_timings"]["predicted_per_second"] for x in lines
                     if (x.get("server_timings") or {}).get("predicted_per_second")])
 

@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     if args.command != "sim":  # the last edge before the screen: nothing printed carries the key
         keys = _run_secrets(args)
-        sys.stdout, sys.stderr = ScrubbingWriter(out, keys), ScrubbingWriter(err, keys)  # type: ignore[assignment]
+        sys.stdout, sys.stderr = ScrubbingWriter(out, keys), ScrubbingWriter(err, keys)
     try:
         check_outputs(args)
         # Every command's client reads its streams on this loop; the simulator keeps the loop it was tuned on.
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("evalkit: interrupted\n")
         return 130
-    except Exception:  # a bug's traceback, printed here so it passes the scrubbing writer too (exit 1 as uncaught)
+    except Exception:  # noqa: BLE001 - a bug's traceback, printed here so it passes the scrubbing writer too (exit 1 as uncaught)
         import traceback
 
         traceback.print_exc()

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @contextlib.contextmanager
@@ -17,7 +17,7 @@ def fast_loop(enabled: bool = True) -> Iterator[str]:
     The client reads every chunk on the loop, and uvloop's socket reads cost about half of the standard loop's CPU.
     The previous loop policy is put back afterwards, so a command run in-process (tests) leaves no trace."""
     name = "asyncio"
-    uvloop = None
+    uvloop: Any = None  # the module, where it is installed and wanted
     if enabled and os.environ.get("EVALKIT_LOOP", "").lower() != "asyncio" and sys.platform != "win32" \
             and sys.version_info < (3, 14):  # loop policies are deprecated from 3.14 on
         try:

@@ -123,7 +123,7 @@ def _dec(x: Any, depth: int) -> Any:
     if tag == "f":
         return frozenset(items)
     if tag == "d" and all(type(p) is list and len(p) == 2 for p in items):
-        return {k: val for k, val in items}
+        return dict(items)
     raise NotPlain("malformed value")
 
 

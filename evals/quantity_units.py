@@ -57,7 +57,7 @@ def _at(m: re.Match[str]) -> Compound | None:
     units = [unit_of(u) for _, u in parts]
     if any(u is None for u in units) or len({u[0] for u in units if u}) != 1:
         return None
-    family = units[0][0]  # type: ignore[index]
+    family = units[0][0]  # type: ignore[index]  # the check above rules out None
     factors = [FAMILIES[family][u[1]] for u in units if u]
     if any(a <= b for a, b in zip(factors, factors[1:])):
         return None  # "2 minutes and 3 hours" is no compound

@@ -109,12 +109,12 @@ class Worker:
             os.chown(self._workdir, self.uid, self.uid)
         os.chmod(self._workdir, 0o700)
         argv, env = self.isolation.argv()
-        self._err = tempfile.TemporaryFile()
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 - the child's stderr for its whole life; close() ends it
         # A clean environment for bubblewrap too: its own processes' environment must not hold the API key.
         self._proc = subprocess.Popen(argv, cwd=self._workdir, env=env or _bare_env(), stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._err, start_new_session=True,
                                       close_fds=True)
-        for fd in (self._proc.stdin.fileno(), self._proc.stdout.fileno()):  # type: ignore[union-attr]
+        for fd in (self._proc.stdin.fileno(), self._proc.stdout.fileno()):  # type: ignore[union-attr]  # both pipes were asked for, so neither is None
             os.set_blocking(fd, False)
             try:  # a bigger pipe: fewer wake-ups for a large input or output
                 fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
@@ -278,7 +278,7 @@ class Worker:
             proc.wait()
             for f in (proc.stdin, proc.stdout):
                 try:
-                    f.close()  # type: ignore[union-attr]
+                    f.close()  # type: ignore[union-attr]  # a None pipe raises AttributeError, caught below
                 except (OSError, AttributeError):
                     pass
             self._proc = None

@@ -38,7 +38,7 @@ def _lock_down(init: dict) -> None:
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - best effort: where the kernel refuses, the run goes on without it
             pass
     lim = init["limits"]
     resource.setrlimit(resource.RLIMIT_AS, (lim["memory_bytes"], lim["memory_bytes"]))
@@ -79,8 +79,8 @@ def main() -> None:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
-    sys.stdin = open(os.devnull)
-    sys.stdout = sys.stderr = open(os.devnull, "w")
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's own stdio, open until it exits
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - as above
 
     def send(text: str) -> None:
         writer.write(text.encode("utf-8", "surrogatepass") + b"\n")
@@ -102,7 +102,7 @@ def main() -> None:
     if init["code"] is not None:
         try:
             fn = _load(init["code"], init["entry_point"])
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 - the program's failure is data
             send(json.dumps({"load_error": _error_text(e)}))
             os._exit(0)
     send('{"ready":true}')
@@ -116,7 +116,7 @@ def main() -> None:
             try:
                 fn = _load(msg["load"], msg["entry_point"])
                 send(json.dumps({"n": nonce, "ok": True}))
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:  # noqa: BLE001 - the program's failure is data
                 send(json.dumps({"n": nonce, "ok": False, "error": _error_text(e)}))
             continue
         if "batch" in msg:  # the trusted reference only: every input in one message, every output in one reply
@@ -150,7 +150,7 @@ def _batch(fn, nonce, batch, max_out, send, pv) -> None:
             out = fn(*args)
             times.append(time.perf_counter() - t0)
             outs.append(pv.to_tree(out))
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 - the program's failure is data
             send(json.dumps({"n": nonce, "ok": False, "error": f"input {i}: {_error_text(e)}"}))
             return
     text = json.dumps({"n": nonce, "ok": True, "s": times, "outs": outs}, check_circular=False,

@@ -109,7 +109,7 @@ class StressRunner:
     # --- token counting -------------------------------------------------------------------------------
     async def _usage_probe(self, messages: list[dict[str, str]]) -> int | None:
         # A tiny request read only for `usage.prompt_tokens`; retried because a faulty server may fail it.
-        for attempt in range(3):
+        for _attempt in range(3):
             rec = await self.client.chat(ChatRequest(
                 messages=messages, max_tokens=1, extra_body=dict(self.opts.extra_body),
                 request_id=f"{self.nonce}-calibration-{uuid.uuid4().hex[:6]}", timeout_s=self.opts.timeout_s,

@@ -19,7 +19,7 @@ from evalkit.errors import UsageError
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef]  # the same module under its backport name
 
 BUILTIN_NAME = "default-cycle.toml"
 EVENTS = ("sent", "first_token", "done")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable
 
 from evalkit.client.prompts import GenQuestion, LongSpec, ShortQuestion
 from evalkit_stress.scenario_file import RequestSpec, ScenarioSpec, Span
@@ -33,7 +33,7 @@ class TextQuestion:
     answer: str | None = None
 
 
-Question = Union[ShortQuestion, GenQuestion, LongSpec, TextQuestion]
+Question = ShortQuestion | GenQuestion | LongSpec | TextQuestion
 
 
 @dataclass(frozen=True)

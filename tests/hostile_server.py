@@ -72,7 +72,7 @@ def main() -> None:
             return resp
         words = ["The", " answer", " is", " 18.", f" (key {request.headers.get('Authorization', '')[7:]})"]
         max_tokens = int(body.get("max_tokens") or 16)
-        for i, w in enumerate(words[:max(1, max_tokens)]):
+        for _i, w in enumerate(words[:max(1, max_tokens)]):
             await event({"id": "x", "object": "chat.completion.chunk", "model": "hostile",
                          "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
             await asyncio.sleep(0.001)
@@ -94,7 +94,7 @@ def main() -> None:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        print(site._server.sockets[0].getsockname()[1], flush=True)  # type: ignore[union-attr]
+        print(site._server.sockets[0].getsockname()[1], flush=True)  # type: ignore[union-attr]  # started, so the server is set
         await asyncio.Event().wait()
 
     asyncio.run(serve())

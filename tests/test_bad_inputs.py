@@ -281,7 +281,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("replay-reasoning-type", ["capability", "--replay", f"{B}/replay-reasoning.jsonl", "--out", "{tmp}"], 2,
      "reasoning"),
     ("replay-is-dir", ["capability", "--replay", f"{B}", "--out", "{tmp}"], 2, "directory"),
-    # --- stress scenario files, bounded before a dry run expands them --------------------------------------------------
+    # --- stress scenario files, bounded before a dry run expands them ----------------------------------------------
     ("scenario-missing", ["stress", "--scenario", f"{B}/nosuch.toml", "--dry-run"], 2, "cannot read"),
     ("scenario-malformed", ["stress", "--scenario", f"{B}/scenario-malformed.toml", "--dry-run"], 2, "TOML"),
     ("scenario-repeat", ["stress", "--scenario", f"{B}/scenario-repeat.toml", "--dry-run"], 2, "repeat"),

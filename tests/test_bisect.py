@@ -1,4 +1,5 @@
-"""A real `git bisect run` with examples/bisect_step.sh: commits change the sim's decode rate; it finds the planted one."""
+"""A real `git bisect run` with examples/bisect_step.sh: commits change the sim's decode rate; it finds the planted
+one."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
         assert len(ds) >= 25
     assert all(g["correct"] == (g["outcome"] == "correct") for g in graded)
     assert all(g["row_hash"] and g["dataset_revision"] for g in graded)
-    bp = [g for g in graded if g["id"] == "humanevalplus:HumanEval/53"][0]
+    bp = next(g for g in graded if g["id"] == "humanevalplus:HumanEval/53")
     assert bp["details"]["base"] == "pass" and bp["details"]["plus"] == "fail"
     assert summary["scores"]["humanevalplus"]["base_pass"] > summary["scores"]["humanevalplus"]["plus_pass"]
 

@@ -65,5 +65,5 @@ def test_gpu_smoke_runs_the_workflows_evalkit_steps_with_flags_the_cli_takes() -
         words = [w if not w.startswith("$") and "${" not in w and "$(" not in w
                  else stand_in.get(cmd[i - 1], "1") for i, w in enumerate(cmd[1:], 1)]
         parser = build_parser(only=cmd[1])
-        args, unknown = parser.parse_known_args(words)
+        _args, unknown = parser.parse_known_args(words)
         assert not [u for u in unknown if u.startswith("--")], (cmd, unknown)

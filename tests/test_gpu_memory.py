@@ -2,8 +2,9 @@
 
 Issue 34's stand-in: card 0 grows 400 MiB a second from 8,000 MiB and card 1 stays flat, `--cycles 3 --time-scale
 50 --gpu-interval 0.2` against `dual-2080ti-after` (with shorter long prompts here): card 0 must be named every
-run, card 1 never (two runs here; `benchmarks/check_gpu_leak_verdict.py` runs ten). A 4-cycle run has one card of each other form: 200 MiB per finished request (named with a per-request slope within 20% of
-200), 120 MiB per cycle, flat with ±50 MiB of sampling noise, and flat: the last two never named. The statistics
+run, card 1 never (two runs here; `benchmarks/check_gpu_leak_verdict.py` runs ten). A 4-cycle run has one card of
+each other form: 200 MiB per finished request (named with a per-request slope within 20% of 200), 120 MiB per cycle,
+flat with ±50 MiB of sampling noise, and flat: the last two never named. The statistics
 themselves (autocorrelated samples, a noisy flat card drawn many times, "can't tell") are tested on synthetic
 samples below.
 """
@@ -166,7 +167,7 @@ def test_autocorrelated_samples_widen_the_time_slope() -> None:
     wide = fit_slope("second", ts, used, autocorrelated=True)
     assert naive.call in ("up", "down") and wide.call in ("within_noise", "unjudged")
     assert wide.independent is not None and wide.independent < 30
-    card = summarize_gpu(_samples(used))["0"]  # type: ignore[index]
+    card = summarize_gpu(_samples(used))["0"]  # type: ignore[index]  # summaries are dicts by card id
     assert card["verdict"] == "cant_tell" and card["leak_by"] == []
     v = leak_verdict({"0": card})
     assert v is not None and v["verdict"].startswith("can't tell: GPU 0: no slope clearly above zero (")
@@ -181,7 +182,7 @@ def test_a_noisy_flat_card_is_never_named() -> None:
         rng = random.Random(seed)
         used = [float(int(8000 + rng.uniform(-50, 50))) for _ in range(75)]
         done = sorted(1000 + rng.uniform(0, 15) for _ in range(15))
-        verdicts.append(summarize_gpu(_samples(used), done)["0"]["verdict"])  # type: ignore[index]
+        verdicts.append(summarize_gpu(_samples(used), done)["0"]["verdict"])  # type: ignore[index]  # as above
     assert "growing" not in verdicts and verdicts.count("flat") >= 198, verdicts
 
 
@@ -191,7 +192,7 @@ def test_a_small_leak_under_the_noise_is_still_named_with_its_size() -> None:
     done = sorted(1000 + rng.uniform(0, 15) for _ in range(30))
     ts = [1000 + i * 0.2 for i in range(75)]
     used = [8000 + 20 * sum(d <= t for d in done) + rng.uniform(-50, 50) for t in ts]
-    card = summarize_gpu(_samples(used), done)["0"]  # type: ignore[index]
+    card = summarize_gpu(_samples(used), done)["0"]  # type: ignore[index]  # as above
     assert card["verdict"] == "growing" and "request" in card["leak_by"]
     assert abs(card["slope_mib_per_request"] - 20) <= 6
 
@@ -203,7 +204,7 @@ def test_a_small_leak_under_the_noise_is_still_named_with_its_size() -> None:
     ([3000.0, 3000.0], "too_few_cycles"),
 ])
 def test_card_verdicts(used: list[float], verdict: str) -> None:
-    assert summarize_gpu(_samples(used))["0"]["verdict"] == verdict  # type: ignore[index]
+    assert summarize_gpu(_samples(used))["0"]["verdict"] == verdict  # type: ignore[index]  # as above
 
 
 def test_verdict_texts() -> None:

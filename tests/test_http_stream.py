@@ -60,7 +60,7 @@ def _fold(wire: bytes, cut: int | None) -> tuple[RequestRecord, bool, _Connectio
     """Feed a response to a connection in pieces of `cut` bytes (None: in one piece); (record, ended, connection)."""
     reused: list[_Connection] = []
     conn = _Connection(Clock(), reused.append)
-    conn.connection_made(_Transport())  # type: ignore[arg-type]
+    conn.connection_made(_Transport())  # type: ignore[arg-type]  # a stand-in transport
     rec = RequestRecord("r", 0.0)
     content: list[str] = []
     sink = _EventStream(rec, content, [], None)

@@ -16,7 +16,7 @@ import pytest
 from evalkit.runs.rundir import read_jsonl
 
 
-def evalkit(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+def evalkit(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]  # subprocess.run's keywords, passed through
     return subprocess.run([sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, timeout=300, **kw)
 
 
@@ -41,7 +41,7 @@ def test_a_second_writer_exits_2_naming_the_first_which_completes(sim, tmp_path:
     assert len(err) == 1 and "Traceback" not in second.stderr
     assert f"pid {first.pid}" in err[0] and "capability" in err[0]
     assert (tmp_path / "shared" / "manifest.json").read_bytes() == manifest_before  # no resume stamped
-    out, errs = first.communicate(timeout=300)
+    _out, errs = first.communicate(timeout=300)
     assert first.returncode == 0, errs[-2000:]
     ids = [r["id"] for r in read_jsonl(graded)]
     assert len(ids) == 12 == len(set(ids))
@@ -56,7 +56,7 @@ def test_resuming_a_run_with_30_percent_faults_keeps_one_line_per_question(sim, 
     server = sim("--time-scale", "50", "--fail-rate", "0.3", "--seed", "5")
     args = _capability(server.base_url, tmp_path, "faulty", 20)
     errors = []
-    for attempt in range(4):  # the first run and three resumes
+    for _attempt in range(4):  # the first run and three resumes
         p = evalkit(*args)
         assert p.returncode == 0, p.stderr[-2000:]
         graded = read_jsonl(tmp_path / "faulty" / "graded.jsonl")
@@ -81,7 +81,7 @@ STRESS = ("--cycles", "3", "--seed", "7", "--long-tokens", "3000", "--time-scale
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]  # a pytest fixture generator
     """A 2 MB tmpfs, nearly filled so a stress run runs out of room mid-way (root only)."""
     mnt = tmp_path / "tiny"
     mnt.mkdir()

@@ -55,7 +55,7 @@ TOML = st.one_of(st.lists(LINES, max_size=12).map("\n".join), st.binary(max_size
     lambda b: b.decode("latin-1")))
 
 
-def _quiet(call) -> None:  # type: ignore[no-untyped-def]
+def _quiet(call) -> None:  # type: ignore[no-untyped-def]  # any callable
     try:
         call()
     except UsageError as e:

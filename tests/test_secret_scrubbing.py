@@ -48,7 +48,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     log.touch()
     proc = subprocess.Popen([sys.executable, str(HERE / "hostile_server.py"), str(log)], stdout=subprocess.PIPE,
                             text=True)
-    port = int(proc.stdout.readline())  # type: ignore[union-attr]
+    port = int(proc.stdout.readline())  # type: ignore[union-attr]  # stdout=PIPE
     yield f"http://127.0.0.1:{port}/v1", log
     proc.kill()
     proc.wait()

@@ -1,4 +1,5 @@
-"""`evalkit stress` against `evalkit sim` over real HTTP: the write-up's before/after builds, judged by the sim's events.
+"""`evalkit stress` against `evalkit sim` over real HTTP: the write-up's before/after builds, judged by the sim's
+events.
 
 Runs the issue's acceptance, `--cycles 3 --seed 42` with the full 54K-token long prompt against both profiles, at
 `--time-scale 20` (`EVALKIT_TEST_STRESS_SCALE` overrides it). At that scale an inserted short is sent 25-150 ms into

@@ -3,8 +3,9 @@
 One `evalkit stress --cycles 1` run per combination of yield / no yield, cancel that aborts at the next chunk /
 at the end of a 4096-token batch / never, housekeeping on / off and 1 / 2 slots (16K-token long prompts at
 `--time-scale 25`). A run takes ~10 s, mostly fixed start-up, so by default six combinations run that cover every
-pair of settings; `EVALKIT_TEST_FULL_MATRIX=1` runs all 24. The verdicts from the run's files (timings, log, /metrics) must agree with `/sim/events`; the
-same run with the server's evidence stripped (the client alone) must agree or say "can't tell", never be wrong.
+pair of settings; `EVALKIT_TEST_FULL_MATRIX=1` runs all 24. The verdicts from the run's files (timings, log,
+/metrics) must agree with `/sim/events`; the same run with the server's evidence stripped (the client alone) must
+agree or say "can't tell", never be wrong.
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
     want, d, ev = truth(r["lines"], r["events"]), r["summary"]["diagnoses"], r["events"]
     got = {"cancel": d["cancel_aborts"]["verdict"], "hol": d["head_of_line_blocking"]["verdict"],
            "hurt": d["long_hurt_by_inserts"]["verdict"]}
-    print(f"\n{extra}: truth {want}, verdicts {got}; gaps {[(g['request_id'], g['gap_s'], g['cause']) for g in d['silent_gaps']]}")
+    shown = [(g["request_id"], g["gap_s"], g["cause"]) for g in d["silent_gaps"]]
+    print(f"\n{extra}: truth {want}, verdicts {got}; gaps {shown}")
     for k in got:
         if want[k] != "near":
             assert got[k] == want[k], (k, got[k], want[k], d)

@@ -31,10 +31,10 @@ async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
     key = profile.api_key
     headers = {"Authorization": f"Bearer {key or 'EMPTY'}"}
     try:
-        async with auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session:
-            async with session.get(f"{url}/models", headers=headers) as resp:
-                status, ctype = resp.status, resp.headers.get("Content-Type", "")
-                body = (await resp.read()).decode("utf-8", "replace")
+        async with (auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session,
+                    session.get(f"{url}/models", headers=headers) as resp):
+            status, ctype = resp.status, resp.headers.get("Content-Type", "")
+            body = (await resp.read()).decode("utf-8", "replace")
     except (auxiliary.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
         raise UsageError(f"cannot reach server at {url}: {type(e).__name__}: {scrub(str(e), [key]) or 'no answer'}") \
             from None

@@ -112,7 +112,7 @@ class _Connection(asyncio.Protocol):
 
     # asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # our own transports are _SocketTransport or asyncio's Transport
         if isinstance(transport, _SocketTransport):
             self.read_lag = 0.0
 
@@ -135,7 +135,7 @@ class _Connection(asyncio.Protocol):
                     except ValueError:
                         size = 0  # an extension or junk: the general path decides
                     if size and len(data) == eol + size + 4 and data.endswith(b"\r\n"):
-                        self._sink.on_data(data[eol + 2:eol + 2 + size], now)  # type: ignore[union-attr]
+                        self._sink.on_data(data[eol + 2:eol + 2 + size], now)  # type: ignore[union-attr]  # a sink is set before any body arrives
                         return
             self._feed(data, now)
         except Exception as e:  # noqa: BLE001 - a framing error or the sink's own; either ends this exchange
@@ -571,7 +571,7 @@ class HttpPool:
                 raise
             conn = _Connection(self._clock, self._release)
             transport = _SocketTransport(sock, self._reader, conn)
-            conn.connection_made(transport)  # type: ignore[arg-type]
+            conn.connection_made(transport)  # type: ignore[arg-type]  # duck-typed transport: the methods asyncio's protocol calls
             self._reader.add(transport)
             self._addresses = infos[i:] + infos[:i]  # the address that answered first next time
             return conn

@@ -46,7 +46,7 @@ def stamp_of(ancdata: list[tuple[int, int, bytes]]) -> float | None:
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             sec, nsec = _TIMESPEC.unpack_from(data)
-            return sec + nsec * 1e-9
+            return float(sec + nsec * 1e-9)
     return None
 
 

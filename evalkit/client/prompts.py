@@ -100,7 +100,7 @@ def long_prompt_text(spec: LongSpec, sentences: int) -> str:
     # Generate in blocks of 256 so that a longer prompt's filler starts with a shorter one's (stable fitting).
     block = max(256, -(-sentences // 256) * 256)
     filler = list(_filler_sentences(spec.filler_seed, block)[:sentences])
-    at = min(len(filler), int(round(spec.code_at * len(filler))))
+    at = min(len(filler), round(spec.code_at * len(filler)))
     filler.insert(at, f"The secret code is {spec.code}.")
     body = " ".join(filler)
     return f"{spec.first_word.capitalize()}: {body}\n\n{LONG_QUESTION}"

@@ -100,7 +100,7 @@ async def _post_count(session: auxiliary.ClientSession, url: str, body: dict[str
     # `messages`): no text tokenizes to nothing, so zero means "not understood".
     if isinstance(data, dict):
         if isinstance(data.get("count"), int) and data["count"] > 0:
-            return data["count"]
+            return int(data["count"])
         if isinstance(data.get("tokens"), list) and data["tokens"]:
             return len(data["tokens"])
     return None
@@ -112,7 +112,7 @@ async def probe_counter(
     """Find how this server counts tokens (see the module docstring for the order tried)."""
     url = server_root(base_url) + "/tokenize"
     msgs = messages_for(PROBE_TEXT)
-    attempts = [
+    attempts: list[tuple[str, dict[str, Any]]] = [
         ("messages", {"model": model, "messages": msgs}),
         ("prompt", {"model": model, "prompt": PROBE_TEXT}),
         ("content", {"content": PROBE_TEXT}),

@@ -64,7 +64,8 @@ def read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML file; a missing or malformed file is a usage error with a one-line reason."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data: dict[str, Any] = tomllib.load(f)
+            return data
     except FileNotFoundError:
         raise UsageError(f"file not found: {path}") from None
     except tomllib.TOMLDecodeError as e:

@@ -60,7 +60,7 @@ def parse_query(text: str) -> list[tuple[int, float, float | None, str | None]]:
 class GpuMemorySampler:
     """Runs `nvidia-smi` every `interval_s` and hands each sample to `sink` with the current cycle."""
 
-    def __init__(self, exe: str, clock: Clock, sink: Callable[[dict[str, Any]], None], interval_s: float = 1.0) -> None:
+    def __init__(self, exe: str, clock: Clock, sink: Callable[[dict[str, Any]], object], interval_s: float = 1.0) -> None:
         self.exe = exe
         self.clock = clock
         self.sink = sink
@@ -156,7 +156,7 @@ def card_slopes(mine: list[dict[str, Any]], done_times: Sequence[float] | None) 
     xs = {"second": at, "cycle": [float(s["cycle"]) for s in judged]}
     if done is not None:
         xs["request"] = [float(bisect.bisect_right(done, t)) for t in at]
-    slopes = {u: fit_slope(u, xs[u], used, autocorrelated=True) for u in ("second", "request") if u in xs}
+    slopes: dict[str, Slope] = {u: fit_slope(u, xs[u], used, autocorrelated=True) for u in ("second", "request") if u in xs}
     slopes.setdefault("request", Slope("request", None, None, len(at), None, 0.0, None))
     # The per-cycle slope and its noise come from the cycle peaks (one independent point a cycle); its fit to
     # the samples, against each sample's cycle, is what ranks it against the other two forms.

@@ -57,9 +57,9 @@ class NvmlReader:
         pynvml.nvmlInit()
         self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
 
-    def _try(self, fn: Callable[[], Any]) -> Any:
+    def _try(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return fn()
+            return fn(*args)
         except self._nv.NVMLError:
             return None
 
@@ -67,11 +67,11 @@ class NvmlReader:
         out = []
         for i, h in enumerate(self._handles):
             nv = self._nv
-            power = self._try(lambda: nv.nvmlDeviceGetPowerUsage(h))
-            energy = self._try(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h))
-            util = self._try(lambda: nv.nvmlDeviceGetUtilizationRates(h))
-            mem = self._try(lambda: nv.nvmlDeviceGetMemoryInfo(h))
-            name = self._try(lambda: nv.nvmlDeviceGetName(h))
+            power = self._try(nv.nvmlDeviceGetPowerUsage, h)
+            energy = self._try(nv.nvmlDeviceGetTotalEnergyConsumption, h)
+            util = self._try(nv.nvmlDeviceGetUtilizationRates, h)
+            mem = self._try(nv.nvmlDeviceGetMemoryInfo, h)
+            name = self._try(nv.nvmlDeviceGetName, h)
             out.append({"gpu": i, "name": name.decode() if isinstance(name, bytes) else name,
                         "power_w": power / 1000 if power is not None else None,
                         "energy_j": energy / 1000 if energy is not None else None,
@@ -268,7 +268,7 @@ def summarize_telemetry(samples: list[dict[str, Any]], requests: list[dict[str, 
     for gpu in sorted({int(s.get("gpu") or 0) for s in samples}):
         mine = sorted((s for s in samples if int(s.get("gpu") or 0) == gpu), key=lambda s: s["t"])
 
-        def vals(key: str) -> list[float]:
+        def vals(key: str, mine: list[dict[str, Any]] = mine) -> list[float]:
             return [s[key] for s in mine if isinstance(s.get(key), (int, float))]
 
         cum = _Card(gpu, mine).cumulative()

@@ -176,7 +176,7 @@ def read_evidence(run_path: Path) -> ServerEvidence:
                 continue
             st = server_stamp(r["line"]) if clock is not None else None
             if st is not None and not r.get("earlier"):
-                log.append(replace(e, t=st + clock.offset, t_after=None, stamped=True))  # type: ignore[union-attr]
+                log.append(replace(e, t=st + clock.offset, t_after=None, stamped=True))  # type: ignore[union-attr]  # st is set only when clock is
                 continue
             after = r.get("t_after")
             log.append(replace(e, t_after=float(after)) if isinstance(after, (int, float)) else e)

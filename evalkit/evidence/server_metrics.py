@@ -171,7 +171,7 @@ def is_gauge(series: str) -> bool:
     return not is_counter(series) and not name.endswith("_created")
 
 
-def window_pairs(lines: Iterable[dict[str, Any]], before: str, after: str) -> list[tuple[dict, dict]]:
+def window_pairs(lines: Iterable[dict[str, Any]], before: str, after: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(before, after) scrape pairs: each `before` line with the next `after` line, both ok."""
     pairs, open_before = [], None
     for line in lines:
@@ -184,7 +184,7 @@ def window_pairs(lines: Iterable[dict[str, Any]], before: str, after: str) -> li
     return pairs
 
 
-def counter_deltas(pairs: list[tuple[dict, dict]], buckets: bool = False) -> dict[str, float]:
+def counter_deltas(pairs: list[tuple[dict[str, Any], dict[str, Any]]], buckets: bool = False) -> dict[str, float]:
     """Counter increase summed over the windows; a counter that went down (server restart) counts from zero."""
     out: dict[str, float] = {}
     for b, a in pairs:

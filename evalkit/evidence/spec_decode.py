@@ -1,8 +1,9 @@
 """Speculative-decoding acceptance from what the server says, per measured window (each bench prompt, the run).
 
 vLLM (`vllm:spec_decode_*`) and llama.cpp (`llamacpp:spec_decode_*`, tools/server/server-task.cpp: the same four
-counters, `num_drafts_total` being its verification steps): counters differenced over the window: acceptance rate = accepted / draft tokens, mean acceptance length =
-1 + accepted / drafts (the verify pass's own token included), per position = accepted at position i / drafts.
+counters, `num_drafts_total` being its verification steps): counters differenced over the window: acceptance
+rate = accepted / draft tokens, mean acceptance length = 1 + accepted / drafts (the verify pass's own token
+included), per position = accepted at position i / drafts.
 SGLang: `sglang:spec_accept_length` / `sglang:spec_accept_rate` are gauges read at the window's end, so they
 describe the server's recent steps, not the window (caveat kept beside the figure). llama.cpp also gives each
 request's `timings.draft_n` / `draft_n_accepted` (present only when it drafted): summed over the window's requests,

@@ -80,7 +80,7 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
         n = (t.get("cache_n") or 0) + (t.get("prompt_n") or 0) + (t.get("predicted_n") or 0) - 1
         # Its prefill began at first token - prompt_ms; its launch came before that (a read stamp may be a poll late).
         start = (r.get("t_first_token") or r["t_done"]) - t["prompt_ms"] / 1000
-        cands = [e for e in stops if e.task not in used and abs(e.n_tokens - n) <= 2  # type: ignore[operator]
+        cands = [e for e in stops if e.task not in used and abs(e.n_tokens - n) <= 2  # type: ignore[operator]  # stops with a token count only
                  and (r.get("t_first_token") or r["t_done"]) - LOG_SLACK_S <= e.t <= r["t_done"] + 0.5
                  and (r.get("t_sent") or 0.0) - 0.05 <= launches[e.task].t
                  <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)]
@@ -142,9 +142,9 @@ def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvid
 
     c0, c1 = total(s0["series"], "_count"), total(s1["series"], "_count")
     v0, v1 = total(s0["series"], "_sum"), total(s1["series"], "_sum")
-    if None in (c0, c1, v0, v1) or c1 - c0 != 1:  # type: ignore[operator]
+    if None in (c0, c1, v0, v1) or c1 - c0 != 1:  # type: ignore[operator]  # the None check comes first
         return None
-    return v1 - v0  # type: ignore[operator]
+    return v1 - v0  # type: ignore[operator]  # none is None here
 
 
 def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, Any]],

@@ -85,7 +85,9 @@ def make_step(
 def _same_commit(given: str | None, head: str | None) -> bool:
     if given is None:
         return True
-    return bool(head) and (given.startswith(head) or head.startswith(given))  # type: ignore[union-attr]
+    if not head:
+        return False
+    return given.startswith(head) or head.startswith(given)
 
 
 def append_step(log: Path, step: BisectStep) -> None:

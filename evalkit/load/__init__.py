@@ -1,1 +1,2 @@
-"""`evalkit load`: capacity under closed- and open-loop load, latency targets and the search for the largest load meeting them."""
+"""`evalkit load`: capacity under closed- and open-loop load, latency targets and the search for the largest load
+meeting them."""

@@ -53,7 +53,7 @@ class PointPlan:
 
     def request(self, index: int) -> LoadRequest:
         """Request `index` (warm-up first, then measured, then closed loop's cool-down)."""
-        return build_request(self.workload, self._prefix, self.spec.key(self.seed), index)  # type: ignore[attr-defined]
+        return build_request(self.workload, self._prefix, self.spec.key(self.seed), index)  # type: ignore[attr-defined]  # field set in __post_init__ through object.__setattr__ (frozen)
 
     def phase(self, index: int) -> str:
         """`warmup`, `measured` or `cooldown` by index (duration-bound points decide by time instead)."""

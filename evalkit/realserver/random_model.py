@@ -163,7 +163,7 @@ def write_random_model(
     w.write_ti_data_to_file()
     # Tensor data goes out piece by piece: the 8B shape is 15 GB and never sits in memory at once.
     fout = w.fout[0]
-    for name, tshape, dtype in plan:
+    for _name, tshape, dtype in plan:
         w.write_padding(fout, fout.tell())
         for piece in _chunks(rng, tshape, dtype, buffer):
             piece.tofile(fout)

@@ -38,7 +38,7 @@ def gpu_table(runs: list[LabelledRun]) -> Table | None:
                       for t in tele]))
     gpus = sorted({c["gpu"] for t in tele for c in t.get("cards") or []})
     for g in gpus:
-        def card(t: dict[str, Any]) -> dict[str, Any]:
+        def card(t: dict[str, Any], g: int = g) -> dict[str, Any]:
             return next((c for c in t.get("cards") or [] if c["gpu"] == g), {})
         rows.append((f"GPU {g} power (W, mean / max)",
                      [f"{_cell((card(t).get('power_w') or {}).get('mean'), '.0f')} / "

@@ -116,7 +116,8 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
         "(99.98% half-width): each cycle's peak per cycle, memory per hour of run time and per finished request "
         "(these two widened for autocorrelated samples). growing = any slope beyond its noise and at least "
         f"{MIN_GROWTH_MIB:.0f} MiB over the run; flat = every slope within noise and the memory's range within "
-        f"{100 * FLAT_RANGE_SHARE:.0f}% of its peak; can't tell = neither. Marks: peak by a bootstrap over cycle peaks, slope per cycle beyond "
+        f"{100 * FLAT_RANGE_SHARE:.0f}% of its peak; can't tell = neither. Marks: peak by a bootstrap over cycle "
+        "peaks, slope per cycle beyond "
         f"noise when the difference passes both noises combined ({noise.WORSE} grows faster). Per hour in the "
         "run's own hours (a run against a sped-up sim has sped-up hours).",
     ]

@@ -53,7 +53,7 @@ def extract_short(content: str) -> str | None:
     found = _INT_RE.findall(content)
     if not found:
         return None
-    return found[-1].replace(",", "")
+    return str(found[-1]).replace(",", "")
 
 
 def extract_code(content: str) -> str | None:

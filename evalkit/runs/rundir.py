@@ -10,6 +10,7 @@ line naming the file, exit 1, and a manifest and summary that say the run is inc
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import sys
@@ -27,7 +28,7 @@ Line = dict[str, Any]  # one parsed line of a JSONL run file (requests.jsonl, me
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no lock, one writer is the user's care
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module, or None where it does not exist
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
@@ -225,7 +226,7 @@ class RunDir:
             rd._reserve()
             rd._guard(lambda: write_json_atomic(man_path, old, forms))
             for f in path.glob("*.jsonl"):
-                rd._guard(lambda f=f: _cut_torn_tail(f))
+                rd._guard(functools.partial(_cut_torn_tail, f))
             return rd
         try:
             path.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ class Manifest(_Open):
     """`manifest.json`: what ran, against which server, when; written first, stamped `finished` at the end."""
 
     schema_version: Optional[int] = None  # absent in runs written before schema versions
-    kind: Literal[KINDS]  # type: ignore[valid-type]
+    kind: Literal[KINDS]  # type: ignore[valid-type]  # Literal over a tuple constant: pydantic reads it, mypy cannot
     evalkit_version: str
     started: str
     finished: Optional[str] = None
@@ -65,7 +65,7 @@ class Summary(_Open):
     """`summary.json`, any kind: the kind, and whether the run ended incomplete (a write failed)."""
 
     schema_version: Optional[int] = None
-    kind: Literal[KINDS]  # type: ignore[valid-type]
+    kind: Literal[KINDS]  # type: ignore[valid-type]  # as above
     incomplete: Optional[dict[str, Any]] = None
 
     @model_validator(mode="after")
@@ -125,7 +125,7 @@ class RequestLine(_Open):
     ttft_s: Optional[float] = None
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
-    status: Literal[STATUSES]  # type: ignore[valid-type]
+    status: Literal[STATUSES]  # type: ignore[valid-type]  # as above
     error: Optional[str] = None
 
 
@@ -134,7 +134,7 @@ class GradedLine(_Open):
 
     id: str
     correct: bool
-    outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
+    outcome: Literal[OUTCOMES]  # type: ignore[valid-type]  # as above
     extracted: Any = None
     request_id: Optional[str] = None
 
@@ -155,7 +155,7 @@ class ServerProfileTable(_Closed):
     base_url: Optional[str] = None
     model: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
-    thinking: Literal[THINKING_STYLES] = "auto"  # type: ignore[valid-type]
+    thinking: Literal[THINKING_STYLES] = "auto"  # type: ignore[valid-type]  # as above
     thinking_on_prompt: str = "/think"
     thinking_off_prompt: str = "/no_think"
     concurrency: Optional[int] = Field(default=None, ge=1, le=4096)
@@ -258,7 +258,7 @@ def validate(model: type[BaseModel], data: Any, where: Path | str) -> BaseModel:
             raise UsageError(f"{where}: key {loc!r} is missing") from None
         if err["type"] == "extra_forbidden":
             raise UsageError(f"{where}: unknown key {loc!r}") from None
-        got = f" (found {_shown(err['input'])})" if "input" in err and not isinstance(err["input"], dict) else ""
+        got = f" (found {_shown(err['input'])})" if not isinstance(err.get("input", {}), dict) else ""
         at = f"key {loc!r}: " if loc else ""
         raise UsageError(f"{where}: {at}{msg.removeprefix('Value error, ')}{got}") from None
 

@@ -146,5 +146,5 @@ class _Fixed(CollectorRegistry):
         super().__init__(auto_describe=False)
         self._families = families
 
-    def collect(self):  # type: ignore[override]
+    def collect(self):
         yield from self._families

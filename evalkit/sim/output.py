@@ -2,8 +2,8 @@
 
 Each element is one streamed token `(channel, text)` with channel `reasoning` or `content`. `max_tokens` counts
 reasoning and answer together; a plan cut short ends with `length`, one that ran out of answer with `stop`, and
-`ignore_eos` pads with filler to exactly `max_tokens` (`length`), `min_tokens` to at least that many. Unrecognised prompts get filler up to
-`max_tokens` (or `--filler-tokens` and `stop` when the request names no limit).
+`ignore_eos` pads with filler to exactly `max_tokens` (`length`), `min_tokens` to at least that many.
+Unrecognised prompts get filler up to `max_tokens` (or `--filler-tokens` and `stop` when the request names no limit).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (streaming and not; usage in a final `choices: []` chunk only
 with `stream_options.include_usage`), `GET /health`, `POST /tokenize`, `GET /sim/events`, `POST /sim/reset`,
 `GET /sim/config`. With `--openai-only` only the OpenAI routes (and the sim's own `/sim/*`, which a client under
-test never calls) are served. Headers go out at once; the role-only chunk follows when the prefill ends, then one chunk per
-token. `arrived` is when the kernel received the request's first bytes (on Linux; elsewhere as the handler starts,
+test never calls) are served. Headers go out at once; the role-only chunk follows when the prefill ends, then one
+chunk per token. `arrived` is when the kernel received the request's first bytes (on Linux; elsewhere as the
+handler starts,
 before the body is read), and `first_token` is stamped as the first token's chunk is handed to the socket, so
 `first_token - arrived` is what a client should measure as TTFT.
 """

@@ -23,7 +23,7 @@ class SimLog:
         self._fh: TextIO | None = None
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8", buffering=1)
+            self._fh = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - open for the sim's life; close() ends it
 
     @property
     def enabled(self) -> bool:

@@ -174,7 +174,7 @@ class StampedTransport(asyncio.Transport):
         return self._extra.get(name, default)
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self._protocol = protocol  # type: ignore[assignment]
+        self._protocol = protocol  # type: ignore[assignment]  # asyncio hands a BaseProtocol; ours is always a Protocol
 
     def get_protocol(self) -> asyncio.BaseProtocol:
         return self._protocol

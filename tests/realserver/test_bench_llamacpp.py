@@ -33,7 +33,8 @@ def test_bench_tok_s_agrees_with_llama_cpp_timings(llama_server, tmp_path: Path)
                                    if x.get("phase") == "single" and x.get("prompt") == name)
         ours = entry["tok_s"]
         diff = ours / server - 1
-        print(f"[realserver]   {name:6s} {ours:7.2f} {server:7.2f} {diff:+.2%}  (request tok/s {entry['request_tok_s']:.2f})")
+        print(f"[realserver]   {name:6s} {ours:7.2f} {server:7.2f} {diff:+.2%}  "
+              f"(request tok/s {entry['request_tok_s']:.2f})")
         assert abs(diff) <= 0.05, (name, ours, server)
         assert all(n == MAX_TOKENS for n in entry["completion_tokens"])
 

@@ -40,7 +40,8 @@ async def test_streaming_records_usage_timings_and_the_request_id(llama_server) 
                                             request_id="ek-realserver-smoke-1"))
     t = rec.server_timings or {}
     print(f"\n[realserver] answer: {rec.content!r}\n[realserver] ttft {rec.ttft_s:.3f} s, "
-          f"{rec.completion_tokens} tokens in {len(rec.chunk_times)} chunks, evalkit decode {rec.decode_tok_s:.1f} tok/s, "
+          f"{rec.completion_tokens} tokens in {len(rec.chunk_times)} chunks, "
+          f"evalkit decode {rec.decode_tok_s:.1f} tok/s, "
           f"llama.cpp predicted_per_second {t.get('predicted_per_second', float('nan')):.1f}")
     assert rec.status == "ok", rec.error
     assert rec.request_id == "ek-realserver-smoke-1"

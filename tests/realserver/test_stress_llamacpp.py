@@ -17,8 +17,8 @@ pytestmark = pytest.mark.realserver
 
 LONG_TOKENS = 3000
 SERVERS = {
-    "np1": dict(parallel=1, ctx=8192),
-    "np2-b512": dict(parallel=2, ctx=16384, batch=512, ubatch=512),
+    "np1": {"parallel": 1, "ctx": 8192},
+    "np2-b512": {"parallel": 2, "ctx": 16384, "batch": 512, "ubatch": 512},
 }
 
 
@@ -43,7 +43,7 @@ def stress_run(llama_server, tmp_path_factory: pytest.TempPathFactory):
             logs[label] = read_jsonl(run / "server_log.jsonl")
         return runs[label]
 
-    get.logs = logs  # type: ignore[attr-defined]
+    get.logs = logs  # type: ignore[attr-defined]  # a function attribute the fixture reads back
     return get
 
 
