@@ -33,14 +33,32 @@ def main() -> int:
             for thinking in ("off", "low"):
                 for n in range(a.runs):
                     t0 = time.perf_counter()
-                    proc = subprocess.run([sys.executable, "-m", "evalkit", "capability", "--base-url", sim.base_url,
-                                           "--thinking", thinking, "--concurrency", str(a.concurrency),
-                                           "--out", out, "--name", f"{thinking}-{n}"],
-                                          capture_output=True, text=True)
+                    proc = subprocess.run(
+                        [
+                            sys.executable,
+                            "-m",
+                            "evalkit",
+                            "capability",
+                            "--base-url",
+                            sim.base_url,
+                            "--thinking",
+                            thinking,
+                            "--concurrency",
+                            str(a.concurrency),
+                            "--out",
+                            out,
+                            "--name",
+                            f"{thinking}-{n}",
+                        ],
+                        capture_output=True,
+                        text=True,
+                    )
                     wall = time.perf_counter() - t0
                     summary = json.loads((Path(out) / f"{thinking}-{n}" / "summary.json").read_text())
-                    print(f"thinking={thinking} run={n + 1} wall_s={wall:.1f} "
-                          f"correct={summary['total']['correct']}/{summary['total']['total']} exit={proc.returncode}")
+                    print(
+                        f"thinking={thinking} run={n + 1} wall_s={wall:.1f} "
+                        f"correct={summary['total']['correct']}/{summary['total']['total']} exit={proc.returncode}"
+                    )
     finally:
         sim.stop()
     return 0

@@ -33,7 +33,6 @@ from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
 
 
-
 @dataclass(frozen=True)
 class Share:
     """One client process's part of a row: which streams it drives, and when stream 0 starts on the shared clock."""
@@ -56,23 +55,42 @@ async def _drive(share: Share) -> dict:
     period = share.tokens / share.rate
 
     async with ChatClient(share.base_url, "evalkit-sim", clock=clock) as client:
+
         async def stream(i: int) -> list:
             await asyncio.sleep(max(0.0, share.start_at + period * i / share.streams - clock.now()))
             out = []
             for k in range(share.per_stream):
                 msgs = [{"role": "user", "content": f"Tell me a story about {i}-{k}."}]
-                rec = await client.chat(ChatRequest(msgs, max_tokens=share.tokens, extra_body={"ignore_eos": True},
-                                                    request_id=f"load-{share.streams}-{i}-{k}"))
-                out.append({"request_id": rec.request_id, "status": rec.status, "t_sent": rec.t_sent,
-                            "t_first_token": rec.t_first_token, "ttft_s": rec.ttft_s, "chunks": len(rec.chunk_times),
-                            "read_lag_s": rec.read_lag_s})
+                rec = await client.chat(
+                    ChatRequest(
+                        msgs,
+                        max_tokens=share.tokens,
+                        extra_body={"ignore_eos": True},
+                        request_id=f"load-{share.streams}-{i}-{k}",
+                    )
+                )
+                out.append(
+                    {
+                        "request_id": rec.request_id,
+                        "status": rec.status,
+                        "t_sent": rec.t_sent,
+                        "t_first_token": rec.t_first_token,
+                        "ttft_s": rec.ttft_s,
+                        "chunks": len(rec.chunk_times),
+                        "read_lag_s": rec.read_lag_s,
+                    }
+                )
             return out
 
         t0 = resource.getrusage(resource.RUSAGE_SELF)  # µs resolution (os.times counts 10 ms ticks)
         per = await asyncio.gather(*[stream(i) for i in share.mine])
         t1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"records": [r for rs in per for r in rs], "cpu_user_s": t1.ru_utime - t0.ru_utime,
-            "cpu_sys_s": t1.ru_stime - t0.ru_stime, "loop": loop_name()}
+    return {
+        "records": [r for rs in per for r in rs],
+        "cpu_user_s": t1.ru_utime - t0.ru_utime,
+        "cpu_sys_s": t1.ru_stime - t0.ru_stime,
+        "loop": loop_name(),
+    }
 
 
 def _run_share(share: Share) -> dict:
@@ -104,18 +122,47 @@ def _cpu_ticks(cpus: tuple[int, ...]) -> tuple[int, int]:
     return total, steal
 
 
-def measure(streams: int, per_stream: int, tokens: int, rate: float, procs: int, loop: str,
-            sim_cpus: set[int] | None, client_cpus: tuple[int, ...]) -> dict:
+def measure(
+    streams: int,
+    per_stream: int,
+    tokens: int,
+    rate: float,
+    procs: int,
+    loop: str,
+    sim_cpus: set[int] | None,
+    client_cpus: tuple[int, ...],
+) -> dict:
     """One row: start a sim sized for `streams`, drive it from `procs` processes, match records to the sim's events."""
-    flags = ["--max-batch", str(max(streams, 1)), "--decode-rate", str(rate),
-             "--batch-decode-rate", str(rate * max(streams, 1)), "--seed", "1"]
+    flags = [
+        "--max-batch",
+        str(max(streams, 1)),
+        "--decode-rate",
+        str(rate),
+        "--batch-decode-rate",
+        str(rate * max(streams, 1)),
+        "--seed",
+        "1",
+    ]
     clock = Clock()
     with start_sim(flags, clock=clock) as sim:  # the sim stamps on this clock: arrived - t_sent is exact
         if sim_cpus:
             os.sched_setaffinity(sim.proc.pid, sim_cpus)
         procs = max(1, min(procs, streams))
-        shares = [Share(sim.base_url, streams, tuple(range(k, streams, procs)), per_stream, tokens, rate,
-                        clock.anchor, clock.now() + 0.5 + 0.2 * procs, loop, client_cpus) for k in range(procs)]
+        shares = [
+            Share(
+                sim.base_url,
+                streams,
+                tuple(range(k, streams, procs)),
+                per_stream,
+                tokens,
+                rate,
+                clock.anchor,
+                clock.now() + 0.5 + 0.2 * procs,
+                loop,
+                client_cpus,
+            )
+            for k in range(procs)
+        ]
         ticks0 = _cpu_ticks(client_cpus)
         if procs == 1:
             parts = [_run_share(shares[0])]
@@ -140,16 +187,31 @@ def measure(streams: int, per_stream: int, tokens: int, rate: float, procs: int,
     system = sum(part["cpu_sys_s"] for part in parts)
     cpu = user + system
     spent = ticks1[0] - ticks0[0]
-    return {"streams": streams, "client_procs": procs, "loop": parts[0]["loop"], "requests": len(err) + bad,
-            "failed": bad, "ttft_err_p99_ms": _num(err, 99), "up_p50_ms": _num(up, 50), "up_p99_ms": _num(up, 99),
-            "up_min_ms": min(up) * 1000 if up else None, "down_p50_ms": _num(down, 50),
-            "down_p99_ms": _num(down, 99), "read_lag_p99_ms": _num(lags, 99),
-            "read_lag_max_ms": max(lags) * 1000 if lags else None,
-            "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None,
-            "cpu_user_us_per_chunk": user / chunks * 1e6 if chunks else None,
-            "cpu_sys_us_per_chunk": system / chunks * 1e6 if chunks else None, "chunks": chunks,
-            "steal_pct": 100.0 * (ticks1[1] - ticks0[1]) / spent if spent > 0 else None,
-            "load_avg_1m": os.getloadavg()[0], "_err": err, "_up": up, "_down": down, "_lags": lags}
+    return {
+        "streams": streams,
+        "client_procs": procs,
+        "loop": parts[0]["loop"],
+        "requests": len(err) + bad,
+        "failed": bad,
+        "ttft_err_p99_ms": _num(err, 99),
+        "up_p50_ms": _num(up, 50),
+        "up_p99_ms": _num(up, 99),
+        "up_min_ms": min(up) * 1000 if up else None,
+        "down_p50_ms": _num(down, 50),
+        "down_p99_ms": _num(down, 99),
+        "read_lag_p99_ms": _num(lags, 99),
+        "read_lag_max_ms": max(lags) * 1000 if lags else None,
+        "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None,
+        "cpu_user_us_per_chunk": user / chunks * 1e6 if chunks else None,
+        "cpu_sys_us_per_chunk": system / chunks * 1e6 if chunks else None,
+        "chunks": chunks,
+        "steal_pct": 100.0 * (ticks1[1] - ticks0[1]) / spent if spent > 0 else None,
+        "load_avg_1m": os.getloadavg()[0],
+        "_err": err,
+        "_up": up,
+        "_down": down,
+        "_lags": lags,
+    }
 
 
 def _num(values: list[float], q: float) -> float | None:
@@ -165,8 +227,12 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=50.0, help="tokens per second a stream")
     ap.add_argument("--per-stream", type=int, default=2, help="requests each stream sends, back to back")
     ap.add_argument("--client-procs", type=int, default=1, help="client processes, each with its own event loop")
-    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop",
-                    help="the client's event loop (uvloop where installed, as evalkit's commands use)")
+    ap.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="uvloop",
+        help="the client's event loop (uvloop where installed, as evalkit's commands use)",
+    )
     ap.add_argument("--no-pin", action="store_true", help="leave the sim and the client unpinned")
     ap.add_argument("--repeat", type=int, default=1, help="rows per stream count (a shared machine's noise)")
     args = ap.parse_args()
@@ -174,24 +240,34 @@ def main() -> None:
     pin = not args.no_pin and len(cores) >= 2
     sim_cpus = {cores[0]} if pin else None
     client_cpus = tuple(cores[1:]) if pin else ()
-    print(f"client load: {args.tokens} tokens at {args.rate:g} tok/s a stream, {args.per_stream} requests a stream, "
-          f"{args.client_procs} client process(es), {args.loop} loop, "
-          f"{f'sim on core {cores[0]}, client on {list(client_cpus)}' if pin else 'unpinned'}; "
-          f"{os.cpu_count()} cores, shared machine (load average printed per row)")
-    print("| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | read lag p99 | "
-          "CPU/chunk (user+sys) | failed | load avg | steal |")
+    print(
+        f"client load: {args.tokens} tokens at {args.rate:g} tok/s a stream, {args.per_stream} requests a stream, "
+        f"{args.client_procs} client process(es), {args.loop} loop, "
+        f"{f'sim on core {cores[0]}, client on {list(client_cpus)}' if pin else 'unpinned'}; "
+        f"{os.cpu_count()} cores, shared machine (load average printed per row)"
+    )
+    print(
+        "| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | read lag p99 | "
+        "CPU/chunk (user+sys) | failed | load avg | steal |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
-        row = measure(n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus,
-                      client_cpus)
+        row = measure(n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus, client_cpus)
         steal = "-" if row["steal_pct"] is None else f"{row['steal_pct']:.1f}%"
-        print(f"| {n} | {_ms(row['_err'], 99)} ms | {_ms(row['_up'], 50)} ms | {_ms(row['_up'], 99)} ms | "
-              f"{row['up_min_ms']:+8.2f} ms | {_ms(row['_down'], 50)} ms | {_ms(row['_down'], 99)} ms | "
-              f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs ({row['cpu_user_us_per_chunk']:.1f}"
-              f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | "
-              f"{row['load_avg_1m']:.2f} | {steal} |", flush=True)
-        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
-                          if not k.startswith("_")}), flush=True)
+        print(
+            f"| {n} | {_ms(row['_err'], 99)} ms | {_ms(row['_up'], 50)} ms | {_ms(row['_up'], 99)} ms | "
+            f"{row['up_min_ms']:+8.2f} ms | {_ms(row['_down'], 50)} ms | {_ms(row['_down'], 99)} ms | "
+            f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs ({row['cpu_user_us_per_chunk']:.1f}"
+            f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | "
+            f"{row['load_avg_1m']:.2f} | {steal} |",
+            flush=True,
+        )
+        print(
+            json.dumps(
+                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items() if not k.startswith("_")}
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -35,12 +35,31 @@ def main() -> int:
     ap.add_argument("--arrivals", choices=("constant", "poisson"), default="constant")
     ap.add_argument("--output-tokens", type=int, default=32)
     args = ap.parse_args()
-    sim_flags = ["--max-batch", "32", "--decode-rate", "200", "--batch-decode-rate", "4000", "--prefill-rate",
-                 "20000"]
+    sim_flags = ["--max-batch", "32", "--decode-rate", "200", "--batch-decode-rate", "4000", "--prefill-rate", "20000"]
     with tempfile.TemporaryDirectory() as tmp, start_sim(sim_flags) as sim:
-        cmd = [sys.executable, "-m", "evalkit", "load", "--base-url", sim.base_url, "--out", tmp, "--name", "open",
-               "--no-metrics", "--rate", f"{args.rate:g}", "--arrivals", args.arrivals, "--duration",
-               f"{args.minutes * 60:g}", "--prompt-tokens", "128", "--output-tokens", str(args.output_tokens)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "evalkit",
+            "load",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            tmp,
+            "--name",
+            "open",
+            "--no-metrics",
+            "--rate",
+            f"{args.rate:g}",
+            "--arrivals",
+            args.arrivals,
+            "--duration",
+            f"{args.minutes * 60:g}",
+            "--prompt-tokens",
+            "128",
+            "--output-tokens",
+            str(args.output_tokens),
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.stderr.write(r.stderr)
@@ -52,13 +71,17 @@ def main() -> int:
         ids = {x["request_id"] for x in measured}
         arrived = [e["arrived"] for e in sim.events(wait_s=30) if e["request_id"] in ids]
     m: dict[str, Any] = summary["points"][0]["metrics"]
-    print(f"open loop, {args.arrivals} arrivals, {args.minutes:g} min, {len(measured)} measured requests "
-          f"({m['errors']} errors, {m['wrong_answers']} wrong answers)")
+    print(
+        f"open loop, {args.arrivals} arrivals, {args.minutes:g} min, {len(measured)} measured requests "
+        f"({m['errors']} errors, {m['wrong_answers']} wrong answers)"
+    )
     print(f"  requested   {args.rate:.4f}/s")
     print(f"  scheduled   {m['scheduled_rate']:.4f}/s")
     ach, srv = m["achieved_rate"], _rate(arrived)
-    print(f"  achieved    {ach:.4f}/s client send stamps ({(ach / args.rate - 1) * 100:+.3f}% of requested, "
-          f"{(ach / m['scheduled_rate'] - 1) * 100:+.3f}% of scheduled)")
+    print(
+        f"  achieved    {ach:.4f}/s client send stamps ({(ach / args.rate - 1) * 100:+.3f}% of requested, "
+        f"{(ach / m['scheduled_rate'] - 1) * 100:+.3f}% of scheduled)"
+    )
     if srv:
         print(f"  achieved    {srv:.4f}/s sim arrival stamps ({(srv / args.rate - 1) * 100:+.3f}% of requested)")
     t0 = min(x["scheduled_send"] for x in measured)
@@ -69,8 +92,9 @@ def main() -> int:
         per_min.append(_rate(sent))
     print("  per minute  " + " ".join("-" if v is None else f"{v:.3f}" for v in per_min))
     late = [x["send_lateness_s"] * 1000 for x in measured]
-    print("  lateness ms " + "  ".join(f"p{q} {percentile(late, q):.2f}" for q in (50, 95, 99))
-          + f"  max {max(late):.2f}")
+    print(
+        "  lateness ms " + "  ".join(f"p{q} {percentile(late, q):.2f}" for q in (50, 95, 99)) + f"  max {max(late):.2f}"
+    )
     print(f"  valid point: {summary['points'][0]['valid']} {summary['points'][0]['per_repeat'][0]['invalid_reasons']}")
     print(f"  ttft p50 {m['ttft_s']['p50'] * 1000:.1f} ms, p99 {m['ttft_s']['p99'] * 1000:.1f} ms")
     return 0

@@ -26,7 +26,7 @@ from evalkit.eventloop import fast_loop
 PIECE = b"x" * 200
 
 
-def _send(port: int, streams: int, seconds: float, ready: "multiprocessing.synchronize.Event", cpu: int) -> None:
+def _send(port: int, streams: int, seconds: float, ready: multiprocessing.synchronize.Event, cpu: int) -> None:
     """Accept `streams` connections, then write one piece on each every 20 ms for `seconds`, then close them."""
     os.sched_setaffinity(0, {cpu})
     srv = socket.socket()
@@ -108,8 +108,12 @@ def _receive(port: int, streams: int, cpu: int) -> dict:
     t1 = resource.getrusage(resource.RUSAGE_SELF)
     epoll.close()
     reads = max(1, counts["reads"])
-    return {"reads": counts["reads"], "batches": counts["batches"],
-            "user_us": (t1.ru_utime - t0.ru_utime) / reads * 1e6, "sys_us": (t1.ru_stime - t0.ru_stime) / reads * 1e6}
+    return {
+        "reads": counts["reads"],
+        "batches": counts["batches"],
+        "user_us": (t1.ru_utime - t0.ru_utime) / reads * 1e6,
+        "sys_us": (t1.ru_stime - t0.ru_stime) / reads * 1e6,
+    }
 
 
 def main() -> None:
@@ -120,20 +124,27 @@ def main() -> None:
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     send_cpu, recv_cpu = (cores[0], cores[1]) if len(cores) >= 2 else (cores[0], cores[0])
-    print(f"read floor: sender on core {send_cpu}, receiver on core {recv_cpu}, one 200-byte piece a connection "
-          f"every 20 ms; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"read floor: sender on core {send_cpu}, receiver on core {recv_cpu}, one 200-byte piece a connection "
+        f"every 20 ms; load average {os.getloadavg()[0]:.2f}"
+    )
     print("| streams | reads | reads/batch | CPU/read (user+sys) |")
     print("|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
         port = 20000 + (os.getpid() * 7 + n) % 20000
         ready = multiprocessing.get_context("fork").Event()
-        sender = multiprocessing.get_context("fork").Process(target=_send, args=(port, n, args.seconds, ready, send_cpu))
+        sender = multiprocessing.get_context("fork").Process(
+            target=_send, args=(port, n, args.seconds, ready, send_cpu)
+        )
         sender.start()
         ready.wait()
         row = _receive(port, n, recv_cpu)
         sender.join()
-        print(f"| {n} | {row['reads']} | {row['reads'] / max(1, row['batches']):.1f} | "
-              f"{row['user_us'] + row['sys_us']:.1f} µs ({row['user_us']:.1f}+{row['sys_us']:.1f}) |", flush=True)
+        print(
+            f"| {n} | {row['reads']} | {row['reads'] / max(1, row['batches']):.1f} | "
+            f"{row['user_us'] + row['sys_us']:.1f} µs ({row['user_us']:.1f}+{row['sys_us']:.1f}) |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -64,8 +64,10 @@ async def _decode_rates(base_url: str, scale: float) -> dict[str, float]:
         one = await c.chat(ChatRequest(gen, max_tokens=256))
         two = await asyncio.gather(*[c.chat(ChatRequest(gen, max_tokens=256)) for _ in range(2)])
     both = [t for r in two for t in r.chunk_times]
-    return {"single_tok_s": (one.decode_tok_s or 0) / scale,
-            "two_at_once_combined_tok_s": (len(both) - 2) / (max(both) - min(both)) / scale}
+    return {
+        "single_tok_s": (one.decode_tok_s or 0) / scale,
+        "two_at_once_combined_tok_s": (len(both) - 2) / (max(both) - min(both)) / scale,
+    }
 
 
 def main() -> None:

@@ -36,11 +36,36 @@ def main() -> None:
     ap.add_argument("--profile", default="dual-2080ti-after")
     ap.add_argument("--long-tokens", default="54000")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as out, start_sim(["--profile", args.profile, "--time-scale", args.time_scale]) as sim:
+    with (
+        tempfile.TemporaryDirectory() as out,
+        start_sim(["--profile", args.profile, "--time-scale", args.time_scale]) as sim,
+    ):
         t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", out,
-                            "--name", "bench", "--cycles", "1", "--seed", "42", "--time-scale", args.time_scale,
-                            "--long-tokens", args.long_tokens, "--no-progress"], capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                "stress",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                out,
+                "--name",
+                "bench",
+                "--cycles",
+                "1",
+                "--seed",
+                "42",
+                "--time-scale",
+                args.time_scale,
+                "--long-tokens",
+                args.long_tokens,
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+        )
         process_wall = time.monotonic() - t0
         if p.returncode != 0:
             sys.exit(p.stderr)
@@ -54,8 +79,10 @@ def main() -> None:
     print(f"process wall time (start-up, tokenizing, cycle, summary): {process_wall:.3f} s")
     print(f"cycle wall time (first send to last done):                 {run_wall:.3f} s")
     print(f"sim busy time (union of arrived->done):                     {busy:.3f} s")
-    print(f"evalkit overhead in the cycle (wall - busy):                {run_wall - busy:.3f} s "
-          f"({(run_wall - busy) / len(stress) * 1000:.1f} ms a request)")
+    print(
+        f"evalkit overhead in the cycle (wall - busy):                {run_wall - busy:.3f} s "
+        f"({(run_wall - busy) / len(stress) * 1000:.1f} ms a request)"
+    )
     print(f"send lateness: median {lateness[len(lateness) // 2] * 1000:.2f} ms, max {lateness[-1] * 1000:.2f} ms")
 
 

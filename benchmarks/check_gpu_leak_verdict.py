@@ -25,13 +25,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from evalkit.sim.launch import start_sim  # noqa: E402
-from fake_nvidia_smi import FakeCard, install  # noqa: E402
+from evalkit.sim.launch import start_sim
+from fake_nvidia_smi import FakeCard, install
 
 SETUPS = {  # the cards, the ones to be named, the cycles
     "issue": ([FakeCard(0, base_mib=8000, mib_per_second=400), FakeCard(1, base_mib=8000)], {0}, 3),
-    "forms": ([FakeCard(0, base_mib=3000, mib_per_request=200), FakeCard(1, base_mib=3000, mib_per_cycle=120),
-               FakeCard(2, base_mib=8000, noise_mib=50), FakeCard(3, base_mib=2500)], {0, 1}, 4),
+    "forms": (
+        [
+            FakeCard(0, base_mib=3000, mib_per_request=200),
+            FakeCard(1, base_mib=3000, mib_per_cycle=120),
+            FakeCard(2, base_mib=8000, noise_mib=50),
+            FakeCard(3, base_mib=2500),
+        ],
+        {0, 1},
+        4,
+    ),
 }
 
 
@@ -41,9 +49,32 @@ def one_run(out: Path, name: str, cards: list[FakeCard], cycles: int, seed: int,
     with start_sim(["--profile", "dual-2080ti-after", "--time-scale", "50"]) as sim:
         install(bindir, cards, sim.root_url + "/sim/events", out / name / "requests.jsonl", seed=seed)
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-        p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(out),
-                            "--name", name, "--no-progress", "--cycles", str(cycles), "--time-scale", "50",
-                            "--gpu-interval", "0.2", *extra], capture_output=True, text=True, timeout=600, env=env)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                "stress",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(out),
+                "--name",
+                name,
+                "--no-progress",
+                "--cycles",
+                str(cycles),
+                "--time-scale",
+                "50",
+                "--gpu-interval",
+                "0.2",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
     if p.returncode != 0:
         raise SystemExit(p.stderr[-2000:])
     return json.loads((out / name / "summary.json").read_text())
@@ -59,8 +90,15 @@ def synthetic(runs: int) -> None:
     for seed in range(runs):
         rng = random.Random(seed)
         n = rng.choice([20, 75, 300])
-        samples = [{"t": 1000 + 0.2 * i, "cycle": 1 + 3 * i // n, "gpu": 0, "used_mib": float(int(8000 + rng.uniform(
-            -50, 50)))} for i in range(n)]
+        samples = [
+            {
+                "t": 1000 + 0.2 * i,
+                "cycle": 1 + 3 * i // n,
+                "gpu": 0,
+                "used_mib": float(int(8000 + rng.uniform(-50, 50))),
+            }
+            for i in range(n)
+        ]
         done = sorted(1000 + rng.uniform(0, 0.2 * n) for _ in range(15))
         verdict = summarize_gpu(samples, done)["0"]["verdict"]  # type: ignore[index]  # summaries are dicts by card id
         named += verdict == "growing"
@@ -87,11 +125,17 @@ def main() -> None:
             right += named == leaking
             figures = "; ".join(
                 f"GPU {k} {c['verdict']}"
-                + "".join(f" {c.get(f'slope_mib_per_{u}'):+.1f}±{c.get(f'slope_noise_mib_per_{u}') or 0:.1f}/{u}"
-                          for u in ("second", "request", "cycle") if c.get(f"slope_mib_per_{u}") is not None)
-                for k, c in s["gpu_memory"].items())
-            print(f"run {i}: {time.monotonic() - t0:.0f} s, named {sorted(named)} "
-                  f"({'right' if named == leaking else 'WRONG'}): {figures}")
+                + "".join(
+                    f" {c.get(f'slope_mib_per_{u}'):+.1f}±{c.get(f'slope_noise_mib_per_{u}') or 0:.1f}/{u}"
+                    for u in ("second", "request", "cycle")
+                    if c.get(f"slope_mib_per_{u}") is not None
+                )
+                for k, c in s["gpu_memory"].items()
+            )
+            print(
+                f"run {i}: {time.monotonic() - t0:.0f} s, named {sorted(named)} "
+                f"({'right' if named == leaking else 'WRONG'}): {figures}"
+            )
             print(f"   {s['gpu_memory_verdict']['verdict']}")
     print(f"{right} of {args.runs} runs named exactly GPU {sorted(leaking)}")
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.config.profiles import read_toml
@@ -97,8 +98,14 @@ def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> Chat
     # length_forced: the server honours what was sent to force max_tokens (the preflight saw it); else the length
     # rests on the prompt running long, and the figures are marked.
     tags = {**tags, "length_mode": plan.length_mode, "length_forced": plan.length_mode != "prompt"}
-    return ChatRequest(messages=[{"role": "user", "content": prompt.text}], max_tokens=plan.max_tokens,
-                       temperature=0.0, extra_body=body, request_id=new_request_id("bench"), tags=tags)
+    return ChatRequest(
+        messages=[{"role": "user", "content": prompt.text}],
+        max_tokens=plan.max_tokens,
+        temperature=0.0,
+        extra_body=body,
+        request_id=new_request_id("bench"),
+        tags=tags,
+    )
 
 
 def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
@@ -110,8 +117,13 @@ def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
     return {k for k, n in ok.items() if n >= need.get(k, 1)}
 
 
-async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done: Callable[[int], None],
-                    mark: Callable[[str], Awaitable[None]] | None = None) -> None:
+async def run_bench(
+    client: ChatClient,
+    rundir: RunDir,
+    plan: BenchPlan,
+    on_done: Callable[[int], None],
+    mark: Callable[[str], Awaitable[None]] | None = None,
+) -> None:
     """Take every measurement not already in `requests.jsonl` (a resumed run skips what it has).
 
     `mark("before:<prompt>")` and `mark("after:<prompt>")` run around each measurement (server metrics windows).
@@ -132,13 +144,20 @@ async def run_bench(client: ChatClient, rundir: RunDir, plan: BenchPlan, on_done
             continue
         if key.startswith("single:"):
             _, name, run = key.split(":")
-            reqs = [_request(plan, by_name[name], {"bench_key": key, "phase": "single", "prompt": name,
-                                                   "run": int(run)})]
+            reqs = [
+                _request(plan, by_name[name], {"bench_key": key, "phase": "single", "prompt": name, "run": int(run)})
+            ]
         else:
             run = key.split(":")[1]
             first = plan.prompts[0]
-            reqs = [_request(plan, first, {"bench_key": key, "phase": "concurrent", "prompt": first.name,
-                                           "run": int(run), "stream": s}) for s in range(plan.concurrency)]
+            reqs = [
+                _request(
+                    plan,
+                    first,
+                    {"bench_key": key, "phase": "concurrent", "prompt": first.name, "run": int(run), "stream": s},
+                )
+                for s in range(plan.concurrency)
+            ]
         window = reqs[0].tags["prompt"] if key.startswith("single:") else "concurrent"
         if mark is not None:
             await mark(f"before:{window}")
@@ -165,8 +184,13 @@ def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | N
 def server_rate(lines: list[dict[str, Any]]) -> float | None:
     """Median of the server's own decode rate (llama.cpp `timings.predicted_per_second`) over `lines`, if it sent
     one."""
-    return median([x["server_timings"]["predicted_per_second"] for x in lines
-                    if (x.get("server_timings") or {}).get("predicted_per_second")])
+    return median(
+        [
+            x["server_timings"]["predicted_per_second"]
+            for x in lines
+            if (x.get("server_timings") or {}).get("predicted_per_second")
+        ]
+    )
 
 
 def server_combined_rate(group: list[dict[str, Any]]) -> float | None:
@@ -202,17 +226,23 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             latest[(line["bench_key"], line.get("stream", 0))] = line  # a re-measured key keeps its last result
     ok = list(latest.values())
     # A failure counts against its step unless the same measurement was taken again and succeeded (a resume).
-    failed_lines = [x for x in lines if x.get("status") != "ok" and x.get("bench_key")
-                    and (x["bench_key"], x.get("stream", 0)) not in latest]
+    failed_lines = [
+        x
+        for x in lines
+        if x.get("status") != "ok" and x.get("bench_key") and (x["bench_key"], x.get("stream", 0)) not in latest
+    ]
     prompts: dict[str, Any] = {}
     for p in plan.prompts:
-        mine = sorted((x for x in ok if x.get("phase") == "single" and x.get("prompt") == p.name),
-                      key=lambda x: x.get("run", 0))
+        mine = sorted(
+            (x for x in ok if x.get("phase") == "single" and x.get("prompt") == p.name), key=lambda x: x.get("run", 0)
+        )
         runs = [x["decode_tok_s"] for x in mine if x.get("decode_tok_s") is not None]
         req = [x["request_tok_s"] for x in mine if x.get("request_tok_s") is not None]
         prompts[p.name] = {
-            "tok_s": median(runs), "runs": runs,
-            "request_tok_s": median(req), "request_runs": req,
+            "tok_s": median(runs),
+            "runs": runs,
+            "request_tok_s": median(req),
+            "request_runs": req,
             "ttft_s": median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
             "completion_tokens": [x.get("completion_tokens") for x in mine],
             # What the server says it did (None when it sends no timings), and evalkit's rate against it.
@@ -226,25 +256,41 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         for x in ok:
             if x.get("phase") == "concurrent":
                 groups.setdefault(x.get("run", 0), []).append(x)
-        full = [sorted(g, key=lambda x: x.get("stream", 0)) for _, g in sorted(groups.items())
-                if len(g) == plan.concurrency]
+        full = [
+            sorted(g, key=lambda x: x.get("stream", 0)) for _, g in sorted(groups.items()) if len(g) == plan.concurrency
+        ]
         combined = [c for c in (combined_rates(g)[0] for g in full) if c is not None]
         combined_req = [c for c in (combined_rates(g)[1] for g in full) if c is not None]
-        per_stream = [[g[s]["decode_tok_s"] for g in full if g[s].get("decode_tok_s") is not None]
-                      for s in range(plan.concurrency)]
+        per_stream = [
+            [g[s]["decode_tok_s"] for g in full if g[s].get("decode_tok_s") is not None]
+            for s in range(plan.concurrency)
+        ]
         concurrent = {
-            "streams": plan.concurrency, "prompt": plan.prompts[0].name,
-            "combined_tok_s": median(combined), "runs": combined,
-            "combined_request_tok_s": median(combined_req), "request_runs": combined_req,
-            "per_stream_tok_s": [median(s) for s in per_stream], "per_stream_runs": per_stream,
+            "streams": plan.concurrency,
+            "prompt": plan.prompts[0].name,
+            "combined_tok_s": median(combined),
+            "runs": combined,
+            "combined_request_tok_s": median(combined_req),
+            "request_runs": combined_req,
+            "per_stream_tok_s": [median(s) for s in per_stream],
+            "per_stream_runs": per_stream,
             "failed": sum(x.get("phase") == "concurrent" for x in failed_lines),
         }
         concurrent["server_combined_tok_s"] = median(
-            [r for r in (server_combined_rate(g) for g in full) if r is not None])
+            [r for r in (server_combined_rate(g) for g in full) if r is not None]
+        )
         concurrent["vs_server"] = _vs(concurrent["combined_tok_s"], concurrent["server_combined_tok_s"])
-    early = [{"request_id": x["request_id"], "prompt": x.get("prompt"), "run": x.get("run"),
-              "completion_tokens": x.get("completion_tokens"), "finish_reason": x.get("finish_reason")}
-             for x in ok if (x.get("completion_tokens") or 0) < plan.max_tokens]
+    early = [
+        {
+            "request_id": x["request_id"],
+            "prompt": x.get("prompt"),
+            "run": x.get("run"),
+            "completion_tokens": x.get("completion_tokens"),
+            "finish_reason": x.get("finish_reason"),
+        }
+        for x in ok
+        if (x.get("completion_tokens") or 0) < plan.max_tokens
+    ]
     failed = [x for x in lines if x.get("status") != "ok"]
     return {
         "kind": "bench",
@@ -254,12 +300,13 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "length_mode": plan.length_mode,
         "length_forced": plan.length_mode != "prompt",
         "rate": "tok_s = median over runs of (completion_tokens - 1) / (last token - first token); "
-                "request_tok_s = completion_tokens / (done - sent); combined_tok_s = (sum of completion_tokens - 1)"
-                " / (latest last token - earliest first token)",
+        "request_tok_s = completion_tokens / (done - sent); combined_tok_s = (sum of completion_tokens - 1)"
+        " / (latest last token - earliest first token)",
         "prompts": prompts,
         "concurrent": concurrent,
         "stopped_early": early,
         "errors": len(failed),
-        "error_samples": [{"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")}
-                          for x in failed[:5]],
+        "error_samples": [
+            {"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")} for x in failed[:5]
+        ],
     }

@@ -15,12 +15,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.client import auxiliary
-
 from evalkit.client.field_support import REFUSED, length_fields
 from evalkit.client.http_errors import describe
-from evalkit.client.probe import (ALL_COMMANDS, CheckResult, Reply, Row, chat_probe, essential, evalkit_body,
-                                  learn_fields, probe_id, probe_session, refusal_words, scrub_row, scrubbed,
-                                  server_root)
+from evalkit.client.probe import (
+    ALL_COMMANDS,
+    CheckResult,
+    Reply,
+    Row,
+    chat_probe,
+    essential,
+    evalkit_body,
+    learn_fields,
+    probe_id,
+    probe_session,
+    refusal_words,
+    scrub_row,
+    scrubbed,
+    server_root,
+)
 from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit.redact import scrub
 
@@ -62,9 +74,11 @@ async def _post(http: auxiliary.ClientSession, url: str, body: dict[str, Any]) -
 async def tokenize_form(http: auxiliary.ClientSession, root: str, model: str) -> str | None:
     """Which tokenize endpoint and body form the server takes (the ones stress tries), or None."""
     text = "The quick brown fox."
-    forms = [("POST /tokenize {model, prompt} (vLLM, SGLang)", "/tokenize", {"model": model, "prompt": text}),
-             ("POST /tokenize {content} (llama.cpp)", "/tokenize", {"content": text}),
-             ("POST /extras/tokenize {input} (llama-cpp-python)", "/extras/tokenize", {"input": text})]
+    forms = [
+        ("POST /tokenize {model, prompt} (vLLM, SGLang)", "/tokenize", {"model": model, "prompt": text}),
+        ("POST /tokenize {content} (llama.cpp)", "/tokenize", {"content": text}),
+        ("POST /extras/tokenize {input} (llama-cpp-python)", "/extras/tokenize", {"input": text}),
+    ]
     for label, path, body in forms:
         data = await _post(http, root + path, body)
         if isinstance(data, dict) and ((data.get("count") or 0) > 0 or data.get("tokens")):
@@ -94,22 +108,28 @@ async def context_length(http: auxiliary.ClientSession, base_url: str, props: An
     return None, "not reported"
 
 
-async def concurrency(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any],
-                      tokens: int = 32) -> Row:
+async def concurrency(
+    http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any], tokens: int = 32
+) -> Row:
     """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued."""
     body = _gen_body(result, extra_body, tokens)
 
     alone = await chat_probe(http, result.base_url, body, _hdr(result))
     start = time.perf_counter()
-    pair = await asyncio.gather(chat_probe(http, result.base_url, body, _hdr(result)),
-                                chat_probe(http, result.base_url, body, _hdr(result)))
+    pair = await asyncio.gather(
+        chat_probe(http, result.base_url, body, _hdr(result)), chat_probe(http, result.base_url, body, _hdr(result))
+    )
     together = time.perf_counter() - start
     killed = [p for p in pair if p.status == 200 and p.finish_reason is None]
     if alone.ok and killed and len(killed) < len(pair):
         # llama-cpp-python: the second request ends the first one's stream (HTTP 200, then nothing more).
         how = "body cut" if killed[0].error else "stream ended"
-        return Row("requests served at once", False, f"1: a second request killed the stream in progress "
-                   f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)")
+        return Row(
+            "requests served at once",
+            False,
+            f"1: a second request killed the stream in progress "
+            f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)",
+        )
     if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
         bad = next((r for r in (alone, *pair) if not r.ok), alone)
         said = refusal_words(bad, body, result.secrets)
@@ -121,9 +141,13 @@ async def concurrency(http: auxiliary.ClientSession, result: CheckResult, extra_
     spans = sum(b - a for a, b in windows)
     union = spans - max(0.0, min(windows[0][1], windows[1][1]) - windows[1][0])
     served = spans / union if union > 0 else 1.0
-    return Row("requests served at once", True, f"~{served:.1f} (the two streams of a pair overlapped for "
-               f"{spans - union:.2f} of {union:.2f} s; the pair took {together:.2f} s, one alone "
-               f"{alone.elapsed_s:.2f} s)")
+    return Row(
+        "requests served at once",
+        True,
+        f"~{served:.1f} (the two streams of a pair overlapped for "
+        f"{spans - union:.2f} of {union:.2f} s; the pair took {together:.2f} s, one alone "
+        f"{alone.elapsed_s:.2f} s)",
+    )
 
 
 KILL_TRIES = 5
@@ -131,8 +155,14 @@ KILL_ATTEMPTS = 10
 KILL_ROW = "a new request kills the stream in progress"
 
 
-async def stream_killing(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any],
-                         tries: int = KILL_TRIES, tokens: int = 64, attempts: int = KILL_ATTEMPTS) -> Row:
+async def stream_killing(
+    http: auxiliary.ClientSession,
+    result: CheckResult,
+    extra_body: dict[str, Any],
+    tries: int = KILL_TRIES,
+    tokens: int = 64,
+    attempts: int = KILL_ATTEMPTS,
+) -> Row:
     """Does a request that arrives end the stream in progress (llama-cpp-python's server does)?
 
     A generation of `tokens` is started and, once its first chunk is read, a second request is sent. A kill is
@@ -155,18 +185,25 @@ async def stream_killing(http: auxiliary.ClientSession, result: CheckResult, ext
         t_second = time.perf_counter()
         second = await chat_probe(http, result.base_url, body, _hdr(result))
         a = await first
-        if a.ok and second.ok and a.t_end is not None and a.t_first_chunk is not None and \
-                a.t_end - t_second >= 0.5 * (a.t_end - a.t_first_chunk):
+        if (
+            a.ok
+            and second.ok
+            and a.t_end is not None
+            and a.t_first_chunk is not None
+            and a.t_end - t_second >= 0.5 * (a.t_end - a.t_first_chunk)
+        ):
             return Row(KILL_ROW, False, f"no: a stream finished while a second request ran (try {i + 1})")
-        if a.status == 200 and a.finish_reason is None and a.t_end is not None and a.t_end >= t_second \
-                and second.ok:
+        if a.status == 200 and a.finish_reason is None and a.t_end is not None and a.t_end >= t_second and second.ok:
             seen += 1
             notes.append(f"{a.t_end - t_second:.3f} s after the second request was sent, {a.chunks} chunks in")
             if seen == tries:
-                return Row(KILL_ROW, True, f"yes, {seen} of {i + 1} tries: the first stream ended (HTTP 200, no "
-                           f"finish_reason) {notes[0]}; stress counts such streams as killed_stream")
+                return Row(
+                    KILL_ROW,
+                    True,
+                    f"yes, {seen} of {i + 1} tries: the first stream ended (HTTP 200, no "
+                    f"finish_reason) {notes[0]}; stress counts such streams as killed_stream",
+                )
     return Row(KILL_ROW, None, f"can't tell: {seen} of {attempts} tries saw a kill, none finished both in time")
-
 
 
 def _cause(reply: Reply, body: dict[str, Any], result: CheckResult) -> str:
@@ -181,9 +218,16 @@ async def _endpoint(http: auxiliary.ClientSession, url: str, result: CheckResult
     return got, scrub(describe(got.status_code, got.text), result.secrets)
 
 
-async def full_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
-                     thinking: dict[str, tuple[dict[str, Any], str | None]], timeout_s: float = 30.0,
-                     identity: dict[str, Any] | None = None, ignore_eos: bool = True) -> CheckResult:
+async def full_check(
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    extra_body: dict[str, Any],
+    thinking: dict[str, tuple[dict[str, Any], str | None]],
+    timeout_s: float = 30.0,
+    identity: dict[str, Any] | None = None,
+    ignore_eos: bool = True,
+) -> CheckResult:
     """Every probe; `thinking` maps a mode (off, low ...) to the (extra body, system prompt) that asks for it.
 
     Each failed probe names its cause (the server's status and body, scrubbed), and the advice is the one for the
@@ -198,23 +242,37 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
         if result.rejects_everything is not None:
             return scrubbed(result, api_key)
         rows = result.rows
-        rows.append(Row("server kind", None if kind == "unknown" else True, LABELS[kind] if kind != "unknown" else
-                        "not recognised (advice below is generic)"))
+        rows.append(
+            Row(
+                "server kind",
+                None if kind == "unknown" else True,
+                LABELS[kind] if kind != "unknown" else "not recognised (advice below is generic)",
+            )
+        )
         support = await learn_fields(http, result, extra_body, identity, refresh=True)
         body0 = {k: v for k, v in extra_body.items() if k not in result.omit_fields}
-        rows.append(Row("streaming", first.ok, f"{first.chunks} text chunks, finish_reason {first.finish_reason}",
-                        ALL_COMMANDS))
-        rows.append(Row("usage in stream", first.usage is not None,
-                        "stream_options.include_usage honoured" if first.usage is not None
-                        else "no usage chunk: tokens are counted from chunks (usage_source \"chunks\")"
-                        + ("; stream_options is refused" if "stream_options" in result.omit_fields else "")))
+        rows.append(
+            Row("streaming", first.ok, f"{first.chunks} text chunks, finish_reason {first.finish_reason}", ALL_COMMANDS)
+        )
+        rows.append(
+            Row(
+                "usage in stream",
+                first.usage is not None,
+                "stream_options.include_usage honoured"
+                if first.usage is not None
+                else 'no usage chunk: tokens are counted from chunks (usage_source "chunks")'
+                + ("; stream_options is refused" if "stream_options" in result.omit_fields else ""),
+            )
+        )
         for name, v in support.fields.items():
             label = "X-Request-Id header" if name.startswith("header:") else f"field {name}"
             if v.status == REFUSED:
-                topic = "request_id" if name.startswith("header:") else "ignore_eos" if name == "ignore_eos" \
-                    else "field"
-                rows.append(Row(label, False, f"refused: {v.detail}; evalkit does not send it",
-                                fix=advice(kind, topic)))
+                topic = (
+                    "request_id" if name.startswith("header:") else "ignore_eos" if name == "ignore_eos" else "field"
+                )
+                rows.append(
+                    Row(label, False, f"refused: {v.detail}; evalkit does not send it", fix=advice(kind, topic))
+                )
             else:
                 rows.append(Row(label, None if v.status == "can't tell" else True, f"{v.status}: {v.detail}"))
         rid = str(uuid.uuid4()) if result.uuid_request_ids else probe_id()
@@ -222,13 +280,27 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
         echo_body = {k: v for k, v in echo_body.items() if k not in result.omit_fields}
         echo = await chat_probe(http, base_url, echo_body, {"X-Request-Id": rid})
         echoed = echo.headers.get("x-request-id") == rid
-        rows.append(Row("X-Request-Id echo", echoed if echo.ok else None,
-                        "echoed in the response headers" if echoed else
-                        "not echoed: server logs are matched to records by time only" if echo.ok else
-                        f"can't tell: {_cause(echo, echo_body, result)}"))
-        rows.append(Row("timings in stream", first.timings, "llama.cpp `timings` (server-side prefill/decode)"
-                        if first.timings else "none: timing is the client's alone"
-                        + (f" ({advice(kind, 'timings')})" if kind != "unknown" else "")))
+        rows.append(
+            Row(
+                "X-Request-Id echo",
+                echoed if echo.ok else None,
+                "echoed in the response headers"
+                if echoed
+                else "not echoed: server logs are matched to records by time only"
+                if echo.ok
+                else f"can't tell: {_cause(echo, echo_body, result)}",
+            )
+        )
+        rows.append(
+            Row(
+                "timings in stream",
+                first.timings,
+                "llama.cpp `timings` (server-side prefill/decode)"
+                if first.timings
+                else "none: timing is the client's alone"
+                + (f" ({advice(kind, 'timings')})" if kind != "unknown" else ""),
+            )
+        )
         # A question whose answer is one number, and room for far more: the server must stop at max_tokens, and one
         # that forces a length (ignore_eos, else min_tokens) runs on to it. Only fields it takes are sent: a refusal
         # of another field is named, not read as "max_tokens not honoured".
@@ -239,29 +311,62 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
         capped = await chat_probe(http, base_url, capped_body, _hdr(result))
         n = capped.usage.get("completion_tokens") if capped.usage else capped.chunks
         if capped.ok:
-            rows.append(Row("max_tokens honoured", n is not None and n <= cap,
-                            f"asked {cap}, got {n} ({capped.finish_reason})", ("bench", "stress"),
-                            "the server must stop at max_tokens: bench rates and stress plans depend on it"))
+            rows.append(
+                Row(
+                    "max_tokens honoured",
+                    n is not None and n <= cap,
+                    f"asked {cap}, got {n} ({capped.finish_reason})",
+                    ("bench", "stress"),
+                    "the server must stop at max_tokens: bench rates and stress plans depend on it",
+                )
+            )
         else:
             rows.append(Row("max_tokens honoured", None, f"can't tell: {_cause(capped, capped_body, result)}"))
-        how = {"ignore_eos": "ignore_eos", "min_tokens": "min_tokens (ignore_eos is not honoured)",
-               "prompt": "none: prompts must run long on their own (max_tokens is their cap); such figures are "
-                         "marked length_forced false"}[mode]
-        rows.append(Row("fixed output length", mode != "prompt",
-                        f"{how}" + (f"; a one-number answer ran to {n}/{cap}" if capped.ok and mode != "prompt"
-                                    else "") + ("" if ignore_eos else " (--no-ignore-eos)"),
-                        fix=None if mode != "prompt" else advice(kind, "ignore_eos")))
+        how = {
+            "ignore_eos": "ignore_eos",
+            "min_tokens": "min_tokens (ignore_eos is not honoured)",
+            "prompt": "none: prompts must run long on their own (max_tokens is their cap); such figures are "
+            "marked length_forced false",
+        }[mode]
+        rows.append(
+            Row(
+                "fixed output length",
+                mode != "prompt",
+                f"{how}"
+                + (f"; a one-number answer ran to {n}/{cap}" if capped.ok and mode != "prompt" else "")
+                + ("" if ignore_eos else " (--no-ignore-eos)"),
+                fix=None if mode != "prompt" else advice(kind, "ignore_eos"),
+            )
+        )
         tok = await tokenize_form(http, root, model)
-        rows.append(Row("tokenize endpoint", tok is not None, tok or "none: stress counts long prompts from usage "
-                        "or a local estimate" + (f" ({advice(kind, 'tokenize')})" if kind != "unknown" else "")))
-        rows.append(Row("token counting for stress", tok is not None or first.usage is not None,
-                        "tokenize endpoint" if tok else "usage in stream" if first.usage else
-                        "neither tokenize nor usage", ("stress",),
-                        "long prompts cannot be fitted to --long-tokens: enable /tokenize or usage in the stream"))
+        rows.append(
+            Row(
+                "tokenize endpoint",
+                tok is not None,
+                tok
+                or "none: stress counts long prompts from usage or a local estimate"
+                + (f" ({advice(kind, 'tokenize')})" if kind != "unknown" else ""),
+            )
+        )
+        rows.append(
+            Row(
+                "token counting for stress",
+                tok is not None or first.usage is not None,
+                "tokenize endpoint" if tok else "usage in stream" if first.usage else "neither tokenize nor usage",
+                ("stress",),
+                "long prompts cannot be fitted to --long-tokens: enable /tokenize or usage in the stream",
+            )
+        )
         metrics, why = await _endpoint(http, root + "/metrics", result)
         has_metrics = metrics is not None and metrics.status_code == 200 and "# TYPE" in metrics.text
-        rows.append(Row("/metrics", has_metrics, "Prometheus text" if has_metrics else
-                        f"not served ({why})", fix=None if has_metrics else advice(kind, "metrics")))
+        rows.append(
+            Row(
+                "/metrics",
+                has_metrics,
+                "Prometheus text" if has_metrics else f"not served ({why})",
+                fix=None if has_metrics else advice(kind, "metrics"),
+            )
+        )
         props_resp, why = await _endpoint(http, root + "/props", result)
         props = None
         if props_resp is not None and props_resp.status_code == 200:
@@ -269,8 +374,9 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
                 props = props_resp.json()
             except ValueError:
                 props = None
-        rows.append(Row("/props", isinstance(props, dict), "llama.cpp server properties" if props else
-                        f"not served ({why})"))
+        rows.append(
+            Row("/props", isinstance(props, dict), "llama.cpp server properties" if props else f"not served ({why})")
+        )
         n_ctx, where = await context_length(http, base_url, props)
         rows.append(Row("context length", n_ctx is not None, f"{n_ctx} ({where})" if n_ctx else where))
         for mode_name, (body, system) in thinking.items():
@@ -280,25 +386,45 @@ async def full_check(base_url: str, model: str, api_key: str | None, extra_body:
             reasoning = reply.reasoning or split_inline_reasoning(reply.content)[0]
             want = mode_name != "off"
             if not reply.ok:
-                rows.append(Row(f"thinking {mode_name}", False, f"refused: {_cause(reply, sent, result)}",
-                                ("capability",), "pick the profile's thinking style this server understands"))
+                rows.append(
+                    Row(
+                        f"thinking {mode_name}",
+                        False,
+                        f"refused: {_cause(reply, sent, result)}",
+                        ("capability",),
+                        "pick the profile's thinking style this server understands",
+                    )
+                )
                 continue
             dropped = [k for k in body if k in result.omit_fields]
             seen = bool(reasoning)
-            rows.append(Row(f"thinking {mode_name}", seen == want,
-                            ("reasoning seen" if seen else "no reasoning seen")
-                            + ("" if seen == want else " (the mode does not take effect)")
-                            + (f"; {', '.join(dropped)} refused, not sent" if dropped else "")))
+            rows.append(
+                Row(
+                    f"thinking {mode_name}",
+                    seen == want,
+                    ("reasoning seen" if seen else "no reasoning seen")
+                    + ("" if seen == want else " (the mode does not take effect)")
+                    + (f"; {', '.join(dropped)} refused, not sent" if dropped else ""),
+                )
+            )
         rows.append(await concurrency(http, result, body0))
         rows.append(await stream_killing(http, result, body0))
     return scrubbed(result, api_key)
 
 
-async def kill_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
-                     uuid_request_ids: bool, timeout_s: float = 60.0, preflight: CheckResult | None = None) -> Row:
+async def kill_check(
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    extra_body: dict[str, Any],
+    uuid_request_ids: bool,
+    timeout_s: float = 60.0,
+    preflight: CheckResult | None = None,
+) -> Row:
     """`stream_killing` alone, for a command that already passed the quick check (stress runs it first)."""
-    result = CheckResult(base_url=base_url, model=model, uuid_request_ids=uuid_request_ids,
-                         secrets=(api_key,) if api_key else ())
+    result = CheckResult(
+        base_url=base_url, model=model, uuid_request_ids=uuid_request_ids, secrets=(api_key,) if api_key else ()
+    )
     if preflight is not None:  # what the quick check learned: the same fields are left out
         result.fields, result.refused_fields = preflight.fields, list(preflight.refused_fields)
     async with probe_session(api_key, timeout_s) as http:

@@ -6,12 +6,21 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from evalkit import __version__
-from evalkit.config.argtypes import (Parser, base_url, build_info, env_name, nonneg_float, positive_int, run_name,
-                                     writable_dir, writable_file)
+from evalkit.config.argtypes import (
+    Parser,
+    base_url,
+    build_info,
+    env_name,
+    nonneg_float,
+    positive_int,
+    run_name,
+    writable_dir,
+    writable_file,
+)
 from evalkit.errors import UsageError
 from evalkit.eventloop import fast_loop
 from evalkit.redact import ScrubbingWriter
@@ -39,17 +48,30 @@ OUTPUT_FILES = {"output": "-o/--output", "junit": "--junit", "changed_only": "--
 def add_server_options(p: argparse.ArgumentParser, client_procs: bool = True, evidence: bool = True) -> None:
     """Options every command that talks to a server takes (contract); `check` leaves out what it does not use."""
     g = p.add_argument_group("server")
-    g.add_argument("--base-url", type=base_url, help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, "
-                   "$OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)")
+    g.add_argument(
+        "--base-url",
+        type=base_url,
+        help="OpenAI-compatible base URL (default: $EVALKIT_BASE_URL, $OPENAI_BASE_URL, else http://127.0.0.1:8000/v1)",
+    )
     g.add_argument("--model", help="model id (default: the first id /v1/models lists)")
-    g.add_argument("--api-key-env", type=env_name, metavar="NAME", help="name of the environment variable holding "
-                   "the API key (default OPENAI_API_KEY; a name given must be set); the key itself is never a flag")
+    g.add_argument(
+        "--api-key-env",
+        type=env_name,
+        metavar="NAME",
+        help="name of the environment variable holding "
+        "the API key (default OPENAI_API_KEY; a name given must be set); the key itself is never a flag",
+    )
     g.add_argument("--server", help="a server profile named in the config file")
     g.add_argument("--config", type=Path, help="config file with server profiles (default ./evalkit.toml)")
     if client_procs:
-        g.add_argument("--client-procs", type=positive_int, default=1, metavar="K",
-                       help="read the streams in K client processes, each with its own event loop (for more streams "
-                            "than one core can read; default 1)")
+        g.add_argument(
+            "--client-procs",
+            type=positive_int,
+            default=1,
+            metavar="K",
+            help="read the streams in K client processes, each with its own event loop (for more streams "
+            "than one core can read; default 1)",
+        )
     if evidence:
         add_evidence_options(p)
 
@@ -57,25 +79,47 @@ def add_server_options(p: argparse.ArgumentParser, client_procs: bool = True, ev
 def add_evidence_options(p: argparse.ArgumentParser) -> None:
     """What the server says about itself: its log, its /metrics, and the build identity the user adds."""
     g = p.add_argument_group("server evidence")
-    g.add_argument("--server-log", type=Path, metavar="FILE",
-                   help="follow the server's log file during the run into server_log.jsonl, flagging known lines")
-    g.add_argument("--metrics-interval", type=nonneg_float, metavar="S",
-                   help="also scrape /metrics every S seconds during the run (default: stress 1, others 0 = "
-                        "only before and after)")
-    g.add_argument("--no-metrics", dest="metrics", action="store_false",
-                   help="do not scrape the server's Prometheus /metrics")
-    g.add_argument("--build-label", help="label of the server build in manifest and reports (default: the "
-                   "profile's build.label, else the profile name)")
-    g.add_argument("--build-info", action="append", default=[], metavar="KEY=VALUE", type=build_info,
-                   help="build metadata for the manifest, e.g. commit=a2bf07fd or flags='--max_batch 2' (repeatable)")
+    g.add_argument(
+        "--server-log",
+        type=Path,
+        metavar="FILE",
+        help="follow the server's log file during the run into server_log.jsonl, flagging known lines",
+    )
+    g.add_argument(
+        "--metrics-interval",
+        type=nonneg_float,
+        metavar="S",
+        help="also scrape /metrics every S seconds during the run (default: stress 1, others 0 = "
+        "only before and after)",
+    )
+    g.add_argument(
+        "--no-metrics", dest="metrics", action="store_false", help="do not scrape the server's Prometheus /metrics"
+    )
+    g.add_argument(
+        "--build-label",
+        help="label of the server build in manifest and reports (default: the "
+        "profile's build.label, else the profile name)",
+    )
+    g.add_argument(
+        "--build-info",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        type=build_info,
+        help="build metadata for the manifest, e.g. commit=a2bf07fd or flags='--max_batch 2' (repeatable)",
+    )
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
     """Where a run directory goes."""
     g = p.add_argument_group("output")
     g.add_argument("--out", type=Path, default=Path("results"), help="parent of run directories (default results/)")
-    g.add_argument("--name", type=run_name, help="run name, one path component of at most 128 characters (default: "
-                   "kind + timestamp); an existing name resumes that run")
+    g.add_argument(
+        "--name",
+        type=run_name,
+        help="run name, one path component of at most 128 characters (default: "
+        "kind + timestamp); an existing name resumes that run",
+    )
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 
-
 # Set by a process that starts another evalkit process it compares stamps with (the sim): "epoch,perf_counter".
 ANCHOR_ENV = "EVALKIT_CLOCK_ANCHOR"
 
@@ -22,14 +21,14 @@ class Clock:
         return self._epoch0, self._mono0
 
     @classmethod
-    def from_anchor(cls, anchor: tuple[float, float]) -> "Clock":
+    def from_anchor(cls, anchor: tuple[float, float]) -> Clock:
         """The clock of `anchor` (client processes stamping on one clock: `perf_counter` is system-wide)."""
         clock = cls.__new__(cls)
         clock._epoch0, clock._mono0 = anchor
         return clock
 
     @classmethod
-    def from_env(cls, environ: "dict[str, str] | None" = None) -> "Clock":
+    def from_env(cls, environ: dict[str, str] | None = None) -> Clock:
         """The clock whose anchor `EVALKIT_CLOCK_ANCHOR` names (a parent's, so that both stamp on one clock to the
         nanosecond), else a fresh one."""
         text = (os.environ if environ is None else environ).get(ANCHOR_ENV, "")

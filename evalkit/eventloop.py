@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -18,8 +19,12 @@ def fast_loop(enabled: bool = True) -> Iterator[str]:
     The previous loop policy is put back afterwards, so a command run in-process (tests) leaves no trace."""
     name = "asyncio"
     uvloop: Any = None  # the module, where it is installed and wanted
-    if enabled and os.environ.get("EVALKIT_LOOP", "").lower() != "asyncio" and sys.platform != "win32" \
-            and sys.version_info < (3, 14):  # loop policies are deprecated from 3.14 on
+    if (
+        enabled
+        and os.environ.get("EVALKIT_LOOP", "").lower() != "asyncio"
+        and sys.platform != "win32"
+        and sys.version_info < (3, 14)
+    ):  # loop policies are deprecated from 3.14 on
         try:
             import uvloop
         except ImportError:

@@ -9,7 +9,8 @@ never reaches the screen or a run file.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 REDACTED = "[redacted]"
 

@@ -4,7 +4,7 @@ percentiles, medians and the `{"p50", "p95", "max", "n"}` distributions in `summ
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 def percentile(values: Iterable[float | None], q: float) -> float | None:
@@ -26,8 +26,7 @@ def median(values: Iterable[float | None]) -> float | None:
     return percentile((v for v in values if isinstance(v, (int, float))), 50)
 
 
-def distribution(values: Iterable[float | None],
-                 quantiles: Sequence[int] = (50, 95)) -> dict[str, float | int | None]:
+def distribution(values: Iterable[float | None], quantiles: Sequence[int] = (50, 95)) -> dict[str, float | int | None]:
     """`{"p50", "p95", "max", "n"}` of a sample (None left out), the shape every latency metric takes in
     `summary.json`; `quantiles` names other percentiles (load: 50, 90, 95, 99)."""
     xs = [v for v in values if v is not None]

@@ -7,9 +7,10 @@ import gzip
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalkit.errors import UsageError
 
@@ -71,8 +72,12 @@ def read_hub(src: HubSource) -> list[dict[str, Any]]:
     return [dict(r) for r in ds]
 
 
-def load_sources(dataset: str, sources: tuple[HubSource, ...], qid: Callable[[str, int, dict[str, Any]], str],
-                 data_dir: str | Path | None) -> list[DatasetItem]:
+def load_sources(
+    dataset: str,
+    sources: tuple[HubSource, ...],
+    qid: Callable[[str, int, dict[str, Any]], str],
+    data_dir: str | Path | None,
+) -> list[DatasetItem]:
     """Every row of a dataset's splits, from the local directory when one is given, else the Hub, in row order."""
     root = data_dir_from_env(data_dir)
     items: list[DatasetItem] = []

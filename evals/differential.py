@@ -45,8 +45,9 @@ def reference_outputs(problem: dict[str, Any], worker: Worker) -> Expected:
     """Run the canonical solution on every base and plus input in `worker` (a reference worker, see
     `reference_worker`); ReferenceFailed when it cannot."""
     outputs, seconds = {}, {}
-    loaded = worker.load(problem["prompt"] + problem["canonical_solution"], problem["entry_point"],
-                         REFERENCE_LIMITS.load_s)
+    loaded = worker.load(
+        problem["prompt"] + problem["canonical_solution"], problem["entry_point"], REFERENCE_LIMITS.load_s
+    )
     if loaded.status != "ok":
         raise ReferenceFailed(f"reference solution: {loaded.status}: {loaded.error}")
     for split in SPLITS:
@@ -114,14 +115,22 @@ def approx_bytes(value: Any) -> int:
     return 24
 
 
-def _split(worker: Worker, problem: dict[str, Any], split: str, expected: Expected, deadline: float,
-           ) -> dict[str, Any]:
+def _split(
+    worker: Worker,
+    problem: dict[str, Any],
+    split: str,
+    expected: Expected,
+    deadline: float,
+) -> dict[str, Any]:
     inputs = problem[f"{split}_input"]
     total = len(inputs)
     result = {"status": "pass", "passed": 0, "total": total}
     for i, inp in enumerate(inputs):
-        limit = (max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * expected.seconds[split][i]) + IPC_SLACK_S
-                 + approx_bytes(expected.outputs[split][i]) / TRANSFER_BYTES_S)
+        limit = (
+            max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * expected.seconds[split][i])
+            + IPC_SLACK_S
+            + approx_bytes(expected.outputs[split][i]) / TRANSFER_BYTES_S
+        )
         left = deadline - time.monotonic()
         reply = worker.call(inp, min(limit, max(0.0, left)))
         if reply.status == "timeout":
@@ -135,8 +144,9 @@ def _split(worker: Worker, problem: dict[str, Any], split: str, expected: Expect
     return result
 
 
-def check_program(code: str, problem: dict[str, Any], expected: Expected, isolation: Isolation,
-                 limits: SandboxLimits) -> dict[str, dict[str, Any]]:
+def check_program(
+    code: str, problem: dict[str, Any], expected: Expected, isolation: Isolation, limits: SandboxLimits
+) -> dict[str, dict[str, Any]]:
     """Per split (`base`, `plus`): `status` (pass, fail, timeout), `passed`, `total`, and on failure
     `failed_input` and `error`. One sandbox serves all inputs; a new one starts only after the last died."""
     deadline = time.monotonic() + limits.wall_s
@@ -150,7 +160,7 @@ def check_program(code: str, problem: dict[str, Any], expected: Expected, isolat
                 worker = Worker(code, problem["entry_point"], isolation, limits)
                 err = worker.start()
                 if err:
-                    for rest in SPLITS[SPLITS.index(split):]:
+                    for rest in SPLITS[SPLITS.index(split) :]:
                         total = len(problem[f"{rest}_input"])
                         results[rest] = {"status": "fail", "passed": 0, "total": total, "error": err}
                     break

@@ -10,12 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.protocol import Judges
 from evalkit_evals.verdict import Verdict
-from evalkit.client.thinking_text import split_inline_reasoning
 
 if TYPE_CHECKING:
     from evalkit_evals.code_judge import CodeJudge
@@ -41,8 +41,9 @@ class Grader:
         except Exception as e:  # noqa: BLE001 - a grader failure is this question's `error`, not the run's
             verdict = Verdict("error", None, f"grader failed: {type(e).__name__}: {e}", rule="grader.error")
         if finish_reason == "length" and verdict.outcome != "correct":
-            verdict = replace(verdict, outcome="truncated",
-                              why=f"answer cut at max_tokens (finish_reason length); {verdict.why}")
+            verdict = replace(
+                verdict, outcome="truncated", why=f"answer cut at max_tokens (finish_reason length); {verdict.why}"
+            )
         return verdict
 
     def _grade(self, item: DatasetItem, content: str) -> Verdict:
@@ -62,8 +63,11 @@ def token_counts(content: str, reasoning: str | None, content_chunks: int, reaso
     if reasoning_chunks or not reasoning:
         return {"reasoning_tokens": reasoning_chunks, "answer_tokens": content_chunks, "token_count_source": "chunks"}
     est = len(_TOKEN.findall(reasoning))
-    return {"reasoning_tokens": est, "answer_tokens": max(0, content_chunks - est),
-            "token_count_source": "estimated from inline reasoning text"}
+    return {
+        "reasoning_tokens": est,
+        "answer_tokens": max(0, content_chunks - est),
+        "token_count_source": "estimated from inline reasoning text",
+    }
 
 
 def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **extra: Any) -> dict[str, Any]:

@@ -36,34 +36,44 @@ from evalkit_evals.verdict import Reading, Verdict, disagreeing
 
 # Spaces as separators only between whole groups, and never before a unit glued on with a hyphen ("3 500-gram").
 _SPACES = "[ \u2009\u202f\u00a0]"
-_NUM = (r"[-−–+]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)"
-        r"|\d+)(?:\.\d+)?|[-−–]?\.\d+")
+_NUM = (
+    r"[-−–+]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)"
+    r"|\d+)(?:\.\d+)?|[-−–]?\.\d+"
+)
 _NUM_RE = re.compile(_NUM)
 # Two candidates in the final answer: the read number followed (or preceded) by "or" / "/" and another number.
 _HEDGE_AFTER = re.compile(r"\s*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?\d")
 _HEDGE_BEFORE = re.compile(r"\d[^\S\n]*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?$")
 # What may stand between a marker and its number: markup, math delimiters, a dollar, "is", "either".
-_LEAD = re.compile(r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=]|\bis\b|\beither\b)*",
-                   re.IGNORECASE)
+_LEAD = re.compile(
+    r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=]|\bis\b|\beither\b)*", re.IGNORECASE
+)
 _HASH = re.compile(r"####([^\n]*)")
 _LABEL = re.compile(r"\b(?:final answer|answer)\b\s*(?:is|:|=|would be|will be)?([^\n]*)", re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 # A calculation written where the answer goes: digits, operators, brackets and `=`, the result after the last `=`.
 _CALC = re.compile(r"[\s\d.,$()+\-−–*/×x÷·=]*(?:(?:\\cdot|\\times|\\div|\\\$)[\s\d.,$()+\-−–*/×x÷·=]*)*")
-_CHECK_LINE = re.compile(r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b",
-                         re.IGNORECASE)
-_PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|happy to|glad to|good luck|"
-                         r"thanks?\b|thank you|enjoy|have a (?:great|nice|good)|if you have any)", re.IGNORECASE)
+_CHECK_LINE = re.compile(
+    r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b", re.IGNORECASE
+)
+_PLEASANTRY = re.compile(
+    r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|happy to|glad to|good luck|"
+    r"thanks?\b|thank you|enjoy|have a (?:great|nice|good)|if you have any)",
+    re.IGNORECASE,
+)
 # After an answer given first: an explanation header. A plain first line needs an explicit one ("Here's how"), since
 # a first line that restates the problem is often followed by "First, ..." or "Step 1".
-_EXPLAIN = re.compile(r"^\W*(?:explanation|here['’]?s (?:how|why)|here is (?:how|why)|reasoning|why\b|because)",
-                      re.IGNORECASE)
+_EXPLAIN = re.compile(
+    r"^\W*(?:explanation|here['’]?s (?:how|why)|here is (?:how|why)|reasoning|why\b|because)", re.IGNORECASE
+)
 _EXPLAIN_AFTER_BOLD = re.compile(r"^\W*(?:step\s*1|solution|working|to (?:find|get|solve)|first\b)", re.IGNORECASE)
-_RETRACT = re.compile(r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|"
-                      r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
-                      r"actually,? no\b)",
-                      re.IGNORECASE)
+_RETRACT = re.compile(
+    r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|"
+    r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
+    r"actually,? no\b)",
+    re.IGNORECASE,
+)
 
 
 _SIGN_WORD = re.compile(r"(?:negative|minus)\s+", re.IGNORECASE)
@@ -118,9 +128,12 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
     start = _LEAD.match(seg).end() if lead else 0
     sign = _SIGN_WORD.match(seg, start)
     if sign and _NUM_RE.match(seg, sign.end()):
-        read = _quantity(seg[sign.end():], how, question, lead=False)
-        return replace(read, value=-read.value, raw=seg[start:sign.end()] + (read.raw or "")) \
-            if read and read.value is not None else read
+        read = _quantity(seg[sign.end() :], how, question, lead=False)
+        return (
+            replace(read, value=-read.value, raw=seg[start : sign.end()] + (read.raw or ""))
+            if read and read.value is not None
+            else read
+        )
     calc = _CALC.match(seg, start)
     expr = _CLAUSE_END.split(calc.group(), 1)[0] if calc else ""  # "18. 16 - 3 = 13" is an answer, then working
     if "=" in expr and _NUM_RE.search(expr.rsplit("=", 1)[1]):
@@ -130,7 +143,7 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
     m = _NUM_RE.match(seg, start)
     if m:
         hedged = bool(_HEDGE_AFTER.match(seg, m.end()))
-        raw = seg[m.start():].strip().rstrip(".") if hedged else m.group().strip()
+        raw = seg[m.start() :].strip().rstrip(".") if hedged else m.group().strip()
         compound = quantity_units.compound_at(seg, m.start())
         if compound and not hedged:
             return _compound(compound, question)
@@ -148,8 +161,12 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
 def _compound(c: quantity_units.Compound, question: str) -> FinalAnswer:
     target = quantity_units.asked_unit(question, c.family)
     if target is None:
-        return FinalAnswer(None, "gsm8k.compound_no_unit", c.text,
-                           note=f"a compound quantity ({c.text!r}) and the question names no {c.family} unit")
+        return FinalAnswer(
+            None,
+            "gsm8k.compound_no_unit",
+            c.text,
+            note=f"a compound quantity ({c.text!r}) and the question names no {c.family} unit",
+        )
     value = c.in_unit(target)
     return FinalAnswer(value, "gsm8k.compound_converted", c.text, note=f"{c.text!r} in {target}")
 
@@ -225,7 +242,7 @@ def _last_line(line: str, question: str) -> FinalAnswer | None:
         for c in quantity_units.compounds(line):
             if c.start <= m.start() < c.end:
                 return _compound(c, question)
-        hedged = bool(_HEDGE_BEFORE.search(line[:m.start()]) or _HEDGE_AFTER.match(line, m.end()))
+        hedged = bool(_HEDGE_BEFORE.search(line[: m.start()]) or _HEDGE_AFTER.match(line, m.end()))
         raw = line.strip().rstrip(".") if hedged else m.group().strip()
         return FinalAnswer(to_decimal(m.group()), "gsm8k.last_line_number", raw, hedged)
     words = number_words.last_in(line)
@@ -251,19 +268,22 @@ def read_final(answer: str, question: str = "") -> FinalAnswer:
     retractions = list(_RETRACT.finditer(answer))
     if retractions:
         cut = retractions[-1]
-        after = answer[cut.end():]
+        after = answer[cut.end() :]
         # The rest of the retracting sentence explains it ("... since she only has 16 eggs"): a new answer is a
         # marker, or the final statement of a later sentence.
         end = _SENTENCE_END.search(after)
         found = _markers(after, question)
-        read = found[0] if found else _read(after[end.end():], question) if end else None
+        read = found[0] if found else _read(after[end.end() :], question) if end else None
         if read is not None and (read.value is not None or read.hedged or read.how != "gsm8k.no_number"):
             return read
-        before = _read(answer[:cut.start()], question)
+        before = _read(answer[: cut.start()], question)
         if before.value is not None:
-            return FinalAnswer(None, "gsm8k.retracted", before.raw,
-                               note=f"{_fmt(before.value)} was retracted ({cut.group().strip()!r}) and no new "
-                                    "answer follows")
+            return FinalAnswer(
+                None,
+                "gsm8k.retracted",
+                before.raw,
+                note=f"{_fmt(before.value)} was retracted ({cut.group().strip()!r}) and no new answer follows",
+            )
     return _read(answer, question)
 
 
@@ -274,8 +294,13 @@ def grade(row: dict, answer: str) -> Verdict:
     how = read.how + (f" ({read.note})" if read.note else "")
     if read.hedged:
         cands = tuple(Reading(read.how, _fmt(to_decimal(n) or Decimal(0))) for n in _NUM_RE.findall(read.raw or ""))
-        return Verdict("wrong", read.raw, f"{how}: {read.raw!r} names more than one candidate; gold {gold}",
-                       rule="gsm8k.hedge", readings=disagreeing(list(cands)))
+        return Verdict(
+            "wrong",
+            read.raw,
+            f"{how}: {read.raw!r} names more than one candidate; gold {gold}",
+            rule="gsm8k.hedge",
+            readings=disagreeing(list(cands)),
+        )
     if read.value is None:
         return Verdict("unparsed", read.raw, how, rule=read.how)
     text = _fmt(read.value)
@@ -283,8 +308,9 @@ def grade(row: dict, answer: str) -> Verdict:
     why = f"{how}: read {read.raw!r} = {text}, gold {gold}"
     if readings:
         why += "; other readings: " + ", ".join(f"{r.rule} {r.value}" for r in readings[1:])
-    return Verdict("correct" if read.value == gold_answer(row) else "wrong", text, why, rule=read.how,
-                   readings=readings)
+    return Verdict(
+        "correct" if read.value == gold_answer(row) else "wrong", text, why, rule=read.how, readings=readings
+    )
 
 
 @dataclass(frozen=True)
@@ -308,10 +334,20 @@ class GSM8K(HubEval):
         gold = row["answer"].split("####")[-1].strip().replace(",", "")
         work = re.sub(r"<<[^>]*>>", "", row["answer"].split("####")[0]).strip()
         n = gold if correct else plus_one(gold)
-        endings = [f"#### {n}", f"The answer is {with_commas(n)}.", f"$\\boxed{{{n}}}$",
-                   f"**Answer:** ${with_commas(n)}"]
+        endings = [
+            f"#### {n}",
+            f"The answer is {with_commas(n)}.",
+            f"$\\boxed{{{n}}}$",
+            f"**Answer:** ${with_commas(n)}",
+        ]
         return f"{work}\n{endings[style % 4]}"
 
 
-EVAL = GSM8K("gsm8k", (HubSource("openai/gsm8k", "main", "test", "cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
-                                 "openai__gsm8k/test.jsonl"),))
+EVAL = GSM8K(
+    "gsm8k",
+    (
+        HubSource(
+            "openai/gsm8k", "main", "test", "cc7b047b6e5bb11b4f1af84efc572db110a51b3c", "openai__gsm8k/test.jsonl"
+        ),
+    ),
+)

@@ -44,8 +44,9 @@ def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
     try:
         return he.get_human_eval_plus()
     except Exception as e:  # noqa: BLE001 - a failed download is one line
-        raise UsageError(f"could not load HumanEval+ through evalplus: {type(e).__name__}; "
-                         "pass --data-dir or set EVALKIT_DATA_DIR") from None
+        raise UsageError(
+            f"could not load HumanEval+ through evalplus: {type(e).__name__}; pass --data-dir or set EVALKIT_DATA_DIR"
+        ) from None
 
 
 def _prompt_imports(prompt: str) -> list[str]:
@@ -69,12 +70,14 @@ def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None
     from evalplus.sanitize import sanitize
 
     defines = re.compile(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
-    blocks = [m.group(2) for m in _FENCE.finditer(answer)
-              if m.group(1).lower() in ("", "python", "py", "python3")]
+    blocks = [m.group(2) for m in _FENCE.finditer(answer) if m.group(1).lower() in ("", "python", "py", "python3")]
     if blocks:
         with_def = [b for b in blocks if defines.search(b)]
-        text, how = (with_def[-1], "fenced block defining the entry point") if with_def else \
-            (max(blocks, key=len), "longest fenced block")
+        text, how = (
+            (with_def[-1], "fenced block defining the entry point")
+            if with_def
+            else (max(blocks, key=len), "longest fenced block")
+        )
     else:
         text, how = answer, "bare code"
     if not text.strip():
@@ -106,17 +109,27 @@ def grade(problem: dict[str, Any], answer: str, judge: CodeJudge) -> Verdict:
     res = judge.run(code, problem)
     base, plus = res["base"], res["plus"]
     ok = base["status"] == "pass" and plus["status"] == "pass"
-    why = (f"{how}; base {base['status']} {base['passed']}/{base['total']}, "
-           f"plus {plus['status']} {plus['passed']}/{plus['total']}")
+    why = (
+        f"{how}; base {base['status']} {base['passed']}/{base['total']}, "
+        f"plus {plus['status']} {plus['passed']}/{plus['total']}"
+    )
     for name, part in (("base", base), ("plus", plus)):
         if part.get("error"):
             why += f"; {name}: {part['error']}"
-    return Verdict("correct" if ok else "wrong", code, why,
-                   {"base": base["status"], "plus": plus["status"], "isolation": judge.isolation.tool})
+    return Verdict(
+        "correct" if ok else "wrong",
+        code,
+        why,
+        {"base": base["status"], "plus": plus["status"], "isolation": judge.isolation.tool},
+    )
 
 
-_RULES = (("no code", "humanevalplus.no_code"), ("fenced block defining", "humanevalplus.fenced_entry_point"),
-          ("longest fenced block", "humanevalplus.longest_fence"), ("bare code", "humanevalplus.bare_code"))
+_RULES = (
+    ("no code", "humanevalplus.no_code"),
+    ("fenced block defining", "humanevalplus.fenced_entry_point"),
+    ("longest fenced block", "humanevalplus.longest_fence"),
+    ("bare code", "humanevalplus.bare_code"),
+)
 
 
 def rule_name(how: str) -> str:
@@ -152,8 +165,10 @@ class HumanEvalPlus(HubEval):
 
     def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
         """How many answers passed the base tests, and the plus tests."""
-        return {"base_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("base") == "pass"),
-                "plus_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("plus") == "pass")}
+        return {
+            "base_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("base") == "pass"),
+            "plus_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("plus") == "pass"),
+        }
 
     def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
         """The function's prompt."""
@@ -161,17 +176,22 @@ class HumanEvalPlus(HubEval):
 
     def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
         """The whole function fenced, bare, or between prose (wrong: a body that raises)."""
-        body = row["canonical_solution"] if correct else \
-            "    raise NotImplementedError('evalkit sim: intended wrong answer')\n"
+        body = (
+            row["canonical_solution"]
+            if correct
+            else "    raise NotImplementedError('evalkit sim: intended wrong answer')\n"
+        )
         code = (row["prompt"] + body).strip("\n")
         entry = row.get("entry_point", "the function")
         forms = [
             f"```python\n{code}\n```",
             code,
-            f"Here is an implementation of `{entry}`.\n\n```python\n{code}\n```\n\nIt follows the docstring's examples.",
+            f"Here is an implementation of `{entry}`.\n\n```python\n{code}\n```\n\n"
+            "It follows the docstring's examples.",
         ]
         return forms[style % 3]
 
 
-EVAL = HumanEvalPlus("humanevalplus", (HubSource("evalplus/humanevalplus", None, "test", None,
-                                                 "evalplus__humanevalplus/test.jsonl.gz"),))
+EVAL = HumanEvalPlus(
+    "humanevalplus", (HubSource("evalplus/humanevalplus", None, "test", None, "evalplus__humanevalplus/test.jsonl.gz"),)
+)

@@ -58,11 +58,18 @@ class Isolation:
     def manifest(self) -> dict[str, Any]:
         """What the manifest records as `code_isolation`."""
         if not self.isolated:
-            return {"tool": "none", "unsafe_exec": True,
-                    "note": "model-written code ran with resource limits only (--unsafe-exec)"}
-        return {"tool": "bubblewrap", "version": self.version, "unsafe_exec": False,
-                "uid": "fresh unprivileged uid" if os.getuid() == 0 else "user namespace",
-                "namespaces": ["mount", "pid", "net", "ipc", "uts"] + ([] if os.getuid() == 0 else ["user"])}
+            return {
+                "tool": "none",
+                "unsafe_exec": True,
+                "note": "model-written code ran with resource limits only (--unsafe-exec)",
+            }
+        return {
+            "tool": "bubblewrap",
+            "version": self.version,
+            "unsafe_exec": False,
+            "uid": "fresh unprivileged uid" if os.getuid() == 0 else "user namespace",
+            "namespaces": ["mount", "pid", "net", "ipc", "uts"] + ([] if os.getuid() == 0 else ["user"]),
+        }
 
     def site(self) -> str | None:
         """The directory the child adds to `sys.path` for numpy (None when numpy is not installed)."""
@@ -98,14 +105,34 @@ class Isolation:
             a += ["--dir", "/sandbox", "--dir", BOX_SITE]
             for d in site:
                 a += ["--ro-bind", d, f"{BOX_SITE}/{Path(d).name}"]
-        a += ["--ro-bind", str(CHILD), f"{BOX}/{CHILD.name}", "--ro-bind", str(CODEC), f"{BOX}/{CODEC.name}",
-              "--proc", "/proc", "--dev", "/dev"]
+        a += [
+            "--ro-bind",
+            str(CHILD),
+            f"{BOX}/{CHILD.name}",
+            "--ro-bind",
+            str(CODEC),
+            f"{BOX}/{CODEC.name}",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         for tmp in ("/tmp", "/dev/shm", "/var/tmp"):
             if tmp == "/var/tmp":
                 a += ["--dir", "/var"]
             a += ["--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", tmp]
-        a += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-              "--die-with-parent", "--new-session", "--clearenv", "--chdir", "/tmp"]
+        a += [
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--chdir",
+            "/tmp",
+        ]
         if os.getuid() == 0:
             a += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         else:
@@ -113,8 +140,6 @@ class Isolation:
         for k, v in _ENV.items():
             a += ["--setenv", k, v]
         return a + ["--remount-ro", "/", "--"]
-
-
 
 
 def _parents(d: str, made: set[str]) -> list[str]:
@@ -137,12 +162,19 @@ def _python_dirs(python: str) -> list[str]:
 
 def _site_dirs() -> list[str]:
     # The interpreter's own site-packages hold whatever was installed there (a dataset package, a cache): hidden.
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
-            "installed_platbase": sys.base_exec_prefix}
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
     paths = {sysconfig.get_paths(vars=base)[k] for k in ("purelib", "platlib")}
     ver = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    paths |= {"/usr/lib/python3/dist-packages", f"/usr/local/lib/python{ver}/dist-packages",
-              f"/usr/local/lib/python{ver}/site-packages"}
+    paths |= {
+        "/usr/lib/python3/dist-packages",
+        f"/usr/local/lib/python{ver}/dist-packages",
+        f"/usr/local/lib/python{ver}/site-packages",
+    }
     return sorted(p for p in paths if os.path.isdir(p))
 
 
@@ -166,8 +198,13 @@ def find_bubblewrap() -> Isolation | str:
         version = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout.split()
         iso = Isolation("bubblewrap", binary, version[-1] if version else None)
         argv, _ = iso.argv()
-        probe = subprocess.run([*argv[:-3], "-I", "-S", "-c", "import os; print(os.getpid())"],
-                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        probe = subprocess.run(
+            [*argv[:-3], "-I", "-S", "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"bubblewrap could not be started ({type(e).__name__})"
     if probe.returncode != 0 or probe.stdout.strip() != "2":
@@ -183,5 +220,7 @@ def choose_isolation(unsafe_exec: bool) -> Isolation:
         return found
     if unsafe_exec:
         return Isolation("none")
-    raise UsageError(f"{found}: HumanEval+ runs model-written code and needs it (apt-get install bubblewrap), "
-                     "or pass --unsafe-exec to run it with resource limits only")
+    raise UsageError(
+        f"{found}: HumanEval+ runs model-written code and needs it (apt-get install bubblewrap), "
+        "or pass --unsafe-exec to run it with resource limits only"
+    )

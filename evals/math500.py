@@ -29,8 +29,9 @@ from evalkit_evals.sample_answers import WRONG_MATH, plus_one
 from evalkit_evals.verdict import Reading, Verdict
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_LABEL = re.compile(r"(?:\bfinal answer\b|\banswer\b)\s*(?:is|:|=)?\s*(?:\*\*|__)?\s*(?:is|:)?\s*([^\n]+)",
-                    re.IGNORECASE)
+_LABEL = re.compile(
+    r"(?:\bfinal answer\b|\banswer\b)\s*(?:is|:|=)?\s*(?:\*\*|__)?\s*(?:is|:)?\s*([^\n]+)", re.IGNORECASE
+)
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _END = re.compile(r"(?<!\\)\.\s|[,;]\s+(?=[A-Za-z]{3})|\s(?:because|since|which|as)\b")
 
@@ -47,7 +48,7 @@ def boxes(text: str) -> list[tuple[int, str]]:
             elif c == "}" and text[i - 1] != "\\":
                 depth -= 1
                 if depth == 0:
-                    out.append((m.start(), text[m.end():i].strip()))
+                    out.append((m.start(), text[m.end() : i].strip()))
                     break
     return out
 
@@ -76,7 +77,7 @@ def _gold_parts(gold: str) -> tuple[int, bool]:
 
 def _thousands(text: str, comma: int) -> bool:
     # "10,080": a comma followed by exactly three digits is a thousands separator in an untupled gold.
-    return bool(re.match(r"\d{3}(?!\d)", text[comma + 1:]))
+    return bool(re.match(r"\d{3}(?!\d)", text[comma + 1 :]))
 
 
 def _multi_boxed(answer: str, gold: str) -> str | None:
@@ -85,7 +86,7 @@ def _multi_boxed(answer: str, gold: str) -> str | None:
     if parts < 2 or len(found) < parts:
         return None
     last = found[-parts:]
-    between = answer[last[0][0]:last[-1][0]]
+    between = answer[last[0][0] : last[-1][0]]
     if re.search(r"\n\s*\n", between) or any("," in b for _, b in last):
         return None  # boxes in different paragraphs, or boxes that already hold several parts
     joined = ", ".join(b for _, b in last)
@@ -141,8 +142,9 @@ def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
         return Verdict("unparsed", extracted, f"{rule}: nothing math-verify could parse", rule=rule)
     extracted = extracted if extracted is not None else result["pred"]
     how = rule + (f" ({result['via']})" if result.get("via") else "")
-    why = (f"{how}: parsed {result['pred']}, gold {row['answer'].strip()} parsed {result['gold']}: "
-           + ("equivalent" if result["ok"] else "not equivalent"))
+    why = f"{how}: parsed {result['pred']}, gold {row['answer'].strip()} parsed {result['gold']}: " + (
+        "equivalent" if result["ok"] else "not equivalent"
+    )
     readings: tuple[Reading, ...] = ()
     after = _stated_after_box(answer)
     if rule in ("math500.boxed", "math500.multi_boxed") and after is not None:
@@ -159,7 +161,7 @@ def _stated_after_box(answer: str) -> str | None:
     if not found:
         return None
     start, content = found[-1]
-    tail = answer[answer.find(content, start) + len(content) + 1:]
+    tail = answer[answer.find(content, start) + len(content) + 1 :]
     return _stated(tail) if _LABEL.search(tail) else None
 
 
@@ -198,5 +200,15 @@ class MATH500(HubEval):
         return endings[style % 3]
 
 
-EVAL = MATH500("math500", (HubSource("HuggingFaceH4/MATH-500", None, "test",
-                                     "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be", "HuggingFaceH4__MATH-500/test.jsonl"),))
+EVAL = MATH500(
+    "math500",
+    (
+        HubSource(
+            "HuggingFaceH4/MATH-500",
+            None,
+            "test",
+            "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be",
+            "HuggingFaceH4__MATH-500/test.jsonl",
+        ),
+    ),
+)

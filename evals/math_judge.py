@@ -20,10 +20,14 @@ def _verify(gold: str, answer: str, inner_timeout: int) -> dict[str, Any]:
     # Runs in the worker process, on its main thread.
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-    gold_p = parse(gold, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
-                   parsing_timeout=inner_timeout)
-    pred_p = parse(answer, extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
-                   parsing_timeout=inner_timeout)
+    gold_p = parse(
+        gold, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=inner_timeout
+    )
+    pred_p = parse(
+        answer,
+        extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
+        parsing_timeout=inner_timeout,
+    )
     ok = bool(gold_p) and bool(pred_p) and verify(gold_p, pred_p, timeout_seconds=inner_timeout)
     out = {"ok": ok, "gold": str(gold_p[0]) if gold_p else None, "pred": str(pred_p[0]) if pred_p else None}
     if not ok and gold_p and pred_p:
@@ -40,8 +44,11 @@ def inequality_as_set(expr: Any) -> Any:
     from sympy.core.relational import Relational
 
     def one(e: Any) -> Any:
-        if isinstance(e, (Relational, sympy.And, sympy.Or)) and len(e.free_symbols) == 1 and not isinstance(
-                e, sympy.Eq):
+        if (
+            isinstance(e, (Relational, sympy.And, sympy.Or))
+            and len(e.free_symbols) == 1
+            and not isinstance(e, sympy.Eq)
+        ):
             return e.as_set()
         return None
 

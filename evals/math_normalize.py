@@ -16,8 +16,9 @@ _WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z \-']*\)?$")
 def repeating_to_fraction(m: re.Match[str]) -> str:
     """`0.1\\overline{6}` as `\\frac{1}{6}`."""
     sign, whole, fixed, rep = m.groups()
-    value = Fraction(int(whole or 0)) + Fraction(int(fixed + rep) - int(fixed or 0),
-                                                 10 ** len(fixed) * (10 ** len(rep) - 1))
+    value = Fraction(int(whole or 0)) + Fraction(
+        int(fixed + rep) - int(fixed or 0), 10 ** len(fixed) * (10 ** len(rep) - 1)
+    )
     value = -value if sign else value
     return f"\\frac{{{value.numerator}}}{{{value.denominator}}}" if value.denominator != 1 else str(value.numerator)
 

@@ -44,26 +44,36 @@ def musr_choices(row: dict[str, Any]) -> list[str]:
 _ANSWER = re.compile(r"answer\s*[:：]\s*(?:\*\*|__)?\s*\(?\s*([^\n]*?)\s*$", re.IGNORECASE | re.MULTILINE)
 # A line that states the answer without the asked-for label: "The answer is X", "My final answer is X".
 _STATED = re.compile(r"\banswer\s+(?:is|would be|must be|will be)\s*[:：]?\s*(.+)$", re.IGNORECASE)
-_RESTATED = re.compile(r"(?:\banswer\s+(?:is|would be|must be|will be)\b|\bchange my answer to\b|"
-                       r"\bi(?:'ll| will) go with\b)\s*[:：]?\s*([^\n]+)", re.IGNORECASE)
+_RESTATED = re.compile(
+    r"(?:\banswer\s+(?:is|would be|must be|will be)\b|\bchange my answer to\b|"
+    r"\bi(?:'ll| will) go with\b)\s*[:：]?\s*([^\n]+)",
+    re.IGNORECASE,
+)
 _NUMBER = re.compile(r"^\(?(\d+)(?:\)(.*)|\s*[-–—.:]\s*(.*)|\s*\((.*)\)\s*)?$")
 _OPTION = re.compile(r"^(?:option|choice)\s*(?:#|no\.?|number)?\s*(?=\(?\d)", re.IGNORECASE)
 _TEXT_NUMBER = re.compile(r"^(.+?)\s*[(\[]\s*(?:option\s*|choice\s*)?#?(\d+)\s*[)\]]$", re.IGNORECASE)
 # The reason given after an answer ("Mackenzie, because Ana was never near the study") names no answer.
 _REASON = re.compile(r",?\s+\b(?:because|since|given that|whereas|while)\b", re.IGNORECASE)
-_LEADING_REASON = re.compile(r"^\W*(?:given that|since|because|considering that|now that)\b[^,]*,\s*",
-                             re.IGNORECASE)
+_LEADING_REASON = re.compile(r"^\W*(?:given that|since|because|considering that|now that)\b[^,]*,\s*", re.IGNORECASE)
 _MARKUP = re.compile(r"\*\*|__|`")
 _QUOTES = "\"'“”‘’"
-_REJECTED_BEFORE = re.compile(r"(?:\bnot|\brather than|\binstead of|\bover|\bbut not|n['’]t|\bnever)\s+"
-                              r"(?:(?:have\s+)?been\s+|be\s+)?(?:the\s+|by\s+)?$", re.IGNORECASE)
-_CONCLUDES = re.compile(r"^\W*(?:so|therefore|thus|hence|in conclusion|in summary|to conclude|overall|ultimately|"
-                        r"all things considered|putting (?:it|this|everything) (?:all )?together|based on|given|"
-                        r"considering|the evidence (?:points|suggests))\b|\bmust (?:have )?be(?:en)?\b|"
-                        r"\bmost (?:likely|probably)\b|\bi(?:['’]ll| will)? (?:choose|pick|select|go with)\b",
-                        re.IGNORECASE)
-_PLEASANTRY = re.compile(r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|thank(?:s| you)|"
-                         r"happy to|glad to|enjoy|good luck|what a)", re.IGNORECASE)
+_REJECTED_BEFORE = re.compile(
+    r"(?:\bnot|\brather than|\binstead of|\bover|\bbut not|n['’]t|\bnever)\s+"
+    r"(?:(?:have\s+)?been\s+|be\s+)?(?:the\s+|by\s+)?$",
+    re.IGNORECASE,
+)
+_CONCLUDES = re.compile(
+    r"^\W*(?:so|therefore|thus|hence|in conclusion|in summary|to conclude|overall|ultimately|"
+    r"all things considered|putting (?:it|this|everything) (?:all )?together|based on|given|"
+    r"considering|the evidence (?:points|suggests))\b|\bmust (?:have )?be(?:en)?\b|"
+    r"\bmost (?:likely|probably)\b|\bi(?:['’]ll| will)? (?:choose|pick|select|go with)\b",
+    re.IGNORECASE,
+)
+_PLEASANTRY = re.compile(
+    r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|thank(?:s| you)|"
+    r"happy to|glad to|enjoy|good luck|what a)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,7 @@ def _spans(text: str, choices: list[str]) -> list[tuple[int, int, int]]:
 def named_choices(text: str, choices: list[str]) -> list[int]:
     """The distinct 1-based choices whose trimmed text appears in `text` as whole words, longest match first
     claiming its span, in order of appearance; a choice only rejected ("not Y", "rather than Y") is left out."""
-    kept = [i for s, _, i in _spans(text, choices) if not _REJECTED_BEFORE.search(text[max(0, s - 20):s])]
+    kept = [i for s, _, i in _spans(text, choices) if not _REJECTED_BEFORE.search(text[max(0, s - 20) : s])]
     return list(dict.fromkeys(kept))
 
 
@@ -119,14 +129,14 @@ def _by_text(text: str, choices: list[str], where: str, rule: str) -> ChoiceRead
         return ChoiceRead(exact[0], f"exact choice text {where}", text, rule=rule)
     team = team_allocation.match(text, choices)
     if team is not None:
-        return ChoiceRead(team, f"team allocation {where} (roles and names in any order)", text,
-                          rule="musr.team_assignment")
+        return ChoiceRead(
+            team, f"team allocation {where} (roles and names in any order)", text, rule="musr.team_assignment"
+        )
     named = named_choices(text, choices)
     if len(named) == 1:
         return ChoiceRead(named[0], f"one choice named {where}", text, rule=rule)
     if len(named) > 1:
-        return ChoiceRead(None, f"{len(named)} different choices named {where}", text, tuple(named),
-                          rule="musr.hedge")
+        return ChoiceRead(None, f"{len(named)} different choices named {where}", text, tuple(named), rule="musr.hedge")
     return ChoiceRead(None, f"{where}: neither a choice number nor a choice's text", text, rule="musr.not_a_choice")
 
 
@@ -134,7 +144,7 @@ def _read_text(raw: str, choices: list[str], where: str, rule: str) -> ChoiceRea
     text = _clean(_claim(raw))
     option = _OPTION.match(text)
     if option:
-        text, rule = text[option.end():], "musr.option_number"
+        text, rule = text[option.end() :], "musr.option_number"
     m = _NUMBER.match(text)
     if not m:
         tail = _TEXT_NUMBER.match(text)  # "Mackenzie (1)": the text, then its number
@@ -153,10 +163,13 @@ def _number_and_text(n: int, said: str, text: str, choices: list[str], where: st
     if said:
         by_text = _by_text(said, choices, "beside the number", rule)
         if by_text.choice is not None and not _same(choices, n, by_text.choice):
-            return ChoiceRead(n, f"choice number {n} {where}, but its text names choice {by_text.choice}", text,
-                              rule="musr.number_text_conflict",
-                              readings=(Reading("musr.choice_number", str(n)),
-                                        Reading("musr.choice_text", str(by_text.choice))))
+            return ChoiceRead(
+                n,
+                f"choice number {n} {where}, but its text names choice {by_text.choice}",
+                text,
+                rule="musr.number_text_conflict",
+                readings=(Reading("musr.choice_number", str(n)), Reading("musr.choice_text", str(by_text.choice))),
+            )
     return ChoiceRead(n, f"choice number {where}", text, rule=rule)
 
 
@@ -170,7 +183,8 @@ def _names_first(text: str, choices: list[str]) -> bool:
     mentions a choice later ("would be different if Ana ...")."""
     t = fold(re.sub(r"^(?:the|a|an)\s+", "", _clean(text), flags=re.IGNORECASE))
     return bool(re.match(r"^(?:\(?\d|option\b|choice\b)", t)) or any(
-        t.startswith(re.sub(r"^(?:the|a|an)\s+", "", fold(c.strip()))) for c in choices if c.strip())
+        t.startswith(re.sub(r"^(?:the|a|an)\s+", "", fold(c.strip()))) for c in choices if c.strip()
+    )
 
 
 def _lines(answer: str) -> list[str]:
@@ -201,18 +215,30 @@ def extract(answer: str, choices: list[str]) -> ChoiceRead:
     hits = list(_ANSWER.finditer(answer))
     if hits:
         read = _read_text(hits[-1].group(1), choices, "after ANSWER:", "musr.answer_line")
-        later = [_read_text(m.group(1), choices, "in a later restatement", "musr.reconsidered")
-                 for m in _RESTATED.finditer(answer, hits[-1].end()) if _names_first(m.group(1), choices)]
+        later = [
+            _read_text(m.group(1), choices, "in a later restatement", "musr.reconsidered")
+            for m in _RESTATED.finditer(answer, hits[-1].end())
+            if _names_first(m.group(1), choices)
+        ]
         later = [x for x in later if x.choice is not None or x.hedged]
-        if later and later[-1].choice is not None and read.choice is not None and \
-                _same(choices, later[-1].choice, read.choice) and not later[-1].readings:
+        if (
+            later
+            and later[-1].choice is not None
+            and read.choice is not None
+            and _same(choices, later[-1].choice, read.choice)
+            and not later[-1].readings
+        ):
             return read  # a restatement that agrees changes nothing
         if later:
             new = later[-1]
             rule = new.rule if new.rule in ("musr.hedge", "musr.number_text_conflict") else "musr.reconsidered"
             first = Reading("musr.answer_line", None if read.choice is None else str(read.choice))
-            return replace(new, rule=rule, readings=new.readings or disagreeing(
-                [first, Reading("musr.reconsidered", None if new.choice is None else str(new.choice))]))
+            return replace(
+                new,
+                rule=rule,
+                readings=new.readings
+                or disagreeing([first, Reading("musr.reconsidered", None if new.choice is None else str(new.choice))]),
+            )
         return read
     lines = _lines(answer)
     stated = _STATED.search(_MARKUP.sub("", lines[-1])) if lines else None
@@ -230,18 +256,32 @@ def grade(row: dict, answer: str) -> Verdict:
     gold_text = f"gold {gold} ({choices[gold - 1].strip()!r})"
     if read.hedged:
         named = ", ".join(f"{i} ({choices[i - 1].strip()!r})" for i in read.hedged)
-        return Verdict("wrong", " | ".join(str(i) for i in read.hedged), f"{read.how}: {named}; {gold_text}",
-                       rule=read.rule, readings=tuple(Reading("musr.hedge", str(i)) for i in read.hedged))
+        return Verdict(
+            "wrong",
+            " | ".join(str(i) for i in read.hedged),
+            f"{read.how}: {named}; {gold_text}",
+            rule=read.rule,
+            readings=tuple(Reading("musr.hedge", str(i)) for i in read.hedged),
+        )
     if read.choice is None:
         return Verdict("unparsed", read.raw, read.how, rule=read.rule)
     n = read.choice
     if read.rule == "musr.number_text_conflict":
-        return Verdict("wrong", str(n), f"{read.how} (contradictory: never the number alone); {gold_text}",
-                       rule=read.rule, readings=read.readings)
+        return Verdict(
+            "wrong",
+            str(n),
+            f"{read.how} (contradictory: never the number alone); {gold_text}",
+            rule=read.rule,
+            readings=read.readings,
+        )
     # Some rows list one place twice, once with a trailing space ('pantry', 'pantry '): the same answer.
-    return Verdict("correct" if _same(choices, n, gold) else "wrong", str(n),
-                   f"{read.how}: {n} ({choices[n - 1].strip()!r}), {gold_text}", rule=read.rule,
-                   readings=read.readings)
+    return Verdict(
+        "correct" if _same(choices, n, gold) else "wrong",
+        str(n),
+        f"{read.how}: {n} ({choices[n - 1].strip()!r}), {gold_text}",
+        rule=read.rule,
+        readings=read.readings,
+    )
 
 
 @dataclass(frozen=True)
@@ -254,8 +294,11 @@ class MuSR(HubEval):
 
     def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
         """The narrative, the question and the choices."""
-        return {"narrative": row["narrative"].strip(), "question": row["question"].strip(),
-                "choices": musr_choices(row)}
+        return {
+            "narrative": row["narrative"].strip(),
+            "question": row["question"].strip(),
+            "choices": musr_choices(row),
+        }
 
     def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
         """The chosen number against `answer_index + 1`."""
@@ -273,5 +316,10 @@ class MuSR(HubEval):
         return f"Weighing every clue in the story, the most consistent option is {choices[k]}.\n\n{lines[style % 3]}"
 
 
-EVAL = MuSR("musr", tuple(HubSource("TAUR-Lab/MuSR", None, s, "7c365b439a222150f317764d4f16ae6c96d7d94a",
-                                    f"TAUR-Lab__MuSR/{s}.jsonl") for s in SPLITS))
+EVAL = MuSR(
+    "musr",
+    tuple(
+        HubSource("TAUR-Lab/MuSR", None, s, "7c365b439a222150f317764d4f16ae6c96d7d94a", f"TAUR-Lab__MuSR/{s}.jsonl")
+        for s in SPLITS
+    ),
+)

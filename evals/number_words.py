@@ -6,14 +6,41 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-_SMALL = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_SMALL = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
+    )
+}
+_TENS = {
+    w: 10 * i for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 2)
+}
 _SCALES = {"thousand": 1000, "million": 1_000_000}
 _WORD = re.compile(r"[A-Za-z]+")
-_STARTS = re.compile(r"\b(?:" + "|".join([*_SMALL, *_TENS, "a", "an", "half", "negative", "minus"]) + r")\b",
-                     re.IGNORECASE)
+_STARTS = re.compile(
+    r"\b(?:" + "|".join([*_SMALL, *_TENS, "a", "an", "half", "negative", "minus"]) + r")\b", re.IGNORECASE
+)
 # Pronoun-like on their own ("the one", "half of them"): no number in a final line's prose.
 _TOO_VAGUE = {"one", "half", "a half"}
 
@@ -34,7 +61,7 @@ def _tokens(text: str, pos: int) -> list[tuple[str, int, int]]:
 def parse_at(text: str, pos: int) -> tuple[Decimal, int] | None:
     """(value, end) of a number written in words starting at `pos`, or None."""
     toks = _tokens(text, pos)
-    if toks and toks[0][1] - pos > 0 and text[pos:toks[0][1]].strip(" \t"):
+    if toks and toks[0][1] - pos > 0 and text[pos : toks[0][1]].strip(" \t"):
         return None
     sign, i = 1, 0
     if toks and toks[0][0] in ("negative", "minus"):
@@ -62,10 +89,9 @@ def parse_at(text: str, pos: int) -> tuple[Decimal, int] | None:
             current, i = current + 6, i + 2
         elif w == "half":
             current += Decimal("0.5")
-        elif w in ("a", "an") and nxt(i + 1) in ("hundred", "thousand", "million", "dozen", "half"):
-            i += 1
-            continue
-        elif w == "and" and seen and (nxt(i + 1) in _SMALL or nxt(i + 1) in _TENS or nxt(i + 1) == "a"):
+        elif (w in ("a", "an") and nxt(i + 1) in ("hundred", "thousand", "million", "dozen", "half")) or (
+            w == "and" and seen and (nxt(i + 1) in _SMALL or nxt(i + 1) in _TENS or nxt(i + 1) == "a")
+        ):
             i += 1
             continue
         else:
@@ -86,7 +112,7 @@ def last_in(line: str) -> tuple[Decimal, int, int] | None:
         if not m:
             return found
         got = parse_at(line, m.start())
-        if got is not None and line[m.start():got[1]].lower() not in _TOO_VAGUE:
+        if got is not None and line[m.start() : got[1]].lower() not in _TOO_VAGUE:
             found = (got[0], m.start(), got[1])
             pos = got[1]
         else:

@@ -106,7 +106,7 @@ def _dec(x: Any, depth: int) -> Any:
         return x  # json.loads makes only None, bool, int, float, str, list and dict
     if depth >= MAX_DEPTH or len(x) != 1:
         raise NotPlain("malformed value")
-    (tag, v), = x.items()
+    ((tag, v),) = x.items()
     if tag == "i" and type(v) is str:
         return int(v, 16)
     if tag == "b" and type(v) is str:

@@ -8,10 +8,11 @@ client and the result files are elsewhere; an eval never reaches into them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from evalkit_evals.datasets import DatasetItem, HubSource, load_sources, sources_revision
 

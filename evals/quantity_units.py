@@ -16,10 +16,28 @@ FAMILIES: dict[str, dict[str, int]] = {
     "mass": {"gram": 1, "kilogram": 1000},
     "money": {"cent": 1, "dollar": 100},
 }
-_ALIASES = {"feet": "foot", "inches": "inch", "hr": "hour", "hrs": "hour", "min": "minute", "mins": "minute",
-            "sec": "second", "secs": "second", "lb": "pound", "lbs": "pound", "oz": "ounce", "ft": "foot",
-            "km": "kilometer", "cm": "centimeter", "mm": "millimeter", "kg": "kilogram", "metre": "meter",
-            "metres": "meter", "centimetre": "centimeter", "centimetres": "centimeter"}
+_ALIASES = {
+    "feet": "foot",
+    "inches": "inch",
+    "hr": "hour",
+    "hrs": "hour",
+    "min": "minute",
+    "mins": "minute",
+    "sec": "second",
+    "secs": "second",
+    "lb": "pound",
+    "lbs": "pound",
+    "oz": "ounce",
+    "ft": "foot",
+    "km": "kilometer",
+    "cm": "centimeter",
+    "mm": "millimeter",
+    "kg": "kilogram",
+    "metre": "meter",
+    "metres": "meter",
+    "centimetre": "centimeter",
+    "centimetres": "centimeter",
+}
 _UNIT_WORD = r"[A-Za-z]+"
 _PART = r"(\d+(?:\.\d+)?)\s*(" + _UNIT_WORD + r")"
 _COMPOUND = re.compile(_PART + r"(?:\s*,?\s*(?:and\s+)?" + _PART + r")(?:\s*,?\s*(?:and\s+)?" + _PART + r")?")
@@ -67,7 +85,7 @@ def _at(m: re.Match[str]) -> Compound | None:
 
 def compound_at(text: str, pos: int) -> Compound | None:
     """The compound quantity that starts at `pos` (a `$` sign before it allowed), or None."""
-    m = _COMPOUND.match(text, pos + (1 if text[pos:pos + 1] == "$" else 0))
+    m = _COMPOUND.match(text, pos + (1 if text[pos : pos + 1] == "$" else 0))
     return _at(m) if m else None
 
 
@@ -85,8 +103,11 @@ def asked_unit(question: str, family: str) -> str | None:
         return "dollar"  # GSM8K's money answers are in dollars unless a question says cents
     asks = [s for s in re.split(r"(?<=[.?!])\s+", question.strip()) if s.endswith("?")] or [question]
     sentence = asks[-1]
-    for rx in (r"\bhow (?:many|much)\s+(?:more\s+|fewer\s+|less\s+|total\s+|in total\s+)?(" + _UNIT_WORD + ")",
-               r"\bin\s+(" + _UNIT_WORD + r")\b", r"\bhow long\b[^?]*?\b(" + _UNIT_WORD + r")\b"):
+    for rx in (
+        r"\bhow (?:many|much)\s+(?:more\s+|fewer\s+|less\s+|total\s+|in total\s+)?(" + _UNIT_WORD + ")",
+        r"\bin\s+(" + _UNIT_WORD + r")\b",
+        r"\bhow long\b[^?]*?\b(" + _UNIT_WORD + r")\b",
+    ):
         for m in re.finditer(rx, sentence, re.IGNORECASE):
             unit = unit_of(m.group(1))
             if unit and unit[0] == family:

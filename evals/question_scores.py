@@ -64,12 +64,16 @@ def question_scores(lines: list[dict[str, Any]]) -> dict[str, QuestionScore]:
     for line in sorted(latest_per_sample(lines), key=lambda ln: int(ln.get("repeat") or 0)):
         grouped.setdefault(str(line["id"]), []).append(line)
     order = list(dict.fromkeys(str(ln["id"]) for ln in lines))
-    return {q: QuestionScore(q, str(grouped[q][0].get("dataset") or q.split(":", 1)[0]),
-                             tuple(str(ln.get("outcome") or ("correct" if ln.get("correct") else "wrong"))
-                                   for ln in grouped[q]),
-                             tuple(ln.get("extracted") for ln in grouped[q]),
-                             tuple(str(ln.get("why") or "") for ln in grouped[q]))
-            for q in order}
+    return {
+        q: QuestionScore(
+            q,
+            str(grouped[q][0].get("dataset") or q.split(":", 1)[0]),
+            tuple(str(ln.get("outcome") or ("correct" if ln.get("correct") else "wrong")) for ln in grouped[q]),
+            tuple(ln.get("extracted") for ln in grouped[q]),
+            tuple(str(ln.get("why") or "") for ln in grouped[q]),
+        )
+        for q in order
+    }
 
 
 def pass_at_1(scores: list[QuestionScore]) -> PassAt1 | None:
@@ -79,5 +83,11 @@ def pass_at_1(scores: list[QuestionScore]) -> PassAt1 | None:
     means = [s.score for s in scores]
     value = statistics.fmean(means)
     half = 1.96 * statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else 0.0
-    return PassAt1(value, max(0.0, value - half), min(1.0, value + half), len(scores),
-                   max(s.n for s in scores), sum(s.agrees for s in scores) / len(scores))
+    return PassAt1(
+        value,
+        max(0.0, value - half),
+        min(1.0, value + half),
+        len(scores),
+        max(s.n for s in scores),
+        sum(s.agrees for s in scores) / len(scores),
+    )

@@ -53,8 +53,9 @@ def parse_datasets(value: str | None) -> list[str]:
     return [d for d in known if d in asked]
 
 
-def select_items(qset: QuestionSet, datasets: list[str], limit: int | None,
-                 data_dir: str | Path | None) -> list[DatasetItem]:
+def select_items(
+    qset: QuestionSet, datasets: list[str], limit: int | None, data_dir: str | Path | None
+) -> list[DatasetItem]:
     """The set's items for the datasets asked, the first `limit` of each when given, in manifest order; a dataset
     the manifest does not name (a user eval) is asked whole, in its row order."""
     out: list[DatasetItem] = []

@@ -8,7 +8,7 @@ order, and the sim. Names are known without importing the modules, so the report
 from __future__ import annotations
 
 import importlib
-from typing import Iterable
+from collections.abc import Iterable
 
 from evalkit.errors import UsageError
 from evalkit_evals.protocol import Eval

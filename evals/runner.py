@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -49,8 +50,16 @@ class _Progress:
         self.correct = sum(1 for d in done if d["correct"])
         self.seen = len(done)
         # disable=None: a bar only on a terminal; a log gets the summary lines, not one carriage-return line.
-        self.bar = tqdm(total=total, initial=len(done), file=sys.stderr, desc="capability", unit="q",
-                        dynamic_ncols=True, leave=True, disable=None)
+        self.bar = tqdm(
+            total=total,
+            initial=len(done),
+            file=sys.stderr,
+            desc="capability",
+            unit="q",
+            dynamic_ncols=True,
+            leave=True,
+            disable=None,
+        )
         self._post()
 
     def _post(self) -> None:
@@ -112,9 +121,14 @@ async def run_live(
         tags: dict[str, Any] = {"qid": item.qid, "dataset": item.dataset}
         if sampling.repeats > 1:
             tags["repeat"] = repeat
-        req = ChatRequest(messages=build_messages(prompt, system_prompt), max_tokens=max_tokens,
-                          temperature=sampling.temperature, extra_body={**extra_body, **sampling.seed_body(repeat)},
-                          request_id=new_request_id("cap"), tags=tags)
+        req = ChatRequest(
+            messages=build_messages(prompt, system_prompt),
+            max_tokens=max_tokens,
+            temperature=sampling.temperature,
+            extra_body={**extra_body, **sampling.seed_body(repeat)},
+            request_id=new_request_id("cap"),
+            tags=tags,
+        )
         async with slots:
             rec = await client.chat(req)
         rundir.append("requests.jsonl", rec.to_json())
@@ -123,11 +137,17 @@ async def run_live(
         else:
             verdict = await loop.run_in_executor(pool, grader.grade, item, rec.content, rec.finish_reason)
         line = graded_line(
-            item, verdict, revisions.get(item.dataset), request_id=rec.request_id,
+            item,
+            verdict,
+            revisions.get(item.dataset),
+            request_id=rec.request_id,
             **({"repeat": repeat} if sampling.repeats > 1 else {}),
-            finish_reason=rec.finish_reason, thinking=bool(rec.reasoning or inline_reasoning(rec.content)),
+            finish_reason=rec.finish_reason,
+            thinking=bool(rec.reasoning or inline_reasoning(rec.content)),
             **token_counts(rec.content, rec.reasoning, rec.content_chunks, rec.reasoning_chunks),
-            prompt=prompt, content=rec.content, reasoning=rec.reasoning,
+            prompt=prompt,
+            content=rec.content,
+            reasoning=rec.reasoning,
         )
         rundir.append(GRADED, line)
         progress.add(verdict.correct)
@@ -182,13 +202,27 @@ def run_replay(
     def one(ans: dict[str, Any]) -> dict[str, Any]:
         item = items.get(ans["id"])
         if item is None:
-            return {"id": ans["id"], "dataset": ans["id"].split(":", 1)[0], "correct": False, "outcome": "error",
-                    "extracted": None, "why": "unknown question id", "rule": "replay.unknown_id", "ambiguous": False}
+            return {
+                "id": ans["id"],
+                "dataset": ans["id"].split(":", 1)[0],
+                "correct": False,
+                "outcome": "error",
+                "extracted": None,
+                "why": "unknown question id",
+                "rule": "replay.unknown_id",
+                "ambiguous": False,
+            }
         verdict = grader.grade(item, ans["content"], ans.get("finish_reason"))
-        return graded_line(item, verdict, revisions.get(item.dataset), finish_reason=ans.get("finish_reason"),
-                           thinking=bool(ans.get("reasoning") or inline_reasoning(ans["content"])),
-                           prompt=render(item), content=ans["content"],
-                           reasoning=ans.get("reasoning"))
+        return graded_line(
+            item,
+            verdict,
+            revisions.get(item.dataset),
+            finish_reason=ans.get("finish_reason"),
+            thinking=bool(ans.get("reasoning") or inline_reasoning(ans["content"])),
+            prompt=render(item),
+            content=ans["content"],
+            reasoning=ans.get("reasoning"),
+        )
 
     lines = []
     try:

@@ -86,8 +86,7 @@ def _kill_uid(uid: int) -> None:
 class Worker:
     """One program in one sandboxed child. Use as a context manager; `start`, then `call` once per input."""
 
-    def __init__(self, code: str | None, entry_point: str | None, isolation: Isolation,
-                 limits: SandboxLimits) -> None:
+    def __init__(self, code: str | None, entry_point: str | None, isolation: Isolation, limits: SandboxLimits) -> None:
         self.code, self.entry_point, self.isolation, self.limits = code, entry_point, isolation, limits
         self.uid = 1_000_000 + secrets.randbelow(1_000_000_000) if os.getuid() == 0 else None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -96,7 +95,7 @@ class Worker:
         self._workdir: str | None = None
         self.alive = False
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -111,9 +110,16 @@ class Worker:
         argv, env = self.isolation.argv()
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 - the child's stderr for its whole life; close() ends it
         # A clean environment for bubblewrap too: its own processes' environment must not hold the API key.
-        self._proc = subprocess.Popen(argv, cwd=self._workdir, env=env or _bare_env(), stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._err, start_new_session=True,
-                                      close_fds=True)
+        self._proc = subprocess.Popen(
+            argv,
+            cwd=self._workdir,
+            env=env or _bare_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            start_new_session=True,
+            close_fds=True,
+        )
         for fd in (self._proc.stdin.fileno(), self._proc.stdout.fileno()):  # type: ignore[union-attr]  # both pipes were asked for, so neither is None
             os.set_blocking(fd, False)
             try:  # a bigger pipe: fewer wake-ups for a large input or output
@@ -122,16 +128,28 @@ class Worker:
                 pass
         self.alive = True
         lim = self.limits
-        init = {"code": self.code, "entry_point": self.entry_point, "uid": self.uid,
-                "unshare_net": not self.isolation.isolated and os.getuid() == 0,
-                "max_output_bytes": lim.output_bytes, "preload": not self.isolation.isolated,
-                "site": self.isolation.site(),
-                "limits": {"cpu_s": lim.cpu_s, "memory_bytes": lim.memory_bytes, "nproc": lim.nproc,
-                           "fsize_bytes": lim.fsize_bytes}}
+        init = {
+            "code": self.code,
+            "entry_point": self.entry_point,
+            "uid": self.uid,
+            "unshare_net": not self.isolation.isolated and os.getuid() == 0,
+            "max_output_bytes": lim.output_bytes,
+            "preload": not self.isolation.isolated,
+            "site": self.isolation.site(),
+            "limits": {
+                "cpu_s": lim.cpu_s,
+                "memory_bytes": lim.memory_bytes,
+                "nproc": lim.nproc,
+                "fsize_bytes": lim.fsize_bytes,
+            },
+        }
         got = self._exchange(json.dumps(init).encode() + b"\n", time.monotonic() + lim.load_s)
         if isinstance(got, str):
-            why = {"timeout": "load time limit", "died": f"the program ended while loading{self._stderr()}",
-                   "bad_reply": "malformed answer while loading"}[got]
+            why = {
+                "timeout": "load time limit",
+                "died": f"the program ended while loading{self._stderr()}",
+                "bad_reply": "malformed answer while loading",
+            }[got]
             self.close()
             return why
         try:
@@ -151,13 +169,20 @@ class Worker:
         if not self.alive:
             return Reply("died", error="the worker is not running")
         nonce = secrets.randbits(62)
-        request = json.dumps({"n": nonce, "args": plain_values.to_tree(list(args))},
-                             separators=(",", ":")).encode() + b"\n"
+        request = (
+            json.dumps({"n": nonce, "args": plain_values.to_tree(list(args))}, separators=(",", ":")).encode() + b"\n"
+        )
         got = self._exchange(request, time.monotonic() + timeout_s)
         if isinstance(got, str):
             self.close()
-            return Reply(got, error={"timeout": "time limit", "died": "the program ended",
-                                     "bad_reply": "answer larger than the output limit"}[got])
+            return Reply(
+                got,
+                error={
+                    "timeout": "time limit",
+                    "died": "the program ended",
+                    "bad_reply": "answer larger than the output limit",
+                }[got],
+            )
         reply = self._parse(got, nonce)
         if reply.status == "bad_reply":
             self.close()
@@ -166,8 +191,10 @@ class Worker:
     def load(self, code: str, entry_point: str, timeout_s: float) -> Reply:
         """Replace the program (for the trusted reference worker only, which serves one task after another)."""
         nonce = secrets.randbits(62)
-        got = self._exchange(json.dumps({"n": nonce, "load": code, "entry_point": entry_point}).encode() + b"\n",
-                             time.monotonic() + timeout_s)
+        got = self._exchange(
+            json.dumps({"n": nonce, "load": code, "entry_point": entry_point}).encode() + b"\n",
+            time.monotonic() + timeout_s,
+        )
         if isinstance(got, str):
             self.close()
             return Reply(got, error=got)
@@ -178,8 +205,12 @@ class Worker:
         """Call the entry point on every input in one exchange (for the trusted reference only: a candidate
         gets one input at a time); `value` is the list of outputs, `seconds` the list of call times."""
         nonce = secrets.randbits(62)
-        request = json.dumps({"n": nonce, "batch": [plain_values.to_tree(list(a)) for a in inputs]},
-                             separators=(",", ":")).encode() + b"\n"
+        request = (
+            json.dumps(
+                {"n": nonce, "batch": [plain_values.to_tree(list(a)) for a in inputs]}, separators=(",", ":")
+            ).encode()
+            + b"\n"
+        )
         got = self._exchange(request, time.monotonic() + timeout_s)
         if isinstance(got, str):
             self.close()
@@ -221,7 +252,7 @@ class Worker:
         limit = self.limits.output_bytes + 4096
         view = memoryview(data)
         try:  # most requests fit the pipe: write at once, without a select first
-            view = view[os.write(wfd, view[:_CHUNK]):]
+            view = view[os.write(wfd, view[:_CHUNK]) :]
         except BlockingIOError:
             pass
         except BrokenPipeError:
@@ -231,7 +262,7 @@ class Worker:
             self._scanned = len(self._buf) if nl < 0 else nl
             if nl >= 0 and not view:
                 line = bytes(self._buf[:nl])
-                del self._buf[:nl + 1]
+                del self._buf[: nl + 1]
                 self._scanned = 0
                 return line
             if len(self._buf) > limit:
@@ -242,7 +273,7 @@ class Worker:
             rl, wl, _ = select.select([rfd], [wfd] if view else [], [], left)
             if wl:
                 try:
-                    view = view[os.write(wfd, view[:_CHUNK]):]
+                    view = view[os.write(wfd, view[:_CHUNK]) :]
                 except BrokenPipeError:
                     return "died"
                 except BlockingIOError:

@@ -24,12 +24,53 @@ import sys
 import time
 
 CLONE_NEWNET = 0x40000000
-_PRELOAD = ("typing", "collections", "itertools", "functools", "heapq", "bisect", "string", "re", "hashlib",
-            "fractions", "decimal", "statistics", "operator", "random", "datetime", "numpy", "array", "textwrap",
-            "unicodedata", "dataclasses", "abc", "enum", "struct", "cmath", "numbers", "collections.abc", "math",
-            "copy", "signal", "time", "socket", "gc", "json", "subprocess", "shutil", "pathlib", "threading",
-            "queue", "contextlib", "traceback", "encodings.utf_16", "encodings.utf_32", "encodings.latin_1",
-            "encodings.ascii", "encodings.idna")
+_PRELOAD = (
+    "typing",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "re",
+    "hashlib",
+    "fractions",
+    "decimal",
+    "statistics",
+    "operator",
+    "random",
+    "datetime",
+    "numpy",
+    "array",
+    "textwrap",
+    "unicodedata",
+    "dataclasses",
+    "abc",
+    "enum",
+    "struct",
+    "cmath",
+    "numbers",
+    "collections.abc",
+    "math",
+    "copy",
+    "signal",
+    "time",
+    "socket",
+    "gc",
+    "json",
+    "subprocess",
+    "shutil",
+    "pathlib",
+    "threading",
+    "queue",
+    "contextlib",
+    "traceback",
+    "encodings.utf_16",
+    "encodings.utf_32",
+    "encodings.latin_1",
+    "encodings.ascii",
+    "encodings.idna",
+)
 
 
 def _lock_down(init: dict) -> None:
@@ -57,7 +98,7 @@ def _lock_down(init: dict) -> None:
 
 def _load(code: str, entry_point: str):
     scope: dict = {"__name__": "__main__"}
-    exec(compile(code, "<answer>", "exec"), scope)  # noqa: S102 - the sandbox's purpose
+    exec(compile(code, "<answer>", "exec"), scope)
     return scope[entry_point]
 
 
@@ -153,12 +194,12 @@ def _batch(fn, nonce, batch, max_out, send, pv) -> None:
         except BaseException as e:  # noqa: BLE001 - the program's failure is data
             send(json.dumps({"n": nonce, "ok": False, "error": f"input {i}: {_error_text(e)}"}))
             return
-    text = json.dumps({"n": nonce, "ok": True, "s": times, "outs": outs}, check_circular=False,
-                      separators=(",", ":"))
+    text = json.dumps({"n": nonce, "ok": True, "s": times, "outs": outs}, check_circular=False, separators=(",", ":"))
     if len(text) > max_out:
         send(json.dumps({"n": nonce, "ok": False, "error": f"outputs larger than {max_out} bytes"}))
         return
     send(text)
+
 
 if __name__ == "__main__":
     main()

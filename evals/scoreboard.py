@@ -18,8 +18,13 @@ def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     p = pass_at_1(list(question_scores(lines).values()))
     if p is None:
         return None
-    return {"value": round(p.value, 4), "ci95": [round(p.low, 4), round(p.high, 4)], "questions": p.questions,
-            "repeats": p.repeats, "agreement": round(p.agreement, 4)}
+    return {
+        "value": round(p.value, 4),
+        "ci95": [round(p.low, 4), round(p.high, 4)],
+        "questions": p.questions,
+        "repeats": p.repeats,
+        "agreement": round(p.agreement, 4),
+    }
 
 
 def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
@@ -33,24 +38,42 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
         if not mine:
             continue
         outcomes = {o: sum(1 for ln in mine if ln["outcome"] == o) for o in OUTCOMES}
-        entry: dict[str, Any] = {"correct": outcomes["correct"], "total": len(mine), "outcomes": outcomes,
-                                 "ambiguous": sum(1 for ln in mine if ln.get("ambiguous"))}
+        entry: dict[str, Any] = {
+            "correct": outcomes["correct"],
+            "total": len(mine),
+            "outcomes": outcomes,
+            "ambiguous": sum(1 for ln in mine if ln.get("ambiguous")),
+        }
         if repeats > 1:
             # With repeats a question counts its mean score, so correct / total is pass@1 over questions.
             p1 = _pass_at_1(mine)
-            entry.update(correct=round(sum(q.score for q in question_scores(mine).values()), 4), total=p1["questions"],
-                         samples=len(mine), pass_at_1=p1)
+            entry.update(
+                correct=round(sum(q.score for q in question_scores(mine).values()), 4),
+                total=p1["questions"],
+                samples=len(mine),
+                pass_at_1=p1,
+            )
         entry.update(registry.get(ds).score_extra(mine))
         scores[ds] = entry
     correct = sum(s["correct"] for s in scores.values())
     total = sum(s["total"] for s in scores.values())
     outcomes = {o: sum(s["outcomes"][o] for s in scores.values()) for o in OUTCOMES}
-    overall: dict[str, Any] = {"correct": correct, "total": total, "outcomes": outcomes,
-                               "ambiguous": sum(s["ambiguous"] for s in scores.values())}
+    overall: dict[str, Any] = {
+        "correct": correct,
+        "total": total,
+        "outcomes": outcomes,
+        "ambiguous": sum(s["ambiguous"] for s in scores.values()),
+    }
     if repeats > 1:
         overall.update(correct=round(correct, 4), samples=len(lines), pass_at_1=_pass_at_1(lines))
-    return {"kind": "capability", "thinking": thinking, "scores": scores, "total": overall,
-            **({"repeats": repeats} if repeats > 1 else {}), **extra}
+    return {
+        "kind": "capability",
+        "thinking": thinking,
+        "scores": scores,
+        "total": overall,
+        **({"repeats": repeats} if repeats > 1 else {}),
+        **extra,
+    }
 
 
 def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str | None:
@@ -73,8 +96,20 @@ def table(summary: dict[str, Any]) -> str:
     for name, s in items:
         o = s["outcomes"]
         acc = f"{100 * s['correct'] / s['total']:.1f}%" if s["total"] else "-"
-        rows.append((name, str(s["correct"]), str(s["total"]), acc, str(o["wrong"]), str(o["unparsed"]),
-                     str(o["truncated"]), str(o["error"]), str(s.get("ambiguous", "-"))))
+        rows.append(
+            (
+                name,
+                str(s["correct"]),
+                str(s["total"]),
+                acc,
+                str(o["wrong"]),
+                str(o["unparsed"]),
+                str(o["truncated"]),
+                str(o["error"]),
+                str(s.get("ambiguous", "-")),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows
+    )

@@ -98,8 +98,10 @@ def build_manifest(name: str, data_dir: str | Path | None, seed: int) -> dict[st
     datasets: dict[str, Any] = {}
     for dataset, qids in ids.items():
         datasets[dataset] = {
-            "sources": [{"hub_id": s.hub_id, "config": s.config, "split": s.split, "revision": s.revision}
-                        for s in _hub_eval(dataset).sources],
+            "sources": [
+                {"hub_id": s.hub_id, "config": s.config, "split": s.split, "revision": s.revision}
+                for s in _hub_eval(dataset).sources
+            ],
             "ids": qids,
         }
     datasets["humanevalplus"]["evalplus_data"] = "HumanEvalPlus v0.1.10 (evalplus release asset, sha256 272720b9…f101)"

@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -56,8 +56,13 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 DEFAULT_SCORE = {"number": "numeric", "choice": "choice", "math": "math", "code": "exact", "regex": "exact"}
-ALLOWED_SCORES = {"number": ("numeric", "exact"), "choice": ("choice",), "math": ("math",),
-                  "code": ("exact", "tests"), "regex": ("exact", "numeric", "math")}
+ALLOWED_SCORES = {
+    "number": ("numeric", "exact"),
+    "choice": ("choice",),
+    "math": ("math",),
+    "code": ("exact", "tests"),
+    "regex": ("exact", "numeric", "math"),
+}
 WRONG_TEXT = "evalkit-sim-wrong-answer"
 
 
@@ -68,15 +73,15 @@ class _Closed(BaseModel):
 class DatasetTable(_Closed):
     """Where the rows are: a local file, or a Hub dataset at a pinned commit."""
 
-    path: Optional[str] = None
-    hub: Optional[str] = None
-    revision: Optional[str] = None
+    path: str | None = None
+    hub: str | None = None
+    revision: str | None = None
     split: str = "test"
-    config: Optional[str] = None
-    id_column: Optional[str] = None
+    config: str | None = None
+    id_column: str | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> "DatasetTable":
+    def _one_source(self) -> DatasetTable:
         if (self.path is None) == (self.hub is None):
             raise ValueError("give exactly one of 'path' (a local file) and 'hub' (a Hub dataset)")
         if self.hub is not None and (self.revision is None or not _COMMIT.match(self.revision)):
@@ -90,11 +95,11 @@ class ExtractTable(_Closed):
     """How the final answer is read out of the reply."""
 
     kind: Literal["number", "choice", "math", "code", "regex"]
-    pattern: Optional[str] = None
-    choices: Optional[str] = None
+    pattern: str | None = None
+    choices: str | None = None
 
     @model_validator(mode="after")
-    def _needs(self) -> "ExtractTable":
+    def _needs(self) -> ExtractTable:
         if self.kind == "regex":
             if not self.pattern:
                 raise ValueError("a regex extractor needs 'pattern'")
@@ -112,10 +117,10 @@ class ExtractTable(_Closed):
 class ScoreTable(_Closed):
     """How the read answer is compared with the gold."""
 
-    kind: Optional[Literal["exact", "numeric", "math", "choice", "tests"]] = None
+    kind: Literal["exact", "numeric", "math", "choice", "tests"] | None = None
     ignore_case: bool = False
     tolerance: float = 0.0
-    entry_point: Optional[str] = None
+    entry_point: str | None = None
 
     @field_validator("tolerance")
     @classmethod
@@ -128,14 +133,14 @@ class ScoreTable(_Closed):
 class SimTable(_Closed):
     """How the sim answers (a Jinja template; `answer` is the right or the wrong value)."""
 
-    answer: Optional[str] = None
+    answer: str | None = None
 
 
 class UserEvalFile(_Closed):
     """A user eval file (`evalkit capability --eval FILE`)."""
 
     name: str
-    description: Optional[str] = None
+    description: str | None = None
     prompt: str
     answer: str
     dataset: DatasetTable
@@ -151,11 +156,13 @@ class UserEvalFile(_Closed):
         return v
 
     @model_validator(mode="after")
-    def _pairs(self) -> "UserEvalFile":
+    def _pairs(self) -> UserEvalFile:
         kind = self.score.kind or DEFAULT_SCORE[self.extract.kind]
         if kind not in ALLOWED_SCORES[self.extract.kind]:
-            raise ValueError(f"a {self.extract.kind} extractor scores with "
-                             f"{' or '.join(ALLOWED_SCORES[self.extract.kind])}, not {kind}")
+            raise ValueError(
+                f"a {self.extract.kind} extractor scores with "
+                f"{' or '.join(ALLOWED_SCORES[self.extract.kind])}, not {kind}"
+            )
         return self
 
 
@@ -195,8 +202,7 @@ def read_table(path: Path) -> list[dict[str, Any]]:
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - any parse failure is the file's, told in one line
-        raise UsageError(f"{path}: cannot read as {suffix[1:]}: {type(e).__name__}: {str(e).splitlines()[0]}") \
-            from None
+        raise UsageError(f"{path}: cannot read as {suffix[1:]}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
     return [{str(k): _native(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
 
 
@@ -234,8 +240,12 @@ class UserEval:
     file: Path
     sha256: str
     runs_code: bool = False
-    _env: jinja2.Environment = field(default_factory=lambda: jinja2.Environment(
-        autoescape=False, keep_trailing_newline=False, undefined=jinja2.StrictUndefined), compare=False)
+    _env: jinja2.Environment = field(
+        default_factory=lambda: jinja2.Environment(
+            autoescape=False, keep_trailing_newline=False, undefined=jinja2.StrictUndefined
+        ),
+        compare=False,
+    )
 
     @property
     def name(self) -> str:
@@ -279,8 +289,9 @@ class UserEval:
             try:
                 self._env.from_string(self.spec.prompt).render(**self.prompt_fields(items[0].row))
             except jinja2.UndefinedError as e:
-                raise UsageError(f"{self.file}: prompt: {e.message} (the row's columns: "
-                                 f"{', '.join(items[0].row)})") from None
+                raise UsageError(
+                    f"{self.file}: prompt: {e.message} (the row's columns: {', '.join(items[0].row)})"
+                ) from None
         return items
 
     def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
@@ -312,8 +323,11 @@ class UserEval:
             from evalkit_evals import math500
 
             v = math500.grade({"answer": str(gold)}, answer, judges.math)
-            return replace(v, rule=(v.rule or "").replace("math500.", f"{self.name}.math."),
-                           why=v.why.replace("math500.", f"{self.name}.math."))
+            return replace(
+                v,
+                rule=(v.rule or "").replace("math500.", f"{self.name}.math."),
+                why=v.why.replace("math500.", f"{self.name}.math."),
+            )
         if kind == "choice":
             return self._grade_choice(item.row, gold, answer)
         if kind == "number":
@@ -321,8 +335,12 @@ class UserEval:
 
             read = read_final(answer, "")
             if read.hedged:
-                return Verdict("wrong", read.raw, f"{read.how}: {read.raw!r} names more than one candidate",
-                               rule=self._rule("number.hedge"))
+                return Verdict(
+                    "wrong",
+                    read.raw,
+                    f"{read.how}: {read.raw!r} names more than one candidate",
+                    rule=self._rule("number.hedge"),
+                )
             if read.value is None:
                 return Verdict("unparsed", read.raw, read.how, rule=self._rule("number"))
             extracted = _fmt(read.value)
@@ -344,8 +362,11 @@ class UserEval:
 
         assert self.spec.extract.choices is not None
         choices = _choices(row[self.spec.extract.choices])
-        right = int(gold) + 1 if isinstance(gold, int) else \
-            next((i + 1 for i, c in enumerate(choices) if c.strip() == str(gold).strip()), None)
+        right = (
+            int(gold) + 1
+            if isinstance(gold, int)
+            else next((i + 1 for i, c in enumerate(choices) if c.strip() == str(gold).strip()), None)
+        )
         if right is None:
             raise ValueError(f"the gold {gold!r} is none of the choices")
         read = musr.extract(answer, choices)
@@ -355,8 +376,12 @@ class UserEval:
         if read.choice is None:
             return Verdict("unparsed", read.raw, read.how, rule=rule)
         ok = choices[read.choice - 1].strip() == choices[right - 1].strip()
-        return Verdict("correct" if ok else "wrong", str(read.choice),
-                       f"{read.how}: {read.choice} ({choices[read.choice - 1].strip()!r}), gold {right}", rule=rule)
+        return Verdict(
+            "correct" if ok else "wrong",
+            str(read.choice),
+            f"{read.how}: {read.choice} ({choices[read.choice - 1].strip()!r}), gold {right}",
+            rule=rule,
+        )
 
     def _score(self, item: DatasetItem, extracted: str, gold: Any, judges: Judges) -> Verdict:
         kind, rule = self.score_kind, self._rule(f"{self.spec.extract.kind}.{self.score_kind}")
@@ -372,8 +397,12 @@ class UserEval:
             res = judges.math.check(f"${gold}$", f"${extracted}$")
             if "error" in res:
                 return Verdict("error", extracted, res["error"], rule=rule)
-            return Verdict("correct" if res["ok"] else "wrong", extracted,
-                           f"parsed {res['pred']}, gold {gold} parsed {res['gold']}", rule=rule)
+            return Verdict(
+                "correct" if res["ok"] else "wrong",
+                extracted,
+                f"parsed {res['pred']}, gold {gold} parsed {res['gold']}",
+                rule=rule,
+            )
         if kind == "tests":
             return self._run_tests(item, extracted, judges, rule)
         a, b = extracted.strip(), str(gold).strip()
@@ -399,8 +428,13 @@ class UserEval:
             for inp, expected in tests:
                 r = w.call(tuple(inp), 10.0)
                 if r.status != "ok" or r.value != expected:
-                    return Verdict("wrong", code, f"{passed}/{len(tests)} tests passed; {entry}{tuple(inp)!r}: "
-                                   f"{r.status} {r.error or r.value!r}, expected {expected!r}", rule=rule)
+                    return Verdict(
+                        "wrong",
+                        code,
+                        f"{passed}/{len(tests)} tests passed; {entry}{tuple(inp)!r}: "
+                        f"{r.status} {r.error or r.value!r}, expected {expected!r}",
+                        rule=rule,
+                    )
                 passed += 1
         return Verdict("correct", code, f"{passed}/{len(tests)} tests passed", rule=rule)
 
@@ -431,8 +465,10 @@ class UserEval:
             value = str(gold) if correct else (plus_one(str(gold)) if numeric else WRONG_TEXT)
             if kind == "math" and not correct and value.strip() == str(gold).strip():
                 value = WRONG_MATH
-            default = {"number": f"Working through it step by step.\nThe answer is {value}.",
-                       "math": f"Simplifying step by step, the final answer is $\\boxed{{{value}}}$."}.get(kind, value)
+            default = {
+                "number": f"Working through it step by step.\nThe answer is {value}.",
+                "math": f"Simplifying step by step, the final answer is $\\boxed{{{value}}}$.",
+            }.get(kind, value)
         if self.spec.sim.answer is not None:
             return self._env.from_string(self.spec.sim.answer).render(**{**row, "answer": value}).strip()
         return default

@@ -12,20 +12,47 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from evalkit.runs.rundir import Line
-from evalkit.stats import median
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
-from evalkit.evidence.wait_parts import (CACHE_STORE, CANCELLED_BEFORE_LAUNCH, CANCELLED_CACHE_STORE, CANCELLED_IN_SLOT,
-                                        IDLE_SAVE, SILENT_WOULD_TELL, UNATTRIBUTED, WORDS, attribute, cause_words,
-                                        held, silent_gaps)
-from evalkit_stress.verdicts import (CANT, NO, NOT_EXERCISED, YES, CancelSample, CancelVerdict, ConcurrencyFigures,
-                                     ConcurrencyVerdict, Diagnosis, Figures, HeadOfLineFigures, HeadOfLineSample,
-                                     HeadOfLineVerdict, LongHurtVerdict, NextDelay)
+from evalkit.evidence.wait_parts import (
+    CACHE_STORE,
+    CANCELLED_BEFORE_LAUNCH,
+    CANCELLED_CACHE_STORE,
+    CANCELLED_IN_SLOT,
+    IDLE_SAVE,
+    SILENT_WOULD_TELL,
+    UNATTRIBUTED,
+    WORDS,
+    attribute,
+    cause_words,
+    held,
+    silent_gaps,
+)
+from evalkit.runs.rundir import Line
+from evalkit.stats import median
+from evalkit_stress.verdicts import (
+    CANT,
+    NO,
+    NOT_EXERCISED,
+    YES,
+    CancelSample,
+    CancelVerdict,
+    ConcurrencyFigures,
+    ConcurrencyVerdict,
+    Diagnosis,
+    Figures,
+    HeadOfLineFigures,
+    HeadOfLineSample,
+    HeadOfLineVerdict,
+    LongHurtVerdict,
+    NextDelay,
+)
 
 __all__ = ["CANT", "NO", "NOT_EXERCISED", "YES", "diagnose", "diagnosis_lines"]
-LONGER_PROMPT = ("a longer long prompt (--long-tokens) whose prefill outlasts the planned times, or the server's "
-                 "log (--server-log) if it shows scheduling")
+LONGER_PROMPT = (
+    "a longer long prompt (--long-tokens) whose prefill outlasts the planned times, or the server's "
+    "log (--server-log) if it shows scheduling"
+)
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
 STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
 RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
@@ -36,9 +63,17 @@ RAN_ON_SERIAL = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
+
+
 def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
-    return [r for r in lines if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
-            and r.get("ttft_s") is not None]
+    return [
+        r
+        for r in lines
+        if r.get("scenario") == scenario
+        and r.get("role") == role
+        and r.get("status") == "ok"
+        and r.get("ttft_s") is not None
+    ]
 
 
 def _server_side(s: TtftSplit | None) -> bool:
@@ -85,8 +120,9 @@ class _Facts:
 
 
 # -- cancel -------------------------------------------------------------------------------------------------------
-def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence,
-                     facts: _Facts) -> CancelSample | None:
+def _cancel_from_log(
+    c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence, facts: _Facts
+) -> CancelSample | None:
     t_c = c["t_done"]
     task = splits[c["request_id"]].task
     if task is None:
@@ -106,10 +142,20 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
     if launch is not None and launch.t >= t_c - 0.01 and stop.t - launch.t <= AT_ONCE_S:
         # Launched only after the cancel (the engine was busy, e.g. storing a prompt cache entry for its slot) and
         # released at once: nothing of it was prefilled; the release's n_tokens is the slot's cached prompt.
-        out = CancelSample(YES, "log", granularity="before it started", engine_stopped=stop.t,
-                           figures={"stop_after_cancel_s": delay, "stopped_at_tokens": 0, "prompt_tokens": prompt,
-                                    "slot_cached_tokens": stop.n_tokens, "launched_after_cancel_s": launch.t - t_c,
-                                    "log_line": stop.line.strip()[:160]})
+        out = CancelSample(
+            YES,
+            "log",
+            granularity="before it started",
+            engine_stopped=stop.t,
+            figures={
+                "stop_after_cancel_s": delay,
+                "stopped_at_tokens": 0,
+                "prompt_tokens": prompt,
+                "slot_cached_tokens": stop.n_tokens,
+                "launched_after_cancel_s": launch.t - t_c,
+                "log_line": stop.line.strip()[:160],
+            },
+        )
         out.judge_next(_next_delay(n, t_c, stop.t, splits, ev, held_from=c["t_sent"]))
         return out
     if prompt:
@@ -120,8 +166,12 @@ def _cancel_from_log(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: 
             return None
         aborted = delay < STARTED_EARLY * left
     gran = "only at the end" if not aborted else "at once" if delay <= AT_ONCE_S else "at a batch boundary"
-    figures: Figures = {"stop_after_cancel_s": delay, "stopped_at_tokens": stop.n_tokens,
-                        "prompt_tokens": prompt, "log_line": stop.line.strip()[:160]}
+    figures: Figures = {
+        "stop_after_cancel_s": delay,
+        "stopped_at_tokens": stop.n_tokens,
+        "prompt_tokens": prompt,
+        "log_line": stop.line.strip()[:160],
+    }
     if facts.prefill_tok_s:
         figures["tokens_after_cancel_est"] = round(delay * facts.prefill_tok_s)
     out = CancelSample(YES if aborted else NO, "log", figures, granularity=gran, engine_stopped=stop.t)
@@ -137,10 +187,18 @@ def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: Se
     taken = {s.task for s in splits.values() if s.task is not None}
     if any(e.task not in taken for e in ev.events("launch", c["t_sent"] - 0.02, t_c + LOG_SLACK_S)):
         return None  # a launch in its window that no request claimed could be this one's
-    out = CancelSample(YES, "log", granularity="before it started", engine_stopped=t_c,
-                       figures={"stop_after_cancel_s": 0.0, "stopped_at_tokens": 0,
-                                "prompt_tokens": c.get("planned_prompt_tokens") or c.get("prompt_tokens"),
-                                "log_line": "no `processing task` line while it was in flight"})
+    out = CancelSample(
+        YES,
+        "log",
+        granularity="before it started",
+        engine_stopped=t_c,
+        figures={
+            "stop_after_cancel_s": 0.0,
+            "stopped_at_tokens": 0,
+            "prompt_tokens": c.get("planned_prompt_tokens") or c.get("prompt_tokens"),
+            "log_line": "no `processing task` line while it was in flight",
+        },
+    )
     out.judge_next(_next_delay(n, t_c, t_c, splits, ev))
     return out
 
@@ -154,34 +212,59 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
     if not begins or not prompt or left is None or left <= 0:
         return None
     t_c = c["t_done"]
-    own = [b for b in begins if c["t_sent"] - LOG_SLACK_S <= b.t <= t_c + LOG_SLACK_S
-           and b.n_tokens is not None and abs(b.n_tokens - prompt) <= 0.03 * prompt]
+    own = [
+        b
+        for b in begins
+        if c["t_sent"] - LOG_SLACK_S <= b.t <= t_c + LOG_SLACK_S
+        and b.n_tokens is not None
+        and abs(b.n_tokens - prompt) <= 0.03 * prompt
+    ]
     if not own:
         return None
     after = [b for b in begins if b.t > own[0].t]
     if not after:
         return None
     busy = max(0.0, after[0].t - t_c)
-    figures: Figures = {"next_start_after_cancel_s": busy, "prefill_left_s": left, "prompt_tokens": prompt,
-                        "log_line": after[0].line.strip()[:160]}
+    figures: Figures = {
+        "next_start_after_cancel_s": busy,
+        "prefill_left_s": left,
+        "prompt_tokens": prompt,
+        "log_line": after[0].line.strip()[:160],
+    }
     if busy >= RAN_ON_SERIAL * left:
-        return CancelSample(NO, "log", figures, granularity="only at the end", engine_stopped=after[0].t,
-                            why=f"the server (one request at a time) started the next request {busy:.3g} s after "
-                                f"the cancel, with {left:.3g} s of the cancelled prefill left: it ran on")
+        return CancelSample(
+            NO,
+            "log",
+            figures,
+            granularity="only at the end",
+            engine_stopped=after[0].t,
+            why=f"the server (one request at a time) started the next request {busy:.3g} s after "
+            f"the cancel, with {left:.3g} s of the cancelled prefill left: it ran on",
+        )
     if busy < STARTED_EARLY * left:
         return CancelSample(YES, "log", figures, granularity=CANT, engine_stopped=after[0].t)
     return None
 
 
-def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[str, TtftSplit],
-                ev: ServerEvidence, held_from: float | None = None) -> NextDelay | None:
+def _next_delay(
+    n: Line | None,
+    t_c: float,
+    t_stop: float | None,
+    splits: dict[str, TtftSplit],
+    ev: ServerEvidence,
+    held_from: float | None = None,
+) -> NextDelay | None:
     """What held the next request between the cancel and the server starting on it, in named parts."""
     if n is None:
         return None
     s = splits.get(n["request_id"])
     if s is None or not _server_side(s) or s.server_start is None:
-        return NextDelay("client", CANT, ttft_s=n.get("ttft_s"),
-                         would_tell="the server's timings (prompt_ms) or its log (--server-log)")
+        return NextDelay(
+            "client",
+            CANT,
+            ttft_s=n.get("ttft_s"),
+            would_tell="the server's timings (prompt_ms) or its log (--server-log)",
+        )
     start = s.server_start
     launched = s.launched if s.launched is not None else start
     t0 = max(n["t_sent"], t_c)
@@ -195,8 +278,11 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
     stop = t_stop if t_stop is not None else t0
     # `held_from`: the cancelled request was launched only after the cancel; prompt-cache lines since it was sent
     # say the engine was storing that slot's old prompt, not prefilling it.
-    before = (CANCELLED_CACHE_STORE if held_from is not None and ev.events("cache", held_from, stop) else
-              CANCELLED_BEFORE_LAUNCH)
+    before = (
+        CANCELLED_CACHE_STORE
+        if held_from is not None and ev.events("cache", held_from, stop)
+        else CANCELLED_BEFORE_LAUNCH
+    )
     add(before, t0, min(stop, launched))
     add(CANCELLED_IN_SLOT, max(t0, launched), min(stop, start))
     rest_from = max(t0, min(stop, start))
@@ -209,10 +295,17 @@ def _next_delay(n: Line | None, t_c: float, t_stop: float | None, splits: dict[s
         else:
             name = UNATTRIBUTED
         parts[name] = rest
-    cause = WORDS[max(parts, key=parts.__getitem__)] if parts and max(parts.values()) > 0 else \
-        "nothing (started at once)"
-    return NextDelay(s.evidence, cause, parts_s=parts, wait_s=start - n["t_sent"], prefill_s=s.prefill_s,
-                     would_tell=SILENT_WOULD_TELL if UNATTRIBUTED in parts else None)
+    cause = (
+        WORDS[max(parts, key=parts.__getitem__)] if parts and max(parts.values()) > 0 else "nothing (started at once)"
+    )
+    return NextDelay(
+        s.evidence,
+        cause,
+        parts_s=parts,
+        wait_s=start - n["t_sent"],
+        prefill_s=s.prefill_s,
+        would_tell=SILENT_WOULD_TELL if UNATTRIBUTED in parts else None,
+    )
 
 
 def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
@@ -231,8 +324,11 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
     t_c = c["t_done"]
 
     def inflight(t: float) -> int:
-        return sum(1 for r in lines if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t
-                   and (r.get("t_done") or float("inf")) > t)
+        return sum(
+            1
+            for r in lines
+            if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t and (r.get("t_done") or float("inf")) > t
+        )
 
     still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
@@ -245,8 +341,11 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
             break
     if gone_at is None:
         return None
-    figures: Figures = {"gone_by_s": gone_at - t_c,
-                        "still_counted_at_s": None if still_at is None else still_at - t_c, "prefill_left_s": left}
+    figures: Figures = {
+        "gone_by_s": gone_at - t_c,
+        "still_counted_at_s": None if still_at is None else still_at - t_c,
+        "prefill_left_s": left,
+    }
     if source == "log":  # FastLLM's `[Decode] alive = N, pending = M` lines
         figures["gauge_source"] = "log: [Decode] alive / pending"
     if gone_at - t_c < STARTED_EARLY * left:
@@ -256,8 +355,7 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
     return None
 
 
-def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Facts,
-                      left: float) -> CancelSample:
+def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Facts, left: float) -> CancelSample:
     """Judged from the next request alone: when it started and whether it decoded at its speed alone."""
     s = splits[n["request_id"]]
     server = _server_side(s) and s.before_start_s is not None
@@ -271,35 +369,61 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
     figures: Figures = {"next_wait_s": wait, "prefill_left_s": left, "next_decode_vs_alone": slowed}
     evidence = s.evidence if server else "client"
     if wait is not None and wait <= STARTED_EARLY * left and slowed is not None and slowed <= DECODE_SLOWED:
-        return CancelSample(YES, evidence, figures, granularity=CANT,
-                            why=f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of "
-                                "prefill left, and decoded at its speed alone: the engine was not still prefilling")
+        return CancelSample(
+            YES,
+            evidence,
+            figures,
+            granularity=CANT,
+            why=f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of "
+            "prefill left, and decoded at its speed alone: the engine was not still prefilling",
+        )
     hk = facts.wait_after_long
     if server and wait is not None and wait >= RAN_ON * left and hk is not None and hk <= 0.1 * left:
         figures["wait_after_a_long_request_s"] = hk
-        return CancelSample(NO, evidence, figures, granularity="only at the end",
-                            why=f"the next request waited {wait:.3g} s before the server started on it, the "
-                                f"{left:.3g} s of prefill left, while after a finished long request it waited only "
-                                f"{hk:.3g} s")
-    return CancelSample(CANT, evidence, figures,
-                        why="the next request's wait could be the cancelled prefill running on or other work "
-                            "(housekeeping), and its decode does not say which",
-                        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel) or "
-                                   "/metrics request gauges")
+        return CancelSample(
+            NO,
+            evidence,
+            figures,
+            granularity="only at the end",
+            why=f"the next request waited {wait:.3g} s before the server started on it, the "
+            f"{left:.3g} s of prefill left, while after a finished long request it waited only "
+            f"{hk:.3g} s",
+        )
+    return CancelSample(
+        CANT,
+        evidence,
+        figures,
+        why="the next request's wait could be the cancelled prefill running on or other work "
+        "(housekeeping), and its decode does not say which",
+        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel) or "
+        "/metrics request gauges",
+    )
 
 
-def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
-                 facts: _Facts) -> CancelVerdict:
+def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence, facts: _Facts) -> CancelVerdict:
     """Did the engine stop working on a cancelled long request, how soon, and what else delayed the next one."""
     nexts = {r["cycle"]: r for r in _ok(lines, "cancel_then_short", "short")}
     samples: list[CancelSample] = []
     for c in lines:
-        if c.get("scenario") != "cancel_then_short" or c.get("role") != "long" or c.get("interrupted") \
-                or c.get("t_done") is None:
+        if (
+            c.get("scenario") != "cancel_then_short"
+            or c.get("role") != "long"
+            or c.get("interrupted")
+            or c.get("t_done") is None
+        ):
             continue
         if c.get("not_exercised"):  # no cancel was sent: nothing to say about what a cancel does
-            samples.append(CancelSample(NOT_EXERCISED, "client", {}, cycle=c["cycle"], request_id=c["request_id"],
-                                        why=c["not_exercised"], would_tell=LONGER_PROMPT))
+            samples.append(
+                CancelSample(
+                    NOT_EXERCISED,
+                    "client",
+                    {},
+                    cycle=c["cycle"],
+                    request_id=c["request_id"],
+                    why=c["not_exercised"],
+                    would_tell=LONGER_PROMPT,
+                )
+            )
             continue
         n = nexts.get(c["cycle"])
         if n is not None and n.get("not_exercised"):
@@ -311,21 +435,36 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
             if got is not None:
                 got.judge_next(_next_delay(n, c["t_done"], got.engine_stopped, splits, ev))
         if got is None and c.get("t_first_token") is not None:
-            got = CancelSample(CANT, "client", {}, why="cancelled after its first token: the prefill was over",
-                               would_tell="a longer long prompt (--long-tokens) so the cancel lands inside its "
-                                          "prefill, or the server's log (--server-log) if it shows scheduling")
+            got = CancelSample(
+                CANT,
+                "client",
+                {},
+                why="cancelled after its first token: the prefill was over",
+                would_tell="a longer long prompt (--long-tokens) so the cancel lands inside its "
+                "prefill, or the server's log (--server-log) if it shows scheduling",
+            )
         if got is None and n is not None and left is not None and left > 0:
             got = _cancel_from_next(c, n, splits, facts, left)
             got.judge_next(_next_delay(n, c["t_done"], None, splits, ev))
         if got is None:
-            got = CancelSample(CANT, "client", {"prefill_left_s": left},
-                               why="no next request, or the cancel came after the prefill alone would have ended",
-                               would_tell="the server's log (--server-log)")
+            got = CancelSample(
+                CANT,
+                "client",
+                {"prefill_left_s": left},
+                why="no next request, or the cancel came after the prefill alone would have ended",
+                would_tell="the server's log (--server-log)",
+            )
         got.cycle, got.request_id = c["cycle"], c["request_id"]
         samples.append(got)
     if not samples:
-        return CancelVerdict(CANT, None, "client", [], why="no cancelled request in the run",
-                             would_tell="a run with the cancel_then_short scenario")
+        return CancelVerdict(
+            CANT,
+            None,
+            "client",
+            [],
+            why="no cancelled request in the run",
+            would_tell="a run with the cancel_then_short scenario",
+        )
     verdict = _vote([s.verdict for s in samples])
     settled = [s for s in samples if s.verdict == verdict]
     grans = {s.granularity for s in settled if s.granularity not in (None, CANT)}
@@ -339,18 +478,24 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
             why = f"{why} ({len(samples)} of {len(samples)} cycles)"
         would_tell = first.would_tell or "the server's log (--server-log)"
     return CancelVerdict(
-        verdict, None if verdict == CANT else verdict == YES,
-        _best([s.evidence for s in settled]) if settled else "client", samples,
+        verdict,
+        None if verdict == CANT else verdict == YES,
+        _best([s.evidence for s in settled]) if settled else "client",
+        samples,
         granularity=grans.pop() if len(grans) == 1 else (CANT if not grans else "mixed"),
         stop_after_cancel_s_max=max([d for d in delays if isinstance(d, (int, float))], default=None),
         judged_cycles=sum(s.verdict not in (CANT, NOT_EXERCISED) for s in samples),
         not_exercised_cycles=sum(s.verdict == NOT_EXERCISED for s in samples),
-        next_delay_cause=max(set(causes), key=causes.count) if causes else None, why=why, would_tell=would_tell)
+        next_delay_cause=max(set(causes), key=causes.count) if causes else None,
+        why=why,
+        would_tell=would_tell,
+    )
 
 
 # -- head-of-line -------------------------------------------------------------------------------------------------
-def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence,
-                       facts: _Facts) -> HeadOfLineVerdict:
+def judge_head_of_line(
+    lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence, facts: _Facts
+) -> HeadOfLineVerdict:
     """Did an inserted short request wait for another request's prefill, or for something else (named)?"""
     samples: list[HeadOfLineSample] = []
     for scen in ("short_insert", "double_insert"):
@@ -371,8 +516,13 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
                 blocked = sp.server_start >= long["t_first_token"] - 0.1 * left
                 others = [held(o, splits, ev) for o in scen_lines if o is not s and o["cycle"] == s["cycle"]]
                 parts = attribute(s, sp.server_start, others, splits, ev) if blocked else {}
-                fig = HeadOfLineFigures(s["ttft_s"], left, wait_before_start_s=sp.server_start - s["t_sent"],
-                                        in_launched_slot_s=sp.in_slot_s or None, wait_parts_s=parts)
+                fig = HeadOfLineFigures(
+                    s["ttft_s"],
+                    left,
+                    wait_before_start_s=sp.server_start - s["t_sent"],
+                    in_launched_slot_s=sp.in_slot_s or None,
+                    wait_parts_s=parts,
+                )
                 samples.append(HeadOfLineSample(YES if blocked else NO, sp.evidence, cause_words(parts), fig, rid))
                 continue
             fig = HeadOfLineFigures(s["ttft_s"], left)
@@ -383,15 +533,31 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
             else:
                 samples.append(HeadOfLineSample(CANT, "client", None, fig, rid))
     if not samples:
-        missed = [r for r in lines if r.get("scenario") in ("short_insert", "double_insert")
-                  and r.get("role") == "short" and r.get("not_exercised")]
+        missed = [
+            r
+            for r in lines
+            if r.get("scenario") in ("short_insert", "double_insert")
+            and r.get("role") == "short"
+            and r.get("not_exercised")
+        ]
         if missed:
-            return HeadOfLineVerdict(NOT_EXERCISED, None, "client", [],
-                                     why=f"none of {len(missed)} inserted short requests landed inside a long "
-                                         f"prefill: {missed[0]['not_exercised']}", would_tell=LONGER_PROMPT)
-        return HeadOfLineVerdict(CANT, None, "client", [],
-                                 why="no inserted short request was sent during a long prefill",
-                                 would_tell="a run with the short_insert or double_insert scenario")
+            return HeadOfLineVerdict(
+                NOT_EXERCISED,
+                None,
+                "client",
+                [],
+                why=f"none of {len(missed)} inserted short requests landed inside a long "
+                f"prefill: {missed[0]['not_exercised']}",
+                would_tell=LONGER_PROMPT,
+            )
+        return HeadOfLineVerdict(
+            CANT,
+            None,
+            "client",
+            [],
+            why="no inserted short request was sent during a long prefill",
+            would_tell="a run with the short_insert or double_insert scenario",
+        )
     verdict = _vote([x.verdict for x in samples])
     settled = [x for x in samples if x.verdict == verdict]
     causes = [x.cause for x in settled if x.cause]
@@ -403,18 +569,25 @@ def judge_head_of_line(lines: list[Line], splits: dict[str, TtftSplit], ev: Serv
         why = "the client alone cannot tell when the server started on the short requests"
         would_tell = "the server's timings (prompt_ms), its log (--server-log) or /metrics"
     return HeadOfLineVerdict(
-        verdict, None if verdict == CANT else verdict == YES,
-        _best([x.evidence for x in settled]) if settled else "client", samples, cause=cause,
-        blocked=sum(x.verdict == YES for x in samples), judged=sum(x.verdict != CANT for x in samples),
+        verdict,
+        None if verdict == CANT else verdict == YES,
+        _best([x.evidence for x in settled]) if settled else "client",
+        samples,
+        cause=cause,
+        blocked=sum(x.verdict == YES for x in samples),
+        judged=sum(x.verdict != CANT for x in samples),
         wait_fraction_p50=median([x.figures.ttft_s / x.figures.long_prefill_left_s for x in samples]),
-        why=why, would_tell=would_tell)
+        why=why,
+        would_tell=would_tell,
+    )
 
 
 # -- long request hurt by inserts ---------------------------------------------------------------------------------
 def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Facts) -> LongHurtVerdict:
     """Is the long request's own prefill slower with inserted shorts than alone (not its time to first token)?"""
-    with_ins = [r for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")
-                if not r.get("not_exercised")]
+    with_ins = [
+        r for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long") if not r.get("not_exercised")
+    ]
     server = [splits[r["request_id"]] for r in with_ins if _server_side(splits.get(r["request_id"]))]
     ttft_ratio = None
     ttft_with = median([r["ttft_s"] for r in with_ins])
@@ -422,31 +595,53 @@ def judge_long_hurt(lines: list[Line], splits: dict[str, TtftSplit], facts: _Fac
         ttft_ratio = ttft_with / facts.prefill_alone_client
     prefill_with = median([s.prefill_s for s in server])
     if prefill_with is None or not facts.prefill_alone_server:
-        return LongHurtVerdict(CANT, None, "client", None, {"ttft_ratio_p50": ttft_ratio},
-                               why="its time to first token also holds any wait before its prefill started",
-                               would_tell="the server's timings (prompt_ms) or its prefill-time histogram in "
-                                          "/metrics")
+        return LongHurtVerdict(
+            CANT,
+            None,
+            "client",
+            None,
+            {"ttft_ratio_p50": ttft_ratio},
+            why="its time to first token also holds any wait before its prefill started",
+            would_tell="the server's timings (prompt_ms) or its prefill-time histogram in /metrics",
+        )
     ratio = prefill_with / facts.prefill_alone_server
     verdict = YES if ratio > HURT_RATIO else NO
-    return LongHurtVerdict(verdict, verdict == YES, _best([s.evidence for s in server]), ratio,
-                           {"prefill_with_inserts_s_p50": prefill_with,
-                            "prefill_alone_s_p50": facts.prefill_alone_server, "ttft_ratio_p50": ttft_ratio,
-                            "wait_before_prefill_with_inserts_s_p50": median([s.before_start_s for s in server])})
+    return LongHurtVerdict(
+        verdict,
+        verdict == YES,
+        _best([s.evidence for s in server]),
+        ratio,
+        {
+            "prefill_with_inserts_s_p50": prefill_with,
+            "prefill_alone_s_p50": facts.prefill_alone_server,
+            "ttft_ratio_p50": ttft_ratio,
+            "wait_before_prefill_with_inserts_s_p50": median([s.before_start_s for s in server]),
+        },
+    )
 
 
 # -- concurrency --------------------------------------------------------------------------------------------------
 def judge_concurrency(metrics: dict[str, Any]) -> ConcurrencyVerdict:
     """Measured figures only: each stream alone and together, the combined rate, effective concurrency."""
+
     def p50(name: str) -> float | None:
         return (metrics.get(name) or {}).get("p50")
 
     eff = p50("effective_concurrency")
-    figures = ConcurrencyFigures(p50("gen_alone_tok_s"), p50("concurrent_stream_tok_s"),
-                                 p50("concurrent_combined_tok_s"), eff, p50("concurrency_speedup"))
+    figures = ConcurrencyFigures(
+        p50("gen_alone_tok_s"),
+        p50("concurrent_stream_tok_s"),
+        p50("concurrent_combined_tok_s"),
+        eff,
+        p50("concurrency_speedup"),
+    )
     verdict = CANT if eff is None else YES if eff >= TOGETHER else NO if eff <= TOOK_TURNS else CANT
-    return ConcurrencyVerdict(verdict, "client", figures,
-                              would_tell="two generations that both ran (and overlapped fully or not at all)"
-                              if verdict == CANT else None)
+    return ConcurrencyVerdict(
+        verdict,
+        "client",
+        figures,
+        would_tell="two generations that both ran (and overlapped fully or not at all)" if verdict == CANT else None,
+    )
 
 
 def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidence | None = None) -> Diagnosis:
@@ -457,8 +652,12 @@ def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidenc
     conc = judge_concurrency(metrics)
     apart = [r for r in lines if r.get("role") == "gen_pair" and r.get("not_exercised")]
     if conc.verdict == CANT and conc.figures.effective_concurrency is None and apart:
-        conc = replace(conc, verdict=NOT_EXERCISED, why=apart[0]["not_exercised"],
-                       would_tell="two generations sent together that both run (a server that answers both)")
+        conc = replace(
+            conc,
+            verdict=NOT_EXERCISED,
+            why=apart[0]["not_exercised"],
+            would_tell="two generations sent together that both run (a server that answers both)",
+        )
     eff = conc.figures.effective_concurrency
     counts: dict[str, int] = {}
     for s in splits.values():
@@ -487,47 +686,64 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
     conc = d.get("concurrency") or {}
     f = conc.get("figures") or {}
     if d.get("effective_concurrency") is not None:
-        out.append(f"effective concurrency: {d['effective_concurrency']} ({_f(f.get('effective_concurrency'))} "
-                   f"streams at once; one stream alone {_f(f.get('gen_alone_tok_s'))} tok/s, each of two together "
-                   f"{_f(f.get('concurrent_stream_tok_s'))}, combined {_f(f.get('concurrent_combined_tok_s'))}; "
-                   f"evidence: {conc.get('evidence', 'client')})")
+        out.append(
+            f"effective concurrency: {d['effective_concurrency']} ({_f(f.get('effective_concurrency'))} "
+            f"streams at once; one stream alone {_f(f.get('gen_alone_tok_s'))} tok/s, each of two together "
+            f"{_f(f.get('concurrent_stream_tok_s'))}, combined {_f(f.get('concurrent_combined_tok_s'))}; "
+            f"evidence: {conc.get('evidence', 'client')})"
+        )
     hol = d["head_of_line_blocking"]
     p95 = (metrics.get("short_insert_ttft_s") or {}).get("p95")
     if conc.get("verdict") == NOT_EXERCISED:
         out.append(f"two generations at once: not exercised ({conc.get('why')}; would tell: {conc.get('would_tell')})")
     if hol["verdict"] in (CANT, NOT_EXERCISED):
-        out.append(f"head-of-line blocking: {hol['verdict']} ({hol.get('why', '')}; would tell: "
-                   f"{hol.get('would_tell')})")
+        out.append(
+            f"head-of-line blocking: {hol['verdict']} ({hol.get('why', '')}; would tell: {hol.get('would_tell')})"
+        )
     else:
         cause = f", waiting for {hol['cause']}" if hol.get("cause") and hol["cause"] != CANT else ""
-        out.append(f"head-of-line blocking: {hol['verdict']} ({hol['blocked']} of {hol['judged']} inserted short "
-                   f"requests waited out the long prefill{cause}; short-insert TTFT p95 {_f(p95)} s; "
-                   f"evidence: {hol['evidence']})")
+        out.append(
+            f"head-of-line blocking: {hol['verdict']} ({hol['blocked']} of {hol['judged']} inserted short "
+            f"requests waited out the long prefill{cause}; short-insert TTFT p95 {_f(p95)} s; "
+            f"evidence: {hol['evidence']})"
+        )
     ca = d["cancel_aborts"]
     if ca["verdict"] in (CANT, NOT_EXERCISED):
-        out.append(f"cancel aborts the prefill: {ca['verdict']} ({ca.get('why', '')}; would tell: "
-                   f"{ca.get('would_tell')})")
+        out.append(
+            f"cancel aborts the prefill: {ca['verdict']} ({ca.get('why', '')}; would tell: {ca.get('would_tell')})"
+        )
     else:
         gran = f", {ca['granularity']}" if ca.get("granularity") not in (None, CANT) else ""
-        stop = (f", engine stopped within {_f(ca['stop_after_cancel_s_max'])} s of the cancel"
-                if ca.get("stop_after_cancel_s_max") is not None else "")
+        stop = (
+            f", engine stopped within {_f(ca['stop_after_cancel_s_max'])} s of the cancel"
+            if ca.get("stop_after_cancel_s_max") is not None
+            else ""
+        )
         nxt = f"; the next request waited for {ca['next_delay_cause']}" if ca.get("next_delay_cause") else ""
         missed = f", {ca['not_exercised_cycles']} not exercised" if ca.get("not_exercised_cycles") else ""
-        out.append(f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
-                   f"({ca['judged_cycles']} cycles{missed}; evidence: {ca['evidence']})")
+        out.append(
+            f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
+            f"({ca['judged_cycles']} cycles{missed}; evidence: {ca['evidence']})"
+        )
     gaps = d.get("silent_gaps") or []
     if gaps:
         named = sorted({g["cause"] for g in gaps})
         tell = next((g["would_tell"] for g in gaps if g.get("would_tell")), None)
-        out.append(f"pauses between a launch and its prefill, nothing else running: {len(gaps)}, "
-                   f"{sum(g['gap_s'] for g in gaps):.3g} s in all (max {max(g['gap_s'] for g in gaps):.3g} s): "
-                   f"{', '.join(named)}" + (f" (would tell: {tell})" if tell else ""))
+        out.append(
+            f"pauses between a launch and its prefill, nothing else running: {len(gaps)}, "
+            f"{sum(g['gap_s'] for g in gaps):.3g} s in all (max {max(g['gap_s'] for g in gaps):.3g} s): "
+            f"{', '.join(named)}" + (f" (would tell: {tell})" if tell else "")
+        )
     hurt = d["long_hurt_by_inserts"]
     if hurt["verdict"] == CANT:
-        out.append(f"long request hurt by inserts: can't tell (TTFT {_f(hurt['figures'].get('ttft_ratio_p50'))}x "
-                   f"alone, but {hurt['why']}; would tell: {hurt['would_tell']})")
+        out.append(
+            f"long request hurt by inserts: can't tell (TTFT {_f(hurt['figures'].get('ttft_ratio_p50'))}x "
+            f"alone, but {hurt['why']}; would tell: {hurt['would_tell']})"
+        )
     else:
         fig = hurt["figures"]
-        out.append(f"long request hurt by inserts: {hurt['verdict']} (its own prefill {hurt['ratio_p50']:.3f}x alone; "
-                   f"TTFT {_f(fig.get('ttft_ratio_p50'))}x; evidence: {hurt['evidence']})")
+        out.append(
+            f"long request hurt by inserts: {hurt['verdict']} (its own prefill {hurt['ratio_p50']:.3f}x alone; "
+            f"TTFT {_f(fig.get('ttft_ratio_p50'))}x; evidence: {hurt['evidence']})"
+        )
     return out

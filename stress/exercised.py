@@ -11,8 +11,8 @@ request lines (old runs without `cancel_sent` are read from their status).
 from __future__ import annotations
 
 from typing import Any
-from evalkit.runs.rundir import Line
 
+from evalkit.runs.rundir import Line
 
 NOT_EXERCISED = "not exercised"
 CANCEL_NOT_SENT = "the long request ended before its planned cancel, so no cancel was sent"
@@ -24,10 +24,15 @@ PAIR_APART = "the two generations were never in flight together (one ended befor
 PAIR_PARTNER_FAILED = "the other generation of the pair failed"
 
 # The metric each not-exercised request would have fed (the summary's `not_exercised` is keyed by it).
-_METRIC = {("cancel_then_short", "short"): "post_cancel_ttft_s", ("short_insert", "short"): "short_insert_ttft_s",
-           ("double_insert", "short"): "double_insert_ttft_s", ("short_insert", "long"): "long_prefill_with_inserts_s",
-           ("double_insert", "long"): "long_prefill_with_inserts_s", ("concurrent_gen", "gen_pair"):
-           "concurrent_combined_tok_s", ("cancel_then_short", "long"): "cancel"}
+_METRIC = {
+    ("cancel_then_short", "short"): "post_cancel_ttft_s",
+    ("short_insert", "short"): "short_insert_ttft_s",
+    ("double_insert", "short"): "double_insert_ttft_s",
+    ("short_insert", "long"): "long_prefill_with_inserts_s",
+    ("double_insert", "long"): "long_prefill_with_inserts_s",
+    ("concurrent_gen", "gen_pair"): "concurrent_combined_tok_s",
+    ("cancel_then_short", "long"): "cancel",
+}
 
 
 def cancel_sent(line: Line) -> bool:

@@ -6,16 +6,20 @@ counted elsewhere and its timing is still the server's timing.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from evalkit.stats import distribution, median
 from evalkit.runs.rundir import Line
+from evalkit.stats import distribution, median
 
 
 def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:
     return [
-        r for r in lines
-        if r.get("scenario") == scenario and r.get("role") == role and r.get("status") == "ok"
+        r
+        for r in lines
+        if r.get("scenario") == scenario
+        and r.get("role") == role
+        and r.get("status") == "ok"
         and r.get("ttft_s") is not None
     ]
 
@@ -95,7 +99,8 @@ def insert_wait_fractions(lines: list[Line]) -> list[float]:
 def cancel_samples(lines: list[Line]) -> list[dict[str, float | bool]]:
     """Per cycle: when the long request was cancelled, whether it had already produced a token, the next TTFT."""
     cancelled = {
-        r["cycle"]: r for r in lines
+        r["cycle"]: r
+        for r in lines
         if r.get("scenario") == "cancel_then_short" and r.get("role") == "long" and not r.get("interrupted")
     }
     out = []
@@ -103,9 +108,11 @@ def cancel_samples(lines: list[Line]) -> list[dict[str, float | bool]]:
         c = cancelled.get(s["cycle"])
         if c is None or c.get("t_done") is None:
             continue
-        out.append({
-            "cancel_after_s": c["t_done"] - c["t_sent"],
-            "cancelled_after_first_token": c.get("t_first_token") is not None,
-            "next_ttft_s": s["ttft_s"],
-        })
+        out.append(
+            {
+                "cancel_after_s": c["t_done"] - c["t_sent"],
+                "cancelled_after_first_token": c.get("t_first_token") is not None,
+                "next_ttft_s": s["ttft_s"],
+            }
+        )
     return out

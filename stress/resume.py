@@ -9,20 +9,30 @@ is run again from its start by the next attempt. Files are append-only, so the c
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from evalkit.errors import UsageError
-from evalkit.runs.rundir import Line, MANIFEST, read_json_object
 from evalkit.client.prompts import LongSpec
-from evalkit_stress.schedule import Schedule
 from evalkit.client.tokenize import FittedPrompt
+from evalkit.errors import UsageError
+from evalkit.runs.rundir import MANIFEST, Line, read_json_object
+from evalkit_stress.schedule import Schedule
 
 CYCLES_FILE = "cycles.jsonl"
 # Options that change what is sent or when: a resume with any of them different would mix two schedules.
-SCHEDULE_OPTIONS = ("seed", "cycles", "long_tokens", "shuffle", "reuse_long_prompt", "gen_tokens", "time_scale",
-                    "short_max_tokens", "long_max_tokens")
+SCHEDULE_OPTIONS = (
+    "seed",
+    "cycles",
+    "long_tokens",
+    "shuffle",
+    "reuse_long_prompt",
+    "gen_tokens",
+    "time_scale",
+    "short_max_tokens",
+    "long_max_tokens",
+)
 
 
 def attempt_of(manifest: Mapping[str, Any]) -> int:
@@ -49,14 +59,17 @@ def check_resume(run_path: Path, wanted: Mapping[str, Any]) -> None:
         return
     manifest = read_json_object(man_path)
     if manifest.get("kind") != "stress":  # said before any server time is spent
-        raise UsageError(f"run directory {run_path} holds a {manifest.get('kind')!r} run, not 'stress'; pick another "
-                         "--name")
+        raise UsageError(
+            f"run directory {run_path} holds a {manifest.get('kind')!r} run, not 'stress'; pick another --name"
+        )
     old = recorded_options(manifest)
     for k in SCHEDULE_OPTIONS:
         if old[k] != wanted[k]:
             flag = "--" + k.replace("_", "-")
-            raise UsageError(f"cannot resume {run_path}: {flag} is {_show(wanted[k])} but the run was started with "
-                             f"{_show(old[k])}; use the same schedule options or a new --name")
+            raise UsageError(
+                f"cannot resume {run_path}: {flag} is {_show(wanted[k])} but the run was started with "
+                f"{_show(old[k])}; use the same schedule options or a new --name"
+            )
 
 
 def completed_cycles(rows: Iterable[Line]) -> dict[int, int]:
@@ -77,8 +90,9 @@ class CountedLines:
     abandoned: int  # lines of attempts cut off mid-cycle and then superseded, ignored
 
 
-def split_lines(lines: Iterable[Line], completed: Mapping[int, int], latest_attempt: int,
-                calibration_attempt: int | None) -> CountedLines:
+def split_lines(
+    lines: Iterable[Line], completed: Mapping[int, int], latest_attempt: int, calibration_attempt: int | None
+) -> CountedLines:
     """Sort every line by its (cycle, attempt) into counted, unfinished, calibration or abandoned."""
     counted: list[Line] = []
     unfinished: list[Line] = []
@@ -119,6 +133,7 @@ def load_fitted(rows: Iterable[Line], schedule: Schedule) -> dict[LongSpec, Fitt
         q = specs.get((r.get("first_word"), r.get("code")))
         if q is None or q in out or r.get("target_tokens") != targets[q]:
             continue
-        out[q] = FittedPrompt(text=q.text(int(r["sentences"])), sentences=int(r["sentences"]),
-                              counted_tokens=int(r["counted_tokens"]))
+        out[q] = FittedPrompt(
+            text=q.text(int(r["sentences"])), sentences=int(r["sentences"]), counted_tokens=int(r["counted_tokens"])
+        )
     return out

@@ -12,25 +12,26 @@ import dataclasses
 import statistics
 import sys
 import uuid
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from evalkit.client import auxiliary
 from tqdm import tqdm
 
+from evalkit.client import auxiliary
 from evalkit.client.chat import ChatClient, ChatRequest
+from evalkit.client.prompts import LongSpec
+from evalkit.client.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
 from evalkit.clock import Clock
+from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
-from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
-from evalkit.client.prompts import LongSpec
 from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.selfcheck import LoopLagSampler
 from evalkit_stress.text_answer import judge_prompt
-from evalkit.client.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
 
 LAG_FILE = "loop_lag.jsonl"
 PROMPTS_FILE = "long_prompts.jsonl"
@@ -76,9 +77,18 @@ class StressRunner:
     """Sends a `Schedule` cycle by cycle; `stop` (Ctrl-C, `--max-minutes`) ends it cleanly at any moment."""
 
     def __init__(
-        self, rundir: RunDir, client: ChatClient, clock: Clock, schedule: Schedule, opts: RunOptions,
-        stop: asyncio.Event, gpu_exe: str | None = None, attempt: int = 0, completed: Mapping[int, int] | None = None,
-        fitted: dict[LongSpec, FittedPrompt] | None = None, counter: TokenCounter | None = None,
+        self,
+        rundir: RunDir,
+        client: ChatClient,
+        clock: Clock,
+        schedule: Schedule,
+        opts: RunOptions,
+        stop: asyncio.Event,
+        gpu_exe: str | None = None,
+        attempt: int = 0,
+        completed: Mapping[int, int] | None = None,
+        fitted: dict[LongSpec, FittedPrompt] | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.rundir = rundir
         self.client = client
@@ -110,11 +120,16 @@ class StressRunner:
     async def _usage_probe(self, messages: list[dict[str, str]]) -> int | None:
         # A tiny request read only for `usage.prompt_tokens`; retried because a faulty server may fail it.
         for _attempt in range(3):
-            rec = await self.client.chat(ChatRequest(
-                messages=messages, max_tokens=1, extra_body=dict(self.opts.extra_body),
-                request_id=f"{self.nonce}-calibration-{uuid.uuid4().hex[:6]}", timeout_s=self.opts.timeout_s,
-                tags={"scenario": "calibration", "role": "calibration", "cycle": 0, "outcome": "calibration"},
-            ))
+            rec = await self.client.chat(
+                ChatRequest(
+                    messages=messages,
+                    max_tokens=1,
+                    extra_body=dict(self.opts.extra_body),
+                    request_id=f"{self.nonce}-calibration-{uuid.uuid4().hex[:6]}",
+                    timeout_s=self.opts.timeout_s,
+                    tags={"scenario": "calibration", "role": "calibration", "cycle": 0, "outcome": "calibration"},
+                )
+            )
             line = rec.to_json()
             if rec.status != "ok":
                 line.update(outcome="error", error_kind="http" if rec.http_status else "broken_stream")
@@ -137,11 +152,19 @@ class StressRunner:
                 if isinstance(q, LongSpec) and q not in self.fitted:
                     fp = await fit_long_prompt(q, self.schedule.long_target(r), self.counter, session)
                     self.fitted[q] = fp
-                    await self._write(PROMPTS_FILE, {
-                        "plan_id": r.plan_id, "cycle": cycle, "first_word": q.first_word, "code": q.code,
-                        "sentences": fp.sentences, "counted_tokens": fp.counted_tokens,
-                        "target_tokens": self.schedule.long_target(r), "method": self.counter.method,
-                    })
+                    await self._write(
+                        PROMPTS_FILE,
+                        {
+                            "plan_id": r.plan_id,
+                            "cycle": cycle,
+                            "first_word": q.first_word,
+                            "code": q.code,
+                            "sentences": fp.sentences,
+                            "counted_tokens": fp.counted_tokens,
+                            "target_tokens": self.schedule.long_target(r),
+                            "method": self.counter.method,
+                        },
+                    )
 
     # --- sending --------------------------------------------------------------------------------------
     def _request(self, r: PlannedRequest) -> ChatRequest:
@@ -160,8 +183,12 @@ class StressRunner:
             text, max_tokens = q.text, self.opts.short_max_tokens
         max_tokens = r.max_tokens or max_tokens
         return ChatRequest(
-            messages=messages_for(text), max_tokens=max_tokens, temperature=0.0, extra_body=body,
-            request_id=f"{self.nonce}-{r.plan_id}", timeout_s=self.opts.timeout_s,
+            messages=messages_for(text),
+            max_tokens=max_tokens,
+            temperature=0.0,
+            extra_body=body,
+            request_id=f"{self.nonce}-{r.plan_id}",
+            timeout_s=self.opts.timeout_s,
         )
 
     async def _until(self, at: float) -> None:
@@ -205,8 +232,12 @@ class StressRunner:
         wire_id = self.client.wire_id(request.request_id)
         self._inflight[wire_id] = sent_at
         try:
-            rec = await self.client.chat(request, cancel_after_s=cancel_after, cancel_event=cancel,
-                                         on_first_token=lambda t: tl.stamp(r.plan_id, "first_token", t))
+            rec = await self.client.chat(
+                request,
+                cancel_after_s=cancel_after,
+                cancel_event=cancel,
+                on_first_token=lambda t: tl.stamp(r.plan_id, "first_token", t),
+            )
         finally:
             self._inflight.pop(wire_id, None)
             if watcher is not None:
@@ -217,8 +248,9 @@ class StressRunner:
         interrupted = self.stop.is_set() and rec.status == "cancelled"
         # A request that finished before its planned cancel was never cancelled: judged as any other, not
         # "cancelled as planned" (stress/exercised.py).
-        verdict = judge_prompt(rec, r.prompt, r.expected,
-                               planned_cancel=r.cancel_after_s is not None and rec.status != "ok")
+        verdict = judge_prompt(
+            rec, r.prompt, r.expected, planned_cancel=r.cancel_after_s is not None and rec.status != "ok"
+        )
         cut = verdict.error_kind in ("broken_stream", "killed_stream")
         killer = self._killed_by(rec) if cut else None
         if killer is not None:
@@ -228,11 +260,19 @@ class StressRunner:
             line["killed_by"] = killer
         metric = METRIC_OF.get((r.scenario, r.role))
         line.update(
-            cycle=r.cycle, scenario=r.scenario, role=r.role, plan_id=r.plan_id, expected=r.expected, prompt=r.prompt,
+            cycle=r.cycle,
+            scenario=r.scenario,
+            role=r.role,
+            plan_id=r.plan_id,
+            expected=r.expected,
+            prompt=r.prompt,
             round=r.round_no,
-            t_planned=planned, cancel_after_s=cancel_after, metric=metric,
+            t_planned=planned,
+            cancel_after_s=cancel_after,
+            metric=metric,
             outcome="interrupted" if interrupted else verdict.outcome,
-            error_kind=None if interrupted else verdict.error_kind, extracted=verdict.extracted,
+            error_kind=None if interrupted else verdict.error_kind,
+            extracted=verdict.extracted,
             interrupted=interrupted,
         )
         if isinstance(r.question, LongSpec):
@@ -280,9 +320,11 @@ class StressRunner:
         gpu = None
         if self.gpu_exe:
             gpu = GpuMemorySampler(
-                self.gpu_exe, self.clock,
+                self.gpu_exe,
+                self.clock,
                 lambda s: self._io.submit(self.rundir.append, GPU_FILE, {**s, "attempt": self.attempt}),
-                self.opts.gpu_interval_s)
+                self.opts.gpu_interval_s,
+            )
             gpu.start()
         async with auxiliary.ClientSession() as session:
             if self.counter is None:
@@ -299,9 +341,14 @@ class StressRunner:
                     if gpu is not None:
                         gpu.cycle = cycle
                     scenarios = self.schedule.cycle(cycle)
-                    with tqdm(total=sum(len(s.requests) for s in scenarios), desc=f"cycle {cycle}/"
-                              f"{self.schedule.cycles}", file=sys.stderr, disable=not self.opts.progress,
-                              leave=True, dynamic_ncols=True) as bar:
+                    with tqdm(
+                        total=sum(len(s.requests) for s in scenarios),
+                        desc=f"cycle {cycle}/{self.schedule.cycles}",
+                        file=sys.stderr,
+                        disable=not self.opts.progress,
+                        leave=True,
+                        dynamic_ncols=True,
+                    ) as bar:
                         if self.schedule.concurrent:
                             by_name: dict[str, list[Scenario]] = {}
                             for sc in scenarios:
@@ -310,22 +357,35 @@ class StressRunner:
                         else:
                             await self.run_rounds(scenarios, bar)
                     samples = lag.take(since=cycle_start)
-                    await self._write(LAG_FILE, {
-                        "cycle": cycle, "n": len(samples),
-                        "lag_p95_s": statistics.quantiles(samples, n=20)[-1] if len(samples) >= 2 else None,
-                        "lag_max_s": max(samples) if samples else None,
-                    })
+                    await self._write(
+                        LAG_FILE,
+                        {
+                            "cycle": cycle,
+                            "n": len(samples),
+                            "lag_p95_s": statistics.quantiles(samples, n=20)[-1] if len(samples) >= 2 else None,
+                            "lag_max_s": max(samples) if samples else None,
+                        },
+                    )
                     if not self.stop.is_set():
                         # Written after the cycle's last request line: its presence is what "completed" means.
-                        await self._write(CYCLES_FILE, {
-                            "cycle": cycle, "requests": sum(len(s.requests) for s in scenarios),
-                            "t_start": cycle_start, "t_end": self.clock.now(),
-                        })
+                        await self._write(
+                            CYCLES_FILE,
+                            {
+                                "cycle": cycle,
+                                "requests": sum(len(s.requests) for s in scenarios),
+                                "t_start": cycle_start,
+                                "t_end": self.clock.now(),
+                            },
+                        )
                         self.completed[cycle] = self.attempt
                         if self.opts.log_steps:  # no bar (not a terminal): one line per cycle in the log
-                            print(f"cycle {cycle}/{self.schedule.cycles} done: "
-                                  f"{sum(len(s.requests) for s in scenarios)} requests in "
-                                  f"{self.clock.now() - cycle_start:.1f} s", file=sys.stderr, flush=True)
+                            print(
+                                f"cycle {cycle}/{self.schedule.cycles} done: "
+                                f"{sum(len(s.requests) for s in scenarios)} requests in "
+                                f"{self.clock.now() - cycle_start:.1f} s",
+                                file=sys.stderr,
+                                flush=True,
+                            )
             finally:
                 await lag.stop()
                 if gpu is not None:

@@ -32,8 +32,19 @@ OPS = ("<=", ">=", "==", "!=", "<", ">")
 
 _TOP_KEYS = ("description", "cycles", "run", "context_tokens", "scenario")
 _SCENARIO_KEYS = ("name", "description", "rounds", "report", "expect", "request")
-_REQUEST_KEYS = ("id", "role", "prompt", "tokens", "max_tokens", "send", "cancel", "repeat", "text", "answer",
-                 "same_as")
+_REQUEST_KEYS = (
+    "id",
+    "role",
+    "prompt",
+    "tokens",
+    "max_tokens",
+    "send",
+    "cancel",
+    "repeat",
+    "text",
+    "answer",
+    "same_as",
+)
 _TIME_KEYS = ("after", "on", "offset")
 # Bounds checked before a schedule is expanded (a dry run included), so a typo cannot ask for a billion requests.
 MAX_CYCLES = 10_000
@@ -191,8 +202,9 @@ def parse_scenarios(text: str, label: str, builtin: bool = False) -> ScenarioFil
         if spec.name in {s.name for s in scenarios}:
             where.scenario(spec.name, i).fail("name", "another scenario has this name")
         scenarios.append(spec)
-    out = ScenarioFile(label, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), builtin, cycles, run,
-                       context, tuple(scenarios))
+    out = ScenarioFile(
+        label, text, hashlib.sha256(text.encode("utf-8")).hexdigest(), builtin, cycles, run, context, tuple(scenarios)
+    )
     _check_cycle_bounds(out, where)
     return out
 
@@ -200,13 +212,22 @@ def parse_scenarios(text: str, label: str, builtin: bool = False) -> ScenarioFil
 def _check_cycle_bounds(f: ScenarioFile, where: _Where) -> None:
     n = f.requests_per_cycle
     if n > MAX_REQUESTS_PER_CYCLE:
-        where.fail("scenario", f"one cycle would send {n} requests, above the limit of {MAX_REQUESTS_PER_CYCLE} "
-                               "(rounds x repeat over every request)")
-    tokens = sum(sc.rounds * r.repeat * ((r.tokens.hi if r.tokens else 0) + (r.max_tokens or 0))
-                 for sc in f.scenarios for r in sc.requests)
+        where.fail(
+            "scenario",
+            f"one cycle would send {n} requests, above the limit of {MAX_REQUESTS_PER_CYCLE} "
+            "(rounds x repeat over every request)",
+        )
+    tokens = sum(
+        sc.rounds * r.repeat * ((r.tokens.hi if r.tokens else 0) + (r.max_tokens or 0))
+        for sc in f.scenarios
+        for r in sc.requests
+    )
     if tokens > MAX_TOKENS_PER_CYCLE:
-        where.fail("scenario", f"one cycle would send {tokens:.0f} prompt and completion tokens, above the limit "
-                               f"of {MAX_TOKENS_PER_CYCLE}")
+        where.fail(
+            "scenario",
+            f"one cycle would send {tokens:.0f} prompt and completion tokens, above the limit "
+            f"of {MAX_TOKENS_PER_CYCLE}",
+        )
 
 
 class _Where:
@@ -216,7 +237,7 @@ class _Where:
         self.label = label
         self.name = scenario
 
-    def scenario(self, name: Any, index: int) -> "_Where":
+    def scenario(self, name: Any, index: int) -> _Where:
         return _Where(self.label, name if isinstance(name, str) and name else f"#{index + 1}")
 
     def fail(self, key: str, why: str) -> None:
@@ -230,8 +251,9 @@ def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: _Where, prefix: st
             where.fail(prefix + k, f"unknown key (allowed: {', '.join(allowed)})")
 
 
-def _int(d: dict[str, Any], key: str, where: _Where, minimum: int, prefix: str = "",
-         maximum: int | None = None) -> int | None:
+def _int(
+    d: dict[str, Any], key: str, where: _Where, minimum: int, prefix: str = "", maximum: int | None = None
+) -> int | None:
     v = d.get(key)
     if v is None:
         return None
@@ -244,8 +266,11 @@ def _int(d: dict[str, Any], key: str, where: _Where, minimum: int, prefix: str =
 
 def _span(v: Any, key: str, where: _Where, integer: bool = False) -> Span:
     kind = "an integer" if integer else "a number"
-    ok = (lambda x: isinstance(x, int) and not isinstance(x, bool)) if integer else (
-        lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
+    ok = (
+        (lambda x: isinstance(x, int) and not isinstance(x, bool))
+        if integer
+        else (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
+    )
     if ok(v):
         lo = hi = v
     elif isinstance(v, list) and len(v) == 2 and all(ok(x) for x in v):
@@ -264,7 +289,7 @@ def _span(v: Any, key: str, where: _Where, integer: bool = False) -> Span:
 
 def _time(v: Any, key: str, where: _Where) -> TimeRef:
     if not isinstance(v, dict):
-        where.fail(key, "must be a table like { after = \"long\", on = \"first_token\", offset = 0.5 }")
+        where.fail(key, 'must be a table like { after = "long", on = "first_token", offset = 0.5 }')
     _keys(v, _TIME_KEYS, where, prefix=f"{key}.")
     after = v.get("after", ())
     if isinstance(after, str):
@@ -294,13 +319,13 @@ def _request(r: Any, i: int, where: _Where, context: int | None) -> dict[str, An
         if k in r and not isinstance(r[k], str):
             where.fail(p + k, f"must be a string, not {r[k]!r}")
     if prompt == "text" and not r.get("text"):
-        where.fail(p + "text", "prompt = \"text\" needs the text to send")
+        where.fail(p + "text", 'prompt = "text" needs the text to send')
     if prompt not in (None, "text") and ("text" in r or "answer" in r):
-        where.fail(p + ("text" if "text" in r else "answer"), "only a prompt = \"text\" request takes its own text")
+        where.fail(p + ("text" if "text" in r else "answer"), 'only a prompt = "text" request takes its own text')
     tokens = None
     if "tokens" in r:
         if prompt not in ("long", None):
-            where.fail(p + "tokens", "only a prompt = \"long\" request has a length to fit")
+            where.fail(p + "tokens", 'only a prompt = "long" request has a length to fit')
         tokens = _span(r["tokens"], p + "tokens", where, integer=True)
         if tokens.lo < 100:
             where.fail(p + "tokens", "a long prompt needs at least 100 tokens")
@@ -308,14 +333,23 @@ def _request(r: Any, i: int, where: _Where, context: int | None) -> dict[str, An
     if prompt == "count" and max_tokens is not None and max_tokens < 16:
         where.fail(p + "max_tokens", "a count prompt needs at least 16 tokens to count in")
     if context is not None and tokens is not None and tokens.hi + (max_tokens or 0) > context:
-        where.fail(p + "tokens", f"{int(tokens.hi)} prompt tokens + {max_tokens or 0} max_tokens do not fit the "
-                                 f"server's context of {context} tokens (context_tokens)")
+        where.fail(
+            p + "tokens",
+            f"{int(tokens.hi)} prompt tokens + {max_tokens or 0} max_tokens do not fit the "
+            f"server's context of {context} tokens (context_tokens)",
+        )
     return {
-        "id": rid, "role": r.get("role"), "prompt": prompt, "tokens": tokens, "max_tokens": max_tokens,
+        "id": rid,
+        "role": r.get("role"),
+        "prompt": prompt,
+        "tokens": tokens,
+        "max_tokens": max_tokens,
         "send": _time(r.get("send", {}), p + "send", where),
         "cancel": _time(r["cancel"], p + "cancel", where) if "cancel" in r else None,
         "repeat": _int(r, "repeat", where, minimum=1, prefix=p, maximum=MAX_REPEAT) or 1,
-        "text": r.get("text"), "answer": r.get("answer"), "same_as": r.get("same_as"),
+        "text": r.get("text"),
+        "answer": r.get("answer"),
+        "same_as": r.get("same_as"),
     }
 
 
@@ -383,7 +417,7 @@ def _no_cycles(reqs: list[dict[str, Any]], where: _Where) -> None:
         if state.get(n) == 2:
             return
         if state.get(n) == 1:
-            loop = path[path.index(n):] + [n]
+            loop = path[path.index(n) :] + [n]
             where.fail(f"request.{n}.send.after", "references form a cycle: " + " -> ".join(loop))
         state[n] = 1
         for d in sorted(deps[n]):
@@ -403,18 +437,25 @@ def _strings(sc: dict[str, Any], key: str, where: _Where) -> list[str]:
     return v
 
 
-def _metric(text: str, key: str, where: _Where, reqs: tuple[RequestSpec, ...], roles: set[str],
-            stat_allowed: bool) -> MetricRef:
+def _metric(
+    text: str, key: str, where: _Where, reqs: tuple[RequestSpec, ...], roles: set[str], stat_allowed: bool
+) -> MetricRef:
     parts = text.strip().split(".")
     role = parts.pop(0) if parts and parts[0] in roles and len(parts) > 1 else None
     if not parts or parts[0] not in DIST_METRICS + COUNT_METRICS:
-        where.fail(key, f"{text!r}: unknown metric (known: {', '.join(DIST_METRICS + COUNT_METRICS)}, "
-                        f"optionally after a role: {', '.join(sorted(roles))})")
+        where.fail(
+            key,
+            f"{text!r}: unknown metric (known: {', '.join(DIST_METRICS + COUNT_METRICS)}, "
+            f"optionally after a role: {', '.join(sorted(roles))})",
+        )
     metric = parts.pop(0)
     stat = parts.pop(0) if parts else None
     if parts or (stat is not None and (not stat_allowed or metric in COUNT_METRICS or stat not in STATS)):
-        where.fail(key, f"{text!r}: {metric} takes " + (f"one of {', '.join(STATS)}" if metric in DIST_METRICS
-                                                           and stat_allowed else "no statistic here"))
+        where.fail(
+            key,
+            f"{text!r}: {metric} takes "
+            + (f"one of {', '.join(STATS)}" if metric in DIST_METRICS and stat_allowed else "no statistic here"),
+        )
     if stat_allowed and metric in DIST_METRICS and stat is None:
         where.fail(key, f"{text!r}: name a statistic ({', '.join(STATS)}), e.g. {metric}.p95")
     chosen = [r for r in reqs if role is None or r.role == role]
@@ -437,11 +478,13 @@ def _cannot_produce(metric: str, reqs: list[RequestSpec]) -> str | None:
 def _expectation(text: str, where: _Where, reqs: tuple[RequestSpec, ...], roles: set[str]) -> Expectation:
     m = _EXPECT_RE.match(text)
     if not m:
-        where.fail("expect", f"{text!r}: write it as METRIC OP NUMBER, e.g. \"ttft_s.p95 <= 2.0\" "
-                             f"(OP one of {' '.join(OPS)})")
+        where.fail(
+            "expect", f'{text!r}: write it as METRIC OP NUMBER, e.g. "ttft_s.p95 <= 2.0" (OP one of {" ".join(OPS)})'
+        )
     try:
         value = float(m.group(3))
     except ValueError:
         where.fail("expect", f"{text!r}: {m.group(3)!r} is not a number")
-    return Expectation(text.strip(), _metric(m.group(1), "expect", where, reqs, roles, stat_allowed=True),
-                       m.group(2), value)
+    return Expectation(
+        text.strip(), _metric(m.group(1), "expect", where, reqs, roles, stat_allowed=True), m.group(2), value
+    )

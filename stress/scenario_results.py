@@ -7,20 +7,33 @@ the lines that count are used (completed cycles, from the attempt that completed
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import Line, MANIFEST, REQUESTS, read_json_object, read_jsonl
+from evalkit.runs.rundir import MANIFEST, REQUESTS, Line, read_json_object, read_jsonl
 from evalkit.stats import distribution
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, split_lines
-from evalkit_stress.scenario_file import (COUNT_METRICS, DIST_METRICS, Expectation, MetricRef, ScenarioFile,
-                                          ScenarioSpec, parse_scenarios)
+from evalkit_stress.scenario_file import (
+    COUNT_METRICS,
+    DIST_METRICS,
+    Expectation,
+    MetricRef,
+    ScenarioFile,
+    ScenarioSpec,
+    parse_scenarios,
+)
 
 SCENARIO_COPY = "scenarios.toml"
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    ">": operator.gt,
 }
 _COUNT_OUTCOME = {"errors": "error", "wrong_answers": "wrong", "cancelled": "cancelled_as_planned"}
 
@@ -112,8 +125,7 @@ def results_from_lines(source: ScenarioFile, lines: list[Line], time_scale: floa
         scenarios[spec.name] = {"metrics": metrics, "report": [r.key for r in spec.report]}
         checks.extend(check(spec, metrics, e, time_scale) for e in spec.expect)
     return {
-        "scenario_file": {"label": source.label, "sha256": source.sha256, "builtin": source.builtin,
-                          "run": source.run},
+        "scenario_file": {"label": source.label, "sha256": source.sha256, "builtin": source.builtin, "run": source.run},
         "scenarios": scenarios,
         "expectations": [vars(c) for c in checks],
         "expectations_failed": sum(not c.passed for c in checks),
@@ -127,8 +139,9 @@ def scenario_summary(run_path: Path) -> dict[str, Any]:
         return {}
     manifest = read_json_object(run_path / MANIFEST)
     label = (manifest.get("stress") or {}).get("scenario_file") or SCENARIO_COPY
-    source = parse_scenarios(copy.read_text(encoding="utf-8"), label,
-                             builtin=bool((manifest.get("stress") or {}).get("scenario_builtin")))
+    source = parse_scenarios(
+        copy.read_text(encoding="utf-8"), label, builtin=bool((manifest.get("stress") or {}).get("scenario_builtin"))
+    )
     completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
     calibration = (manifest.get("tokenization") or {}).get("attempt")
     split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration)
@@ -140,13 +153,20 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     out = []
     for name, sc in (s.get("scenarios") or {}).items():
         m = sc["metrics"]
-        out.append(f"  scenario {name}: {m['requests']} requests, {m['errors']} errors, "
-                   f"{m['wrong_answers']} wrong answers, {m['cancelled']} cancelled as planned")
+        out.append(
+            f"  scenario {name}: {m['requests']} requests, {m['errors']} errors, "
+            f"{m['wrong_answers']} wrong answers, {m['cancelled']} cancelled as planned"
+        )
         for key in sc["report"]:
             v = m.get(key)
             if isinstance(v, dict):
-                shown = "-" if v["p50"] is None else (f"p50 {v['p50']:.3g}  p95 {v['p95']:.3g}  min {v['min']:.3g}  "
-                                                      f"max {v['max']:.3g}  (n={v['n']})")
+                shown = (
+                    "-"
+                    if v["p50"] is None
+                    else (
+                        f"p50 {v['p50']:.3g}  p95 {v['p95']:.3g}  min {v['min']:.3g}  max {v['max']:.3g}  (n={v['n']})"
+                    )
+                )
             else:
                 shown = str(v)
             out.append(f"    {key:<30} {shown}")
@@ -166,5 +186,7 @@ def check_same_scenarios(run_path: Path, source: ScenarioFile) -> None:
         return  # a run from before scenario files ran the built-in cycle
     if old != source.sha256:
         was = stress.get("scenario_file") or "the built-in cycle"
-        raise UsageError(f"cannot resume {run_path}: --scenario is {source.label} but the run was started with {was} "
-                         "(a different file); use the same scenario file or a new --name")
+        raise UsageError(
+            f"cannot resume {run_path}: --scenario is {source.label} but the run was started with {was} "
+            "(a different file); use the same scenario file or a new --name"
+        )

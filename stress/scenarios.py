@@ -8,8 +8,8 @@ The write-up's cycle is the built-in file `prompts/stress/default-cycle.toml` (s
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from evalkit.client.prompts import GenQuestion, LongSpec, ShortQuestion
 from evalkit_stress.scenario_file import RequestSpec, ScenarioSpec, Span
@@ -59,8 +59,15 @@ class PlannedRequest:
     def prompt(self) -> str:
         """The prompt kind: long, short, count or text."""
         q = self.question
-        return ("long" if isinstance(q, LongSpec) else "count" if isinstance(q, GenQuestion)
-                else "text" if isinstance(q, TextQuestion) else "short")
+        return (
+            "long"
+            if isinstance(q, LongSpec)
+            else "count"
+            if isinstance(q, GenQuestion)
+            else "text"
+            if isinstance(q, TextQuestion)
+            else "short"
+        )
 
     @property
     def expected(self) -> str:
@@ -144,8 +151,11 @@ def build_scenario(
     for r in spec.requests:
         send = _draw(r.send.offset, rng)
         cancel = _draw(r.cancel.offset, rng) if r.cancel is not None else None
-        tokens = None if r.tokens is None else (
-            int(r.tokens.lo) if r.tokens.fixed else rng.randint(int(r.tokens.lo), int(r.tokens.hi)))
+        tokens = (
+            None
+            if r.tokens is None
+            else (int(r.tokens.lo) if r.tokens.fixed else rng.randint(int(r.tokens.lo), int(r.tokens.hi)))
+        )
         mine: list[Question] = []
         for k, copy_id in enumerate(ids[r.id]):
             if r.same_as is not None:
@@ -157,13 +167,24 @@ def build_scenario(
             cancel_refs: tuple[str, ...] = ()
             if r.cancel is not None and r.cancel.after and r.cancel.after != (r.id,):
                 cancel_refs = tuple(f"{pid}-{c}" for a in r.cancel.after for c in ids[a])
-            reqs.append(PlannedRequest(
-                plan_id=f"{pid}-{copy_id}", cycle=cycle, scenario=spec.name, role=r.role, offset_s=send,
-                question=q, cancel_after_s=cancel,
-                after=tuple(f"{pid}-{c}" for a in r.send.after for c in ids[a]), after_on=r.send.on,
-                cancel_refs=cancel_refs, cancel_on=r.cancel.on if r.cancel is not None else "sent",
-                max_tokens=r.max_tokens, long_tokens=tokens, round_no=round_no,
-            ))
+            reqs.append(
+                PlannedRequest(
+                    plan_id=f"{pid}-{copy_id}",
+                    cycle=cycle,
+                    scenario=spec.name,
+                    role=r.role,
+                    offset_s=send,
+                    question=q,
+                    cancel_after_s=cancel,
+                    after=tuple(f"{pid}-{c}" for a in r.send.after for c in ids[a]),
+                    after_on=r.send.on,
+                    cancel_refs=cancel_refs,
+                    cancel_on=r.cancel.on if r.cancel is not None else "sent",
+                    max_tokens=r.max_tokens,
+                    long_tokens=tokens,
+                    round_no=round_no,
+                )
+            )
         asked[r.id] = mine
     return Scenario(cycle=cycle, name=spec.name, requests=tuple(reqs), round_no=round_no, rounds=spec.rounds)
 
@@ -178,8 +199,9 @@ def _draw(span: Span, rng: random.Random) -> float:
     return span.lo if span.fixed else round(rng.uniform(span.lo, span.hi), 3)
 
 
-def _question(r: RequestSpec, questions: QuestionSource, next_long: Callable[[int | None], LongSpec],
-              tokens: int | None) -> Question:
+def _question(
+    r: RequestSpec, questions: QuestionSource, next_long: Callable[[int | None], LongSpec], tokens: int | None
+) -> Question:
     if r.prompt == "long":
         return next_long(tokens)
     if r.prompt == "short":

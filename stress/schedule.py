@@ -79,8 +79,13 @@ class _LongSpecs:
 
 
 def build_schedule(
-    seed: int, cycles: int, long_tokens: int, shuffle: bool = False, reuse_long_prompt: bool = False,
-    gen_tokens: int = 512, scenarios: ScenarioFile | None = None,
+    seed: int,
+    cycles: int,
+    long_tokens: int,
+    shuffle: bool = False,
+    reuse_long_prompt: bool = False,
+    gen_tokens: int = 512,
+    scenarios: ScenarioFile | None = None,
 ) -> Schedule:
     """The full schedule for `cycles` cycles of seed `seed`, from `scenarios` (default: the write-up's cycle)."""
     source = scenarios or builtin_scenarios()
@@ -125,8 +130,11 @@ def describe_request(r: PlannedRequest, time_scale: float = 1.0) -> str:
         what += f" max_tokens={r.max_tokens}"
     cancel = ""
     if r.cancel_after_s is not None:
-        ref = f"{_names(r.cancel_refs)}.{r.cancel_on}+" if r.cancel_refs else (
-            "first_token+" if r.cancel_on == "first_token" else "")
+        ref = (
+            f"{_names(r.cancel_refs)}.{r.cancel_on}+"
+            if r.cancel_refs
+            else ("first_token+" if r.cancel_on == "first_token" else "")
+        )
         cancel = f" cancel@{ref}{r.cancel_after_s / time_scale:.3f}s"
     return f"  {r.plan_id:<32} {r.role:<8} {when:<24}{cancel} {what}"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from evalkit.client.lag import client_lag
 from evalkit.clock import Clock
-from evalkit.stats import distribution
 from evalkit.eventloop import stop_task
+from evalkit.stats import distribution
 
 DISTORTION_SHARE = 0.10  # lateness or lag beyond 10% of the smallest latency metric distorts it
 LATENCY_METRICS = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s")
@@ -47,25 +47,29 @@ class LoopLagSampler:
         await stop_task(self._task)
 
 
-def client_health(lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
+def client_health(
+    lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]
+) -> dict[str, Any]:
     """Send lateness and loop lag distributions, `distorted` with its reasons, and the client's read lag
     (`evalkit.client.lag`: `read_lag_s`, `client_bound`, `note`)."""
     lateness = [r["t_sent"] - r["t_planned"] for r in lines if r.get("t_planned") is not None and r.get("t_sent")]
     lag_p95 = [row["lag_p95_s"] for row in lag_rows if row.get("lag_p95_s") is not None]
     lag_max = [row["lag_max_s"] for row in lag_rows if row.get("lag_max_s") is not None]
     late = distribution(lateness)
-    smallest = min(
-        (metrics[m]["p50"] for m in LATENCY_METRICS if (metrics.get(m) or {}).get("p50")), default=None
-    )
+    smallest = min((metrics[m]["p50"] for m in LATENCY_METRICS if (metrics.get(m) or {}).get("p50")), default=None)
     reasons = []
     if smallest is not None:
         limit = DISTORTION_SHARE * smallest
         if late["p95"] is not None and late["p95"] > limit:
-            reasons.append(f"send lateness p95 {late['p95'] * 1000:.1f} ms exceeds 10% of the smallest latency "
-                           f"metric's p50 ({smallest * 1000:.1f} ms)")
+            reasons.append(
+                f"send lateness p95 {late['p95'] * 1000:.1f} ms exceeds 10% of the smallest latency "
+                f"metric's p50 ({smallest * 1000:.1f} ms)"
+            )
         if lag_max and max(lag_max) > limit:
-            reasons.append(f"event-loop lag max {max(lag_max) * 1000:.1f} ms exceeds 10% of the smallest latency "
-                           f"metric's p50 ({smallest * 1000:.1f} ms)")
+            reasons.append(
+                f"event-loop lag max {max(lag_max) * 1000:.1f} ms exceeds 10% of the smallest latency "
+                f"metric's p50 ({smallest * 1000:.1f} ms)"
+            )
     return {
         "send_lateness_s": late,
         "loop_lag_p95_s": max(lag_p95) if lag_p95 else None,

@@ -11,23 +11,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.evidence.gpu_memory import done_times, leak_verdict, summarize_gpu
+from evalkit.evidence.server_evidence import read_evidence
 from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
+from evalkit.stats import distribution
 from evalkit_stress.diagnose import diagnose
-from evalkit_stress.verdicts import Diagnosis
 from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
-from evalkit.evidence.gpu_memory import done_times, leak_verdict, summarize_gpu
 from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
 from evalkit_stress.runner import GPU_FILE, LAG_FILE, PROMPTS_FILE
 from evalkit_stress.selfcheck import client_health
-from evalkit.evidence.server_evidence import read_evidence
-from evalkit.stats import distribution
+from evalkit_stress.verdicts import Diagnosis
 
 
 def _brief(r: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"request_id": r["request_id"], "cycle": r.get("cycle"), "scenario": r.get("scenario"),
-            "role": r.get("role"), **extra}
+    return {
+        "request_id": r["request_id"],
+        "cycle": r.get("cycle"),
+        "scenario": r.get("scenario"),
+        "role": r.get("role"),
+        **extra,
+    }
 
 
 def divergent_generations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -55,9 +60,13 @@ def failed_by_metric(lines: list[dict[str, Any]]) -> dict[str, int]:
 def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not lines:
         return None
-    return {"cycle": min(int(r["cycle"]) for r in lines), "attempt": lines[0].get("attempt", 0),
-            "requests": len(lines), "errors": sum(r.get("outcome") == "error" for r in lines),
-            "wrong_answers": sum(r.get("outcome") == "wrong" for r in lines)}
+    return {
+        "cycle": min(int(r["cycle"]) for r in lines),
+        "attempt": lines[0].get("attempt", 0),
+        "requests": len(lines),
+        "errors": sum(r.get("outcome") == "error" for r in lines),
+        "wrong_answers": sum(r.get("outcome") == "wrong" for r in lines),
+    }
 
 
 Json = dict[str, Any]
@@ -120,8 +129,9 @@ class StressSummary:
         return out
 
 
-def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[str, Any],
-                  stopped: str | None) -> StressSummary:
+def build_summary(
+    run_path: Path, seed: int, cycles_planned: int, options: dict[str, Any], stopped: str | None
+) -> StressSummary:
     """The contract's stress summary plus diagnoses, error and wrong-answer lists, client health, GPU memory."""
     manifest = read_json_object(run_path / MANIFEST)
     completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
@@ -131,21 +141,30 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
     lines = split.calibration + stress_lines
     # Metrics only from requests whose planned situation happened (stress/exercised.py); the others are counted.
     metrics = compute_metrics(exercised(stress_lines))
-    errors = [_brief(r, kind=r.get("error_kind"), error=r.get("error"), http_status=r.get("http_status"))
-              for r in lines if r.get("outcome") == "error"]
-    wrong = [_brief(r, expected=r.get("expected"), extracted=r.get("extracted"))
-             for r in stress_lines if r.get("outcome") == "wrong"]
+    errors = [
+        _brief(r, kind=r.get("error_kind"), error=r.get("error"), http_status=r.get("http_status"))
+        for r in lines
+        if r.get("outcome") == "error"
+    ]
+    wrong = [
+        _brief(r, expected=r.get("expected"), extracted=r.get("extracted"))
+        for r in stress_lines
+        if r.get("outcome") == "wrong"
+    ]
     kinds: dict[str, int] = {}
     for e in errors:
         kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
     # One fitting per long prompt, even if a resume re-read it (first line wins, as when it was reloaded).
-    prompts = list({(p.get("first_word"), p.get("code")): p for p in reversed(read_jsonl(run_path / PROMPTS_FILE))}
-                   .values())
+    prompts = list(
+        {(p.get("first_word"), p.get("code")): p for p in reversed(read_jsonl(run_path / PROMPTS_FILE))}.values()
+    )
     target = options.get("long_tokens")
     reported = [r["prompt_tokens"] for r in stress_lines if r.get("role") == "long" and r.get("prompt_tokens")]
     divergent = divergent_generations(stress_lines)
-    gpu = summarize_gpu([s for s in read_jsonl(run_path / GPU_FILE)
-                         if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)], done_times(lines))
+    gpu = summarize_gpu(
+        [s for s in read_jsonl(run_path / GPU_FILE) if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)],
+        done_times(lines),
+    )
     return StressSummary(
         seed=seed,
         cycles=len(completed),
@@ -174,8 +193,9 @@ def build_summary(run_path: Path, seed: int, cycles_planned: int, options: dict[
             reported_by_server=distribution(reported),
             max_error_vs_target=(max(abs(v - target) / target for v in reported) if reported and target else None),
         ),
-        client=client_health(stress_lines, [r for r in read_jsonl(run_path / LAG_FILE)
-                                            if in_counted_cycle(r, completed)], metrics),
+        client=client_health(
+            stress_lines, [r for r in read_jsonl(run_path / LAG_FILE) if in_counted_cycle(r, completed)], metrics
+        ),
         gpu_memory=gpu,
         gpu_memory_verdict=leak_verdict(gpu),
         options=options,

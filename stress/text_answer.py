@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from evalkit.runs.records import RequestRecord
 from evalkit.runs.outcomes import Verdict, error_kind, judge
+from evalkit.runs.records import RequestRecord
 
 # The built-in judges by prompt kind (evalkit/runs/outcomes.py reads the answer by role name).
 _JUDGE_ROLE = {"long": "long", "short": "short", "count": "gen"}

@@ -8,7 +8,7 @@ renders an old run and a new one alike. Keys are identifiers; the words a reader
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from evalkit.evidence.ttft_split import TtftSplit
 from evalkit.evidence.wait_parts import SilentGap
@@ -17,7 +17,7 @@ YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
 
 # A figure a verdict rests on: seconds, tokens, a ratio, a log line, or a wait split into parts (seconds by part).
-Figure = Union[float, int, str, None, dict[str, float]]
+Figure = float | int | str | None | dict[str, float]
 Figures = dict[str, Figure]
 Json = dict[str, Any]
 
@@ -44,10 +44,22 @@ class NextDelay:
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
         if self.parts_s is None:
-            return {"evidence": self.evidence, "ttft_s": self.ttft_s, "cause": self.cause,
-                    "would_tell": self.would_tell}
-        return _with({"evidence": self.evidence, "wait_s": self.wait_s, "parts_s": self.parts_s, "cause": self.cause,
-                      "prefill_s": self.prefill_s}, would_tell=self.would_tell)
+            return {
+                "evidence": self.evidence,
+                "ttft_s": self.ttft_s,
+                "cause": self.cause,
+                "would_tell": self.would_tell,
+            }
+        return _with(
+            {
+                "evidence": self.evidence,
+                "wait_s": self.wait_s,
+                "parts_s": self.parts_s,
+                "cause": self.cause,
+                "prefill_s": self.prefill_s,
+            },
+            would_tell=self.would_tell,
+        )
 
 
 @dataclass
@@ -75,9 +87,17 @@ class CancelSample:
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
         if self.verdict == NOT_EXERCISED:
-            return _with({"verdict": self.verdict, "evidence": self.evidence, "figures": self.figures,
-                          "cycle": self.cycle, "request_id": self.request_id},
-                         why=self.why, would_tell=self.would_tell)
+            return _with(
+                {
+                    "verdict": self.verdict,
+                    "evidence": self.evidence,
+                    "figures": self.figures,
+                    "cycle": self.cycle,
+                    "request_id": self.request_id,
+                },
+                why=self.why,
+                would_tell=self.would_tell,
+            )
         out = _with({"verdict": self.verdict, "evidence": self.evidence}, granularity=self.granularity)
         out["figures"] = self.figures
         _with(out, why=self.why, would_tell=self.would_tell)
@@ -106,14 +126,30 @@ class CancelVerdict:
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
         if not self.samples:
-            return {"verdict": self.verdict, "aborts": self.aborts, "evidence": self.evidence,
-                    "judged_cycles": self.judged_cycles, "samples": [], "why": self.why,
-                    "would_tell": self.would_tell}
-        return _with({"verdict": self.verdict, "aborts": self.aborts, "evidence": self.evidence,
-                      "granularity": self.granularity, "stop_after_cancel_s_max": self.stop_after_cancel_s_max,
-                      "judged_cycles": self.judged_cycles, "not_exercised_cycles": self.not_exercised_cycles,
-                      "samples": [s.to_json() for s in self.samples], "next_delay_cause": self.next_delay_cause},
-                     why=self.why, would_tell=self.would_tell)
+            return {
+                "verdict": self.verdict,
+                "aborts": self.aborts,
+                "evidence": self.evidence,
+                "judged_cycles": self.judged_cycles,
+                "samples": [],
+                "why": self.why,
+                "would_tell": self.would_tell,
+            }
+        return _with(
+            {
+                "verdict": self.verdict,
+                "aborts": self.aborts,
+                "evidence": self.evidence,
+                "granularity": self.granularity,
+                "stop_after_cancel_s_max": self.stop_after_cancel_s_max,
+                "judged_cycles": self.judged_cycles,
+                "not_exercised_cycles": self.not_exercised_cycles,
+                "samples": [s.to_json() for s in self.samples],
+                "next_delay_cause": self.next_delay_cause,
+            },
+            why=self.why,
+            would_tell=self.would_tell,
+        )
 
 
 @dataclass(frozen=True)
@@ -128,9 +164,12 @@ class HeadOfLineFigures:
 
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
-        return _with({"ttft_s": self.ttft_s, "long_prefill_left_s": self.long_prefill_left_s},
-                     wait_before_start_s=self.wait_before_start_s, in_launched_slot_s=self.in_launched_slot_s,
-                     wait_parts_s=self.wait_parts_s)
+        return _with(
+            {"ttft_s": self.ttft_s, "long_prefill_left_s": self.long_prefill_left_s},
+            wait_before_start_s=self.wait_before_start_s,
+            in_launched_slot_s=self.in_launched_slot_s,
+            wait_parts_s=self.wait_parts_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -145,8 +184,13 @@ class HeadOfLineSample:
 
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
-        return {"verdict": self.verdict, "evidence": self.evidence, "cause": self.cause,
-                "figures": self.figures.to_json(), "request_id": self.request_id}
+        return {
+            "verdict": self.verdict,
+            "evidence": self.evidence,
+            "cause": self.cause,
+            "figures": self.figures.to_json(),
+            "request_id": self.request_id,
+        }
 
 
 @dataclass(frozen=True)
@@ -168,8 +212,9 @@ class HeadOfLineVerdict:
         """The record as summary.json holds it."""
         out: Json = {"verdict": self.verdict, "detected": self.detected, "evidence": self.evidence}
         if self.samples:
-            out.update(cause=self.cause, blocked=self.blocked, judged=self.judged,
-                       wait_fraction_p50=self.wait_fraction_p50)
+            out.update(
+                cause=self.cause, blocked=self.blocked, judged=self.judged, wait_fraction_p50=self.wait_fraction_p50
+            )
         out["samples"] = [s.to_json() for s in self.samples]
         return _with(out, why=self.why, would_tell=self.would_tell)
 
@@ -188,9 +233,17 @@ class LongHurtVerdict:
 
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
-        return _with({"verdict": self.verdict, "detected": self.detected, "evidence": self.evidence,
-                      "ratio_p50": self.ratio_p50, "figures": self.figures},
-                     why=self.why, would_tell=self.would_tell)
+        return _with(
+            {
+                "verdict": self.verdict,
+                "detected": self.detected,
+                "evidence": self.evidence,
+                "ratio_p50": self.ratio_p50,
+                "figures": self.figures,
+            },
+            why=self.why,
+            would_tell=self.would_tell,
+        )
 
 
 @dataclass(frozen=True)
@@ -220,8 +273,11 @@ class ConcurrencyVerdict:
 
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
-        return _with({"verdict": self.verdict, "evidence": self.evidence, "figures": self.figures.to_json()},
-                     would_tell=self.would_tell, why=self.why)
+        return _with(
+            {"verdict": self.verdict, "evidence": self.evidence, "figures": self.figures.to_json()},
+            would_tell=self.would_tell,
+            why=self.why,
+        )
 
 
 @dataclass(frozen=True)
@@ -275,6 +331,19 @@ class VerdictReading:
         """The reading of one verdict record; None for a missing one (an older run without that verdict)."""
         if not isinstance(d, dict) or "verdict" not in d:
             return None
-        return cls(d["verdict"], d.get("evidence", "client"),
-                   **{k: d.get(k) for k in ("granularity", "cause", "next_delay_cause", "ratio_p50",
-                                            "stop_after_cancel_s_max", "why", "would_tell")})
+        return cls(
+            d["verdict"],
+            d.get("evidence", "client"),
+            **{
+                k: d.get(k)
+                for k in (
+                    "granularity",
+                    "cause",
+                    "next_delay_cause",
+                    "ratio_p50",
+                    "stop_after_cancel_s_max",
+                    "why",
+                    "would_tell",
+                )
+            },
+        )

@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, random, sys, time, urllib.request
 from pathlib import Path
 
@@ -65,7 +65,7 @@ for card in config["cards"]:
     values = {"index": card["index"], "memory.used": used, "memory.total": card["total_mib"], "name": card["name"],
               "memory.free": card["total_mib"] - used, "uuid": f"GPU-fake-{card['index']}"}
     print(", ".join(str(values.get(f, "[N/A]")) for f in fields))
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -83,14 +83,22 @@ class FakeCard:
     name: str = "NVIDIA GeForce RTX 2080 Ti"
 
 
-def install(bindir: Path, cards: list[FakeCard], events_url: str | None = None,
-            requests_file: Path | None = None, seed: int = 0) -> Path:
+def install(
+    bindir: Path, cards: list[FakeCard], events_url: str | None = None, requests_file: Path | None = None, seed: int = 0
+) -> Path:
     """Write the stand-in and its configuration into `bindir`; calling it again reconfigures it (and resets calls
     and the clock of `mib_per_second`)."""
     bindir.mkdir(parents=True, exist_ok=True)
-    (bindir / "nvidia-smi.json").write_text(json.dumps({
-        "cards": [asdict(c) for c in cards], "events_url": events_url,
-        "requests_file": None if requests_file is None else str(requests_file), "seed": seed}))
+    (bindir / "nvidia-smi.json").write_text(
+        json.dumps(
+            {
+                "cards": [asdict(c) for c in cards],
+                "events_url": events_url,
+                "requests_file": None if requests_file is None else str(requests_file),
+                "seed": seed,
+            }
+        )
+    )
     (bindir / "nvidia-smi.state").unlink(missing_ok=True)
     exe = bindir / "nvidia-smi"
     # -S: only the standard library is needed, and skipping site-packages halves its start-up on a busy machine.

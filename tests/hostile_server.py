@@ -31,18 +31,26 @@ def main() -> None:
 
     def log(request: web.Request, what: str) -> None:
         with open(log_path, "a", encoding="utf-8") as f:
-            f.write(f"{time.time():.3f} {request.method} {request.path} {what} "
-                    f"headers={json.dumps(headers(request))} Authorization: {request.headers.get('Authorization')}\n")
+            f.write(
+                f"{time.time():.3f} {request.method} {request.path} {what} "
+                f"headers={json.dumps(headers(request))} Authorization: {request.headers.get('Authorization')}\n"
+            )
 
     async def models(request: web.Request) -> web.Response:
         log(request, "models")
-        return web.json_response({"object": "list", "data": [{"id": "hostile", "object": "model",
-                                                               "meta": {"seen": headers(request)}}]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": "hostile", "object": "model", "meta": {"seen": headers(request)}}]}
+        )
 
     async def props(request: web.Request) -> web.Response:
         log(request, "props")
-        return web.json_response({"total_slots": 1, "build_info": request.headers.get("Authorization"),
-                                  "default_generation_settings": {"n_ctx": 4096, "echo": headers(request)}})
+        return web.json_response(
+            {
+                "total_slots": 1,
+                "build_info": request.headers.get("Authorization"),
+                "default_generation_settings": {"n_ctx": 4096, "echo": headers(request)},
+            }
+        )
 
     async def refuse(request: web.Request) -> web.Response:
         log(request, "404")
@@ -55,31 +63,59 @@ def main() -> None:
         log(request, f"chat {turn}")
         echo = headers(request)
         if isinstance(turn, int):
-            return web.json_response({"error": {"message": f"refused; you sent {echo}", "headers": echo,
-                                                "key": request.headers.get("Authorization", "")[7:]}},
-                                     status=turn)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "X-Request-Id": request.headers.get("X-Request-Id", "")})
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"refused; you sent {echo}",
+                        "headers": echo,
+                        "key": request.headers.get("Authorization", "")[7:],
+                    }
+                },
+                status=turn,
+            )
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "X-Request-Id": request.headers.get("X-Request-Id", "")}
+        )
         await resp.prepare(request)
 
         async def event(obj: dict) -> None:
             await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
 
         if turn == "sse_error":
-            await event({"error": {"message": f"engine failed; Authorization: {echo.get('Authorization')}",
-                                   "headers": echo}})
+            await event(
+                {"error": {"message": f"engine failed; Authorization: {echo.get('Authorization')}", "headers": echo}}
+            )
             await resp.write(b"data: [DONE]\n\n")
             return resp
         words = ["The", " answer", " is", " 18.", f" (key {request.headers.get('Authorization', '')[7:]})"]
         max_tokens = int(body.get("max_tokens") or 16)
-        for _i, w in enumerate(words[:max(1, max_tokens)]):
-            await event({"id": "x", "object": "chat.completion.chunk", "model": "hostile",
-                         "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
+        for _i, w in enumerate(words[: max(1, max_tokens)]):
+            await event(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "model": "hostile",
+                    "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}],
+                }
+            )
             await asyncio.sleep(0.001)
-        await event({"id": "x", "object": "chat.completion.chunk", "model": "hostile",
-                     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        await event({"id": "x", "object": "chat.completion.chunk", "model": "hostile", "choices": [],
-                     "usage": {"prompt_tokens": 10, "completion_tokens": len(words)}})
+        await event(
+            {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "hostile",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+        )
+        await event(
+            {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "hostile",
+                "choices": [],
+                "usage": {"prompt_tokens": 10, "completion_tokens": len(words)},
+            }
+        )
         await resp.write(b"data: [DONE]\n\n")
         return resp
 

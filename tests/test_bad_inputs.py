@@ -11,8 +11,8 @@ import hashlib
 import http.server
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -26,11 +26,15 @@ UNREACHABLE = "http://127.0.0.1:9/v1"
 class _Odd(http.server.BaseHTTPRequestHandler):
     """Answers every GET as its path says: /html/..., /text/..., /shape/..., /500/..."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         kind = self.path.strip("/").split("/")[0]
         status, ctype, body = {
-            "html": (200, "text/html", "<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login "
-                                       f"Authorization: Bearer {SECRET}</body></html>"),
+            "html": (
+                200,
+                "text/html",
+                "<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login "
+                f"Authorization: Bearer {SECRET}</body></html>",
+            ),
             "text": (200, "text/plain", "OK"),
             "shape": (200, "application/json", json.dumps({"models": ["a", "b"]})),
             "models": (200, "application/json", json.dumps({"object": "list", "data": [{"id": "m"}]})),
@@ -43,7 +47,7 @@ class _Odd(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_POST(self) -> None:  # noqa: N802 - a chat endpoint behind a proxy that answers with its own HTML
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         data = (f"<html><body><h1>502 Bad Gateway</h1>upstream said: api_key={SECRET}</body></html>").encode()
         self.send_response(502)
@@ -81,9 +85,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_run(runs / "cut", "bench", {"incomplete": {"error": "cannot write x: No space left on device"}})
     # a capability run that graded nothing, and one that graded questions of no known dataset
     write_run(runs / "empty-cap", "capability", {"scores": {}, "total": {"correct": 0, "total": 0}}, graded=[])
-    write_run(runs / "odd-cap", "capability", {"scores": {"trivia": {"correct": 1, "total": 1}},
-                                               "total": {"correct": 1, "total": 1}},
-              graded=[{"id": "trivia:1", "correct": True, "outcome": "correct", "extracted": "x"}])
+    write_run(
+        runs / "odd-cap",
+        "capability",
+        {"scores": {"trivia": {"correct": 1, "total": 1}}, "total": {"correct": 1, "total": 1}},
+        graded=[{"id": "trivia:1", "correct": True, "outcome": "correct", "extracted": "x"}],
+    )
     # a garbage line in the middle of requests.jsonl, and a graded line of the wrong shape
     stress_run(runs / "garbled", "g", 1.0)
     req = (runs / "garbled" / "requests.jsonl").read_text().splitlines()
@@ -97,20 +104,25 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("array-manifest", "[1, 2]", '{"kind": "bench"}'),
         ("bad-summary", None, b"\xff\xfe garbage"),
         ("nokind-summary", None, '{"prompts": {}}'),
-        ("badtype-summary", None, '{"kind": "capability", "scores": {"gsm8k": {"correct": "many", "total": 2}}, '
-                                  '"total": {"correct": 1, "total": 2}}'),
+        (
+            "badtype-summary",
+            None,
+            '{"kind": "capability", "scores": {"gsm8k": {"correct": "many", "total": 2}}, '
+            '"total": {"correct": 1, "total": 2}}',
+        ),
     ):
         d = runs / name
         d.mkdir()
-        (d / "manifest.json").write_text(man_text if man_text is not None else
-                                         (runs / "bench" / "manifest.json").read_text())
+        (d / "manifest.json").write_text(
+            man_text if man_text is not None else (runs / "bench" / "manifest.json").read_text()
+        )
         (d / "summary.json").write_bytes(sum_text if isinstance(sum_text, bytes) else sum_text.encode())
     bad = root / "bad"
     bad.mkdir()
     files = {
         "malformed.toml": "[servers.x\n",
         "eval-unknown-key.toml": "name = 'e'\nprompt = 'x'\nanswer = 'a'\nprompts = 'y'\n[dataset]\npath = 'r.jsonl'\n"
-                                 "[extract]\nkind = 'number'\n",
+        "[extract]\nkind = 'number'\n",
         "nonutf8.toml": b"\xff\xfe[servers]\n",
         "unknown-key.toml": "[servers.x]\nbase_url = 'http://h:1/v1'\nmodle = 'm'\n",
         "zero-concurrency.toml": "[servers.x]\nconcurrency = 0\n",
@@ -131,7 +143,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "rules-ok.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = 1\n",
         "rules-rel.toml": "[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nrelative = 0.9\n",
         "replay-garbage.jsonl": '{"id": "gsm8k:1", "content": "1"}\nnot json at all\n',
-        "replay-array.jsonl": '[1, 2, 3]\n',
+        "replay-array.jsonl": "[1, 2, 3]\n",
         "replay-nocontent.jsonl": '{"id": "gsm8k:1"}\n',
         "replay-nonutf8.jsonl": b'{"id": "gsm8k:1", "content": "\xff"}\n',
         "replay-empty.jsonl": "\n\n",
@@ -139,15 +151,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "replay-reasoning.jsonl": '{"id": "gsm8k:1", "content": "1", "reasoning": 5}\n',
         "scenario-malformed.toml": "[[scenario]\n",
         "scenario-repeat.toml": "[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\nprompt = 'short'\n"
-                                "repeat = 1000000\n",
+        "repeat = 1000000\n",
         "scenario-rounds.toml": "[[scenario]]\nname = 's'\nrounds = 999\n[[scenario.request]]\nid = 'a'\n"
-                                "prompt = 'short'\nrepeat = 999\n",
+        "prompt = 'short'\nrepeat = 999\n",
         "scenario-cycles.toml": "cycles = 1000000000\n[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\n"
-                                "prompt = 'short'\n",
+        "prompt = 'short'\n",
         "scenario-nan.toml": "[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\nprompt = 'short'\n"
-                             "send = { offset = nan }\n",
+        "send = { offset = nan }\n",
         "scenario-tokens.toml": "[[scenario]]\nname = 's'\n[[scenario.request]]\nid = 'a'\nprompt = 'long'\n"
-                                "tokens = 999999999999\n",
+        "tokens = 999999999999\n",
         "scenario-nonutf8.toml": b"\xff\xfe\xfd",
         "one-server.toml": "[servers.x]\nbase_url = 'http://127.0.0.1:9/v1'\n",
         "afile": "I am a file, not a directory\n",
@@ -158,8 +170,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 R, B = "{runs}", "{bad}"
@@ -191,8 +206,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("bench-concurrency-zero", ["bench", "--concurrency", "0"], 2, "--concurrency"),
     ("bench-runs-neg", ["bench", "--runs", "-3"], 2, "--runs"),
     ("bench-max-tokens-float", ["bench", "--max-tokens", "1.5"], 2, "--max-tokens"),
-    ("bench-bisect-nan", ["bench", "--bisect-good-at-least", "nan", "--bisect-bad-at-most", "1"], 2,
-     "--bisect-good-at-least"),
+    (
+        "bench-bisect-nan",
+        ["bench", "--bisect-good-at-least", "nan", "--bisect-bad-at-most", "1"],
+        2,
+        "--bisect-good-at-least",
+    ),
     ("cap-limit-zero", ["capability", "--thinking", "off", "--limit", "0"], 2, "--limit"),
     ("cap-repeats-zero", ["capability", "--thinking", "off", "--repeats", "0"], 2, "--repeats"),
     ("cap-temperature-neg", ["capability", "--thinking", "off", "--temperature", "-0.5"], 2, "--temperature"),
@@ -209,10 +228,18 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("client-procs-zero", ["bench", "--client-procs", "0"], 2, "--client-procs"),
     ("metrics-interval-neg", ["stress", "--metrics-interval", "-1"], 2, "--metrics-interval"),
     # --- keys come from a named variable that must exist ----------------------------------------------------------
-    ("key-env-unset-bench", ["bench", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE], 2,
-     "EVALKIT_TEST_UNSET_KEY"),
-    ("key-env-unset-check", ["check", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE], 2,
-     "no such environment variable"),
+    (
+        "key-env-unset-bench",
+        ["bench", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE],
+        2,
+        "EVALKIT_TEST_UNSET_KEY",
+    ),
+    (
+        "key-env-unset-check",
+        ["check", "--api-key-env", "EVALKIT_TEST_UNSET_KEY", "--base-url", UNREACHABLE],
+        2,
+        "no such environment variable",
+    ),
     ("key-env-is-a-key", ["stress", "--api-key-env", "sk-live-abcdefgh12345"], 2, "--api-key-env"),
     ("base-url-not-url", ["bench", "--base-url", "localhost 8000"], 2, "--base-url"),
     ("base-url-ftp", ["check", "--base-url", "ftp://x/v1"], 2, "http://"),
@@ -222,17 +249,29 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("out-is-file", ["stress", "--out", f"{B}/afile", "--base-url", UNREACHABLE], 2, "--out"),
     ("report-o-is-dir", ["report", f"{R}/bench", "-o", f"{B}"], 2, "-o/--output"),
     ("report-o-under-file", ["report", f"{R}/bench", "-o", f"{B}/afile/r.md"], 2, "-o/--output"),
-    ("report-changed-under-file", ["report", f"{R}/cap", "-o", "{tmp}/r.md", "--changed-only",
-                                   f"{B}/afile/c.jsonl"], 2, "--changed-only"),
-    ("gate-junit-under-file", ["gate", f"{R}/bench", "--rules", f"{B}/rules-ok.toml", "--junit",
-                               f"{B}/afile/j.xml"], 2, "--junit"),
+    (
+        "report-changed-under-file",
+        ["report", f"{R}/cap", "-o", "{tmp}/r.md", "--changed-only", f"{B}/afile/c.jsonl"],
+        2,
+        "--changed-only",
+    ),
+    (
+        "gate-junit-under-file",
+        ["gate", f"{R}/bench", "--rules", f"{B}/rules-ok.toml", "--junit", f"{B}/afile/j.xml"],
+        2,
+        "--junit",
+    ),
     # --- profiles (evalkit.toml) ---------------------------------------------------------------------------------
     ("config-missing", ["bench", "--config", f"{B}/nosuch.toml"], 2, "not found"),
     ("config-malformed", ["bench", "--config", f"{B}/malformed.toml", "--server", "x"], 2, "malformed TOML"),
     ("config-nonutf8", ["stress", "--config", f"{B}/nonutf8.toml"], 2, "UTF-8"),
     ("config-unknown-key", ["bench", "--config", f"{B}/unknown-key.toml"], 2, "modle"),
-    ("config-concurrency-zero", ["capability", "--thinking", "off", "--config", f"{B}/zero-concurrency.toml"], 2,
-     "concurrency"),
+    (
+        "config-concurrency-zero",
+        ["capability", "--thinking", "off", "--config", f"{B}/zero-concurrency.toml"],
+        2,
+        "concurrency",
+    ),
     ("config-thinking", ["bench", "--config", f"{B}/bad-thinking.toml"], 2, "thinking"),
     ("config-api-key", ["bench", "--config", f"{B}/api-key.toml"], 2, "api_key_env"),
     ("config-servers-list", ["bench", "--config", f"{B}/servers-list.toml"], 2, "servers"),
@@ -248,8 +287,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("rules-bad-op", ["gate", f"{R}/bench", "--rules", f"{B}/rules-op.toml"], 2, "op"),
     ("rules-nan", ["gate", f"{R}/bench", "--rules", f"{B}/rules-nan.toml"], 2, "finite"),
     ("rules-inf", ["gate", f"{R}/bench", "--rules", f"{B}/rules-inf.toml"], 2, "finite"),
-    ("rules-relative-zero", ["gate", f"{R}/bench", "--rules", f"{B}/rules-rel0.toml", "--baseline", f"{R}/bench"],
-     2, "relative"),
+    (
+        "rules-relative-zero",
+        ["gate", f"{R}/bench", "--rules", f"{B}/rules-rel0.toml", "--baseline", f"{R}/bench"],
+        2,
+        "relative",
+    ),
     ("rules-two-limits", ["gate", f"{R}/bench", "--rules", f"{B}/rules-two.toml"], 2, "exactly one"),
     ("rules-string-value", ["gate", f"{R}/bench", "--rules", f"{B}/rules-str.toml"], 2, "number"),
     ("rules-metric-missing", ["gate", f"{R}/bench", "--rules", f"{B}/rules-missing.toml"], 2, "not found"),
@@ -265,21 +308,28 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("report-array-manifest", ["report", f"{R}/array-manifest", "-o", "{tmp}/r.md"], 2, "expected a JSON object"),
     ("report-nonutf8-summary", ["report", f"{R}/bad-summary", "-o", "{tmp}/r.md"], 2, "UTF-8"),
     ("report-summary-no-kind", ["report", f"{R}/nokind-summary", "-o", "{tmp}/r.md"], 2, "'kind' is missing"),
-    ("gate-summary-bad-type", ["gate", f"{R}/badtype-summary", "--rules", f"{B}/rules-ok.toml"], 2,
-     "scores.gsm8k.correct"),
+    (
+        "gate-summary-bad-type",
+        ["gate", f"{R}/badtype-summary", "--rules", f"{B}/rules-ok.toml"],
+        2,
+        "scores.gsm8k.correct",
+    ),
     ("report-garbage-request-line", ["report", f"{R}/garbled", "-o", "{tmp}/r.md"], 2, "requests.jsonl:4"),
     ("report-bad-graded-line", ["report", f"{R}/badgraded", "-o", "{tmp}/r.md"], 2, "graded.jsonl:5"),
     # --- replay files ------------------------------------------------------------------------------------------
     ("replay-missing", ["capability", "--replay", f"{B}/nosuch.jsonl", "--out", "{tmp}"], 2, "not found"),
     ("replay-garbage-line", ["capability", "--replay", f"{B}/replay-garbage.jsonl", "--out", "{tmp}"], 2, ":2:"),
     ("replay-array", ["capability", "--replay", f"{B}/replay-array.jsonl", "--out", "{tmp}"], 2, ":1:"),
-    ("replay-no-content", ["capability", "--replay", f"{B}/replay-nocontent.jsonl", "--out", "{tmp}"], 2,
-     "content"),
+    ("replay-no-content", ["capability", "--replay", f"{B}/replay-nocontent.jsonl", "--out", "{tmp}"], 2, "content"),
     ("replay-nonutf8", ["capability", "--replay", f"{B}/replay-nonutf8.jsonl", "--out", "{tmp}"], 2, "UTF-8"),
     ("replay-empty", ["capability", "--replay", f"{B}/replay-empty.jsonl", "--out", "{tmp}"], 2, "no answers"),
     ("replay-id-number", ["capability", "--replay", f"{B}/replay-idnum.jsonl", "--out", "{tmp}"], 2, "'id'"),
-    ("replay-reasoning-type", ["capability", "--replay", f"{B}/replay-reasoning.jsonl", "--out", "{tmp}"], 2,
-     "reasoning"),
+    (
+        "replay-reasoning-type",
+        ["capability", "--replay", f"{B}/replay-reasoning.jsonl", "--out", "{tmp}"],
+        2,
+        "reasoning",
+    ),
     ("replay-is-dir", ["capability", "--replay", f"{B}", "--out", "{tmp}"], 2, "directory"),
     # --- stress scenario files, bounded before a dry run expands them ----------------------------------------------
     ("scenario-missing", ["stress", "--scenario", f"{B}/nosuch.toml", "--dry-run"], 2, "cannot read"),
@@ -293,34 +343,65 @@ CASES: list[tuple[str, list[str], int, str]] = [
     # --- servers: unreachable, or not what they claim ------------------------------------------------------------
     ("unreachable-bench", ["bench", "--base-url", UNREACHABLE, "--out", "{tmp}"], 2, "cannot reach"),
     ("unreachable-check", ["check", "--base-url", UNREACHABLE, "--out", "{tmp}"], 2, "cannot reach"),
-    ("unreachable-load", ["load", "--concurrency", "1", "--base-url", UNREACHABLE, "--out", "{tmp}"], 2, "cannot reach"),
+    (
+        "unreachable-load",
+        ["load", "--concurrency", "1", "--base-url", UNREACHABLE, "--out", "{tmp}"],
+        2,
+        "cannot reach",
+    ),
     ("html-server", ["bench", "--base-url", f"{SIM}/html/v1", "--out", "{tmp}"], 2, "text/html"),
-    ("text-server", ["capability", "--thinking", "off", "--base-url", f"{SIM}/text/v1", "--out", "{tmp}"], 2,
-     "not JSON"),
-    ("json-of-another-shape", ["stress", "--base-url", f"{SIM}/shape/v1", "--out", "{tmp}"], 2,
-     "not an OpenAI model list"),
+    (
+        "text-server",
+        ["capability", "--thinking", "off", "--base-url", f"{SIM}/text/v1", "--out", "{tmp}"],
+        2,
+        "not JSON",
+    ),
+    (
+        "json-of-another-shape",
+        ["stress", "--base-url", f"{SIM}/shape/v1", "--out", "{tmp}"],
+        2,
+        "not an OpenAI model list",
+    ),
     ("server-500", ["check", "--base-url", f"{SIM}/500/v1", "--out", "{tmp}"], 2, "HTTP 500"),
     ("chat-answers-html", ["bench", "--base-url", f"{SIM}/models/v1", "--out", "{tmp}"], 1, "502"),
     # --- usage ------------------------------------------------------------------------------------------------
     ("cap-no-thinking", ["capability", "--base-url", UNREACHABLE], 2, "--thinking"),
-    ("resume-other-kind", ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE], 2,
-     "holds a 'bench' run, not 'stress'"),
+    (
+        "resume-other-kind",
+        ["stress", "--out", f"{R}", "--name", "bench", "--base-url", UNREACHABLE],
+        2,
+        "holds a 'bench' run, not 'stress'",
+    ),
     ("report-nothing", ["report"], 2, "at least one run"),
     ("export-not-a-run", ["export", f"{B}"], 2, "not a finished run directory"),
     ("export-bad-format", ["export", f"{R}/bench", "--format", "xlsx"], 2, "--format"),
     ("export-o-is-dir", ["export", f"{R}/bench", "-o", f"{B}"], 2, "-o/--output"),
-    ("cap-eval-unknown-key", ["capability", "--eval", f"{B}/eval-unknown-key.toml", "--thinking", "off",
-                              "--base-url", UNREACHABLE], 2, "unknown key 'prompts'"),
-    ("cap-eval-missing", ["capability", "--eval", f"{B}/nosuch-eval.toml", "--thinking", "off",
-                          "--base-url", UNREACHABLE], 2, "not found"),
-    ("resume-garbled-manifest", ["stress", "--out", f"{R}", "--name", "bad-manifest", "--base-url", UNREACHABLE], 2,
-     "manifest.json: not JSON"),
+    (
+        "cap-eval-unknown-key",
+        ["capability", "--eval", f"{B}/eval-unknown-key.toml", "--thinking", "off", "--base-url", UNREACHABLE],
+        2,
+        "unknown key 'prompts'",
+    ),
+    (
+        "cap-eval-missing",
+        ["capability", "--eval", f"{B}/nosuch-eval.toml", "--thinking", "off", "--base-url", UNREACHABLE],
+        2,
+        "not found",
+    ),
+    (
+        "resume-garbled-manifest",
+        ["stress", "--out", f"{R}", "--name", "bad-manifest", "--base-url", UNREACHABLE],
+        2,
+        "manifest.json: not JSON",
+    ),
 ]
 
 
 def _fill(argv: list[str], world: Path, odd: str, tmp: Path) -> list[str]:
-    return [a.replace(R, str(world / "runs")).replace(B, str(world / "bad")).replace(SIM, odd)
-            .replace("{tmp}", str(tmp)) for a in argv]
+    return [
+        a.replace(R, str(world / "runs")).replace(B, str(world / "bad")).replace(SIM, odd).replace("{tmp}", str(tmp))
+        for a in argv
+    ]
 
 
 def test_the_table_is_big_and_covers_every_command() -> None:
@@ -331,9 +412,14 @@ def test_the_table_is_big_and_covers_every_command() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_exit_code(case, world: Path, odd_server: str, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_is_one_line_and_exit_code(
+    case,
+    world: Path,
+    odd_server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _, argv, code, needle = case
     monkeypatch.delenv("EVALKIT_TEST_UNSET_KEY", raising=False)
     monkeypatch.setenv("MY_KEY", SECRET)
@@ -352,12 +438,28 @@ def test_bad_input_is_one_line_and_exit_code(case, world: Path, odd_server: str,
     assert _snapshot(world) == before, "an existing run file changed"
 
 
-def test_resuming_a_run_with_a_bad_line_exits_2_and_changes_nothing(sim, world: Path, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_resuming_a_run_with_a_bad_line_exits_2_and_changes_nothing(
+    sim, world: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     server = sim("--time-scale", "50")
     before = _snapshot(world)
-    code = main(["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "1", "--base-url",
-                 server.base_url, "--out", str(world / "runs"), "--name", "badgraded"])
+    code = main(
+        [
+            "capability",
+            "--thinking",
+            "off",
+            "--datasets",
+            "gsm8k",
+            "--limit",
+            "1",
+            "--base-url",
+            server.base_url,
+            "--out",
+            str(world / "runs"),
+            "--name",
+            "badgraded",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "graded.jsonl:5" in err[0] and "outcome" in err[0], err
     assert _snapshot(world) == before

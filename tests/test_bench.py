@@ -17,8 +17,12 @@ SHORT_QUESTION = {"name": "short", "prompt": "What is 2 + 3? Reply with only the
 
 def bench(sim_url: str, out: Path, *flags: str) -> tuple[int, str, dict | None]:
     """Run the real CLI in a subprocess; (exit code, stdout, summary or None)."""
-    p = subprocess.run([sys.executable, "-m", "evalkit", "bench", "--base-url", sim_url, "--out", str(out), *flags],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", "bench", "--base-url", sim_url, "--out", str(out), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     run_dir = Path(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
     summary = json.loads((run_dir / "summary.json").read_text()) if run_dir and run_dir.is_dir() else None
     return p.returncode, p.stdout, summary
@@ -44,7 +48,11 @@ def test_decode_rate_matches_sim(sim, tmp_path: Path) -> None:
     events = {e["request_id"]: e for e in s.events()}
     lines = read_jsonl(tmp_path / "b" / "requests.jsonl")
     measured = [x for x in lines if x.get("bench_key")]
-    assert len(lines) == 10 and len(measured) == 9 and all(events[x["request_id"]]["completion_tokens"] == 256 for x in measured)
+    assert (
+        len(lines) == 10
+        and len(measured) == 9
+        and all(events[x["request_id"]]["completion_tokens"] == 256 for x in measured)
+    )
 
 
 def test_two_streams_on_after_profile(sim, tmp_path: Path) -> None:
@@ -54,8 +62,9 @@ def test_two_streams_on_after_profile(sim, tmp_path: Path) -> None:
     single = cfg["decode_rate"] * cfg["time_scale"]
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a long commented Python module."\n')
-    code, _, summary = bench(s.base_url, tmp_path, "--runs", "3", "--max-tokens", "384", "--concurrency", "2",
-                             "--prompts", str(prompts))
+    code, _, summary = bench(
+        s.base_url, tmp_path, "--runs", "3", "--max-tokens", "384", "--concurrency", "2", "--prompts", str(prompts)
+    )
     assert code == 0
     c = summary["concurrent"]
     assert c["streams"] == 2 and len(c["runs"]) == 3
@@ -88,8 +97,23 @@ def test_unreachable_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     url = "http://127.0.0.1:9/v1"
     assert main(["bench", "--base-url", url, "--out", str(tmp_path)]) == 2
     log = tmp_path / "log.jsonl"
-    code = main(["bench", "--base-url", url, "--out", str(tmp_path), "--bisect-good-at-least", "96",
-                 "--bisect-bad-at-most", "89", "--bisect-log", str(log), "--bisect-commit", "abc123"])
+    code = main(
+        [
+            "bench",
+            "--base-url",
+            url,
+            "--out",
+            str(tmp_path),
+            "--bisect-good-at-least",
+            "96",
+            "--bisect-bad-at-most",
+            "89",
+            "--bisect-log",
+            str(log),
+            "--bisect-commit",
+            "abc123",
+        ]
+    )
     assert code == 125
     (step,) = read_jsonl(log)
     assert step["verdict"] == "skip" and step["commit"] == "abc123" and step["tok_s"] is None
@@ -100,9 +124,27 @@ def test_bisect_exit_codes(sim, tmp_path: Path, good: int, bad: int, expected: i
     # decode 100 x time-scale 2 = 200 tok/s: above 150 good, below 400 bad, between 170 and 230 skip.
     s = sim("--decode-rate", "100", "--time-scale", "2")
     log = tmp_path / "log.jsonl"
-    code = main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--runs", "1", "--max-tokens", "48",
-                 "--bisect-good-at-least", str(good), "--bisect-bad-at-most", str(bad), "--metric", "code",
-                 "--bisect-log", str(log)])
+    code = main(
+        [
+            "bench",
+            "--base-url",
+            s.base_url,
+            "--out",
+            str(tmp_path),
+            "--runs",
+            "1",
+            "--max-tokens",
+            "48",
+            "--bisect-good-at-least",
+            str(good),
+            "--bisect-bad-at-most",
+            str(bad),
+            "--metric",
+            "code",
+            "--bisect-log",
+            str(log),
+        ]
+    )
     assert code == expected
     (step,) = read_jsonl(log)
     assert step["verdict"] == {0: "good", 1: "bad", 125: "skip"}[expected]

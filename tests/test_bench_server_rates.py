@@ -8,18 +8,23 @@ from evalkit.bench import server_combined_rate, server_rate
 
 
 def _line(last: float, n: int, ms: float) -> dict:
-    return {"t_last_token": last, "server_timings": {"predicted_n": n, "predicted_ms": ms,
-                                                     "predicted_per_second": n / ms * 1000}}
+    return {
+        "t_last_token": last,
+        "server_timings": {"predicted_n": n, "predicted_ms": ms, "predicted_per_second": n / ms * 1000},
+    }
 
 
-@pytest.mark.parametrize("group, expected", [
-    # Two streams decoded in one batch: about the sum of their rates.
-    ([_line(10.0, 500, 4000), _line(10.1, 500, 4000)], 1000 / 4.1),
-    # Two streams that took turns on one slot: the rate of one.
-    ([_line(5.0, 500, 2500), _line(7.6, 500, 2500)], 1000 / 5.0),
-    # One window inside the other.
-    ([_line(10.0, 100, 1000), _line(10.0, 400, 4000)], 500 / 4.0),
-])
+@pytest.mark.parametrize(
+    "group, expected",
+    [
+        # Two streams decoded in one batch: about the sum of their rates.
+        ([_line(10.0, 500, 4000), _line(10.1, 500, 4000)], 1000 / 4.1),
+        # Two streams that took turns on one slot: the rate of one.
+        ([_line(5.0, 500, 2500), _line(7.6, 500, 2500)], 1000 / 5.0),
+        # One window inside the other.
+        ([_line(10.0, 100, 1000), _line(10.0, 400, 4000)], 500 / 4.0),
+    ],
+)
 def test_server_combined_rate_is_tokens_over_the_union_of_server_windows(group, expected) -> None:
     assert server_combined_rate(group) == pytest.approx(expected)
 

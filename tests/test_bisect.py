@@ -24,8 +24,13 @@ PLANTED = 4
 
 
 def git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     if date:
         env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
     return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
@@ -37,8 +42,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.skipif(shutil.which("git") is None or shutil.which("curl") is None or shutil.which("setsid") is None,
-                    reason="needs git, curl and setsid")
+@pytest.mark.skipif(
+    shutil.which("git") is None or shutil.which("curl") is None or shutil.which("setsid") is None,
+    reason="needs git, curl and setsid",
+)
 def test_git_bisect_run_lands_on_planted_commit(tmp_path: Path) -> None:
     repo = tmp_path / "server-src"
     repo.mkdir()
@@ -48,8 +55,14 @@ def test_git_bisect_run_lands_on_planted_commit(tmp_path: Path) -> None:
         (repo / "rate").write_text(f"{rate}\n")
         (repo / "notes.txt").write_text(f"change {i}\n")
         git(repo, "add", "rate", "notes.txt")
-        git(repo, "commit", "-q", "-m", "RMSNorm reduction" if i == PLANTED else f"change {i}",
-            date=f"2026-09-{21 + i}T12:00:00")
+        git(
+            repo,
+            "commit",
+            "-q",
+            "-m",
+            "RMSNorm reduction" if i == PLANTED else f"change {i}",
+            date=f"2026-09-{21 + i}T12:00:00",
+        )
         shas.append(git(repo, "rev-parse", "--short", "HEAD").strip())
     port = free_port()
     log = tmp_path / "bisect-log.jsonl"
@@ -57,7 +70,7 @@ def test_git_bisect_run_lands_on_planted_commit(tmp_path: Path) -> None:
         **os.environ,
         "BISECT_BUILD": "test -s rate",  # nothing to compile: the "server" reads its speed from the tree
         "BISECT_SERVER": f"{sys.executable} -m evalkit sim --port {port} --decode-rate $(cat rate) "
-                         f"--time-scale {TIME_SCALE}",
+        f"--time-scale {TIME_SCALE}",
         "BISECT_PORT": str(port),
         "BISECT_GOOD": str(96 * TIME_SCALE),
         "BISECT_BAD": str(89 * TIME_SCALE),
@@ -69,8 +82,9 @@ def test_git_bisect_run_lands_on_planted_commit(tmp_path: Path) -> None:
         "EVALKIT": f"{sys.executable} -m evalkit",
     }
     git(repo, "bisect", "start", shas[-1], shas[0])
-    run = subprocess.run(["git", "bisect", "run", str(STEP)], cwd=repo, env=env, capture_output=True, text=True,
-                         timeout=180)
+    run = subprocess.run(
+        ["git", "bisect", "run", str(STEP)], cwd=repo, env=env, capture_output=True, text=True, timeout=180
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{git(repo, 'rev-parse', shas[PLANTED]).strip()} is the first bad commit" in run.stdout, run.stdout
     git(repo, "bisect", "reset")
@@ -90,8 +104,9 @@ def test_git_bisect_run_lands_on_planted_commit(tmp_path: Path) -> None:
     rows = [line for line in md.splitlines() if line.startswith("| ") and line.split("|")[1].strip() in shas]
     assert [r.split("|")[1].strip() for r in rows] == sorted({s["commit"] for s in steps}, key=shas.index)
     # git bisect always measures the first bad commit itself, so its row is in the table.
-    assert any(r.startswith(f"| {shas[PLANTED]} | RMSNorm reduction |") and r.rstrip().endswith("| bad |")
-               for r in rows), md
+    assert any(
+        r.startswith(f"| {shas[PLANTED]} | RMSNorm reduction |") and r.rstrip().endswith("| bad |") for r in rows
+    ), md
 
 
 def test_unbuildable_commit_is_skipped(tmp_path: Path) -> None:
@@ -101,8 +116,14 @@ def test_unbuildable_commit_is_skipped(tmp_path: Path) -> None:
     (repo / "x").write_text("1")
     git(repo, "add", "x")
     git(repo, "commit", "-q", "-m", "x")
-    env = {**os.environ, "BISECT_BUILD": "false", "BISECT_SERVER": "sleep 60", "BISECT_GOOD": "2",
-           "BISECT_BAD": "1", "BISECT_OUT": str(tmp_path / "runs")}
+    env = {
+        **os.environ,
+        "BISECT_BUILD": "false",
+        "BISECT_SERVER": "sleep 60",
+        "BISECT_GOOD": "2",
+        "BISECT_BAD": "1",
+        "BISECT_OUT": str(tmp_path / "runs"),
+    }
     assert subprocess.run([str(STEP)], cwd=repo, env=env, capture_output=True).returncode == 125
     env["BISECT_BUILD"] = "true"
     env["BISECT_SERVER"] = "exit 3"  # the server dies at once: skip, without waiting the full BISECT_WAIT_S

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit_stress.diagnose import CANT, NO, YES, diagnose
 from evalkit.evidence.server_evidence import ServerEvidence, parse_log_line
+from evalkit_stress.diagnose import CANT, NO, YES, diagnose
 
 PROMPT = 3000
 
@@ -15,21 +15,49 @@ PROMPT = 3000
 def _lines(cancel_at: float) -> list[dict[str, Any]]:
     """A long prompt alone (30 s of prefill), then one cancelled `cancel_at` s in and the short sent after it."""
     base = {"status": "ok", "cycle": 1, "server_timings": None, "prompt_tokens": None}
-    long_alone = {**base, "request_id": "a", "scenario": "long_alone", "role": "long", "t_sent": 0.0,
-                  "t_first_token": 30.0, "t_done": 30.5, "ttft_s": 30.0, "planned_prompt_tokens": PROMPT}
-    cancelled = {**base, "request_id": "c", "scenario": "cancel_then_short", "role": "long", "status": "cancelled",
-                 "t_sent": 40.0, "t_first_token": None, "t_done": 40.0 + cancel_at, "ttft_s": None,
-                 "planned_prompt_tokens": PROMPT}
-    short = {**base, "request_id": "n", "scenario": "cancel_then_short", "role": "short", "t_sent": 40.1 + cancel_at,
-             "t_first_token": None, "t_done": None, "ttft_s": None}
+    long_alone = {
+        **base,
+        "request_id": "a",
+        "scenario": "long_alone",
+        "role": "long",
+        "t_sent": 0.0,
+        "t_first_token": 30.0,
+        "t_done": 30.5,
+        "ttft_s": 30.0,
+        "planned_prompt_tokens": PROMPT,
+    }
+    cancelled = {
+        **base,
+        "request_id": "c",
+        "scenario": "cancel_then_short",
+        "role": "long",
+        "status": "cancelled",
+        "t_sent": 40.0,
+        "t_first_token": None,
+        "t_done": 40.0 + cancel_at,
+        "ttft_s": None,
+        "planned_prompt_tokens": PROMPT,
+    }
+    short = {
+        **base,
+        "request_id": "n",
+        "scenario": "cancel_then_short",
+        "role": "short",
+        "t_sent": 40.1 + cancel_at,
+        "t_first_token": None,
+        "t_done": None,
+        "ttft_s": None,
+    }
     return [long_alone, cancelled, short]
 
 
 def _evidence(next_start: float) -> ServerEvidence:
-    raw = [(0.01, "Llama.generate: 24 prefix-match hit, remaining 3000 prompt tokens to eval"),
-           (40.01, "Llama.generate: 24 prefix-match hit, remaining 2998 prompt tokens to eval"),
-           (40.02 + 1.0, "Disconnected from client (via refresh/close) Address(host='127.0.0.1', port=1)"),
-           (next_start, "Llama.generate: 24 prefix-match hit, remaining 8 prompt tokens to eval")]
+    raw = [
+        (0.01, "Llama.generate: 24 prefix-match hit, remaining 3000 prompt tokens to eval"),
+        (40.01, "Llama.generate: 24 prefix-match hit, remaining 2998 prompt tokens to eval"),
+        (40.02 + 1.0, "Disconnected from client (via refresh/close) Address(host='127.0.0.1', port=1)"),
+        (next_start, "Llama.generate: 24 prefix-match hit, remaining 8 prompt tokens to eval"),
+    ]
     return ServerEvidence(tuple(e for t, line in raw if (e := parse_log_line(t, line)) is not None))
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from cases.capability_expert_cases import _Q, CLASSES, GSM8K, MATH500, MUSR, REASONING
 from evalkit_evals import gsm8k, math500, musr
 from evalkit_evals.math_judge import MathJudge
-from cases.capability_expert_cases import CLASSES, GSM8K, MATH500, MUSR, REASONING, _Q
 
 EVALKIT = [sys.executable, "-m", "evalkit"]
 
@@ -59,8 +59,9 @@ def test_disagreeing_readings_are_recorded() -> None:
     assert not gsm8k.grade(row, "#### 18\nThe answer is 18").ambiguous
     conflict = musr.grade({"choices": str(["Mackenzie", "Ana"]), "answer_index": 1}, "ANSWER: 2 (Mackenzie)")
     assert conflict.ambiguous and {r.value for r in conflict.readings} == {"1", "2"}
-    later = musr.grade({"choices": str(["Mackenzie", "Ana"]), "answer_index": 0},
-                       "ANSWER: 2\n\nSo my final answer is 1.")
+    later = musr.grade(
+        {"choices": str(["Mackenzie", "Ana"]), "answer_index": 0}, "ANSWER: 2\n\nSo my final answer is 1."
+    )
     assert later.correct and [r.value for r in later.readings] == ["2", "1"]
     hedge = gsm8k.grade(row, "The answer is 18 or 20.")
     assert hedge.outcome == "wrong" and hedge.ambiguous
@@ -70,20 +71,29 @@ def test_math_box_and_a_later_stated_answer_that_disagree(judge: MathJudge) -> N
     """The box decides; a stated answer after it that grades otherwise makes the grade ambiguous, with both."""
     verdict = math500.grade({"answer": "\\frac{14}{3}"}, "\\boxed{\\frac{14}{3}}\n\nAnswer: 5", judge)
     assert verdict.correct and verdict.ambiguous
-    assert [(r.rule, r.value) for r in verdict.readings] == [("math500.boxed", "\\frac{14}{3}"),
-                                                             ("math500.answer_label", "5")]
+    assert [(r.rule, r.value) for r in verdict.readings] == [
+        ("math500.boxed", "\\frac{14}{3}"),
+        ("math500.answer_label", "5"),
+    ]
     assert not math500.grade({"answer": "\\frac{14}{3}"}, "\\boxed{\\frac{14}{3}}\n\nAnswer: 14/3", judge).ambiguous
 
 
 def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict, Path]:
     src = tmp_path / f"{name}.jsonl"
     src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
-    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = Path(proc.stdout.strip().splitlines()[-1])
-    return ([json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()],
-            json.loads((run / "summary.json").read_text()), run)
+    return (
+        [json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()],
+        json.loads((run / "summary.json").read_text()),
+        run,
+    )
 
 
 @pytest.mark.parametrize("dataset", ["gsm8k", "math500", "musr", "humanevalplus"])
@@ -99,11 +109,13 @@ def test_replay_grades_only_after_the_last_think(tmp_path: Path, dataset: str) -
 
 
 def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path: Path) -> None:
-    answers = [{"id": "gsm8k:0", "content": "#### 18\nThe answer is 20"},
-               {"id": "gsm8k:0", "content": "#### 18"},
-               {"id": "gsm8k:1", "content": "The answer is 3."},
-               {"id": "musr:murder_mysteries/0", "content": "ANSWER: 2 (Mackenzie)"},
-               {"id": "math500:test/algebra/2584.json", "content": "\\boxed{\\frac{14}{3}}"}]
+    answers = [
+        {"id": "gsm8k:0", "content": "#### 18\nThe answer is 20"},
+        {"id": "gsm8k:0", "content": "#### 18"},
+        {"id": "gsm8k:1", "content": "The answer is 3."},
+        {"id": "musr:murder_mysteries/0", "content": "ANSWER: 2 (Mackenzie)"},
+        {"id": "math500:test/algebra/2584.json", "content": "\\boxed{\\frac{14}{3}}"},
+    ]
     graded, summary, run = _replay(tmp_path, answers, "ambiguous")
     assert all(g["rule"] and "." in g["rule"] and isinstance(g["ambiguous"], bool) for g in graded)
     first = graded[0]

@@ -78,8 +78,9 @@ MUSR_CHOICE_TEXT = [  # (choices, gold index 0-based, answer, expected, why)
 ]
 
 
-@pytest.mark.parametrize("gold, answer, expected, why", GSM8K_SEPARATORS + GSM8K_HEDGES,
-                         ids=[r[3] for r in GSM8K_SEPARATORS + GSM8K_HEDGES])
+@pytest.mark.parametrize(
+    "gold, answer, expected, why", GSM8K_SEPARATORS + GSM8K_HEDGES, ids=[r[3] for r in GSM8K_SEPARATORS + GSM8K_HEDGES]
+)
 def test_gsm8k(gold: str, answer: str, expected: str, why: str) -> None:
     verdict = gsm8k.grade({"answer": f"worked solution\n#### {gold}"}, answer)
     assert verdict.outcome == expected, verdict.why

@@ -15,8 +15,24 @@ EVALKIT = [sys.executable, "-m", "evalkit"]
 
 
 def _run(sim, tmp_path: Path, name: str, *flags: str) -> tuple[Path, subprocess.CompletedProcess]:
-    proc = subprocess.run([*EVALKIT, "capability", "--base-url", sim.base_url, "--out", str(tmp_path),
-                           "--name", name, "--concurrency", "4", *flags], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            *EVALKIT,
+            "capability",
+            "--base-url",
+            sim.base_url,
+            "--out",
+            str(tmp_path),
+            "--name",
+            name,
+            "--concurrency",
+            "4",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = Path(proc.stdout.strip().splitlines()[-1])
     assert run == tmp_path / name
@@ -39,8 +55,12 @@ def test_full_set_scores_140_at_accuracy_1(sim, tmp_path: Path, thinking: str, f
     summary = json.loads((run / "summary.json").read_text())
     assert summary["kind"] == "capability" and summary["thinking"] == thinking
     assert summary["total"]["correct"] == 140 and summary["total"]["total"] == 140
-    assert {k: v["total"] for k, v in summary["scores"].items()} == \
-        {"gsm8k": 50, "math500": 30, "musr": 20, "humanevalplus": 40}
+    assert {k: v["total"] for k, v in summary["scores"].items()} == {
+        "gsm8k": 50,
+        "math500": 30,
+        "musr": 20,
+        "humanevalplus": 40,
+    }
     graded = _graded(run)
     events = _events(s)
     assert all(events[g["request_id"]]["question_id"] == g["id"] for g in graded)
@@ -59,14 +79,27 @@ def test_full_set_scores_140_at_accuracy_1(sim, tmp_path: Path, thinking: str, f
 
 
 def test_verdict_agrees_with_sim_at_accuracy_09(sim, tmp_path: Path) -> None:
-    s = sim("--port", "0", "--time-scale", "1000", "--accuracy", "0.9", "--seed", "7",
-            "--reasoning-format", "think_close_only")
+    s = sim(
+        "--port",
+        "0",
+        "--time-scale",
+        "1000",
+        "--accuracy",
+        "0.9",
+        "--seed",
+        "7",
+        "--reasoning-format",
+        "think_close_only",
+    )
     run, _ = _run(s, tmp_path, "acc09", "--thinking", "low")
     graded = _graded(run)
     events = _events(s)
     assert len(graded) == 140
-    disagree = [(g["id"], g["outcome"], g["why"][:200]) for g in graded
-                if events[g["request_id"]]["intended_correct"] != g["correct"]]
+    disagree = [
+        (g["id"], g["outcome"], g["why"][:200])
+        for g in graded
+        if events[g["request_id"]]["intended_correct"] != g["correct"]
+    ]
     assert not disagree
     assert 0 < sum(not g["correct"] for g in graded) < 40
 
@@ -76,17 +109,57 @@ def test_thinking_ignored_is_warned_and_resume_continues(sim, tmp_path: Path) ->
     s = sim("--port", "0", "--time-scale", "1000", "--default-thinking", "on")
     cfg = tmp_path / "evalkit.toml"
     cfg.write_text(f'[servers.deaf]\nbase_url = "{s.base_url}"\nthinking = "none"\n')
-    proc = subprocess.run([*EVALKIT, "capability", "--config", str(cfg), "--server", "deaf", "--thinking", "off",
-                           "--datasets", "gsm8k,musr", "--limit", "3", "--out", str(tmp_path), "--name", "r"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            *EVALKIT,
+            "capability",
+            "--config",
+            str(cfg),
+            "--server",
+            "deaf",
+            "--thinking",
+            "off",
+            "--datasets",
+            "gsm8k,musr",
+            "--limit",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "r",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "r"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["total"]["total"] == 6 and "asked off" in summary["thinking_warning"]
     # Resume with a larger limit: only the new questions are asked.
-    proc = subprocess.run([*EVALKIT, "capability", "--config", str(cfg), "--server", "deaf", "--thinking", "off",
-                           "--datasets", "gsm8k,musr", "--limit", "5", "--out", str(tmp_path), "--name", "r"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            *EVALKIT,
+            "capability",
+            "--config",
+            str(cfg),
+            "--server",
+            "deaf",
+            "--thinking",
+            "off",
+            "--datasets",
+            "gsm8k,musr",
+            "--limit",
+            "5",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "r",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     graded = _graded(run)
     assert len(graded) == 10 and len({g["id"] for g in graded}) == 10

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cases.capability_hard_cases import GSM8K, HUMANEVALPLUS, MATH500, MUSR
 from evalkit_evals.datasets import load_items
 from evalkit_evals.musr import musr_choices
-from cases.capability_hard_cases import GSM8K, HUMANEVALPLUS, MATH500, MUSR
 
 EVALKIT = [sys.executable, "-m", "evalkit"]
 
@@ -19,8 +19,12 @@ EVALKIT = [sys.executable, "-m", "evalkit"]
 def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict, subprocess.CompletedProcess]:
     src = tmp_path / f"{name}.jsonl"
     src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
-    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
-                          capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run(
+        [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = Path(proc.stdout.strip().splitlines()[-1])
     graded = [json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()]
@@ -34,10 +38,12 @@ def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
     for case in cases:
         qid, content = case[0], case[1]
         if qid.startswith("humanevalplus:"):
-            content = content.replace("{PROMPT}", he[qid]["prompt"]).replace("{CANONICAL}",
-                                                                            he[qid]["canonical_solution"])
-        answers.append({"id": qid, "content": content, "reasoning": None,
-                        **({"finish_reason": case[4]} if len(case) > 4 else {})})
+            content = content.replace("{PROMPT}", he[qid]["prompt"]).replace(
+                "{CANONICAL}", he[qid]["canonical_solution"]
+            )
+        answers.append(
+            {"id": qid, "content": content, "reasoning": None, **({"finish_reason": case[4]} if len(case) > 4 else {})}
+        )
     graded, summary, _ = _replay(tmp_path, answers, "hard")
     assert [g["id"] for g in graded] == [a["id"] for a in answers]  # one line per input line, in order
     mismatches = [(c[0], c[3], c[2], g["outcome"], g["why"]) for c, g in zip(cases, graded) if g["outcome"] != c[2]]
@@ -58,8 +64,9 @@ def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
     for it in load_items("gsm8k", data_dir):
         answers.append({"id": it.qid, "content": it.row["answer"], "reasoning": None})
     for it in load_items("math500", data_dir):
-        answers.append({"id": it.qid, "content": f"The final answer is $\\boxed{{{it.row['answer']}}}$.",
-                        "reasoning": None})
+        answers.append(
+            {"id": it.qid, "content": f"The final answer is $\\boxed{{{it.row['answer']}}}$.", "reasoning": None}
+        )
     for it in load_items("musr", data_dir):
         answers.append({"id": it.qid, "content": f"ANSWER: {int(it.row['answer_index']) + 1}", "reasoning": None})
         # The right choice named by its text, as models often answer: no twin, substring or spacing trap fails it.
@@ -73,9 +80,12 @@ def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
     assert not failed, failed[:20]
     items = len({a["id"] for a in answers})  # the summary counts each id once (its last line)
     assert items == 1319 + 500 + 756 + 164 == 2739
-    assert summary["total"] == {"correct": items, "total": items, "ambiguous": 0,
-                                "outcomes": {"correct": items, "wrong": 0, "unparsed": 0, "truncated": 0,
-                                             "error": 0}}
+    assert summary["total"] == {
+        "correct": items,
+        "total": items,
+        "ambiguous": 0,
+        "outcomes": {"correct": items, "wrong": 0, "unparsed": 0, "truncated": 0, "error": 0},
+    }
     assert any(g["id"] == "humanevalplus:HumanEval/32" and g["correct"] for g in graded)
 
 
@@ -83,22 +93,32 @@ def test_reasoning_is_never_graded(tmp_path: Path) -> None:
     answers = [
         {"id": "gsm8k:0", "content": "I am not sure.", "reasoning": "#### 18"},
         {"id": "musr:murder_mysteries/0", "content": "Hmm.", "reasoning": "ANSWER: 1"},
-        {"id": "humanevalplus:HumanEval/23", "content": "See my reasoning.",
-         "reasoning": "```python\ndef strlen(string):\n    return len(string)\n```"},
+        {
+            "id": "humanevalplus:HumanEval/23",
+            "content": "See my reasoning.",
+            "reasoning": "```python\ndef strlen(string):\n    return len(string)\n```",
+        },
     ]
     graded, _, _ = _replay(tmp_path, answers, "reasoning")
     assert [g["outcome"] for g in graded] == ["unparsed", "unparsed", "unparsed"]
 
 
-@pytest.mark.parametrize("body, message", [
-    ('{"id": "gsm8k:0"}\n', "needs a string 'id' and a string 'content'"),
-    ("not json\n", "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('{"id": "gsm8k:0"}\n', "needs a string 'id' and a string 'content'"),
+        ("not json\n", "not a JSON object"),
+    ],
+)
 def test_bad_replay_file_is_exit_2(tmp_path: Path, body: str, message: str) -> None:
     src = tmp_path / "bad.jsonl"
     src.write_text(body)
-    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -106,7 +126,11 @@ def test_bad_replay_file_is_exit_2(tmp_path: Path, body: str, message: str) -> N
 def test_missing_dataset_is_one_line_exit_2(tmp_path: Path) -> None:
     src = tmp_path / "a.jsonl"
     src.write_text('{"id": "gsm8k:0", "content": "#### 18"}\n')
-    proc = subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path),
-                           "--data-dir", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--data-dir", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "openai__gsm8k/test.jsonl" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

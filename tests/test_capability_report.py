@@ -8,8 +8,8 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -22,9 +22,25 @@ DATASETS = "gsm8k,musr"  # the fastest to grade; MATH-500 and HumanEval+ add gra
 
 def _capability(base_url: str, out: Path, name: str, *flags: str) -> subprocess.Popen:
     thinking = [] if "--thinking" in flags else ["--thinking", "off"]
-    return subprocess.Popen([*EVALKIT, "capability", "--base-url", base_url, "--out", str(out), "--name", name,
-                             *thinking, "--concurrency", "4", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            *EVALKIT,
+            "capability",
+            "--base-url",
+            base_url,
+            "--out",
+            str(out),
+            "--name",
+            name,
+            *thinking,
+            "--concurrency",
+            "4",
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finished(proc: subprocess.Popen) -> Path:
@@ -65,10 +81,32 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
             "b": _capability(sims[1].base_url, out, "b", "--datasets", DATASETS),
             "b_limit": _capability(sims[1].base_url, out, "b_limit", "--datasets", DATASETS, "--limit", "5"),
             "b_two": _capability(sims[1].base_url, out, "b_two", "--datasets", "gsm8k"),
-            "rep": _capability(sims[0].base_url, out, "rep", "--datasets", "gsm8k,musr", "--limit", "8",
-                               "--repeats", "3", "--temperature", "0.8"),
-            "think": _capability(sims[0].base_url, out, "think", "--thinking", "low", "--datasets", "gsm8k",
-                                 "--limit", "6", "--max-tokens", "2000"),
+            "rep": _capability(
+                sims[0].base_url,
+                out,
+                "rep",
+                "--datasets",
+                "gsm8k,musr",
+                "--limit",
+                "8",
+                "--repeats",
+                "3",
+                "--temperature",
+                "0.8",
+            ),
+            "think": _capability(
+                sims[0].base_url,
+                out,
+                "think",
+                "--thinking",
+                "low",
+                "--datasets",
+                "gsm8k",
+                "--limit",
+                "6",
+                "--max-tokens",
+                "2000",
+            ),
         }
         yield {k: _finished(p) for k, p in procs.items()}
     finally:
@@ -79,8 +117,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
 def test_report_lists_exactly_the_flipped_questions(runs: dict[str, Path], tmp_path: Path) -> None:
     ga, gb = ({g["id"]: g for g in _graded(runs[k])} for k in ("a", "b"))
     assert set(ga) == set(gb) and len(ga) == 70
-    implied = {q: ("right→wrong" if ga[q]["correct"] else "wrong→right") for q in ga
-               if ga[q]["correct"] != gb[q]["correct"]}
+    implied = {
+        q: ("right→wrong" if ga[q]["correct"] else "wrong→right") for q in ga if ga[q]["correct"] != gb[q]["correct"]
+    }
     assert len(implied) >= 3  # two independent draws at 0.9 differ on ~13 of 70
     changes = tmp_path / "changes.jsonl"
     md = _report(tmp_path, str(runs["a"]), str(runs["b"]), "--labels", "seed1,seed2", "--changed-only", str(changes))
@@ -90,10 +129,10 @@ def test_report_lists_exactly_the_flipped_questions(runs: dict[str, Path], tmp_p
         assert r[2] == f"{ga[q]['extracted'] if ga[q]['extracted'] is not None else '–'} ({ga[q]['outcome']})"
         assert r[3] == f"{gb[q]['extracted'] if gb[q]['extracted'] is not None else '–'} ({gb[q]['outcome']})"
     exported = [json.loads(ln) for ln in changes.read_text().splitlines()]
-    assert {e["id"]: e["change"] for e in exported} == \
-        {q: "right_to_wrong" if d == "right→wrong" else "wrong_to_right" for q, d in implied.items()}
-    assert all(e["comparable"] and e["before"]["label"] == "seed1" and e["after"]["label"] == "seed2"
-               for e in exported)
+    assert {e["id"]: e["change"] for e in exported} == {
+        q: "right_to_wrong" if d == "right→wrong" else "wrong_to_right" for q, d in implied.items()
+    }
+    assert all(e["comparable"] and e["before"]["label"] == "seed1" and e["after"]["label"] == "seed2" for e in exported)
     for e in exported:  # each side says why it was graded so, as graded.jsonl does
         assert e["before"]["why"] == [ga[e["id"]]["why"]] and e["after"]["why"] == [gb[e["id"]]["why"]]
         assert e["before"]["extracted"] == [ga[e["id"]]["extracted"]]
@@ -121,12 +160,16 @@ def test_different_questions_are_not_comparable(runs: dict[str, Path], tmp_path:
     assert "not comparable, no verdict: they graded different questions" in md
 
 
-@pytest.mark.parametrize("edit, reason", [
-    ("prompt", "different prompt templates (musr)"),
-    ("error", "has 1 error outcome(s)"),
-])
-def test_changed_prompt_or_errors_are_not_comparable(runs: dict[str, Path], tmp_path: Path, edit: str,
-                                                     reason: str) -> None:
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        ("prompt", "different prompt templates (musr)"),
+        ("error", "has 1 error outcome(s)"),
+    ],
+)
+def test_changed_prompt_or_errors_are_not_comparable(
+    runs: dict[str, Path], tmp_path: Path, edit: str, reason: str
+) -> None:
     copy = tmp_path / "b_edit"
     shutil.copytree(runs["b"], copy)
     if edit == "prompt":

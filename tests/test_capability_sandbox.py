@@ -15,8 +15,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -33,8 +34,13 @@ if not isinstance(BWRAP, Isolation) and os.environ.get("CI"):
 needs_bwrap = pytest.mark.skipif(not isinstance(BWRAP, Isolation), reason=f"{BWRAP}")
 
 PROBLEM: dict[str, Any] = {
-    "task_id": "Toy/0", "prompt": "def add(a, b):\n", "canonical_solution": "    return a + b  # REFERENCE-MARK\n",
-    "entry_point": "add", "base_input": [[1, 2], [3, 4]], "plus_input": [[5, 6], [10**30, 7], [-1, 1]], "atol": 0,
+    "task_id": "Toy/0",
+    "prompt": "def add(a, b):\n",
+    "canonical_solution": "    return a + b  # REFERENCE-MARK\n",
+    "entry_point": "add",
+    "base_input": [[1, 2], [3, 4]],
+    "plus_input": [[5, 6], [10**30, 7], [-1, 1]],
+    "atol": 0,
 }
 REF = PROBLEM["prompt"] + PROBLEM["canonical_solution"]
 LIMITS = SandboxLimits(cpu_s=10, wall_s=20, output_bytes=1 << 20, load_s=5)
@@ -45,9 +51,14 @@ def host() -> Iterator[dict[str, Path]]:
     """World-writable canaries where a program would reach: a run directory beside others, a dataset file, the
     host's /tmp and /dev/shm; only the sandbox's walls keep a program (even with another uid) out of them."""
     root = Path(tempfile.mkdtemp(prefix="sandbox-canary-", dir=REPO / "results"))
-    paths = {"root": root, "run": root / "results" / "run-a", "other_run": root / "results" / "run-b",
-             "data": root / "datasets", "tmp": Path(tempfile.mkdtemp(prefix="evalkit-canary-", dir="/tmp")),
-             "shm": Path(tempfile.mkdtemp(prefix="evalkit-canary-", dir="/dev/shm"))}
+    paths = {
+        "root": root,
+        "run": root / "results" / "run-a",
+        "other_run": root / "results" / "run-b",
+        "data": root / "datasets",
+        "tmp": Path(tempfile.mkdtemp(prefix="evalkit-canary-", dir="/tmp")),
+        "shm": Path(tempfile.mkdtemp(prefix="evalkit-canary-", dir="/dev/shm")),
+    }
     for key in ("run", "other_run", "data"):
         paths[key].mkdir(parents=True)
     (paths["other_run"] / "graded.jsonl").write_text(json.dumps({"content": REF}) + "\n")
@@ -88,64 +99,91 @@ def _fn(body: str, head: str = "") -> str:
 # name -> the program. Each one passes (or leaves a mark on the host) if its trick works.
 HOSTILE: dict[str, str] = {
     # forged results and the channel
-    "fake_result_line_and_exit": _fn("return 0", "import os\nos.write(1, b'{\"base\": {\"status\": \"pass\", '"
-                                     "b'\"passed\": 2, \"total\": 2}, \"plus\": {\"status\": \"pass\"}\\n')\n"
-                                     "print('{\"ready\": true}')\nos._exit(0)"),
-    "forged_replies_on_every_fd": _fn("import os\nfor fd in range(3, 64):\n"
-                                      "    try: os.write(fd, b'{\"n\":1,\"ok\":true,\"s\":0.0,\"out\":3}\\n')\n"
-                                      "    except OSError: pass\nreturn None"),
-    "garbage_flood_on_channel": _fn("import os\nfor fd in range(3, 64):\n"
-                                    "    try: os.write(fd, b'x' * (4 << 20))\n    except OSError: pass\nreturn 0"),
+    "fake_result_line_and_exit": _fn(
+        "return 0",
+        'import os\nos.write(1, b\'{"base": {"status": "pass", \''
+        'b\'"passed": 2, "total": 2}, "plus": {"status": "pass"}\\n\')\n'
+        "print('{\"ready\": true}')\nos._exit(0)",
+    ),
+    "forged_replies_on_every_fd": _fn(
+        "import os\nfor fd in range(3, 64):\n"
+        '    try: os.write(fd, b\'{"n":1,"ok":true,"s":0.0,"out":3}\\n\')\n'
+        "    except OSError: pass\nreturn None"
+    ),
+    "garbage_flood_on_channel": _fn(
+        "import os\nfor fd in range(3, 64):\n"
+        "    try: os.write(fd, b'x' * (4 << 20))\n    except OSError: pass\nreturn 0"
+    ),
     "exit_early_at_import": _fn("return a + b", "import sys\nsys.exit(0)"),
     "kill_itself": _fn("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
     "exit_in_call": _fn("import os\nos._exit(0)"),
     # lying objects
-    "eq_always_true": _fn("class Yes:\n    def __eq__(self, o): return True\n    __hash__ = object.__hash__\n"
-                          "return Yes()"),
-    "int_subclass": _fn("class I(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\n"
-                        "return I(0)"),
-    "str_subclass_in_list": _fn("class S(str):\n    def __eq__(self, o): return True\n    __hash__ = str.__hash__\n"
-                                "return [S('x')]"),
+    "eq_always_true": _fn(
+        "class Yes:\n    def __eq__(self, o): return True\n    __hash__ = object.__hash__\nreturn Yes()"
+    ),
+    "int_subclass": _fn(
+        "class I(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\nreturn I(0)"
+    ),
+    "str_subclass_in_list": _fn(
+        "class S(str):\n    def __eq__(self, o): return True\n    __hash__ = str.__hash__\nreturn [S('x')]"
+    ),
     "proxy_raising": _fn("class P:\n    def __getattribute__(self, n): raise RuntimeError('no')\nreturn P()"),
     "generator": _fn("return (x for x in [a + b])"),
     "self_referencing_list": _fn("x = []\nx.append(x)\nreturn x"),
     # reading what it must not see
-    "copy_the_reference_from_datasets": _fn("import json\nrow = json.loads(open(@data@ + '/problems.jsonl')"
-                                            ".readline())\ng = {}\nexec(row['prompt'] + row['canonical_solution'], g)"
-                                            "\nreturn g['add'](a, b)"),
-    "copy_from_another_run": _fn("import json\ng = {}\n"
-                                 "exec(json.loads(open(@other_run@ + '/graded.jsonl').readline())['content'], g)\n"
-                                 "return g['add'](a, b)"),
-    "search_memory_for_expected": _fn("import gc\nfor o in gc.get_objects():\n"
-                                      "    if isinstance(o, dict) and 'canonical_solution' in o:\n"
-                                      "        g = {}\n        exec(o['prompt'] + o['canonical_solution'], g)\n"
-                                      "        return g['add'](a, b)\nreturn None"),
-    "read_host_processes": _fn("import os\nfor p in os.listdir('/proc'):\n"
-                               "    if p.isdigit():\n        try:\n"
-                               "            if b'REFERENCE-MARK' in open(f'/proc/{p}/cmdline', 'rb').read() + "
-                               "open(f'/proc/{p}/environ', 'rb').read(): return a + b\n"
-                               "        except OSError: pass\nreturn None"),
+    "copy_the_reference_from_datasets": _fn(
+        "import json\nrow = json.loads(open(@data@ + '/problems.jsonl')"
+        ".readline())\ng = {}\nexec(row['prompt'] + row['canonical_solution'], g)"
+        "\nreturn g['add'](a, b)"
+    ),
+    "copy_from_another_run": _fn(
+        "import json\ng = {}\n"
+        "exec(json.loads(open(@other_run@ + '/graded.jsonl').readline())['content'], g)\n"
+        "return g['add'](a, b)"
+    ),
+    "search_memory_for_expected": _fn(
+        "import gc\nfor o in gc.get_objects():\n"
+        "    if isinstance(o, dict) and 'canonical_solution' in o:\n"
+        "        g = {}\n        exec(o['prompt'] + o['canonical_solution'], g)\n"
+        "        return g['add'](a, b)\nreturn None"
+    ),
+    "read_host_processes": _fn(
+        "import os\nfor p in os.listdir('/proc'):\n"
+        "    if p.isdigit():\n        try:\n"
+        "            if b'REFERENCE-MARK' in open(f'/proc/{p}/cmdline', 'rb').read() + "
+        "open(f'/proc/{p}/environ', 'rb').read(): return a + b\n"
+        "        except OSError: pass\nreturn None"
+    ),
     "read_api_key": _fn("import os\nreturn a + b if os.environ.get('OPENAI_API_KEY') else None"),
-    "read_home": _fn("import os\nreturn a + b if os.path.exists('/root/.bashrc') or "
-                     "os.path.exists(os.path.expanduser('~/.cache')) else None"),
+    "read_home": _fn(
+        "import os\nreturn a + b if os.path.exists('/root/.bashrc') or "
+        "os.path.exists(os.path.expanduser('~/.cache')) else None"
+    ),
     # writing where it must not
     "write_run_dir": _fn("return None", "open(@run@ + '/graded.jsonl', 'w').write('{\"correct\": true}')"),
     "write_host_tmp": _fn("return None", "open(@tmp@ + '/pwned', 'w').write('x')\nopen('/tmp/evalkit-pwned', 'w')"),
     "write_host_shm": _fn("return None", "open(@shm@ + '/pwned', 'w').write('x')"),
-    "write_var_tmp_and_evals": _fn("return None", "open('/var/tmp/evalkit-pwned', 'w').write('x')\n"
-                                   f"open({str(REPO / 'evals' / 'differential.py')!r}, 'a').write('#')"),
+    "write_var_tmp_and_evals": _fn(
+        "return None",
+        "open('/var/tmp/evalkit-pwned', 'w').write('x')\n"
+        f"open({str(REPO / 'evals' / 'differential.py')!r}, 'a').write('#')",
+    ),
     "fill_private_tmp": _fn("return None", "f = open('/tmp/big', 'wb')\nwhile True: f.write(b'x' * (1 << 20))"),
     # resources
     "fork_bomb": _fn("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"),
-    "daemon_survives": _fn("return None", "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
-                           "    time.sleep(3)\n    open(@tmp@ + '/late', 'w')\n    os._exit(0)"),
+    "daemon_survives": _fn(
+        "return None",
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+        "    time.sleep(3)\n    open(@tmp@ + '/late', 'w')\n    os._exit(0)",
+    ),
     "alloc_50gb": _fn("x = bytearray(50 * 1024**3)\nreturn a + b"),
     "huge_output": _fn("return 'x' * (64 << 20)"),
     "sleep_forever": _fn("import time\ntime.sleep(10**6)"),
-    "loop_ignoring_signals": _fn("import signal\nfor s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):\n"
-                                 "    signal.signal(s, signal.SIG_IGN)\nwhile True: pass"),
-    "network": _fn("import socket\nsocket.create_connection(('127.0.0.1', @port@), timeout=2).close()\n"
-                   "return a + b"),
+    "loop_ignoring_signals": _fn(
+        "import signal\nfor s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):\n"
+        "    signal.signal(s, signal.SIG_IGN)\nwhile True: pass"
+    ),
+    "network": _fn("import socket\nsocket.create_connection(('127.0.0.1', @port@), timeout=2).close()\nreturn a + b"),
 }
 
 
@@ -188,8 +226,9 @@ def test_table_is_big_enough() -> None:
 
 @needs_bwrap
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_answer_fails_alone(name: str, host: dict[str, Path], listener: tuple[int, list[int]],
-                                    expected: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hostile_answer_fails_alone(
+    name: str, host: dict[str, Path], listener: tuple[int, list[int]], expected: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     port, hits = listener
     code = HOSTILE[name].replace("@port@", str(port))
@@ -213,9 +252,12 @@ def test_hostile_answer_fails_alone(name: str, host: dict[str, Path], listener: 
 
 @needs_bwrap
 def test_correct_answers_pass(expected: Any) -> None:
-    for code in (REF, _fn("return sum([a, b])"), _fn("import numpy\nreturn int(numpy.int64(a) + b) "
-                                                      "if abs(a) < 2**62 else a + b"),
-                 _fn("open('/tmp/scratch', 'w').write('x')\nreturn a + b")):
+    for code in (
+        REF,
+        _fn("return sum([a, b])"),
+        _fn("import numpy\nreturn int(numpy.int64(a) + b) if abs(a) < 2**62 else a + b"),
+        _fn("open('/tmp/scratch', 'w').write('x')\nreturn a + b"),
+    ):
         res = check_program(code, PROBLEM, expected, BWRAP, LIMITS)
         assert res["base"]["status"] == "pass" and res["plus"]["status"] == "pass", (code, res)
 
@@ -235,14 +277,32 @@ def test_only_plain_values_cross(value: Any) -> None:
         plain_values.encode(value, 1 << 20)
 
 
-@pytest.mark.parametrize("value", [None, True, 3, -2**5000, 1.5, float("inf"), "s", b"\x00", 1j, [1, "a", None],
-                                   (1, (2,)), {1: [2], (3, 4): {"x"}}, frozenset({1}), [[1.0, 2], []], {}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        3,
+        -(2**5000),
+        1.5,
+        float("inf"),
+        "s",
+        b"\x00",
+        1j,
+        [1, "a", None],
+        (1, (2,)),
+        {1: [2], (3, 4): {"x"}},
+        frozenset({1}),
+        [[1.0, 2], []],
+        {},
+    ],
+)
 def test_plain_values_round_trip(value: Any) -> None:
     back = plain_values.decode(plain_values.encode(value, 1 << 20))
     assert back == value and type(back) is type(value)
 
 
-@pytest.mark.parametrize("text", ['{"x": 1}', '{"t": 5}', '{"d": [[[1], 2]]}', '[' * 5000 + ']' * 5000, "nope"])
+@pytest.mark.parametrize("text", ['{"x": 1}', '{"t": 5}', '{"d": [[[1], 2]]}', "[" * 5000 + "]" * 5000, "nope"])
 def test_malformed_values_are_refused(text: str) -> None:
     with pytest.raises(plain_values.NotPlain):
         plain_values.decode(text)
@@ -251,8 +311,13 @@ def test_malformed_values_are_refused(text: str) -> None:
 def _replay(tmp_path: Path, answers: list[dict], env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
     src = tmp_path / "answers.jsonl"
     src.write_text("".join(json.dumps(a) + "\n" for a in answers))
-    return subprocess.run([*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", "r",
-                           *flags], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", "r", *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 HE23 = "humanevalplus:HumanEval/23"
@@ -261,11 +326,12 @@ RIGHT = "```python\ndef strlen(string):\n    return len(string)\n```"
 
 @needs_bwrap
 def test_replay_goes_on_past_hostile_answers(tmp_path: Path, data_dir: Path) -> None:
-    hostile = ["```python\nimport os\ndef strlen(string):\n    os.kill(os.getpid(), 9)\n```",
-               "```python\ndef strlen(string):\n    class Y:\n        def __eq__(s, o): return True\n"
-               "    return Y()\n```",
-               "```python\nimport os\ndef strlen(string):\n    while True:\n        try:\n            os.fork()\n"
-               "        except OSError:\n            pass\n    return len(string)\n```"]
+    hostile = [
+        "```python\nimport os\ndef strlen(string):\n    os.kill(os.getpid(), 9)\n```",
+        "```python\ndef strlen(string):\n    class Y:\n        def __eq__(s, o): return True\n    return Y()\n```",
+        "```python\nimport os\ndef strlen(string):\n    while True:\n        try:\n            os.fork()\n"
+        "        except OSError:\n            pass\n    return len(string)\n```",
+    ]
     answers = [{"id": HE23, "content": c} for c in [RIGHT, *hostile, RIGHT]]
     proc = _replay(tmp_path, answers, {**os.environ, "EVALKIT_DATA_DIR": str(data_dir)})
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -298,8 +364,25 @@ def test_no_code_no_sandbox_needed(tmp_path: Path, data_dir: Path) -> None:
 
 def test_live_run_without_bubblewrap_stops_before_the_server(tmp_path: Path, data_dir: Path) -> None:
     env = {**os.environ, "EVALKIT_DATA_DIR": str(data_dir), "EVALKIT_BWRAP": "none"}
-    proc = subprocess.run([*EVALKIT, "capability", "--base-url", "http://127.0.0.1:9/v1", "--thinking", "off",
-                           "--datasets", "humanevalplus", "--limit", "1", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [
+            *EVALKIT,
+            "capability",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--thinking",
+            "off",
+            "--datasets",
+            "humanevalplus",
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "bubblewrap" in proc.stderr and "--unsafe-exec" in proc.stderr

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.check import KILL_ROW, KILL_TRIES
 from evalkit.cli import main
 from evalkit.client.http_errors import describe
-from evalkit.check import KILL_ROW, KILL_TRIES
 from evalkit.client.probe import ESSENTIAL_TRIES
 from evalkit.runs.rundir import read_jsonl
 
@@ -27,8 +27,17 @@ def test_check_full_sim(sim, tmp_path: Path, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert code == 0 and "requests served at once" in out and out.strip().endswith(str(tmp_path / "c"))
     assert rows["evalkit's request"]["detail"] == "accepted as sent"
-    for name in ("streaming", "usage in stream", "X-Request-Id echo", "max_tokens honoured", "field ignore_eos",
-                 "fixed output length", "tokenize endpoint", "thinking off", "thinking low"):
+    for name in (
+        "streaming",
+        "usage in stream",
+        "X-Request-Id echo",
+        "max_tokens honoured",
+        "field ignore_eos",
+        "fixed output length",
+        "tokenize endpoint",
+        "thinking off",
+        "thinking low",
+    ):
         assert rows[name]["supported"] is True, name
     assert rows["/props"]["supported"] is False
     assert rows["tokenize endpoint"]["detail"].startswith("POST /tokenize")
@@ -43,8 +52,21 @@ def test_check_rows_switched_off(sim, tmp_path: Path) -> None:
     assert "thinking off" not in rows
     served = float(rows["requests served at once"]["detail"].split()[0].lstrip("~"))
     assert served < 1.5  # one slot: the pair takes about twice as long as one alone
-    again = main(["check", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "d", "--for", "capability",
-                  "--thinking", ""])
+    again = main(
+        [
+            "check",
+            "--base-url",
+            s.base_url,
+            "--out",
+            str(tmp_path),
+            "--name",
+            "d",
+            "--for",
+            "capability",
+            "--thinking",
+            "",
+        ]
+    )
     assert again == 0
 
 
@@ -54,8 +76,26 @@ def test_uuid_request_ids(sim, tmp_path: Path) -> None:
     assert code == 0 and "UUID X-Request-Id" in rows["evalkit's request"]["detail"]
     assert "empty body" in rows["evalkit's request"]["detail"]
     s.reset()
-    assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
-                 "--max-tokens", "16", "--concurrency", "1"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--base-url",
+                s.base_url,
+                "--out",
+                str(tmp_path),
+                "--name",
+                "b",
+                "--runs",
+                "1",
+                "--max-tokens",
+                "16",
+                "--concurrency",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "b" / "check.json").read_text())["uuid_request_ids"] is True
     lines = read_jsonl(tmp_path / "b" / "requests.jsonl")
     events = {e["request_id"]: e for e in s.events()}
@@ -97,13 +137,17 @@ def test_refused_field_named(sim, tmp_path: Path) -> None:
     assert rows["field stream_options"]["supported"] is False and rows["usage in stream"]["supported"] is False
 
 
-@pytest.mark.parametrize("command", [
-    ["stress", "--cycles", "1", "--seed", "1", "--long-tokens", "3000", "--no-progress"],
-    ["bench", "--runs", "1"],
-    ["capability", "--thinking", "off", "--limit", "2"],
-])
-def test_server_refusing_everything_stops_after_preflight(sim, tmp_path: Path, command: list[str],
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["stress", "--cycles", "1", "--seed", "1", "--long-tokens", "3000", "--no-progress"],
+        ["bench", "--runs", "1"],
+        ["capability", "--thinking", "off", "--limit", "2"],
+    ],
+)
+def test_server_refusing_everything_stops_after_preflight(
+    sim, tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     s = sim("--time-scale", "20", "--fail-rate", "1.0")
     assert main([*command, "--base-url", s.base_url, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -119,19 +163,42 @@ def test_unreachable_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert len(err) == 1 and "cannot reach server" in err[0]
 
 
-@pytest.mark.parametrize("status,body,sent,rid,expected", [
-    (400, "", {}, "ek-1", "HTTP 400: empty body (hint: the server may demand a UUID in X-Request-Id"),
-    (400, "", {}, "6f0c1d2e-9a4b-4c3d-8e5f-0a1b2c3d4e5f", "HTTP 400: empty body"),
-    (400, '{"error":{"message":"Unrecognized request argument supplied: foo"}}', {"foo": 1}, None,
-     "(hint: the server rejects the request field 'foo')"),
-    (400, "[{'type': 'extra_forbidden', 'loc': ('body', 'top_k'), 'msg': 'Extra inputs are not permitted'}]",
-     {"top_k": 1}, None, "rejects the request field 'top_k'"),
-    (404, '{"error":{"message":"The model `gpt-x` does not exist."}}', {"model": "gpt-x"}, None,
-     "does not serve model 'gpt-x'"),
-    (400, "This model's maximum context length is 8192 tokens. However, you requested 9000", {}, None,
-     "too long for the server's context"),
-    (500, "x" * 400, {}, None, "HTTP 500: " + "x" * 299 + "…"),
-])
+@pytest.mark.parametrize(
+    "status,body,sent,rid,expected",
+    [
+        (400, "", {}, "ek-1", "HTTP 400: empty body (hint: the server may demand a UUID in X-Request-Id"),
+        (400, "", {}, "6f0c1d2e-9a4b-4c3d-8e5f-0a1b2c3d4e5f", "HTTP 400: empty body"),
+        (
+            400,
+            '{"error":{"message":"Unrecognized request argument supplied: foo"}}',
+            {"foo": 1},
+            None,
+            "(hint: the server rejects the request field 'foo')",
+        ),
+        (
+            400,
+            "[{'type': 'extra_forbidden', 'loc': ('body', 'top_k'), 'msg': 'Extra inputs are not permitted'}]",
+            {"top_k": 1},
+            None,
+            "rejects the request field 'top_k'",
+        ),
+        (
+            404,
+            '{"error":{"message":"The model `gpt-x` does not exist."}}',
+            {"model": "gpt-x"},
+            None,
+            "does not serve model 'gpt-x'",
+        ),
+        (
+            400,
+            "This model's maximum context length is 8192 tokens. However, you requested 9000",
+            {},
+            None,
+            "too long for the server's context",
+        ),
+        (500, "x" * 400, {}, None, "HTTP 500: " + "x" * 299 + "…"),
+    ],
+)
 def test_error_lines(status: int, body: str, sent: dict, rid: str | None, expected: str) -> None:
     line = describe(status, body, sent, rid)
     assert expected in line

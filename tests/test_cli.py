@@ -11,8 +11,9 @@ from evalkit.cli import COMMANDS
 
 
 def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def test_help_lists_every_command():
@@ -22,7 +23,9 @@ def test_help_lists_every_command():
         assert name in out.stdout
 
 
-@pytest.mark.parametrize("args", [["bench", "--no-such-flag"], ["nosuchcommand"], ["capability", "--thinking", "maybe"]])
+@pytest.mark.parametrize(
+    "args", [["bench", "--no-such-flag"], ["nosuchcommand"], ["capability", "--thinking", "maybe"]]
+)
 def test_bad_flags_give_one_line_and_exit_2(args):
     out = run_cli(*args)
     assert out.returncode == 2

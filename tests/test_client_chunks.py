@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.client.chat import StreamError, _EventStream, _sse_data, _take_chunk
+from evalkit.client.chat import StreamError, _EventStream, _sse_data
 from evalkit.runs.records import RequestRecord
 
 SERVERS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "servers"
@@ -51,8 +51,8 @@ def test_real_server_transcripts(transcript, completion_tokens, content_chunks, 
 @pytest.mark.parametrize(
     "line, payload",
     [
-        (b"data: {\"a\": 1}", b"{\"a\": 1}"),
-        (b"data:{\"a\": 1}", b"{\"a\": 1}"),
+        (b'data: {"a": 1}', b'{"a": 1}'),
+        (b'data:{"a": 1}', b'{"a": 1}'),
         (b"data: [DONE]", b"[DONE]"),
         (b": keep-alive comment", None),
         (b"", None),

@@ -15,16 +15,28 @@ STREAMS = 256
 
 async def test_arrived_is_never_before_t_sent_at_256_streams(sim) -> None:
     clock = Clock()
-    s = sim("--time-scale", "10", "--max-batch", str(STREAMS), "--decode-rate", "50",
-            "--batch-decode-rate", str(50 * STREAMS), clock=clock)
+    s = sim(
+        "--time-scale",
+        "10",
+        "--max-batch",
+        str(STREAMS),
+        "--decode-rate",
+        "50",
+        "--batch-decode-rate",
+        str(50 * STREAMS),
+        clock=clock,
+    )
     async with ChatClient(s.base_url, "evalkit-sim", clock=clock) as client:
+
         async def one(i: int):
             msgs = [{"role": "user", "content": f"Tell me a story about {i}."}]
             # the first request of each stream opens its connection; the second goes out on a pooled one
-            first = await client.chat(ChatRequest(msgs, max_tokens=8, request_id=f"stamp-{i}-a",
-                                                  extra_body={"ignore_eos": True}))
-            second = await client.chat(ChatRequest(msgs, max_tokens=8, request_id=f"stamp-{i}-b",
-                                                   extra_body={"ignore_eos": True}))
+            first = await client.chat(
+                ChatRequest(msgs, max_tokens=8, request_id=f"stamp-{i}-a", extra_body={"ignore_eos": True})
+            )
+            second = await client.chat(
+                ChatRequest(msgs, max_tokens=8, request_id=f"stamp-{i}-b", extra_body={"ignore_eos": True})
+            )
             return [first, second]
 
         recs = [r for pair in await asyncio.gather(*[one(i) for i in range(STREAMS)]) for r in pair]

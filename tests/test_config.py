@@ -85,15 +85,23 @@ def test_unknown_server_name(cfg):
     "style, mode, body, system",
     [
         ("chat_template_kwargs", "off", {"chat_template_kwargs": {"enable_thinking": False}}, None),
-        ("chat_template_kwargs", "low",
-         {"chat_template_kwargs": {"enable_thinking": True, "reasoning_effort": "low"}}, None),
+        (
+            "chat_template_kwargs",
+            "low",
+            {"chat_template_kwargs": {"enable_thinking": True, "reasoning_effort": "low"}},
+            None,
+        ),
         ("reasoning_effort", "high", {"reasoning_effort": "high"}, None),
         ("reasoning_effort", "off", {"reasoning_effort": "none"}, None),
         ("system_prompt", "off", {}, "/no_think"),
         ("system_prompt", "medium", {}, "/think"),
         ("none", "low", {}, None),
-        ("auto", "low", {"chat_template_kwargs": {"enable_thinking": True, "reasoning_effort": "low"},
-                         "reasoning_effort": "low"}, None),
+        (
+            "auto",
+            "low",
+            {"chat_template_kwargs": {"enable_thinking": True, "reasoning_effort": "low"}, "reasoning_effort": "low"},
+            None,
+        ),
         ("auto", "off", {"chat_template_kwargs": {"enable_thinking": False}}, None),
     ],
 )

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from evalkit.realserver.cuda_build import (
-    CUDA_FLAGS, CudaBuild, MissingToolchain, check_toolchain, cuda_dir, find_nvcc, provision_cuda,
+    CUDA_FLAGS,
+    CudaBuild,
+    MissingToolchain,
+    check_toolchain,
+    cuda_dir,
+    find_nvcc,
+    provision_cuda,
 )
 
 
@@ -21,16 +27,26 @@ def test_configure_line_names_the_arch_and_builds_offline(arch: str) -> None:
     assert f"-DCMAKE_CUDA_ARCHITECTURES={arch}" in cmd
     for flag in ("-DGGML_CUDA=ON", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DBUILD_SHARED_LIBS=OFF"):
         assert flag in cmd  # the UI flags keep the build from downloading the web UI
-    assert CudaBuild().build_command(Path("out"), 16) == ["cmake", "--build", "out", "--target", "llama-server",
-                                                          "-j", "16"]
+    assert CudaBuild().build_command(Path("out"), 16) == [
+        "cmake",
+        "--build",
+        "out",
+        "--target",
+        "llama-server",
+        "-j",
+        "16",
+    ]
 
 
 def test_cache_key_follows_version_arch_and_flags(tmp_path: Path) -> None:
     base = CudaBuild()
     assert base.key() == CudaBuild().key()
     assert base.key().startswith(f"{base.version}-cuda90-")
-    others = {CudaBuild(arch="75").key(), CudaBuild(extra_flags=("-DGGML_CUDA_F16=ON",)).key(),
-              CudaBuild(version="1.0.0").key()}
+    others = {
+        CudaBuild(arch="75").key(),
+        CudaBuild(extra_flags=("-DGGML_CUDA_F16=ON",)).key(),
+        CudaBuild(version="1.0.0").key(),
+    }
     assert base.key() not in others and len(others) == 3
     assert cuda_dir(base, tmp_path) == tmp_path / "llama-server-cuda" / base.key()
     # The CPU build's cache is elsewhere: a CUDA binary is never mistaken for the CPU wheel.
@@ -69,8 +85,13 @@ def test_cuda_without_nvcc_exits_2_with_one_line(tmp_path: Path) -> None:
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "CUDACXX"}
     env.update(PATH=str(empty), CUDA_HOME=str(tmp_path / "no-cuda"))
-    done = subprocess.run([sys.executable, "-m", "evalkit.realserver", "provision", "--cuda", "--cache",
-                           str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit.realserver", "provision", "--cuda", "--cache", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "nvcc" in lines[0] and "Traceback" not in done.stderr

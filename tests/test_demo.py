@@ -9,9 +9,29 @@ from pathlib import Path
 
 
 def test_demo_renders_a_before_after_report(tmp_path, data_dir):
-    out = subprocess.run([sys.executable, "-m", "evalkit", "demo", "--out", str(tmp_path), "--name", "d",
-                          "--cycles", "1", "--limit", "1", "--time-scale", "20", "--data-dir", str(data_dir)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalkit",
+            "demo",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "d",
+            "--cycles",
+            "1",
+            "--limit",
+            "1",
+            "--time-scale",
+            "20",
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = Path(out.stdout.strip().splitlines()[-1])
     assert report == tmp_path / "d" / "report.md"
@@ -25,4 +45,6 @@ def test_demo_renders_a_before_after_report(tmp_path, data_dir):
     after = json.loads((tmp_path / "d" / "after-stress" / "summary.json").read_text())
     before = json.loads((tmp_path / "d" / "before-stress" / "summary.json").read_text())
     assert before["diagnoses"]["effective_concurrency"] == 1 and after["diagnoses"]["effective_concurrency"] == 2
-    assert all((tmp_path / "d" / png).stat().st_size > 10_000 for png in ("report-ttft.png", "report-stress-timeline.png"))
+    assert all(
+        (tmp_path / "d" / png).stat().st_size > 10_000 for png in ("report-ttft.png", "report-stress-timeline.png")
+    )

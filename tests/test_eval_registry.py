@@ -65,7 +65,7 @@ EVAL = ToySums()
 
 # What evals/registry.py's BUILTIN tuple gains for a new built-in file: one line. Registered at run time here, so
 # the test leaves the tree alone; the launcher runs `-m MODULE ARGS` after it (as `python` would).
-LAUNCHER = '''#!{python}
+LAUNCHER = """#!{python}
 import runpy, sys
 sys.path.insert(0, {folder!r})
 from evalkit_evals import registry
@@ -73,13 +73,15 @@ import toy_sums; registry.register(toy_sums.EVAL)  # the one registry line
 module = sys.argv[2]
 sys.argv = [module, *sys.argv[3:]]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
-'''
+"""
 
 
 def test_builtins_are_listed_in_order_without_importing_them() -> None:
-    code = ("import sys; from evalkit_evals import registry; "
-            "print(registry.names(), [m for m in ('evalkit_evals.gsm8k', 'evalkit_evals.humanevalplus') "
-            "if m in sys.modules])")
+    code = (
+        "import sys; from evalkit_evals import registry; "
+        "print(registry.names(), [m for m in ('evalkit_evals.gsm8k', 'evalkit_evals.humanevalplus') "
+        "if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['gsm8k', 'math500', 'musr', 'humanevalplus'] []"
     assert registry.ordered(["trivia", "musr", "gsm8k"]) == ["gsm8k", "musr", "trivia"]
@@ -98,10 +100,30 @@ def test_a_toy_dataset_is_one_file_and_one_registry_line(tmp_path: Path) -> None
     launcher.write_text(LAUNCHER.format(python=sys.executable, folder=str(folder)), encoding="utf-8")
     launcher.chmod(launcher.stat().st_mode | stat.S_IXUSR)
     with start_sim(["--time-scale", "200", "--accuracy", "0.5", "--seed", "7"], python=str(launcher)) as sim:
-        proc = subprocess.run([str(launcher), "-m", "evalkit", "capability", "--base-url", sim.base_url,
-                               "--datasets", "toysums", "--thinking", "off", "--out", str(tmp_path), "--name", "toy",
-                               "--concurrency", "4"], capture_output=True, text=True, timeout=300,
-                              env={**os.environ})
+        proc = subprocess.run(
+            [
+                str(launcher),
+                "-m",
+                "evalkit",
+                "capability",
+                "--base-url",
+                sim.base_url,
+                "--datasets",
+                "toysums",
+                "--thinking",
+                "off",
+                "--out",
+                str(tmp_path),
+                "--name",
+                "toy",
+                "--concurrency",
+                "4",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ},
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         intended = {e["request_id"]: e.get("intended_correct") for e in sim.events()}
     run = tmp_path / "toy"
@@ -120,7 +142,7 @@ def test_a_toy_dataset_is_one_file_and_one_registry_line(tmp_path: Path) -> None
     assert manifest["datasets"] == ["toysums"] and manifest["code_isolation"]["tool"] is None
 
 
-BLOCKED_RUN = '''
+BLOCKED_RUN = """
 import sys
 class _Blocked:
     def find_spec(self, name, path=None, target=None):
@@ -131,15 +153,35 @@ from evalkit.cli import main
 code = main(sys.argv[1:])
 print("loaded:", sorted(m for m in sys.modules if m.split(".")[0] in ("datasets", "evalplus", "math_verify")))
 sys.exit(code)
-'''
+"""
 
 
 def test_capability_from_a_data_dir_needs_no_heavy_library(sim, tmp_path: Path) -> None:
     """With `datasets`, `evalplus` and `math_verify` unimportable, GSM8K and MuSR run from the data directory."""
     server = sim("--time-scale", "200")
-    proc = subprocess.run([sys.executable, "-c", BLOCKED_RUN, "capability", "--base-url", server.base_url,
-                           "--datasets", "gsm8k,musr", "--limit", "2", "--thinking", "off", "--out", str(tmp_path),
-                           "--name", "light"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BLOCKED_RUN,
+            "capability",
+            "--base-url",
+            server.base_url,
+            "--datasets",
+            "gsm8k,musr",
+            "--limit",
+            "2",
+            "--thinking",
+            "off",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "light",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "loaded: []" in proc.stdout
     graded = [json.loads(ln) for ln in (tmp_path / "light" / "graded.jsonl").read_text().splitlines()]

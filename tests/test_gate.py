@@ -64,7 +64,9 @@ def junit_cases(tmp_path: Path) -> dict[str, bool]:
 
 
 def test_all_rules_hold(tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    code = gate(tmp_path, [runs["good_bench"], runs["cap"], runs["fast_stress"]], [runs["base_bench"], runs["base_cap"]])
+    code = gate(
+        tmp_path, [runs["good_bench"], runs["cap"], runs["fast_stress"]], [runs["base_bench"], runs["base_cap"]]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "4 passed, 0 failed" in out
@@ -76,8 +78,9 @@ def test_all_rules_hold(tmp_path: Path, runs: dict[str, Path], capsys: pytest.Ca
 
 
 def test_failing_rules_fail_exit_1(tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    code = gate(tmp_path, [runs["slow_bench"], runs["cap_worse"], runs["slow_stress"]],
-                [runs["base_bench"], runs["base_cap"]])
+    code = gate(
+        tmp_path, [runs["slow_bench"], runs["cap_worse"], runs["slow_stress"]], [runs["base_bench"], runs["base_cap"]]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "1 passed, 3 failed" in out
@@ -102,19 +105,21 @@ def test_failing_rules_fail_exit_1(tmp_path: Path, runs: dict[str, Path], capsys
         ('[[rule]]\nmetric = "stress.errors"\nop = "<="\nvalue = 1\nrelative = 2\n', "exactly one"),
         ('[[rule]]\nmetric = "stress.errors"\nop = "<="\nrelative = 1.0\n', "--baseline"),
         ('[[rule]]\nmetric = "stress.metrics"\nop = "<="\nvalue = 1\n', "not a number"),
-        ('[[rule]\nmetric = ', "malformed TOML"),
+        ("[[rule]\nmetric = ", "malformed TOML"),
         ("", "no [[rule]]"),
     ],
 )
-def test_bad_rules_exit_2(tmp_path: Path, runs: dict[str, Path], rules: str, why: str,
-                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_rules_exit_2(
+    tmp_path: Path, runs: dict[str, Path], rules: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert gate(tmp_path, [runs["fast_stress"]], [], rules, junit=False) == 2
     err = capsys.readouterr().err
     assert why in err and len(err.strip().splitlines()) == 1
 
 
-def test_metric_missing_from_baseline_exit_2(tmp_path: Path, runs: dict[str, Path],
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_metric_missing_from_baseline_exit_2(
+    tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     rules = '[[rule]]\nmetric = "bench.prompts.code.tok_s"\nop = ">="\nrelative = 0.97\n'
     assert gate(tmp_path, [runs["good_bench"]], [runs["base_cap"]], rules, junit=False) == 2
     assert "not found in the baseline" in capsys.readouterr().err
@@ -130,10 +135,16 @@ def test_cli_subprocess_exit_codes(tmp_path: Path, runs: dict[str, Path]) -> Non
 
     rules = tmp_path / "r.toml"
     rules.write_text('[[rule]]\nmetric = "stress.errors"\nop = "=="\nvalue = 0\n')
-    ok = subprocess.run([sys.executable, "-m", "evalkit", "gate", str(runs["fast_stress"]), "--rules", str(rules)],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "evalkit", "gate", str(runs["fast_stress"]), "--rules", str(rules)],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stderr
     rules.write_text('[[rule]]\nmetric = "stress.nothing"\nop = "=="\nvalue = 0\n')
-    bad = subprocess.run([sys.executable, "-m", "evalkit", "gate", str(runs["fast_stress"]), "--rules", str(rules)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "evalkit", "gate", str(runs["fast_stress"]), "--rules", str(rules)],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -23,8 +23,15 @@ def test_github_actions_workflow() -> None:
     job = wf["jobs"]["gate"]
     assert job["runs-on"] == ["self-hosted", "gpu"]
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    for command in ("evalkit bench", "evalkit capability", "evalkit stress", "evalkit gate", "evalkit report",
-                    "--baseline", "--junit"):
+    for command in (
+        "evalkit bench",
+        "evalkit capability",
+        "evalkit stress",
+        "evalkit gate",
+        "evalkit report",
+        "--baseline",
+        "--junit",
+    ):
         assert command in runs, command
     uses = [s.get("uses", "") for s in job["steps"]]
     assert any(u.startswith("actions/upload-artifact") for u in uses)
@@ -57,13 +64,18 @@ def test_gpu_smoke_runs_the_workflows_evalkit_steps_with_flags_the_cli_takes() -
     for cmd in workflow:
         flags = {w for w in cmd if w.startswith("--")}
         used = {w for c in smoke if c[1] == cmd[1] for w in c if w.startswith("--")}
-        assert flags - {"--out", "--name", "--rules", "--baseline", "--junit", "--thinking"} <= used | {"--cycles", "--seed"}, cmd
+        assert flags - {"--out", "--name", "--rules", "--baseline", "--junit", "--thinking"} <= used | {
+            "--cycles",
+            "--seed",
+        }, cmd
     for cmd in workflow + smoke:
         # Shell variables stand for values: "1" parses as a count, a number and a path alike; a URL and a
         # KEY=VALUE stand in where the flag checks its value's form.
         stand_in = {"--base-url": "http://127.0.0.1:1/v1", "--build-info": "k=1"}
-        words = [w if not w.startswith("$") and "${" not in w and "$(" not in w
-                 else stand_in.get(cmd[i - 1], "1") for i, w in enumerate(cmd[1:], 1)]
+        words = [
+            w if not w.startswith("$") and "${" not in w and "$(" not in w else stand_in.get(cmd[i - 1], "1")
+            for i, w in enumerate(cmd[1:], 1)
+        ]
         parser = build_parser(only=cmd[1])
         _args, unknown = parser.parse_known_args(words)
         assert not [u for u in unknown if u.startswith("--")], (cmd, unknown)

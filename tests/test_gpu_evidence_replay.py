@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.runs.rundir import read_jsonl
-from evalkit_stress.diagnose import YES, diagnose
 from evalkit.evidence.server_evidence import calibrate, read_evidence
 from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
+from evalkit.runs.rundir import read_jsonl
+from evalkit_stress.diagnose import YES, diagnose
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 
@@ -55,8 +55,12 @@ def test_log_clock_fits_the_read_times() -> None:
     assert clock is not None and clock.lines > 400
     # every line was read at or after it was written
     from evalkit.evidence.server_evidence import server_stamp
-    assert all(r["t"] >= server_stamp(r["line"]) + clock.offset - 1e-9 for r in rows
-               if not r.get("earlier") and server_stamp(r["line"]) is not None)
+
+    assert all(
+        r["t"] >= server_stamp(r["line"]) + clock.offset - 1e-9
+        for r in rows
+        if not r.get("earlier") and server_stamp(r["line"]) is not None
+    )
     # a restarted server (stamps going back) is not calibrated
     assert calibrate([{"t": 10.0 + i, "line": f"0.0{5 - i}.000.000 I x"} for i in range(4)]) is None
 
@@ -75,8 +79,17 @@ def test_fastllm_cancel_is_judged_from_its_decode_lines() -> None:
     assert ca["verdict"] == "no" and ca["evidence"] == "log", ca
 
 
-@pytest.mark.parametrize("cfg", ["llamacpp/np1", "llamacpp/np2", "llamacpp-issue27/np1", "llamacpp-issue27/np2-lv4",
-                                 "llamacpp-issue27/np2-noidle", "llamacpp-issue27/np2-noram"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        "llamacpp/np1",
+        "llamacpp/np2",
+        "llamacpp-issue27/np1",
+        "llamacpp-issue27/np2-lv4",
+        "llamacpp-issue27/np2-noidle",
+        "llamacpp-issue27/np2-noram",
+    ],
+)
 def test_every_verdict_agrees_with_the_log_line_by_line(cfg: str) -> None:
     from evalkit.realserver.log_compare import compare
 

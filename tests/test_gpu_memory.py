@@ -23,16 +23,20 @@ from typing import Any
 import pytest
 
 from evalkit.cli import main
-from evalkit.runs.rundir import read_jsonl
-from evalkit.sim.launch import start_sim
 from evalkit.evidence.gpu_memory import QUERY, leak_verdict, parse_query, summarize_gpu
 from evalkit.evidence.gpu_slopes import fit_slope
+from evalkit.runs.rundir import read_jsonl
+from evalkit.sim.launch import start_sim
 from fake_nvidia_smi import FakeCard, install
 
 NAME = "NVIDIA GeForce RTX 2080 Ti"
 ISSUE = [FakeCard(0, base_mib=8000, mib_per_second=400), FakeCard(1, base_mib=8000)]
-FORMS = [FakeCard(0, base_mib=3000, mib_per_request=200), FakeCard(1, base_mib=3000, mib_per_cycle=120),
-         FakeCard(2, base_mib=8000, noise_mib=50), FakeCard(3, base_mib=2500)]
+FORMS = [
+    FakeCard(0, base_mib=3000, mib_per_request=200),
+    FakeCard(1, base_mib=3000, mib_per_cycle=120),
+    FakeCard(2, base_mib=8000, noise_mib=50),
+    FakeCard(3, base_mib=2500),
+]
 FLAT = FakeCard(1, base_mib=2500)
 
 
@@ -46,10 +50,37 @@ def stress(tmp: Path, name: str, cards: list[FakeCard], seed: int, cycles: int) 
     with start_sim(["--profile", "dual-2080ti-after", "--time-scale", SCALE]) as sim:
         install(bindir, cards, sim.root_url + "/sim/events", tmp / name / "requests.jsonl", seed=seed)
         env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
-        p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp),
-                            "--name", name, "--no-progress", "--cycles", str(cycles), "--seed", str(seed),
-                            "--long-tokens", LONG_TOKENS, "--time-scale", SCALE, "--gen-tokens", "64",
-                            "--gpu-interval", INTERVAL], capture_output=True, text=True, timeout=180, env=env)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                "stress",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(tmp),
+                "--name",
+                name,
+                "--no-progress",
+                "--cycles",
+                str(cycles),
+                "--seed",
+                str(seed),
+                "--long-tokens",
+                LONG_TOKENS,
+                "--time-scale",
+                SCALE,
+                "--gen-tokens",
+                "64",
+                "--gpu-interval",
+                INTERVAL,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
     assert p.returncode == 0, p.stderr[-2000:]
     return Path(p.stdout.strip().splitlines()[-1]), p.stdout
 
@@ -101,13 +132,28 @@ def test_each_form_of_growth_is_named_with_its_size(runs: dict[str, Any]) -> Non
 
 def test_report_names_the_leaking_cards_only(runs: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "report.md"
-    assert main(["report", str(runs["issue-a"]["run"]), str(runs["forms"]["run"]), "--labels", "issue,forms",
-                 "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(runs["issue-a"]["run"]),
+                str(runs["forms"]["run"]),
+                "--labels",
+                "issue,forms",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     section = _section(out.read_text())
     verdicts = [line for line in section.splitlines() if "possible leak" in line]
     assert len(verdicts) == 2 and "GPU 1 flat" in verdicts[0] and "GPU 2 flat, GPU 3 flat" in verdicts[1]
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
-            for line in section.splitlines() if line.startswith("| GPU")}
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
+        for line in section.splitlines()
+        if line.startswith("| GPU")
+    }
     assert rows["GPU 0 verdict"] == ["growing", "growing"] and rows["GPU 1 verdict"] == ["flat", "growing"]
     assert rows["GPU 2 verdict"] == ["–", "flat"]
     per_request = runs["forms"]["summary"]["gpu_memory"]["0"]["slope_mib_per_request"]
@@ -123,32 +169,42 @@ def _section(md: str) -> str:
 
 
 def test_the_stand_in_grows_per_call_and_draws_the_same_noise(tmp_path: Path) -> None:
-    exe = install(tmp_path, [FakeCard(0, base_mib=500, mib_per_call=10, name="Tesla T4"),
-                             FakeCard(1, base_mib=900, noise_mib=50)], seed=5)
+    exe = install(
+        tmp_path,
+        [FakeCard(0, base_mib=500, mib_per_call=10, name="Tesla T4"), FakeCard(1, base_mib=900, noise_mib=50)],
+        seed=5,
+    )
     outs = [subprocess.run([str(exe), *QUERY], capture_output=True, text=True, check=True).stdout for _ in range(3)]
     rows = [parse_query(o) for o in outs]
     assert [r[0] for r in rows] == [(0, 500.0 + 10 * i, 22528.0, "Tesla T4") for i in range(3)]
     noisy = [r[1][1] for r in rows]
     assert all(850 <= u <= 950 for u in noisy) and len(set(noisy)) > 1
     install(tmp_path, [FakeCard(0, base_mib=500, mib_per_call=10), FakeCard(1, base_mib=900, noise_mib=50)], seed=5)
-    again = [parse_query(subprocess.run([str(exe), *QUERY], capture_output=True, text=True, check=True).stdout)[1][1]
-             for _ in range(3)]
+    again = [
+        parse_query(subprocess.run([str(exe), *QUERY], capture_output=True, text=True, check=True).stdout)[1][1]
+        for _ in range(3)
+    ]
     assert again == noisy
 
 
 def _samples(used: list[float], dt: float = 0.2, cycles: int = 3, gpu: int = 0) -> list[dict[str, Any]]:
     n = len(used)
-    return [{"t": 1000 + i * dt, "cycle": 1 + i * cycles // n, "gpu": gpu, "used_mib": u, "total_mib": 22528}
-            for i, u in enumerate(used)]
+    return [
+        {"t": 1000 + i * dt, "cycle": 1 + i * cycles // n, "gpu": gpu, "used_mib": u, "total_mib": 22528}
+        for i, u in enumerate(used)
+    ]
 
 
-@pytest.mark.parametrize("xs,ys,slope,noise_at_most", [
-    (range(10), [10 * x for x in range(10)], 10.0, 0.3),   # a straight line: no scatter but the readings' rounding
-    (range(10), [5] * 10, 0.0, 0.3),                       # flat
-    ([1, 2, 3], [10, 20, 30], 10.0, 1000),  # three whole-MiB points on a line: one degree of freedom, no precision
-    ([1, 2], [5, 9], 4.0, None),                           # no residual to judge by
-    ([1, 1, 1], [5, 6, 7], None, None),                    # no spread in x
-])
+@pytest.mark.parametrize(
+    "xs,ys,slope,noise_at_most",
+    [
+        (range(10), [10 * x for x in range(10)], 10.0, 0.3),  # a straight line: no scatter but the readings' rounding
+        (range(10), [5] * 10, 0.0, 0.3),  # flat
+        ([1, 2, 3], [10, 20, 30], 10.0, 1000),  # three whole-MiB points on a line: one degree of freedom, no precision
+        ([1, 2], [5, 9], 4.0, None),  # no residual to judge by
+        ([1, 1, 1], [5, 6, 7], None, None),  # no spread in x
+    ],
+)
 def test_fit_slope(xs: Any, ys: list[float], slope: Any, noise_at_most: Any) -> None:
     s = fit_slope("cycle", list(xs), ys, autocorrelated=False)
     assert s.slope == (None if slope is None else pytest.approx(slope))
@@ -197,52 +253,80 @@ def test_a_small_leak_under_the_noise_is_still_named_with_its_size() -> None:
     assert abs(card["slope_mib_per_request"] - 20) <= 6
 
 
-@pytest.mark.parametrize("used,verdict", [
-    ([3000.0] * 30, "flat"),
-    ([3000.0 + 100 * (i // 10) for i in range(30)], "growing"),   # steps each cycle
-    ([5000.0 - 100 * (i // 10) for i in range(30)], "falling"),
-    ([3000.0, 3000.0], "too_few_cycles"),
-])
+@pytest.mark.parametrize(
+    "used,verdict",
+    [
+        ([3000.0] * 30, "flat"),
+        ([3000.0 + 100 * (i // 10) for i in range(30)], "growing"),  # steps each cycle
+        ([5000.0 - 100 * (i // 10) for i in range(30)], "falling"),
+        ([3000.0, 3000.0], "too_few_cycles"),
+    ],
+)
 def test_card_verdicts(used: list[float], verdict: str) -> None:
     assert summarize_gpu(_samples(used))["0"]["verdict"] == verdict  # type: ignore[index]  # as above
 
 
 def test_verdict_texts() -> None:
     steps = [100.0 * (i // 10) for i in range(40)]  # four cycles of ten samples, a step each cycle
-    cards = summarize_gpu(_samples([3000 + x for x in steps], cycles=4) + _samples([2000.0] * 40, cycles=4, gpu=1)
-                          + _samples([5000 - x for x in steps], cycles=4, gpu=2))
+    cards = summarize_gpu(
+        _samples([3000 + x for x in steps], cycles=4)
+        + _samples([2000.0] * 40, cycles=4, gpu=1)
+        + _samples([5000 - x for x in steps], cycles=4, gpu=2)
+    )
     v = leak_verdict(cards)
     assert v is not None and v["verdict"].startswith("possible leak on GPU 0: +") and "MiB per cycle" in v["verdict"]
     assert v["verdict"].endswith("; GPU 1 flat, GPU 2 falling")
     flat = leak_verdict(summarize_gpu(_samples([2000.0] * 30) + _samples([2500.0] * 30, gpu=1)))
     assert flat is not None and flat["verdict"].startswith("no leak: every card's memory is flat")
-    two = leak_verdict(summarize_gpu([{"t": float(c), "cycle": c, "gpu": 0, "used_mib": 1000 + 90 * c}
-                                      for c in (1, 2)]))
+    two = leak_verdict(
+        summarize_gpu([{"t": float(c), "cycle": c, "gpu": 0, "used_mib": 1000 + 90 * c} for c in (1, 2)])
+    )
     assert two is not None and two["leak_suspected_on"] == [] and two["verdict"].startswith("can't tell")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("0, 1000, 22528, NVIDIA GeForce RTX 2080 Ti", [(0, 1000.0, 22528.0, "NVIDIA GeForce RTX 2080 Ti")]),
-    ("0, 1000, 22528", [(0, 1000.0, 22528.0, None)]),
-    ("1, 20, [N/A], Tesla, rev 2", [(1, 20.0, None, "Tesla, rev 2")]),
-    ("No devices were found", []),
-    ("0, [N/A], 22528, X", []),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("0, 1000, 22528, NVIDIA GeForce RTX 2080 Ti", [(0, 1000.0, 22528.0, "NVIDIA GeForce RTX 2080 Ti")]),
+        ("0, 1000, 22528", [(0, 1000.0, 22528.0, None)]),
+        ("1, 20, [N/A], Tesla, rev 2", [(1, 20.0, None, "Tesla, rev 2")]),
+        ("No devices were found", []),
+        ("0, [N/A], 22528, X", []),
+    ],
+)
 def test_parse_query(text: str, expected: list[tuple[Any, ...]]) -> None:
     assert parse_query(text) == expected
 
 
-@pytest.mark.parametrize("command", [
-    ["bench", "--runs", "1", "--max-tokens", "32", "--warmup", "0"],
-    ["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "2"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench", "--runs", "1", "--max-tokens", "32", "--warmup", "0"],
+        ["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "2"],
+    ],
+)
 def test_bench_and_capability_record_peak_per_card(tmp_path: Path, command: list[str]) -> None:
     with start_sim(["--time-scale", "20"]) as sim:
         install(tmp_path / "bin", [FakeCard(0, 4000, mib_per_request=5), FLAT], sim.root_url + "/sim/events")
         env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-        p = subprocess.run([sys.executable, "-m", "evalkit", *command, "--base-url", sim.base_url,
-                            "--out", str(tmp_path), "--name", "r"], capture_output=True, text=True, timeout=120,
-                           env=env)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                *command,
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(tmp_path),
+                "--name",
+                "r",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         finished = sum(1 for e in sim.events() if e.get("done"))
     s = json.loads((tmp_path / "r" / "summary.json").read_text())
@@ -258,12 +342,32 @@ def test_report_judges_an_old_run_from_its_gpu_samples(tmp_path: Path) -> None:
     """A run summarised before the present verdict (peak only) gets its verdict from gpu_memory.jsonl."""
     from runfixtures import write_run
 
-    run = write_run(tmp_path / "old", "stress", {"seed": 1, "cycles": 4, "requests": 0, "errors": 0,
-                                                  "wrong_answers": 0, "metrics": {},
-                                                  "gpu_memory": {"0": {"peak_mib": 1300.0}, "1": {"peak_mib": 900.0}},
-                                                  "gpu_memory_verdict": {"verdict": "no leak: (the old verdict)"}})
-    samples = [{"t": 100.0 + 10 * c + k, "cycle": c, "gpu": g, "used_mib": (900.0 if g else 1000 + 75 * c + k),
-                "total_mib": 16384} for c in range(1, 5) for k in range(3) for g in (0, 1)]
+    run = write_run(
+        tmp_path / "old",
+        "stress",
+        {
+            "seed": 1,
+            "cycles": 4,
+            "requests": 0,
+            "errors": 0,
+            "wrong_answers": 0,
+            "metrics": {},
+            "gpu_memory": {"0": {"peak_mib": 1300.0}, "1": {"peak_mib": 900.0}},
+            "gpu_memory_verdict": {"verdict": "no leak: (the old verdict)"},
+        },
+    )
+    samples = [
+        {
+            "t": 100.0 + 10 * c + k,
+            "cycle": c,
+            "gpu": g,
+            "used_mib": (900.0 if g else 1000 + 75 * c + k),
+            "total_mib": 16384,
+        }
+        for c in range(1, 5)
+        for k in range(3)
+        for g in (0, 1)
+    ]
     (run / "gpu_memory.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     out = tmp_path / "report.md"
     assert main(["report", str(run), "-o", str(out)]) == 0

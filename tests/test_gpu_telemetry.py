@@ -18,11 +18,34 @@ FAKE = Path(__file__).parent / "fake_nvml"
 
 def test_energy_per_token_from_a_bench_over_nvml(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKE), os.environ.get("PYTHONPATH", "")]),
-           "FAKE_NVML_WATTS": "300", "EVALKIT_GPU_TELEMETRY": "nvml"}
-    p = subprocess.run([sys.executable, "-m", "evalkit", "bench", "--base-url", s.base_url, "--out", str(tmp_path),
-                        "--name", "b", "--runs", "1", "--max-tokens", "64"], capture_output=True, text=True,
-                       timeout=120, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(FAKE), os.environ.get("PYTHONPATH", "")]),
+        "FAKE_NVML_WATTS": "300",
+        "EVALKIT_GPU_TELEMETRY": "nvml",
+    }
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalkit",
+            "bench",
+            "--base-url",
+            s.base_url,
+            "--out",
+            str(tmp_path),
+            "--name",
+            "b",
+            "--runs",
+            "1",
+            "--max-tokens",
+            "64",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     g = summary["gpu_telemetry"]
@@ -34,23 +57,40 @@ def test_energy_per_token_from_a_bench_over_nvml(sim, tmp_path: Path) -> None:
     assert run["j_per_output_token"] == pytest.approx(300 * run["seconds"] / run["output_tokens"], rel=0.02)
     assert set(g["per_label"]) >= {"code", "math", "prose"}
     assert "J/output token" in p.stderr  # printed next to the tok/s table
-    r = subprocess.run([sys.executable, "-m", "evalkit", "report", str(tmp_path / "b"), "-o", str(tmp_path / "r.md")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "evalkit", "report", str(tmp_path / "b"), "-o", str(tmp_path / "r.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "r.md").read_text()
     assert "GPU power and energy" in md and "energy per output token (J)" in md
 
 
 def test_summary_integrates_power_without_a_counter_and_reads_the_counter_with_one() -> None:
-    smi = [{"t": float(t), "gpu": 0, "power_w": 100.0 if t < 5 else 300.0, "energy_j": None, "sm_util_pct": 50.0,
-            "mem_used_mib": 1000.0, "source": "nvidia-smi"} for t in range(11)]
+    smi = [
+        {
+            "t": float(t),
+            "gpu": 0,
+            "power_w": 100.0 if t < 5 else 300.0,
+            "energy_j": None,
+            "sm_util_pct": 50.0,
+            "mem_used_mib": 1000.0,
+            "source": "nvidia-smi",
+        }
+        for t in range(11)
+    ]
     # trapezoids: 4 s at 100 W, the 4->5 step at 100, 5->6 at 200 (mean of 100 and 300), 5 s at 300
     assert energy_between(smi, [(0.0, 10.0)]) == pytest.approx(400 + 100 + 200 + 1500 - 100, abs=1e-6)
-    nvml = [{"t": float(t), "gpu": 0, "power_w": 250.0, "energy_j": 1e6 + 250.0 * t, "source": "nvml"}
-            for t in range(11)]
-    reqs = [{"status": "ok", "t_sent": 2.0, "t_done": 4.0, "completion_tokens": 100},
-            {"status": "ok", "t_sent": 3.0, "t_done": 6.5, "completion_tokens": 100},  # overlaps: counted once
-            {"status": "error", "t_sent": 8.0, "t_done": 9.0, "completion_tokens": 0}]
+    nvml = [
+        {"t": float(t), "gpu": 0, "power_w": 250.0, "energy_j": 1e6 + 250.0 * t, "source": "nvml"} for t in range(11)
+    ]
+    reqs = [
+        {"status": "ok", "t_sent": 2.0, "t_done": 4.0, "completion_tokens": 100},
+        {"status": "ok", "t_sent": 3.0, "t_done": 6.5, "completion_tokens": 100},  # overlaps: counted once
+        {"status": "error", "t_sent": 8.0, "t_done": 9.0, "completion_tokens": 0},
+    ]
     run = summarize_telemetry(nvml, reqs)["run"]
     assert run["energy_j"] == pytest.approx(250 * 4.5) and run["j_per_output_token"] == pytest.approx(250 * 4.5 / 200)
     assert summarize_telemetry([], reqs) is None

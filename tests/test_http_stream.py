@@ -9,10 +9,10 @@ import json
 import pytest
 
 from evalkit.client.chat import ChatClient, ChatRequest, _EventStream
-from evalkit.clock import Clock
 from evalkit.client.http_stream import _Connection
-from evalkit.runs.records import RequestRecord
+from evalkit.clock import Clock
 from evalkit.runs.outcomes import error_kind
+from evalkit.runs.records import RequestRecord
 
 CHUNKS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}]},
@@ -36,7 +36,8 @@ def _response(framing: str, status: str = "200 OK", events: list[bytes] = EVENTS
         return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + _chunked(events)
     if framing == "chunked-odd":  # events split across chunks, hex in capitals, extensions and a trailer
         return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + _chunked(
-            [body[i:i + 7] for i in range(0, len(body), 7)], ext=True, trailer=True)
+            [body[i : i + 7] for i in range(0, len(body), 7)], ext=True, trailer=True
+        )
     if framing == "length":
         return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
     if framing == "continue":
@@ -67,7 +68,7 @@ def _fold(wire: bytes, cut: int | None) -> tuple[RequestRecord, bool, _Connectio
     _, done = conn.start(b"request", sink)
     step = cut or len(wire)
     for i in range(0, len(wire), step):
-        conn.data_received(wire[i:i + step])
+        conn.data_received(wire[i : i + step])
     if not done.done():
         conn.eof_received()
         conn.connection_lost(None)
@@ -96,8 +97,11 @@ async def _serve(handler) -> tuple[asyncio.AbstractServer, str, dict]:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length"))
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
                 await reader.readexactly(length)
                 seen["requests"] += 1
                 if not await handler(reader, writer, seen):
@@ -150,7 +154,9 @@ async def test_error_status_reads_the_body_and_a_body_cut_short_is_an_error() ->
 
 async def test_an_empty_200_stream_says_so() -> None:
     async def answer(reader, writer, seen) -> bool:  # what llama-cpp-python sends for a prompt over its context
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        )
         await writer.drain()
         return True
 
@@ -158,8 +164,10 @@ async def test_an_empty_200_stream_says_so() -> None:
     async with server, ChatClient(url, "m") as client:
         empty = await client.chat(ChatRequest(MSGS))
     assert (empty.status, empty.http_status, empty.content) == ("error", 200, "")
-    assert empty.error.startswith("stream ended without a finish_reason and without one event (HTTP 200, empty stream: "
-                                  "a prompt longer than the server's context"), empty.error
+    assert empty.error.startswith(
+        "stream ended without a finish_reason and without one event (HTTP 200, empty stream: "
+        "a prompt longer than the server's context"
+    ), empty.error
     assert error_kind(empty) == "killed_stream"  # stress's checks read it as they did before the hint
 
 

@@ -30,8 +30,13 @@ def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     # Run in the copy's root, which `python -c` puts first on the path: the linter reads the copy, not the installed
     # (editable) packages.
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    return subprocess.run([sys.executable, "-c", code, "--no-cache", "--config", str(root / "pyproject.toml")],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, "--no-cache", "--config", str(root / "pyproject.toml")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_layers_hold_on_the_tree(tmp_path: Path) -> None:
@@ -63,8 +68,11 @@ def test_every_module_sits_in_a_layer() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     (contract,) = config["contracts"]
     named = {m.strip() for layer in contract["layers"] for part in layer.split("|") for m in part.split(":")}
-    top = {f"evalkit.{p.stem if p.is_file() else p.name}" for p in (ROOT / "evalkit").iterdir()
-           if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    top = {
+        f"evalkit.{p.stem if p.is_file() else p.name}"
+        for p in (ROOT / "evalkit").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
     assert top - named == set(), "a module of evalkit outside every layer: add it to pyproject's [tool.importlinter]"
     assert {"evalkit_evals", "evalkit_stress"} <= named
 
@@ -75,8 +83,13 @@ def test_auxiliary_calls_have_one_http_stack() -> None:
     for folder in FOLDERS:
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
                 if any(n == "aiohttp" or n.startswith("aiohttp.") for n in names):
                     importers.add(path.relative_to(ROOT).as_posix())
     assert {p for p in importers if not p.startswith("evalkit/sim/")} == {"evalkit/client/auxiliary.py"}

@@ -27,16 +27,18 @@ def _chunk(body: bytes) -> bytes:
 
 
 def _event(delta: dict, finish: str | None = None) -> bytes:
-    return _chunk(f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n"
-                  .encode())
+    return _chunk(
+        f"data: {json.dumps({'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n".encode()
+    )
 
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 END = _event({}, "stop") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
-async def _run(script: list[tuple[float, bytes, str]], block_at_s: float, block_s: float,
-               after_first_token: bool) -> tuple[object, dict[str, float]]:
+async def _run(
+    script: list[tuple[float, bytes, str]], block_at_s: float, block_s: float, after_first_token: bool
+) -> tuple[object, dict[str, float]]:
     """Serve one streamed answer as `script` says ((delay before, bytes, name) steps, the server in a thread of its
     own), block the client's loop for `block_s` from `block_at_s` (counted from the first token or from the send),
     and return the record and when each named step was written."""
@@ -78,6 +80,7 @@ async def _run(script: list[tuple[float, bytes, str]], block_at_s: float, block_
     first: dict[str, float] = {}
 
     async with ChatClient(f"http://127.0.0.1:{port}/v1", "m", clock=clock) as client:
+
         async def blocker() -> None:
             while after_first_token and not first:
                 await asyncio.sleep(0.005)
@@ -85,16 +88,20 @@ async def _run(script: list[tuple[float, bytes, str]], block_at_s: float, block_
             time.sleep(block_s)  # the loop cannot read meanwhile
 
         task = asyncio.ensure_future(blocker())
-        rec = await client.chat(ChatRequest([{"role": "user", "content": "hi"}]),
-                                on_first_token=lambda t: first.setdefault("t", t))
+        rec = await client.chat(
+            ChatRequest([{"role": "user", "content": "hi"}]), on_first_token=lambda t: first.setdefault("t", t)
+        )
         await task
     loops[0].call_soon_threadsafe(loops[0].stop)
     return rec, written
 
 
 async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_time() -> None:
-    script = [(0.0, HEAD + _event({"content": "first"}), "first"), (0.1, _event({"content": " second"}), "second"),
-              (BLOCK_S + 0.1, END, "end")]
+    script = [
+        (0.0, HEAD + _event({"content": "first"}), "first"),
+        (0.1, _event({"content": " second"}), "second"),
+        (BLOCK_S + 0.1, END, "end"),
+    ]
     rec, written = await _run(script, block_at_s=0.05, block_s=BLOCK_S, after_first_token=True)
     assert rec.status == "ok", rec.error
     assert rec.content == "first second" and len(rec.chunk_times) == 2
@@ -116,8 +123,14 @@ def test_client_lag_says_when_the_client_was_the_bottleneck() -> None:
 @pytest.mark.parametrize("server_rate,bound", [(50.02, False), (50.4, False), (60.0, True)])
 def test_client_is_not_the_bottleneck_when_its_rates_match_the_servers(server_rate: float, bound: bool) -> None:
     # The H200 run: read lag above the token gap, but evalkit's decode rates within 0.01% of llama.cpp's timings.
-    lines = [{"read_lag_s": 0.060, "decode_tok_s": 50.0,
-              "server_timings": {"predicted_per_second": server_rate, "predicted_n": 64}} for _ in range(20)]
+    lines = [
+        {
+            "read_lag_s": 0.060,
+            "decode_tok_s": 50.0,
+            "server_timings": {"predicted_per_second": server_rate, "predicted_n": 64},
+        }
+        for _ in range(20)
+    ]
     got = client_lag(lines)
     assert got["client_bound"] is bound and (got["note"] is None) is (not bound)
     assert got["decode_vs_server_p50"] == pytest.approx(abs(50.0 / server_rate - 1))

@@ -61,24 +61,27 @@ def light_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _evalkit(py: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = subprocess.run([str(py), "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([str(py), "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"evalkit {args[0]}: {p.stderr[-2000:]}"
     return p
 
 
 def test_light_venv_has_none_of_the_left_out_packages(light_venv: Path, tmp_path: Path) -> None:
-    code = ("import importlib.util, evalkit; "
-            f"print([m for m in {LEFT_OUT!r} if importlib.util.find_spec(m)]); print(evalkit.__file__)")
-    out = subprocess.run([str(light_venv), "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+    code = (
+        "import importlib.util, evalkit; "
+        f"print([m for m in {LEFT_OUT!r} if importlib.util.find_spec(m)]); print(evalkit.__file__)"
+    )
+    out = subprocess.run(
+        [str(light_venv), "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert out[0] == "[]"
     assert str(ROOT) not in out[1]  # the installed copy, not the source tree
     assert (Path(out[1]).parent / "py.typed").exists()
 
 
-def test_light_install_runs_bench_stress_capability_and_report(light_venv: Path, tmp_path: Path, data_dir: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_light_install_runs_bench_stress_capability_and_report(
+    light_venv: Path, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from evalkit.sim.launch import start_sim
 
     monkeypatch.chdir(tmp_path)  # the sim's `python -m` too imports the installed copy, not the source tree
@@ -87,12 +90,47 @@ def test_light_install_runs_bench_stress_capability_and_report(light_venv: Path,
     with start_sim(["--time-scale", "50"], data_dir=data_dir, python=str(light_venv)) as sim:
         url = ["--base-url", sim.base_url, "--out", str(out)]
         _evalkit(light_venv, tmp_path, "bench", *url, "--name", "bench", "--max-tokens", "32", "--concurrency", "2")
-        _evalkit(light_venv, tmp_path, "capability", *url, "--name", "capability", "--thinking", "off",
-                 "--datasets", "gsm8k,math500,musr", "--limit", "2", "--concurrency", "2", "--data-dir", str(data_dir))
-        _evalkit(light_venv, tmp_path, "stress", *url, "--name", "stress", "--cycles", "1", "--seed", "42",
-                 "--time-scale", "50", "--no-progress")
+        _evalkit(
+            light_venv,
+            tmp_path,
+            "capability",
+            *url,
+            "--name",
+            "capability",
+            "--thinking",
+            "off",
+            "--datasets",
+            "gsm8k,math500,musr",
+            "--limit",
+            "2",
+            "--concurrency",
+            "2",
+            "--data-dir",
+            str(data_dir),
+        )
+        _evalkit(
+            light_venv,
+            tmp_path,
+            "stress",
+            *url,
+            "--name",
+            "stress",
+            "--cycles",
+            "1",
+            "--seed",
+            "42",
+            "--time-scale",
+            "50",
+            "--no-progress",
+        )
     for run in ("bench", "capability", "stress"):
         assert (out / run / "summary.json").is_file(), run
-    _evalkit(light_venv, tmp_path, "report", *(str(out / r) for r in ("bench", "capability", "stress")),
-             "-o", str(tmp_path / "report.md"))
+    _evalkit(
+        light_venv,
+        tmp_path,
+        "report",
+        *(str(out / r) for r in ("bench", "capability", "stress")),
+        "-o",
+        str(tmp_path / "report.md"),
+    )
     assert "gsm8k" in (tmp_path / "report.md").read_text().lower()

@@ -13,12 +13,24 @@ from evalkit.realserver.provisioning import BUILD_FLAGS
 AVX512_ONLY = {"avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512_vnni"}  # this CI Xeon: no avx_vnni/bf16/vbmi
 
 
-@pytest.mark.parametrize("have,dropped", [
-    (AVX512_ONLY, {"-DGGML_AVX_VNNI=ON", "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_BF16=ON"}),
-    (AVX512_ONLY | {"avx_vnni", "avx512_vbmi", "avx512_bf16", "amx_tile"}, set()),
-    ({"avx", "avx2", "fma", "f16c"}, {"-DGGML_BMI2=ON", "-DGGML_AVX_VNNI=ON", "-DGGML_AVX512=ON",
-                                      "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON"}),
-])
+@pytest.mark.parametrize(
+    "have,dropped",
+    [
+        (AVX512_ONLY, {"-DGGML_AVX_VNNI=ON", "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_BF16=ON"}),
+        (AVX512_ONLY | {"avx_vnni", "avx512_vbmi", "avx512_bf16", "amx_tile"}, set()),
+        (
+            {"avx", "avx2", "fma", "f16c"},
+            {
+                "-DGGML_BMI2=ON",
+                "-DGGML_AVX_VNNI=ON",
+                "-DGGML_AVX512=ON",
+                "-DGGML_AVX512_VBMI=ON",
+                "-DGGML_AVX512_VNNI=ON",
+                "-DGGML_AVX512_BF16=ON",
+            },
+        ),
+    ],
+)
 def test_build_flags(have: set[str], dropped: set[str]) -> None:
     flags = build_flags(have)
     assert set(BUILD_FLAGS) - set(flags) == dropped

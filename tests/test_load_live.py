@@ -31,8 +31,19 @@ TARGET_MODEL_S = 0.2  # TTFT p99 target on the sim's timeline; the client sees i
 
 
 def sim_flags(slots: int, *extra: str) -> list[str]:
-    return ["--time-scale", f"{SCALE:g}", "--max-batch", str(slots), "--prefill-rate", f"{PREFILL:g}",
-            "--decode-rate", f"{DECODE:g}", "--batch-decode-rate", f"{BATCH_DECODE:g}", *extra]
+    return [
+        "--time-scale",
+        f"{SCALE:g}",
+        "--max-batch",
+        str(slots),
+        "--prefill-rate",
+        f"{PREFILL:g}",
+        "--decode-rate",
+        f"{DECODE:g}",
+        "--batch-decode-rate",
+        f"{BATCH_DECODE:g}",
+        *extra,
+    ]
 
 
 def combined_rate(b: int, slots: int) -> float:
@@ -52,9 +63,23 @@ def true_max_concurrency(slots: int) -> int:
     return slots
 
 
-def run_load(base_url: str, out: Path, name: str, *flags: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "evalkit", "load", "--base-url", base_url, "--out", str(out), "--name", name,
-           "--no-metrics", *flags]
+def run_load(
+    base_url: str, out: Path, name: str, *flags: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "evalkit",
+        "load",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        "--name",
+        name,
+        "--no-metrics",
+        *flags,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -62,9 +87,24 @@ def lines_of(run: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]
 
 
-SEARCH = ["--search", "concurrency", "--slo", f"ttft_p99_s<={TARGET_MODEL_S / SCALE:g}", "--slo", "errors==0",
-          "--slo", "wrong_answers==0", "--requests", "6", "--prompt-tokens", str(PROMPT), "--output-tokens",
-          str(OUTPUT), "--search-max", "16"]
+SEARCH = [
+    "--search",
+    "concurrency",
+    "--slo",
+    f"ttft_p99_s<={TARGET_MODEL_S / SCALE:g}",
+    "--slo",
+    "errors==0",
+    "--slo",
+    "wrong_answers==0",
+    "--requests",
+    "6",
+    "--prompt-tokens",
+    str(PROMPT),
+    "--output-tokens",
+    str(OUTPUT),
+    "--search-max",
+    "16",
+]
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +181,21 @@ def test_gate_reads_the_found_maximum(searched: dict[int, Path], tmp_path: Path)
 
 def test_open_loop_rate_within_two_percent(sim: Any, tmp_path: Path) -> None:
     proc = sim(*sim_flags(4))
-    r = run_load(proc.base_url, tmp_path, "open", "--rate", "10", "--requests", "30", "--prompt-tokens", "20",
-                 "--output-tokens", "20", "--slo", "ttft_p99_s<=1")
+    r = run_load(
+        proc.base_url,
+        tmp_path,
+        "open",
+        "--rate",
+        "10",
+        "--requests",
+        "30",
+        "--prompt-tokens",
+        "20",
+        "--output-tokens",
+        "20",
+        "--slo",
+        "ttft_p99_s<=1",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((Path(r.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
     m = s["points"][0]["metrics"]
@@ -158,8 +211,21 @@ def test_open_loop_rate_within_two_percent(sim: Any, tmp_path: Path) -> None:
 
 def test_wrong_answers_are_caught_and_leave_goodput(sim: Any, tmp_path: Path) -> None:
     proc = sim(*sim_flags(4, "--wrong-when-batched"))
-    r = run_load(proc.base_url, tmp_path, "wrong", "--concurrency", "2", "--requests", "12", "--prompt-tokens", "20",
-                 "--output-tokens", "20", "--slo", "wrong_answers==0")
+    r = run_load(
+        proc.base_url,
+        tmp_path,
+        "wrong",
+        "--concurrency",
+        "2",
+        "--requests",
+        "12",
+        "--prompt-tokens",
+        "20",
+        "--output-tokens",
+        "20",
+        "--slo",
+        "wrong_answers==0",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((Path(r.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
     p = s["points"][0]

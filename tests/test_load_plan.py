@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from evalkit.cli import main
+from evalkit.client.tokens import count_tokens
 from evalkit.errors import UsageError
 from evalkit.load.schedule import PointPlan, PointSpec
 from evalkit.load.search import search_max
 from evalkit.load.slo import parse_target, request_meets
 from evalkit.load.workload import Lengths, Workload
 from evalkit.sim.questions import stress_question
-from evalkit.client.tokens import count_tokens
 
 
 def dry_run(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str, str]:
@@ -24,16 +24,19 @@ def dry_run(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str, 
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("text, metric, stat, scale, op, limit", [
-    ("ttft_p99_s<=2", "ttft_s", "p99", 1.0, "<=", 2.0),
-    ("ttft_p50_ms < 300", "ttft_s", "p50", 1000.0, "<", 300.0),
-    ("itl_p99_ms<=100", "itl_ms", "p99", 1.0, "<=", 100.0),
-    ("itl_max_s<=0.5", "itl_ms", "max", 0.001, "<=", 0.5),
-    ("e2e_p95_s<=10", "e2e_s", "p95", 1.0, "<=", 10.0),
-    ("errors==0", "errors", None, 1.0, "==", 0.0),
-    ("wrong_answers==0", "wrong_answers", None, 1.0, "==", 0.0),
-    ("goodput_rps>=1.5", "goodput_rps", None, 1.0, ">=", 1.5),
-])
+@pytest.mark.parametrize(
+    "text, metric, stat, scale, op, limit",
+    [
+        ("ttft_p99_s<=2", "ttft_s", "p99", 1.0, "<=", 2.0),
+        ("ttft_p50_ms < 300", "ttft_s", "p50", 1000.0, "<", 300.0),
+        ("itl_p99_ms<=100", "itl_ms", "p99", 1.0, "<=", 100.0),
+        ("itl_max_s<=0.5", "itl_ms", "max", 0.001, "<=", 0.5),
+        ("e2e_p95_s<=10", "e2e_s", "p95", 1.0, "<=", 10.0),
+        ("errors==0", "errors", None, 1.0, "==", 0.0),
+        ("wrong_answers==0", "wrong_answers", None, 1.0, "==", 0.0),
+        ("goodput_rps>=1.5", "goodput_rps", None, 1.0, ">=", 1.5),
+    ],
+)
 def test_parse_target(text: str, metric: str, stat: str | None, scale: float, op: str, limit: float) -> None:
     t = parse_target(text)
     assert (t.metric, t.stat, t.scale, t.op, t.limit) == (metric, stat, scale, op, limit)
@@ -53,24 +56,36 @@ def test_target_reads_point_in_its_unit() -> None:
     assert not parse_target("e2e_p99_s<=9").met(metrics)  # missing figure never meets
 
 
-@pytest.mark.parametrize("line, ok", [
-    ({"status": "ok", "outcome": "correct", "ttft_s": 0.5, "e2e_s": 2, "chunk_times": [0, 0.01, 0.02]}, True),
-    ({"status": "ok", "outcome": "correct", "ttft_s": 1.5, "e2e_s": 2, "chunk_times": [0, 0.01, 0.02]}, False),
-    ({"status": "ok", "outcome": "correct", "ttft_s": 0.5, "e2e_s": 2, "chunk_times": [0, 0.2, 0.21]}, False),
-    ({"status": "ok", "outcome": "wrong", "ttft_s": 0.5, "e2e_s": 2, "chunk_times": [0, 0.01]}, False),
-    ({"status": "error", "outcome": "error", "ttft_s": None, "e2e_s": 2}, False),
-])
+@pytest.mark.parametrize(
+    "line, ok",
+    [
+        ({"status": "ok", "outcome": "correct", "ttft_s": 0.5, "e2e_s": 2, "chunk_times": [0, 0.01, 0.02]}, True),
+        ({"status": "ok", "outcome": "correct", "ttft_s": 1.5, "e2e_s": 2, "chunk_times": [0, 0.01, 0.02]}, False),
+        ({"status": "ok", "outcome": "correct", "ttft_s": 0.5, "e2e_s": 2, "chunk_times": [0, 0.2, 0.21]}, False),
+        ({"status": "ok", "outcome": "wrong", "ttft_s": 0.5, "e2e_s": 2, "chunk_times": [0, 0.01]}, False),
+        ({"status": "error", "outcome": "error", "ttft_s": None, "e2e_s": 2}, False),
+    ],
+)
 def test_request_meets_its_targets(line: dict, ok: bool) -> None:
     targets = [parse_target("ttft_p99_s<=1"), parse_target("itl_max_ms<=100"), parse_target("errors==0")]
     assert request_meets(line, targets) is ok
 
 
-@pytest.mark.parametrize("true_max, start, top, integer, expect", [
-    (4, 1, 256, True, 4), (5, 1, 256, True, 5), (1, 1, 256, True, 1), (0, 1, 256, True, None),
-    (300, 1, 256, True, 256), (7, 4, 64, True, 7), (2, 4, 64, True, 2),
-])
-async def test_search_finds_the_largest_passing_load(true_max: float, start: float, top: float, integer: bool,
-                                                     expect: float | None) -> None:
+@pytest.mark.parametrize(
+    "true_max, start, top, integer, expect",
+    [
+        (4, 1, 256, True, 4),
+        (5, 1, 256, True, 5),
+        (1, 1, 256, True, 1),
+        (0, 1, 256, True, None),
+        (300, 1, 256, True, 256),
+        (7, 4, 64, True, 7),
+        (2, 4, 64, True, 2),
+    ],
+)
+async def test_search_finds_the_largest_passing_load(
+    true_max: float, start: float, top: float, integer: bool, expect: float | None
+) -> None:
     tried: list[float] = []
 
     async def measure(load: float) -> bool:
@@ -111,14 +126,16 @@ def test_requests_ask_a_checkable_count_of_the_asked_length() -> None:
 
 def test_poisson_offsets_seeded_and_at_the_rate() -> None:
     wl = Workload(Lengths(100, 100), Lengths(10, 10))
-    plan = PointPlan(seed=3, spec=PointSpec("rate", 50.0), workload=wl, warmup=0, measured=4000, duration_s=None,
-                     arrivals="poisson")
+    plan = PointPlan(
+        seed=3, spec=PointSpec("rate", 50.0), workload=wl, warmup=0, measured=4000, duration_s=None, arrivals="poisson"
+    )
     offs = plan.send_offsets()
     assert offs == plan.send_offsets()
     assert offs == sorted(offs) and len(offs) == 4000
     assert abs((len(offs) - 1) / offs[-1] / 50.0 - 1) < 0.06
-    other = PointPlan(seed=4, spec=PointSpec("rate", 50.0), workload=wl, warmup=0, measured=4000, duration_s=None,
-                      arrivals="poisson")
+    other = PointPlan(
+        seed=4, spec=PointSpec("rate", 50.0), workload=wl, warmup=0, measured=4000, duration_s=None, arrivals="poisson"
+    )
     assert other.send_offsets() != offs
 
 
@@ -131,8 +148,20 @@ def test_duration_bound_open_loop_plan() -> None:
 
 
 def test_dry_run_is_byte_identical_for_the_same_seed(capsys: pytest.CaptureFixture[str]) -> None:
-    flags = ["--rate", "3", "--arrivals", "poisson", "--requests", "20", "--prompt-tokens", "100:400",
-             "--output-tokens", "16:64", "--prefix-tokens", "50"]
+    flags = [
+        "--rate",
+        "3",
+        "--arrivals",
+        "poisson",
+        "--requests",
+        "20",
+        "--prompt-tokens",
+        "100:400",
+        "--output-tokens",
+        "16:64",
+        "--prefix-tokens",
+        "50",
+    ]
     a, b = dry_run(capsys, *flags, "--seed", "9"), dry_run(capsys, *flags, "--seed", "9")
     c = dry_run(capsys, *flags, "--seed", "10")
     assert a[0] == b[0] == c[0] == 0, a[2]
@@ -141,11 +170,18 @@ def test_dry_run_is_byte_identical_for_the_same_seed(capsys: pytest.CaptureFixtu
     assert len(a[1].splitlines()) == 3 + 3 + 20  # header lines + 3 warm-up + 20 measured
 
 
-@pytest.mark.parametrize("flags", [
-    [], ["--concurrency", "2", "--rate", "1"], ["--concurrency", "0"], ["--rate", "1", "--prompt-tokens", "x"],
-    ["--search", "concurrency"], ["--concurrency", "2", "--requests", "5", "--duration", "3"],
-    ["--search", "rate", "--concurrency", "2", "--slo", "errors==0"],
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--concurrency", "2", "--rate", "1"],
+        ["--concurrency", "0"],
+        ["--rate", "1", "--prompt-tokens", "x"],
+        ["--search", "concurrency"],
+        ["--concurrency", "2", "--requests", "5", "--duration", "3"],
+        ["--search", "rate", "--concurrency", "2", "--slo", "errors==0"],
+    ],
+)
 def test_bad_flags_exit_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = dry_run(capsys, *flags)
     assert rc == 2, out + err
@@ -156,7 +192,8 @@ def test_token_scale_fits_prompts_to_the_servers_tokens() -> None:
     plain = Workload(Lengths(400, 400), Lengths(20, 20), prefix_tokens=100)
     scaled = Workload(Lengths(400, 400), Lengths(20, 20), prefix_tokens=100, token_scale=2.0)
     for wl, local in ((plain, 400), (scaled, 200)):
-        r = PointPlan(seed=1, spec=PointSpec("rate", 1.0), workload=wl, warmup=0, measured=3,
-                      duration_s=None).request(0)
+        r = PointPlan(seed=1, spec=PointSpec("rate", 1.0), workload=wl, warmup=0, measured=3, duration_s=None).request(
+            0
+        )
         assert count_tokens(r.prompt) + 6 == local
         assert r.prompt_tokens == 400  # in the server's tokens

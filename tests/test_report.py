@@ -133,11 +133,29 @@ def test_stress_table_and_plots(tmp_path: Path) -> None:
 
 def test_bisect_log_renders_commit_table(tmp_path: Path) -> None:
     log = tmp_path / "bisect.jsonl"
-    steps = [("90fc11e4", "removed switches", 102.2, "good", 5), ("d4b04876", "RMSNorm reduction", 84.7, "bad", 6),
-             ("14f849af", "previous base", 100.2, "good", 1)]
-    log.write_text("".join(json.dumps({"commit": c, "note": n, "metric": "code", "tok_s": v, "verdict": d,
-                                       "good_at_least": 96, "bad_at_most": 89, "commit_time": ct}) + "\n"
-                           for c, n, v, d, ct in steps))
+    steps = [
+        ("90fc11e4", "removed switches", 102.2, "good", 5),
+        ("d4b04876", "RMSNorm reduction", 84.7, "bad", 6),
+        ("14f849af", "previous base", 100.2, "good", 1),
+    ]
+    log.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "commit": c,
+                    "note": n,
+                    "metric": "code",
+                    "tok_s": v,
+                    "verdict": d,
+                    "good_at_least": 96,
+                    "bad_at_most": 89,
+                    "commit_time": ct,
+                }
+            )
+            + "\n"
+            for c, n, v, d, ct in steps
+        )
+    )
     t = parse_tables(report(tmp_path, "--bisect-log", str(log)))
     bis = table(t, "Commits measured")
     assert list(bis) == ["commit", "14f849af", "90fc11e4", "d4b04876"]  # header, then by commit time
@@ -147,8 +165,10 @@ def test_bisect_log_renders_commit_table(tmp_path: Path) -> None:
 def test_user_template(tmp_path: Path) -> None:
     b1 = bench_run(tmp_path / "x1", "one", {"code": 100.0}, jitter=0.0)
     tpl = tmp_path / "mine.md.j2"
-    tpl.write_text('{% import "tables.md.j2" as t %}MY REPORT {{ runs | length }}\n'
-                   '{{ t.table(tables["bench"]) }}code={{ summaries["one"]["prompts"]["code"]["tok_s"] }}\n')
+    tpl.write_text(
+        '{% import "tables.md.j2" as t %}MY REPORT {{ runs | length }}\n'
+        '{{ t.table(tables["bench"]) }}code={{ summaries["one"]["prompts"]["code"]["tok_s"] }}\n'
+    )
     md = report(tmp_path, str(b1), "--template", str(tpl))
     assert md.startswith("MY REPORT 1")
     assert "| code | 100.0 |" in md
@@ -169,8 +189,23 @@ def test_report_on_real_bench_runs(sim, tmp_path: Path) -> None:
     for name, rate in (("a", "100"), ("b", "120")):
         s = sim("--decode-rate", rate, "--time-scale", "5")
         for rep in ("", "-again"):
-            code = main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", name + rep,
-                         "--prompts", str(prompts), "--runs", "3", "--max-tokens", "128"])
+            code = main(
+                [
+                    "bench",
+                    "--base-url",
+                    s.base_url,
+                    "--out",
+                    str(tmp_path),
+                    "--name",
+                    name + rep,
+                    "--prompts",
+                    str(prompts),
+                    "--runs",
+                    "3",
+                    "--max-tokens",
+                    "128",
+                ]
+            )
             assert code == 0
             runs.append(tmp_path / (name + rep))
         s.stop()
@@ -191,12 +226,33 @@ def test_resumed_stress_run_samples_only_the_attempts_that_completed_cycles(tmp_
     rd = RunDir.create(tmp_path, "resumed", "stress", {})
     base = 1000.0
     for cycle, attempt, ttft in [(1, 0, 0.5), (2, 0, 99.0), (2, 1, 0.6), (3, 1, 0.7)]:
-        rd.append("requests.jsonl", {"request_id": f"r{cycle}{attempt}", "cycle": cycle, "attempt": attempt,
-                                     "scenario": "short_insert", "role": "short", "status": "ok",
-                                     "t_sent": base, "t_first_token": base + ttft, "t_done": base + ttft,
-                                     "ttft_s": ttft})
-    rd.write_summary({"kind": "stress", "seed": 1, "cycles": 3, "requests": 3, "errors": 0, "wrong_answers": 0,
-                      "cycle_attempts": {"1": 0, "2": 1, "3": 1}, "metrics": {}})
+        rd.append(
+            "requests.jsonl",
+            {
+                "request_id": f"r{cycle}{attempt}",
+                "cycle": cycle,
+                "attempt": attempt,
+                "scenario": "short_insert",
+                "role": "short",
+                "status": "ok",
+                "t_sent": base,
+                "t_first_token": base + ttft,
+                "t_done": base + ttft,
+                "ttft_s": ttft,
+            },
+        )
+    rd.write_summary(
+        {
+            "kind": "stress",
+            "seed": 1,
+            "cycles": 3,
+            "requests": 3,
+            "errors": 0,
+            "wrong_answers": 0,
+            "cycle_attempts": {"1": 0, "2": 1, "3": 1},
+            "metrics": {},
+        }
+    )
     [run] = label_runs(load_runs([rd.path]), ["x"])
     assert sorted(r["ttft_s"] for r in run.requests()) == [0.5, 0.6, 0.7]
 
@@ -210,18 +266,34 @@ def test_stress_table_says_when_runs_were_time_scaled(tmp_path):
     paths = []
     for name, scale in (("a", 1.0), ("b", 20.0)):
         rd = RunDir.create(tmp_path, name, "stress", {})
-        rd.write_summary({"kind": "stress", "seed": 1, "cycles": 1, "requests": 0, "errors": 0, "wrong_answers": 0,
-                          "options": {"time_scale": scale},
-                          "metrics": {"short_insert_ttft_s": {"p50": 1.0, "p95": 1.0, "max": 1.0, "n": 1}}})
+        rd.write_summary(
+            {
+                "kind": "stress",
+                "seed": 1,
+                "cycles": 1,
+                "requests": 0,
+                "errors": 0,
+                "wrong_answers": 0,
+                "options": {"time_scale": scale},
+                "metrics": {"short_insert_ttft_s": {"p50": 1.0, "p95": 1.0, "max": 1.0, "n": 1}},
+            }
+        )
         paths.append(rd.path)
     table = stress_table(label_runs(load_runs(paths), ["a", "b"]))
     assert any("b: --time-scale 20" in n for n in table.notes)
     assert not any("a: --time-scale" in n for n in table.notes)
 
 
-@pytest.mark.parametrize("metric, higher", [("short_insert_ttft_s", False), ("long_prefill_s", False),
-                                            ("concurrent_combined_tok_s", True), ("effective_concurrency", True),
-                                            ("concurrency_speedup", True)])
+@pytest.mark.parametrize(
+    "metric, higher",
+    [
+        ("short_insert_ttft_s", False),
+        ("long_prefill_s", False),
+        ("concurrent_combined_tok_s", True),
+        ("effective_concurrency", True),
+        ("concurrency_speedup", True),
+    ],
+)
 def test_which_stress_metrics_are_better_higher(metric, higher):
     from evalkit.report.tables import _higher_is_better
 

@@ -21,8 +21,23 @@ def evalkit(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no
 
 
 def _capability(base_url: str, out: Path, name: str, limit: int) -> list[str]:
-    return ["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", str(limit), "--concurrency", "2",
-            "--base-url", base_url, "--out", str(out), "--name", name]
+    return [
+        "capability",
+        "--thinking",
+        "off",
+        "--datasets",
+        "gsm8k",
+        "--limit",
+        str(limit),
+        "--concurrency",
+        "2",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        "--name",
+        name,
+    ]
 
 
 def test_a_second_writer_exits_2_naming_the_first_which_completes(sim, tmp_path: Path) -> None:
@@ -76,8 +91,19 @@ def test_resuming_a_run_with_30_percent_faults_keeps_one_line_per_question(sim, 
     assert len(manifest["resumes"]) == 3 and manifest["finished"]
 
 
-STRESS = ("--cycles", "3", "--seed", "7", "--long-tokens", "3000", "--time-scale", "20", "--gen-tokens", "64",
-          "--no-progress")
+STRESS = (
+    "--cycles",
+    "3",
+    "--seed",
+    "7",
+    "--long-tokens",
+    "3000",
+    "--time-scale",
+    "20",
+    "--gen-tokens",
+    "64",
+    "--no-progress",
+)
 
 
 @pytest.fixture
@@ -95,7 +121,8 @@ def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]  # a pytest fixt
 
 
 def test_a_full_disk_ends_stress_with_one_line_and_a_resume_elsewhere_completes_it_once(
-        sim, small_disk: Path, tmp_path: Path) -> None:
+    sim, small_disk: Path, tmp_path: Path
+) -> None:
     server = sim("--profile", "dual-2080ti-after", "--time-scale", "20")
     ref = evalkit("stress", "--base-url", server.base_url, "--out", str(tmp_path / "ref"), "--name", "whole", *STRESS)
     assert ref.returncode == 0, ref.stderr[-2000:]

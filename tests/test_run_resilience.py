@@ -17,8 +17,26 @@ SECRET = "sk-evalkit-test-SECRET-0123456789"
 
 
 def _capability_cmd(base_url: str, out: Path, name: str) -> list[str]:
-    return [sys.executable, "-m", "evalkit", "capability", "--thinking", "off", "--datasets", "gsm8k",
-            "--limit", "24", "--concurrency", "2", "--base-url", base_url, "--out", str(out), "--name", name]
+    return [
+        sys.executable,
+        "-m",
+        "evalkit",
+        "capability",
+        "--thinking",
+        "off",
+        "--datasets",
+        "gsm8k",
+        "--limit",
+        "24",
+        "--concurrency",
+        "2",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        "--name",
+        name,
+    ]
 
 
 def test_sigkill_midway_then_resume_has_every_request_exactly_once(sim, tmp_path):
@@ -61,9 +79,26 @@ def test_api_key_never_written_to_run_directory(sim, tmp_path):
         ["stress", "--cycles", "1", "--seed", "3", "--long-tokens", "3000", "--time-scale", "50"],
     ]
     for i, args in enumerate(runs):
-        out = subprocess.run([sys.executable, "-m", "evalkit", *args, "--base-url", server.base_url,
-                              "--api-key-env", "MY_EVALKIT_KEY", "--out", str(tmp_path), "--name", f"r{i}"],
-                             capture_output=True, text=True, env=env, timeout=300)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                *args,
+                "--base-url",
+                server.base_url,
+                "--api-key-env",
+                "MY_EVALKIT_KEY",
+                "--out",
+                str(tmp_path),
+                "--name",
+                f"r{i}",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert out.returncode in (0, 1), out.stderr
         assert SECRET not in out.stdout and SECRET not in out.stderr
     files = [p for p in tmp_path.rglob("*") if p.is_file()]

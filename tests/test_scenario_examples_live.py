@@ -30,8 +30,9 @@ CASES = [
 ]
 
 
-def run_example(profile: str, scale: str, name: str, flags: list[str], out: Path, rounds: int | None = None
-                ) -> dict[str, Any]:
+def run_example(
+    profile: str, scale: str, name: str, flags: list[str], out: Path, rounds: int | None = None
+) -> dict[str, Any]:
     path = EXAMPLES / name
     if rounds is not None:
         text = path.read_text().replace("rounds = 30", f"rounds = {rounds}")
@@ -39,14 +40,41 @@ def run_example(profile: str, scale: str, name: str, flags: list[str], out: Path
         path = out / name
         path.write_text(text)
     with start_sim(["--profile", profile, "--time-scale", scale]) as sim:
-        p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(out),
-                            "--name", f"{profile}-{name}", "--no-progress", "--time-scale", scale,
-                            "--scenario", str(path), *flags], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                "stress",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(out),
+                "--name",
+                f"{profile}-{name}",
+                "--no-progress",
+                "--time-scale",
+                scale,
+                "--scenario",
+                str(path),
+                *flags,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         events = {e["request_id"]: e for e in sim.events()}
     run = Path(p.stdout.strip().splitlines()[-1])
     lines = [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]
-    return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr, "run": run, "events": events,
-            "lines": lines, "summary": json.loads((run / "summary.json").read_text())}
+    return {
+        "rc": p.returncode,
+        "stdout": p.stdout,
+        "stderr": p.stderr,
+        "run": run,
+        "events": events,
+        "lines": lines,
+        "summary": json.loads((run / "summary.json").read_text()),
+    }
 
 
 def failed(r: dict[str, Any]) -> set[str]:
@@ -54,14 +82,16 @@ def failed(r: dict[str, Any]) -> set[str]:
 
 
 @pytest.mark.parametrize("name,flags,fail_before", CASES, ids=[c[0] for c in CASES])
-def test_example_passes_after_and_fails_before(name: str, flags: list[str], fail_before: set[str],
-                                               tmp_path: Path) -> None:
+def test_example_passes_after_and_fails_before(
+    name: str, flags: list[str], fail_before: set[str], tmp_path: Path
+) -> None:
     after = run_example("dual-2080ti-after", "20", name, flags, tmp_path)
     assert after["rc"] == 0, after["stdout"][-2000:] + after["stderr"][-2000:]
     assert not failed(after) and after["summary"]["expectations"]
     assert all(f"PASS {s}" in after["stdout"] for s in after["summary"]["scenarios"])
-    before = run_example("dual-2080ti-before", "50", name, flags, tmp_path,
-                         rounds=6 if name == "cancel-while-streaming.toml" else None)
+    before = run_example(
+        "dual-2080ti-before", "50", name, flags, tmp_path, rounds=6 if name == "cancel-while-streaming.toml" else None
+    )
     assert before["rc"] == 1, before["stdout"][-2000:] + before["stderr"][-2000:]
     assert fail_before <= failed(before), failed(before)
     assert "FAIL " in before["stdout"]
@@ -82,5 +112,6 @@ def check_event_timing(r: dict[str, Any]) -> None:
         assert long["cancelled"] and short["arrived"] >= by_plan[f"{prefix}-long"]["t_done"] - 0.005
     # Recomputed from the run directory alone, the scenario part of the summary is the same.
     from evalkit_stress.scenario_results import scenario_summary
+
     again = scenario_summary(r["run"])
     assert again["expectations"] == r["summary"]["expectations"]

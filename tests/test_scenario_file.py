@@ -13,7 +13,7 @@ from evalkit_stress.schedule import build_schedule, render_schedule
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
 
-GOOD = '''
+GOOD = """
 [[scenario]]
 name = "s"
 expect = ["short.ttft_s.p95 <= 2.0"]
@@ -26,14 +26,17 @@ expect = ["short.ttft_s.p95 <= 2.0"]
   id = "short"
   prompt = "short"
   send = { after = "long", on = "done" }
-'''
+"""
 
 # (rule, file text, the key the one-line error must name)
 MALFORMED = [
     ("unknown key", GOOD.replace('prompt = "short"', 'prompt = "short"\n  max_token = 5'), "request.short.max_token"),
     ("missing reference", GOOD.replace('after = "long"', 'after = "lng"'), "request.short.send.after"),
-    ("reference cycle", GOOD.replace('  cancel = { offset = [1.0, 2.0] }',
-                                     '  send = { after = "short", on = "sent" }'), "request.long.send.after"),
+    (
+        "reference cycle",
+        GOOD.replace("  cancel = { offset = [1.0, 2.0] }", '  send = { after = "short", on = "sent" }'),
+        "request.long.send.after",
+    ),
     ("context too small", "context_tokens = 2048\n" + GOOD, "request.long.tokens"),
     ("metric it cannot produce", GOOD.replace("short.ttft_s.p95", "long.ttft_s.p95"), "expect"),
     ("unknown event", GOOD.replace('on = "done"', 'on = "first_byte"'), "request.short.send.on"),
@@ -47,7 +50,8 @@ MALFORMED = [
 
 @pytest.mark.parametrize("rule,text,key", MALFORMED, ids=[m[0] for m in MALFORMED])
 def test_each_malformed_file_exits_2_with_one_line_naming_the_key(
-        rule: str, text: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rule: str, text: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(text)
     assert main(["stress", "--dry-run", "--scenario", str(path)]) == 2
@@ -57,8 +61,9 @@ def test_each_malformed_file_exits_2_with_one_line_naming_the_key(
     assert "Traceback" not in err[0]
 
 
-def test_the_good_file_is_valid_and_not_valid_toml_is_one_line(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_good_file_is_valid_and_not_valid_toml_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     parse_scenarios(GOOD, "good.toml")
     bad = tmp_path / "syntax.toml"
     bad.write_text("[[scenario]\nname = 's'\n")
@@ -67,7 +72,8 @@ def test_the_good_file_is_valid_and_not_valid_toml_is_one_line(tmp_path: Path,
 
 
 def test_schedule_follows_repeats_rounds_references_and_seeded_ranges() -> None:
-    f = parse_scenarios('''
+    f = parse_scenarios(
+        """
 cycles = 2
 [[scenario]]
 name = "s"
@@ -89,7 +95,9 @@ rounds = 3
   text = "Name the capital of France."
   answer = "Paris"
   send = { after = "ins", on = "sent" }
-''', "t.toml")
+""",
+        "t.toml",
+    )
     s = build_schedule(7, f.cycles or 1, 54000, scenarios=f)
     reqs = s.requests()
     assert len(reqs) == 2 * 3 * 4
@@ -122,8 +130,9 @@ def test_resume_with_another_scenario_file_is_refused(tmp_path: Path) -> None:
     first = parse_scenarios(GOOD, "first.toml")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "manifest.json").write_text(json.dumps({"kind": "stress", "stress": {
-        "scenario_file": "first.toml", "scenario_sha256": first.sha256}}))
+    (run / "manifest.json").write_text(
+        json.dumps({"kind": "stress", "stress": {"scenario_file": "first.toml", "scenario_sha256": first.sha256}})
+    )
     check_same_scenarios(run, first)
     with pytest.raises(UsageError, match=r"first\.toml"):
         check_same_scenarios(run, parse_scenarios(GOOD.replace("2.0", "3.0"), "second.toml"))

@@ -11,8 +11,8 @@ import secrets
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -24,13 +24,16 @@ EVALKIT = [sys.executable, "-m", "evalkit"]
 KEY = "sk-hostile-" + secrets.token_hex(12)
 
 
-@pytest.mark.parametrize("text, gone", [
-    (f"HTTP 401: {{'Authorization': 'Bearer {KEY}'}}", [KEY]),
-    ('{"authorization": "Basic dXNlcjpwYXNz"}', ["dXNlcjpwYXNz"]),
-    ("x-api-key: abcd1234 and api_key=zzzz9999&q=1", ["abcd1234", "zzzz9999"]),
-    (f"key in a JSON string: {json.dumps(KEY + '/x')[1:-1]}", [KEY]),
-    ("Bearer tok_123456789", ["tok_123456789"]),
-])
+@pytest.mark.parametrize(
+    "text, gone",
+    [
+        (f"HTTP 401: {{'Authorization': 'Bearer {KEY}'}}", [KEY]),
+        ('{"authorization": "Basic dXNlcjpwYXNz"}', ["dXNlcjpwYXNz"]),
+        ("x-api-key: abcd1234 and api_key=zzzz9999&q=1", ["abcd1234", "zzzz9999"]),
+        (f"key in a JSON string: {json.dumps(KEY + '/x')[1:-1]}", [KEY]),
+        ("Bearer tok_123456789", ["tok_123456789"]),
+    ],
+)
 def test_scrub_rows(text: str, gone: list[str]) -> None:
     out = scrub(text, [KEY])
     assert all(g not in out for g in gone) and REDACTED in out
@@ -46,8 +49,9 @@ def test_error_line_never_keeps_half_a_key() -> None:
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     log = tmp_path_factory.mktemp("hostile") / "server.log"
     log.touch()
-    proc = subprocess.Popen([sys.executable, str(HERE / "hostile_server.py"), str(log)], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "hostile_server.py"), str(log)], stdout=subprocess.PIPE, text=True
+    )
     port = int(proc.stdout.readline())  # type: ignore[union-attr]  # stdout=PIPE
     yield f"http://127.0.0.1:{port}/v1", log
     proc.kill()
@@ -62,10 +66,34 @@ def runs(hostile: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory, da
     common = ["--base-url", url, "--out", str(out), "--server-log", str(log)]
     commands = {
         "bench": ["bench", *common, "--name", "bench", "--runs", "1", "--max-tokens", "8", "--concurrency", "2"],
-        "stress": ["stress", *common, "--name", "stress", "--cycles", "1", "--seed", "1", "--long-tokens", "300",
-                   "--no-progress"],
-        "capability": ["capability", *common, "--name", "capability", "--thinking", "off", "--limit", "2",
-                       "--datasets", "gsm8k,humanevalplus", "--concurrency", "2", "--unsafe-exec"],
+        "stress": [
+            "stress",
+            *common,
+            "--name",
+            "stress",
+            "--cycles",
+            "1",
+            "--seed",
+            "1",
+            "--long-tokens",
+            "300",
+            "--no-progress",
+        ],
+        "capability": [
+            "capability",
+            *common,
+            "--name",
+            "capability",
+            "--thinking",
+            "off",
+            "--limit",
+            "2",
+            "--datasets",
+            "gsm8k,humanevalplus",
+            "--concurrency",
+            "2",
+            "--unsafe-exec",
+        ],
         "load": ["load", *common, "--name", "load", "--concurrency", "2", "--requests", "8"],
         "check": ["check", "--base-url", url, "--out", str(out), "--name", "check"],
     }
@@ -73,17 +101,22 @@ def runs(hostile: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory, da
     for name, argv in commands.items():
         p = subprocess.run([*EVALKIT, *argv], capture_output=True, text=True, timeout=300, env=env)
         done.append((name, p))
-    finished = [str(out / n) for n in ("bench", "stress", "capability", "load")
-                if (out / n / "summary.json").exists()]
+    finished = [str(out / n) for n in ("bench", "stress", "capability", "load") if (out / n / "summary.json").exists()]
     report = out / "report.md"
-    p = subprocess.run([*EVALKIT, "report", *finished, "-o", str(report)], capture_output=True, text=True,
-                       timeout=300, env=env)
+    p = subprocess.run(
+        [*EVALKIT, "report", *finished, "-o", str(report)], capture_output=True, text=True, timeout=300, env=env
+    )
     done.append(("report", p))
     rules = out / "rules.toml"
     # A metric every bench summary has, whichever requests the hostile server failed (a rate can be null).
     rules.write_text('[[rule]]\nmetric = "bench.concurrent.streams"\nop = ">="\nvalue = 1e9\n')
-    p = subprocess.run([*EVALKIT, "gate", str(out / "bench"), "--rules", str(rules), "--junit", str(out / "j.xml")],
-                       capture_output=True, text=True, timeout=120, env=env)
+    p = subprocess.run(
+        [*EVALKIT, "gate", str(out / "bench"), "--rules", str(rules), "--junit", str(out / "j.xml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     done.append(("gate", p))
     return out, done
 

@@ -11,10 +11,17 @@ from pathlib import Path
 import pytest
 
 from evalkit.clock import Clock
-from evalkit.runs.rundir import read_jsonl
 from evalkit.evidence.server_log import LogFollower, LogPatterns
-from evalkit.evidence.server_metrics import (MetricsError, counter_deltas, gauge_ranges, metrics_url, parse_metrics,
-                                    series_key, window_pairs)
+from evalkit.evidence.server_metrics import (
+    MetricsError,
+    counter_deltas,
+    gauge_ranges,
+    metrics_url,
+    parse_metrics,
+    series_key,
+    window_pairs,
+)
+from evalkit.runs.rundir import read_jsonl
 
 VLLM_TEXT = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -46,11 +53,14 @@ def test_parse_rejects_what_is_not_prometheus(text: str) -> None:
         parse_metrics(text)
 
 
-@pytest.mark.parametrize("base, url", [
-    ("http://h:8000/v1", "http://h:8000/metrics"),
-    ("http://h:8000/v1/", "http://h:8000/metrics"),
-    ("http://h:8000", "http://h:8000/metrics"),
-])
+@pytest.mark.parametrize(
+    "base, url",
+    [
+        ("http://h:8000/v1", "http://h:8000/metrics"),
+        ("http://h:8000/v1/", "http://h:8000/metrics"),
+        ("http://h:8000", "http://h:8000/metrics"),
+    ],
+)
 def test_metrics_url_is_at_the_server_root(base: str, url: str) -> None:
     assert metrics_url(base) == url
 
@@ -62,11 +72,25 @@ def test_series_key_sorts_labels() -> None:
 
 def test_windows_pair_before_with_next_after_and_sum_counters() -> None:
     def line(label: str, t: float, c: float, g: float, ok: bool = True) -> dict:
-        return {"t": t, "label": label, "ok": ok, "error": None,
-                "series": {"x_total": c, "running": g, "h_bucket{le=\"1\"}": c} if ok else {}}
-    lines = [line("before:code", 0, 10, 0), line("after:code", 1, 15, 1), line("before:math", 2, 15, 0),
-             line("after:math", 3, 40, 3), line("before:code", 4, 40, 0), line("sample", 4.5, 41, 5),
-             line("after:code", 5, 42, 1), line("before:code", 6, 42, 0), line("after:code", 7, 0, 0, ok=False)]
+        return {
+            "t": t,
+            "label": label,
+            "ok": ok,
+            "error": None,
+            "series": {"x_total": c, "running": g, 'h_bucket{le="1"}': c} if ok else {},
+        }
+
+    lines = [
+        line("before:code", 0, 10, 0),
+        line("after:code", 1, 15, 1),
+        line("before:math", 2, 15, 0),
+        line("after:math", 3, 40, 3),
+        line("before:code", 4, 40, 0),
+        line("sample", 4.5, 41, 5),
+        line("after:code", 5, 42, 1),
+        line("before:code", 6, 42, 0),
+        line("after:code", 7, 0, 0, ok=False),
+    ]
     pairs = window_pairs(lines, "before:code", "after:code")
     assert len(pairs) == 2  # the failed after leaves its window out
     assert counter_deltas(pairs) == {"x_total": 7.0}
@@ -75,8 +99,14 @@ def test_windows_pair_before_with_next_after_and_sum_counters() -> None:
 
 
 def _follow(path: Path, lines: list[dict], warnings: list[str]) -> LogFollower:
-    f = LogFollower(path, Clock(), LogPatterns.from_profile({"decode_alive": r"Decode alive = \d+", "cancel": ""}),
-                    lambda _name, rec: lines.append(rec), warnings.append, poll_s=0.02)
+    f = LogFollower(
+        path,
+        Clock(),
+        LogPatterns.from_profile({"decode_alive": r"Decode alive = \d+", "cancel": ""}),
+        lambda _name, rec: lines.append(rec),
+        warnings.append,
+        poll_s=0.02,
+    )
     f.start()
     return f
 
@@ -103,8 +133,12 @@ def test_log_follower_starts_at_the_end_and_flags(tmp_path: Path) -> None:
     assert warnings == []
     earlier = got.pop(0)  # of the lines already there, only flagged ones are kept, marked as earlier
     assert earlier["earlier"] is True and earlier["flags"] == ["cuda_error"]
-    assert [g["line"] for g in got] == ["explicit-token safety max_batch limited 2 -> 1", "Decode alive = 2",
-                                       "stop: cancel task", "torch.OutOfMemoryError: CUDA out of memory. half a li"]
+    assert [g["line"] for g in got] == [
+        "explicit-token safety max_batch limited 2 -> 1",
+        "Decode alive = 2",
+        "stop: cancel task",
+        "torch.OutOfMemoryError: CUDA out of memory. half a li",
+    ]
     assert got[0]["flags"] == ["batch_clamp"]
     assert got[1]["flags"] == ["decode_alive"]
     assert got[2]["flags"] == []  # the profile switched "cancel" off
@@ -123,8 +157,14 @@ def test_log_follower_waits_for_a_file_that_does_not_exist_yet(tmp_path: Path) -
     _wait_for(lambda: len(got) >= 1)
     f.stop()
     assert len(warnings) == 1 and "does not exist yet" in warnings[0]
-    assert got == [{"t": got[0]["t"], "t_after": got[0]["t_after"],
-                    "line": "Model context window: 222080 tokens per session", "flags": ["context_per_request"]}]
+    assert got == [
+        {
+            "t": got[0]["t"],
+            "t_after": got[0]["t_after"],
+            "line": "Model context window: 222080 tokens per session",
+            "flags": ["context_per_request"],
+        }
+    ]
     # the line was written between the read before (which did not see it) and the read that did
     assert got[0]["t_after"] <= written <= got[0]["t"]
 
@@ -136,16 +176,37 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_bench_without_metrics_warns_once_and_goes_on(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20", "--no-metrics")
     log = tmp_path / "missing.log"
-    p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
-             "--max-tokens", "16", "--server-log", str(log))
+    p = _cli(
+        "bench",
+        "--base-url",
+        s.base_url,
+        "--out",
+        str(tmp_path),
+        "--name",
+        "b",
+        "--runs",
+        "1",
+        "--max-tokens",
+        "16",
+        "--server-log",
+        str(log),
+    )
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("server metrics unavailable") == 1
     assert p.stderr.count("does not exist yet") == 1
     run = tmp_path / "b"
     lines = read_jsonl(run / "metrics.jsonl")
     # before, before/after each of 3 prompts, after: every one recorded, none usable.
-    assert [ln["label"] for ln in lines] == ["before", "before:code", "after:code", "before:math", "after:math",
-                                             "before:prose", "after:prose", "after"]
+    assert [ln["label"] for ln in lines] == [
+        "before",
+        "before:code",
+        "after:code",
+        "before:math",
+        "after:math",
+        "before:prose",
+        "after:prose",
+        "after",
+    ]
     assert all(not ln["ok"] and "404" in ln["error"] for ln in lines)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["server_metrics"]["available"] is False and summary["server_metrics"]["failed"] == 8

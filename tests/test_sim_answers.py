@@ -29,7 +29,7 @@ def _prompt(item) -> str:
     if item.dataset == "math500":
         return f"Problem: {r['problem']}\n\nPut the final answer in \\boxed{{}}."
     if item.dataset == "musr":
-        choices = eval(r["choices"]) if isinstance(r["choices"], str) else r["choices"]  # noqa: S307 - trusted file
+        choices = eval(r["choices"]) if isinstance(r["choices"], str) else r["choices"]
         listed = "\n".join(f"{i + 1} - {c}" for i, c in enumerate(choices))
         return f"{r['narrative']}\n\n{r['question']}\n\nPick one of the choices:\n{listed}\nEnd with ANSWER: n"
     return f"Complete the following function.\n```python\n{r['prompt']}\n```"
@@ -69,9 +69,12 @@ def _items(data_dir) -> list:
 
 async def _ask_all(s, items) -> list[tuple]:
     async with ChatClient(s.base_url, "evalkit-sim") as c:
-        recs = await asyncio.gather(*[
-            c.chat(ChatRequest([{"role": "user", "content": _prompt(it)}], max_tokens=2048, request_id=f"q{i}"))
-            for i, it in enumerate(items)])
+        recs = await asyncio.gather(
+            *[
+                c.chat(ChatRequest([{"role": "user", "content": _prompt(it)}], max_tokens=2048, request_id=f"q{i}"))
+                for i, it in enumerate(items)
+            ]
+        )
     events = {e["request_id"]: e for e in s.events()}
     return [(it, r, events[r.request_id]) for it, r in zip(items, recs)]
 
@@ -97,25 +100,41 @@ async def test_stress_answers_filler_and_ignore_eos(sim) -> None:
     long_text = "The secret code is QX-7734-B. " + "Filler sentence about nothing. " * 600
     asks = {
         "short": ([{"role": "user", "content": "What is 17 - 20? Reply with only the number."}], None, {}),
-        "long": ([{"role": "user", "content": long_text + "What is the secret code? Reply with only the code."}],
-                 None, {}),
-        "gen": ([{"role": "user", "content": "Count from 1 to 12, separated by commas. Reply with only the numbers."}],
-                None, {}),
+        "long": (
+            [{"role": "user", "content": long_text + "What is the secret code? Reply with only the code."}],
+            None,
+            {},
+        ),
+        "gen": (
+            [{"role": "user", "content": "Count from 1 to 12, separated by commas. Reply with only the numbers."}],
+            None,
+            {},
+        ),
         "filler": ([{"role": "user", "content": "Write a poem about the sea."}], 50, {}),
-        "padded": ([{"role": "user", "content": "What is 2 * 21? Reply with only the number."}], 30,
-                   {"ignore_eos": True}),
+        "padded": (
+            [{"role": "user", "content": "What is 2 * 21? Reply with only the number."}],
+            30,
+            {"ignore_eos": True},
+        ),
     }
     async with ChatClient(s.base_url, "evalkit-sim") as c:
-        recs = {k: await c.chat(ChatRequest(m, max_tokens=mt, extra_body=eb, request_id=k))
-                for k, (m, mt, eb) in asks.items()}
+        recs = {
+            k: await c.chat(ChatRequest(m, max_tokens=mt, extra_body=eb, request_id=k))
+            for k, (m, mt, eb) in asks.items()
+        }
     assert recs["short"].content == "-3" and recs["short"].finish_reason == "stop"
     assert recs["long"].content == "QX-7734-B"
     assert recs["gen"].content == ", ".join(str(i) for i in range(1, 13))
     assert recs["filler"].completion_tokens == 50 and recs["filler"].finish_reason == "length"
     assert recs["padded"].completion_tokens == 30 and recs["padded"].content.startswith("42 ")
     kinds = {e["request_id"]: e["kind"] for e in s.events()}
-    assert kinds == {"short": "stress_short", "long": "stress_long", "gen": "stress_generation",
-                     "filler": "filler", "padded": "stress_short"}
+    assert kinds == {
+        "short": "stress_short",
+        "long": "stress_long",
+        "gen": "stress_generation",
+        "filler": "filler",
+        "padded": "stress_short",
+    }
     assert {e["request_id"]: e["prompt_tokens"] for e in s.events()}["long"] > 2048
 
 
@@ -133,20 +152,24 @@ async def test_thinking_formats_keep_reasoning_apart(sim, fmt: str) -> None:
     assert s.events()[0]["thinking"] is True
 
 
-@pytest.mark.parametrize("extra, system, tokens", [
-    ({}, None, 0),
-    ({"chat_template_kwargs": {"enable_thinking": True}}, None, 150),
-    ({"chat_template_kwargs": {"enable_thinking": False}, "reasoning_effort": "high"}, None, 0),
-    ({"reasoning_effort": "low"}, None, 60),
-    ({"reasoning_effort": "high"}, None, 300),
-    ({"reasoning_effort": "none"}, None, 0),
-    ({}, "You are helpful. /think", 150),
-    ({}, "You are helpful. /no_think", 0),
-])
+@pytest.mark.parametrize(
+    "extra, system, tokens",
+    [
+        ({}, None, 0),
+        ({"chat_template_kwargs": {"enable_thinking": True}}, None, 150),
+        ({"chat_template_kwargs": {"enable_thinking": False}, "reasoning_effort": "high"}, None, 0),
+        ({"reasoning_effort": "low"}, None, 60),
+        ({"reasoning_effort": "high"}, None, 300),
+        ({"reasoning_effort": "none"}, None, 0),
+        ({}, "You are helpful. /think", 150),
+        ({}, "You are helpful. /no_think", 0),
+    ],
+)
 async def test_thinking_switches(shared_sim: SimProcess, extra: dict, system: str | None, tokens: int) -> None:
     s = shared_sim
     msgs = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": "What is 2 + 3? Reply with only the number."}]
+        {"role": "user", "content": "What is 2 + 3? Reply with only the number."}
+    ]
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         rec = await c.chat(ChatRequest(msgs, extra_body=extra))
     assert rec.reasoning_chunks == tokens and rec.content == "5"
@@ -156,7 +179,12 @@ async def test_default_thinking_on(sim) -> None:
     s = sim(*FAST, "--default-thinking", "on")
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         on = await c.chat(ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=200))
-        off = await c.chat(ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=20,
-                                       extra_body={"chat_template_kwargs": {"enable_thinking": False}}))
+        off = await c.chat(
+            ChatRequest(
+                [{"role": "user", "content": "Hi"}],
+                max_tokens=20,
+                extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+            )
+        )
     assert on.reasoning_chunks == 150 and on.content_chunks == 50
     assert off.reasoning_chunks == 0 and off.content_chunks == 20

@@ -12,8 +12,20 @@ from evalkit.client.chat import ChatClient, ChatRequest
 
 SCALE = 10.0
 # 2000 tok/s at 10x: a 20K-token prompt prefills in 1.0 s real, a 1000-token chunk in 0.05 s real.
-ENGINE = ("--time-scale", str(SCALE), "--prefill-rate", "2000", "--prefill-chunk", "1000",
-          "--decode-rate", "100", "--batch-decode-rate", "180", "--max-batch", "2")
+ENGINE = (
+    "--time-scale",
+    str(SCALE),
+    "--prefill-rate",
+    "2000",
+    "--prefill-chunk",
+    "1000",
+    "--decode-rate",
+    "100",
+    "--batch-decode-rate",
+    "180",
+    "--max-batch",
+    "2",
+)
 LONG_TOKENS = 20000
 LONG_PREFILL_S = LONG_TOKENS / 2000 / SCALE
 CHUNK_S = 1000 / 2000 / SCALE
@@ -37,8 +49,14 @@ async def test_client_timing_matches_sim_events(sim) -> None:
     s = sim("--max-batch", "4", "--decode-rate", "100", "--batch-decode-rate", "200")
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         await asyncio.gather(*[_warm(c) for _ in range(4)])  # one pooled connection per concurrent request
-        recs = await asyncio.gather(*[c.chat(ChatRequest(short_messages(i), max_tokens=10, request_id=f"t-{i}",
-                                                       extra_body={"ignore_eos": True})) for i in range(4)])
+        recs = await asyncio.gather(
+            *[
+                c.chat(
+                    ChatRequest(short_messages(i), max_tokens=10, request_id=f"t-{i}", extra_body={"ignore_eos": True})
+                )
+                for i in range(4)
+            ]
+        )
     for r in recs:
         ev = s.event(r.request_id)
         assert r.status == "ok" and ev["status"] == "ok"
@@ -51,8 +69,9 @@ async def test_client_timing_matches_sim_events(sim) -> None:
 async def _cancel_then_short(s) -> tuple:
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         await _warm(c)
-        long_rec = await c.chat(ChatRequest(long_messages(), max_tokens=8, request_id="long"),
-                                cancel_after_s=0.5 / SCALE)
+        long_rec = await c.chat(
+            ChatRequest(long_messages(), max_tokens=8, request_id="long"), cancel_after_s=0.5 / SCALE
+        )
         short_rec = await c.chat(ChatRequest(short_messages(), max_tokens=4, request_id="next"))
     return long_rec, short_rec, s.event("long", wait_s=5), s.event("next")
 
@@ -84,8 +103,9 @@ async def _short_during_long(s, insert_after_s: float) -> tuple:
         await _warm(c)
         long_task = asyncio.ensure_future(c.chat(ChatRequest(long_messages(), max_tokens=4, request_id="long")))
         await asyncio.sleep(insert_after_s)
-        short_rec = await c.chat(ChatRequest(short_messages(), max_tokens=4, request_id="short",
-                                             extra_body={"ignore_eos": True}))
+        short_rec = await c.chat(
+            ChatRequest(short_messages(), max_tokens=4, request_id="short", extra_body={"ignore_eos": True})
+        )
         long_rec = await long_task
     return long_rec, short_rec
 
@@ -113,9 +133,14 @@ async def test_yield_admits_short_requests_between_chunks(sim) -> None:
 async def _two_at_once(s) -> list[dict]:
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         await _warm(c)
-        recs = await asyncio.gather(*[
-            c.chat(ChatRequest(short_messages(i), max_tokens=40, request_id=f"b-{i}", extra_body={"ignore_eos": True}))
-            for i in range(2)])
+        recs = await asyncio.gather(
+            *[
+                c.chat(
+                    ChatRequest(short_messages(i), max_tokens=40, request_id=f"b-{i}", extra_body={"ignore_eos": True})
+                )
+                for i in range(2)
+            ]
+        )
     assert all(r.status == "ok" and r.completion_tokens == 40 for r in recs)
     return sorted((s.event(f"b-{i}") for i in range(2)), key=lambda e: e["first_token"])
 

@@ -14,9 +14,26 @@ STALL_S = 4.0  # model seconds: 0.4 s real
 
 async def test_faults_hit_the_requests_the_seed_chose(sim) -> None:
     rates = {"fail_rate": 0.25, "disconnect_rate": 0.25, "stall_rate": 0.25}
-    s = sim("--time-scale", str(SCALE), "--max-batch", "8", "--decode-rate", "20", "--batch-decode-rate", "40",
-            "--seed", "3", "--fail-rate", "0.25", "--disconnect-rate", "0.25", "--stall-rate", "0.25",
-            "--stall-s", str(STALL_S))
+    s = sim(
+        "--time-scale",
+        str(SCALE),
+        "--max-batch",
+        "8",
+        "--decode-rate",
+        "20",
+        "--batch-decode-rate",
+        "40",
+        "--seed",
+        "3",
+        "--fail-rate",
+        "0.25",
+        "--disconnect-rate",
+        "0.25",
+        "--stall-rate",
+        "0.25",
+        "--stall-s",
+        str(STALL_S),
+    )
     ids = [f"f-{i}" for i in range(16)]
     expected = {rid: (f.kind if (f := choose_fault(SimSettings(seed=3, **rates), rid)) else None) for rid in ids}
     assert set(expected.values()) == {None, "http_500", "disconnect", "stall"}  # the table covers every kind
@@ -49,8 +66,12 @@ async def test_wrong_only_when_batched(sim) -> None:
     async with ChatClient(s.base_url, "evalkit-sim") as c:
         alone = await c.chat(ChatRequest(msgs, request_id="alone"))
         # long enough (~80 ms at this scale) that the second request arrives while the first is decoding
-        pair = await asyncio.gather(*[c.chat(ChatRequest(msgs, max_tokens=100, request_id=f"pair-{i}",
-                                                         extra_body={"ignore_eos": True})) for i in range(2)])
+        pair = await asyncio.gather(
+            *[
+                c.chat(ChatRequest(msgs, max_tokens=100, request_id=f"pair-{i}", extra_body={"ignore_eos": True}))
+                for i in range(2)
+            ]
+        )
     events = {e["request_id"]: e for e in s.events()}
     assert alone.content == "5" and events["alone"]["intended_correct"] is True and events["alone"]["fault"] is None
     wrong = 0

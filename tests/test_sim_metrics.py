@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.runs.rundir import read_jsonl
 from evalkit.evidence.server_metrics import parse_metrics
+from evalkit.runs.rundir import read_jsonl
 
 BEFORE = (0.872, 0.744, 0.609)  # the write-up's draft acceptance per position before d4b04876
 AFTER = (0.839, 0.612, 0.435)  # and after
@@ -31,8 +31,21 @@ def _bench_code(sim, tmp_path: Path, name: str, accept: tuple[float, ...]) -> di
     assert tuple(s.config()["spec_accept"]) == accept  # the truth the bench is checked against
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a long commented Python module."\n')
-    p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", name, "--runs", "2",
-             "--max-tokens", "1024", "--prompts", str(prompts))
+    p = _cli(
+        "bench",
+        "--base-url",
+        s.base_url,
+        "--out",
+        str(tmp_path),
+        "--name",
+        name,
+        "--runs",
+        "2",
+        "--max-tokens",
+        "1024",
+        "--prompts",
+        str(prompts),
+    )
     assert p.returncode == 0, p.stderr
     return _summary(tmp_path / name)
 
@@ -55,8 +68,23 @@ def test_llamacpp_spec_counters_and_per_request_drafts_equal_the_servers_deltas(
     s = sim("--time-scale", "10", "--spec-accept", "0.8,0.5", "--spec-metric-names", "llamacpp")
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a long commented Python module."\n')
-    p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "lc", "--runs", "2",
-             "--max-tokens", "400", "--prompts", str(prompts), "--concurrency", "1")
+    p = _cli(
+        "bench",
+        "--base-url",
+        s.base_url,
+        "--out",
+        str(tmp_path),
+        "--name",
+        "lc",
+        "--runs",
+        "2",
+        "--max-tokens",
+        "400",
+        "--prompts",
+        str(prompts),
+        "--concurrency",
+        "1",
+    )
     assert p.returncode == 0, p.stderr
     run = tmp_path / "lc"
     summary = _summary(run)
@@ -80,8 +108,21 @@ def test_llamacpp_spec_counters_and_per_request_drafts_equal_the_servers_deltas(
 
 def test_token_counters_equal_evalkit_counts(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20")
-    p = _cli("bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
-             "--max-tokens", "40", "--concurrency", "2")
+    p = _cli(
+        "bench",
+        "--base-url",
+        s.base_url,
+        "--out",
+        str(tmp_path),
+        "--name",
+        "b",
+        "--runs",
+        "1",
+        "--max-tokens",
+        "40",
+        "--concurrency",
+        "2",
+    )
     assert p.returncode == 0, p.stderr
     run = tmp_path / "b"
     reqs = read_jsonl(run / "requests.jsonl")
@@ -113,14 +154,32 @@ def test_spec_accept_rejects_bad_values(bad: str) -> None:
 def test_stress_flags_the_clamp_line_and_samples_metrics(sim, tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     s = sim("--time-scale", "20", "--max-batch", "2", "--clamp-batch", "--server-log-file", str(log))
-    p = _cli("stress", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "s", "--cycles", "1",
-             "--time-scale", "20", "--long-tokens", "3000", "--no-progress", "--server-log", str(log),
-             "--metrics-interval", "0.05")
+    p = _cli(
+        "stress",
+        "--base-url",
+        s.base_url,
+        "--out",
+        str(tmp_path),
+        "--name",
+        "s",
+        "--cycles",
+        "1",
+        "--time-scale",
+        "20",
+        "--long-tokens",
+        "3000",
+        "--no-progress",
+        "--server-log",
+        str(log),
+        "--metrics-interval",
+        "0.05",
+    )
     assert p.returncode == 0, p.stderr
     summary = _summary(tmp_path / "s")
     flagged = summary["server_log"]["flagged_lines"]
-    assert any(f["line"] == "explicit-token safety max_batch limited 2 -> 1" and "batch_clamp" in f["flags"]
-               for f in flagged)
+    assert any(
+        f["line"] == "explicit-token safety max_batch limited 2 -> 1" and "batch_clamp" in f["flags"] for f in flagged
+    )
     assert any("context_per_request" in f["flags"] for f in flagged)
     labels = [ln["label"] for ln in read_jsonl(tmp_path / "s" / "metrics.jsonl")]
     assert labels[0] == "before" and labels[-1] == "after" and labels.count("sample") >= 3

@@ -7,8 +7,14 @@ import asyncio
 from evalkit.client.chat import ChatClient, ChatRequest
 
 SCALE = 20.0
-LONG = [{"role": "user", "content": "The secret code is AB-12. " + "lorem " * 54000
-         + "What is the secret code? Reply with only the code."}]
+LONG = [
+    {
+        "role": "user",
+        "content": "The secret code is AB-12. "
+        + "lorem " * 54000
+        + "What is the secret code? Reply with only the code.",
+    }
+]
 
 
 def test_profile_settings_and_overrides(sim) -> None:
@@ -23,8 +29,12 @@ def test_profile_settings_and_overrides(sim) -> None:
 async def _short_insert_ttft(s, offsets_model_s: list[float]) -> list[float]:
     """Model-second TTFTs of short requests sent at the given offsets into one 54K-token prefill."""
     async with ChatClient(s.base_url, "evalkit-sim") as c:
-        await asyncio.gather(*[c.chat(ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=2))
-                               for _ in range(len(offsets_model_s) + 1)])
+        await asyncio.gather(
+            *[
+                c.chat(ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=2))
+                for _ in range(len(offsets_model_s) + 1)
+            ]
+        )
         long_task = asyncio.ensure_future(c.chat(ChatRequest(LONG, max_tokens=4)))
 
         async def short(i: int, offset: float) -> float:

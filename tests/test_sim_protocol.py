@@ -21,15 +21,18 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
-@pytest.mark.parametrize("text, n", [
-    ("", 0),
-    ("hello", 1),
-    ("Hello, world!", 4),
-    ("  indented\n    code()", 4),
-    ("1,234.5", 5),
-    ("don't", 3),
-    ("trailing space   ", 2),
-])
+@pytest.mark.parametrize(
+    "text, n",
+    [
+        ("", 0),
+        ("hello", 1),
+        ("Hello, world!", 4),
+        ("  indented\n    code()", 4),
+        ("1,234.5", 5),
+        ("don't", 3),
+        ("trailing space   ", 2),
+    ],
+)
 def test_token_rule(text: str, n: int) -> None:
     assert count_tokens(text) == n
 
@@ -41,8 +44,12 @@ async def test_openai_client_streams_content_and_usage(sim) -> None:
     assert [m.id for m in models.data] == ["evalkit-sim"]
     messages = [{"role": "user", "content": SHORT}]
     stream = await client.chat.completions.create(
-        model="evalkit-sim", messages=messages, stream=True, stream_options={"include_usage": True},
-        extra_headers={"X-Request-Id": "proto-1"})
+        model="evalkit-sim",
+        messages=messages,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers={"X-Request-Id": "proto-1"},
+    )
     chunks = [c async for c in stream]
     await client.close()
     first = chunks[0].choices[0].delta
@@ -60,8 +67,9 @@ async def test_openai_client_streams_content_and_usage(sim) -> None:
 async def test_no_usage_without_include_usage_and_non_streaming(sim) -> None:
     s = sim("--time-scale", "20")
     client = openai.AsyncOpenAI(base_url=s.base_url, api_key="unused", max_retries=0)
-    stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
-                                                  stream=True, max_tokens=7)
+    stream = await client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Hi"}], stream=True, max_tokens=7
+    )
     chunks = [c async for c in stream]
     assert all(c.usage is None for c in chunks)
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) == 7
@@ -80,12 +88,31 @@ def test_curl_streams(sim) -> None:
     if curl is None:
         pytest.skip("curl not installed")
     s = sim("--time-scale", "20")
-    body = {"model": "m", "stream": True, "messages": [
-        {"role": "user", "content": "Count from 1 to 4, separated by commas. Reply with only the numbers."}]}
-    out = subprocess.run([curl, "-sN", "-H", "Content-Type: application/json", "-H", "X-Request-Id: curl-1",
-                          "-d", json.dumps(body), f"{s.base_url}/chat/completions"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
-    lines = [ln[len("data: "):] for ln in out.splitlines() if ln.startswith("data: ")]
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [
+            {"role": "user", "content": "Count from 1 to 4, separated by commas. Reply with only the numbers."}
+        ],
+    }
+    out = subprocess.run(
+        [
+            curl,
+            "-sN",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            "X-Request-Id: curl-1",
+            "-d",
+            json.dumps(body),
+            f"{s.base_url}/chat/completions",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    lines = [ln[len("data: ") :] for ln in out.splitlines() if ln.startswith("data: ")]
     assert lines[-1] == "[DONE]"
     deltas = [json.loads(ln)["choices"][0]["delta"].get("content") for ln in lines[:-1]]
     assert "".join(d or "" for d in deltas) == "1, 2, 3, 4"

@@ -29,8 +29,8 @@ SAVED = [
 
 @pytest.mark.parametrize("name,seed,cycles,long_tokens,shuffle,reuse,gen_tokens,scale", SAVED)
 def test_builtin_file_dry_run_is_byte_identical_to_the_saved_one(
-        name: str, seed: int, cycles: int, long_tokens: int, shuffle: bool, reuse: bool, gen_tokens: int,
-        scale: float) -> None:
+    name: str, seed: int, cycles: int, long_tokens: int, shuffle: bool, reuse: bool, gen_tokens: int, scale: float
+) -> None:
     s = build_schedule(seed, cycles, long_tokens, shuffle, reuse, gen_tokens)
     assert render_schedule(s, scale) == (CASES / name).read_text(encoding="utf-8")
 
@@ -42,8 +42,12 @@ def test_past_the_vocabulary_and_shuffled_still_identical() -> None:
 
 
 def test_cli_dry_run_seed_42_cycles_2_equals_the_saved_output() -> None:
-    p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--dry-run", "--seed", "42", "--cycles", "2"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", "stress", "--dry-run", "--seed", "42", "--cycles", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout == (CASES / "seed_42_cycles_2.txt").read_text(encoding="utf-8")
 

@@ -18,8 +18,20 @@ from evalkit.sim.launch import start_sim
 
 
 def stress_cmd(base_url: str, out: Path, name: str, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "evalkit", "stress", "--base-url", base_url, "--out", str(out), "--name", name,
-            "--no-progress", *flags]
+    return [
+        sys.executable,
+        "-m",
+        "evalkit",
+        "stress",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        "--name",
+        name,
+        "--no-progress",
+        *flags,
+    ]
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -27,12 +39,40 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_every_injected_fault_is_counted_against_its_request(tmp_path: Path) -> None:
-    flags = ["--profile", "dual-2080ti-after", "--time-scale", "50", "--seed", "3",
-             "--fail-rate", "0.2", "--disconnect-rate", "0.15", "--wrong-when-batched"]  # ~1e-4 odds of a kind missing
+    flags = [
+        "--profile",
+        "dual-2080ti-after",
+        "--time-scale",
+        "50",
+        "--seed",
+        "3",
+        "--fail-rate",
+        "0.2",
+        "--disconnect-rate",
+        "0.15",
+        "--wrong-when-batched",
+    ]  # ~1e-4 odds of a kind missing
     with start_sim(flags) as sim:
-        p = subprocess.run(stress_cmd(sim.base_url, tmp_path, "faulty", "--cycles", "3", "--seed", "5",
-                                      "--long-tokens", "20000", "--time-scale", "50", "--gen-tokens", "128"),
-                           capture_output=True, text=True, timeout=240)
+        p = subprocess.run(
+            stress_cmd(
+                sim.base_url,
+                tmp_path,
+                "faulty",
+                "--cycles",
+                "3",
+                "--seed",
+                "5",
+                "--long-tokens",
+                "20000",
+                "--time-scale",
+                "50",
+                "--gen-tokens",
+                "128",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         # (the preflight's probes, sent before the run, have no line in requests.jsonl)
         events = {e["request_id"]: e for e in sim.events() if not e["request_id"].startswith("preflight-")}
     assert p.returncode == 0, p.stderr[-2000:]
@@ -68,9 +108,14 @@ def test_every_injected_fault_is_counted_against_its_request(tmp_path: Path) -> 
 
 def test_ctrl_c_keeps_everything_and_max_minutes_ends_cleanly(tmp_path: Path) -> None:
     with start_sim(["--profile", "dual-2080ti-before", "--time-scale", "10"]) as sim:
-        proc = subprocess.Popen(stress_cmd(sim.base_url, tmp_path, "interrupted", "--cycles", "5",
-                                           "--long-tokens", "20000", "--time-scale", "10"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            stress_cmd(
+                sim.base_url, tmp_path, "interrupted", "--cycles", "5", "--long-tokens", "20000", "--time-scale", "10"
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         requests = tmp_path / "interrupted" / "requests.jsonl"
         deadline = time.monotonic() + 60
         while len(read_lines(requests)) < 4 and time.monotonic() < deadline:
@@ -90,9 +135,24 @@ def test_ctrl_c_keeps_everything_and_max_minutes_ends_cleanly(tmp_path: Path) ->
         assert json.loads((run / "manifest.json").read_text())["finished"]
 
         t0 = time.monotonic()
-        p = subprocess.run(stress_cmd(sim.base_url, tmp_path, "limited", "--cycles", "50", "--long-tokens", "20000",
-                                      "--time-scale", "10", "--max-minutes", "0.05"),
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            stress_cmd(
+                sim.base_url,
+                tmp_path,
+                "limited",
+                "--cycles",
+                "50",
+                "--long-tokens",
+                "20000",
+                "--time-scale",
+                "10",
+                "--max-minutes",
+                "0.05",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         assert time.monotonic() - t0 < 30
         s = json.loads((Path(p.stdout.strip().splitlines()[-1]) / "summary.json").read_text())

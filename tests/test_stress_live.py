@@ -37,10 +37,23 @@ echo "1, $((2000 + n * 10)), 22528"
 """
 
 
-def run_stress(base_url: str, out: Path, name: str, *flags: str, env: dict[str, str] | None = None,
-               timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "evalkit", "stress", "--base-url", base_url, "--out", str(out), "--name", name,
-           "--no-progress", *flags]
+def run_stress(
+    base_url: str, out: Path, name: str, *flags: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "evalkit",
+        "stress",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        "--name",
+        name,
+        "--no-progress",
+        *flags,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -59,20 +72,41 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     result = {}
     for profile in ("dual-2080ti-before", "dual-2080ti-after"):
         with start_sim(["--profile", profile, "--time-scale", SCALE]) as sim:
-            p = run_stress(sim.base_url, out, profile, "--cycles", "3", "--seed", "42", "--time-scale", SCALE,
-                           "--long-tokens", str(LONG),
-                           "--gpu-interval", "0.2", env=env)
+            p = run_stress(
+                sim.base_url,
+                out,
+                profile,
+                "--cycles",
+                "3",
+                "--seed",
+                "42",
+                "--time-scale",
+                SCALE,
+                "--long-tokens",
+                str(LONG),
+                "--gpu-interval",
+                "0.2",
+                env=env,
+            )
             assert p.returncode == 0, p.stderr[-2000:]
             events = {e["request_id"]: e for e in sim.events()}
         run = Path(p.stdout.strip().splitlines()[-1])
-        result[profile] = {"run": run, "stdout": p.stdout, "events": events, "lines": lines_of(run),
-                           "summary": json.loads((run / "summary.json").read_text())}
+        result[profile] = {
+            "run": run,
+            "stdout": p.stdout,
+            "events": events,
+            "lines": lines_of(run),
+            "summary": json.loads((run / "summary.json").read_text()),
+        }
     return result
 
 
 def sim_p95(r: dict[str, Any], scenario: str) -> float:
-    ttfts = [r["events"][x["request_id"]]["first_token"] - r["events"][x["request_id"]]["arrived"]
-             for x in r["lines"] if x.get("scenario") == scenario and x.get("role") == "short"]
+    ttfts = [
+        r["events"][x["request_id"]]["first_token"] - r["events"][x["request_id"]]["arrived"]
+        for x in r["lines"]
+        if x.get("scenario") == scenario and x.get("role") == "short"
+    ]
     assert len(ttfts) >= 3
     p = percentile(ttfts, 95)
     assert p is not None
@@ -108,8 +142,13 @@ def test_contract_summary_and_clean_run(runs: dict[str, dict[str, Any]], profile
     s = r["summary"]
     assert (s["kind"], s["seed"], s["cycles"], s["errors"], s["wrong_answers"]) == ("stress", 42, 3, 0, 0)
     assert s["requests"] == 3 * 14 == len(r["lines"])
-    for m in ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s", "concurrent_combined_tok_s",
-              "long_prefill_s"):
+    for m in (
+        "short_insert_ttft_s",
+        "double_insert_ttft_s",
+        "post_cancel_ttft_s",
+        "concurrent_combined_tok_s",
+        "long_prefill_s",
+    ):
         assert set(s["metrics"][m]) >= {"p50", "p95", "max"} and s["metrics"][m]["n"] >= 3
     assert s["metrics"]["double_insert_ttft_s"]["n"] == 6
     assert s["options"]["time_scale"] == float(SCALE)

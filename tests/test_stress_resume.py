@@ -14,8 +14,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,8 +28,20 @@ FLAGS = ("--cycles", "3", "--seed", "11", "--long-tokens", "3000", "--time-scale
 
 
 def stress_cmd(base_url: str, out: Path, name: str, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "evalkit", "stress", "--base-url", base_url, "--out", str(out), "--name", name,
-            "--no-progress", *flags]
+    return [
+        sys.executable,
+        "-m",
+        "evalkit",
+        "stress",
+        "--base-url",
+        base_url,
+        "--out",
+        str(out),
+        "--name",
+        name,
+        "--no-progress",
+        *flags,
+    ]
 
 
 def summary_of(run: Path) -> dict[str, Any]:
@@ -38,8 +51,11 @@ def summary_of(run: Path) -> dict[str, Any]:
 def per_cycle(run: Path, summary: dict[str, Any]) -> Counter[int]:
     """Requests per cycle among the lines the summary says it counted."""
     chosen = {int(c): a for c, a in summary["cycle_attempts"].items()}
-    return Counter(r["cycle"] for r in read_jsonl(run / "requests.jsonl")
-                   if r["cycle"] in chosen and r["attempt"] == chosen[r["cycle"]])
+    return Counter(
+        r["cycle"]
+        for r in read_jsonl(run / "requests.jsonl")
+        if r["cycle"] in chosen and r["attempt"] == chosen[r["cycle"]]
+    )
 
 
 def sample_counts(summary: dict[str, Any]) -> dict[str, int]:
@@ -66,8 +82,9 @@ def reference(server: SimProcess, tmp_path_factory: pytest.TempPathFactory) -> d
     return {"run": run, "summary": summary_of(run), "cycle_s": max(c["t_end"] - c["t_start"] for c in cycles)}
 
 
-def test_sigkill_mid_cycle_then_resume_counts_each_cycle_once(server: SimProcess, reference: dict[str, Any],
-                                                               tmp_path: Path) -> None:
+def test_sigkill_mid_cycle_then_resume_counts_each_cycle_once(
+    server: SimProcess, reference: dict[str, Any], tmp_path: Path
+) -> None:
     cmd = stress_cmd(server.base_url, tmp_path, "killed", *FLAGS)
     run = tmp_path / "killed"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -101,8 +118,11 @@ def test_sigkill_mid_cycle_then_resume_counts_each_cycle_once(server: SimProcess
     assert len(prompts) == len({(x["first_word"], x["code"]) for x in prompts}) == 12
     events = {e["request_id"]: e for e in server.events()}
     first = {x["expected"]: events[x["request_id"]]["prompt_tokens"] for x in cut if x["role"] == "long"}
-    redo = {x["expected"]: events[x["request_id"]]["prompt_tokens"]
-            for x in read_jsonl(run / "requests.jsonl") if x["cycle"] == 2 and x["attempt"] == 1 and x["role"] == "long"}
+    redo = {
+        x["expected"]: events[x["request_id"]]["prompt_tokens"]
+        for x in read_jsonl(run / "requests.jsonl")
+        if x["cycle"] == 2 and x["attempt"] == 1 and x["role"] == "long"
+    }
     assert first and all(redo[code] == n for code, n in first.items())
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["resumes"]) == 1 and manifest["tokenization"]["attempt"] == 0 and manifest["finished"]
@@ -111,8 +131,12 @@ def test_sigkill_mid_cycle_then_resume_counts_each_cycle_once(server: SimProcess
 def test_max_minutes_stop_then_resume_completes(server: SimProcess, reference: dict[str, Any], tmp_path: Path) -> None:
     # Stop about half-way through cycle 2 (the timer also covers start-up, which only makes it earlier).
     minutes = f"{1.5 * reference['cycle_s'] / 60:.5f}"
-    p = subprocess.run(stress_cmd(server.base_url, tmp_path, "limited", *FLAGS, "--max-minutes", minutes),
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        stress_cmd(server.base_url, tmp_path, "limited", *FLAGS, "--max-minutes", minutes),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     run = tmp_path / "limited"
     s = summary_of(run)
@@ -124,8 +148,9 @@ def test_max_minutes_stop_then_resume_completes(server: SimProcess, reference: d
     if cut:
         assert cut["cycle"] == s["cycles"] + 1 and "not counted" in p.stdout
 
-    p = subprocess.run(stress_cmd(server.base_url, tmp_path, "limited", *FLAGS), capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        stress_cmd(server.base_url, tmp_path, "limited", *FLAGS), capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     s2, ref = summary_of(run), reference["summary"]
     assert (s2["stopped"], s2["partial"], s2["cycles"], s2["requests"]) == ("completed", False, 3, ref["requests"])
@@ -136,7 +161,8 @@ def test_max_minutes_stop_then_resume_completes(server: SimProcess, reference: d
 
 @pytest.mark.parametrize("changed", [("--seed", "12"), ("--long-tokens", "3100"), ("--shuffle",)])
 def test_resume_with_other_schedule_options_exits_2_and_leaves_the_run_alone(
-        server: SimProcess, reference: dict[str, Any], changed: tuple[str, ...]) -> None:
+    server: SimProcess, reference: dict[str, Any], changed: tuple[str, ...]
+) -> None:
     run = reference["run"]
     flags = list(FLAGS)
     if len(changed) == 2:
@@ -144,8 +170,9 @@ def test_resume_with_other_schedule_options_exits_2_and_leaves_the_run_alone(
     else:
         flags.append(changed[0])
     before = {f.name: f.read_bytes() for f in run.iterdir()}
-    p = subprocess.run(stress_cmd(server.base_url, run.parent, run.name, *flags), capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        stress_cmd(server.base_url, run.parent, run.name, *flags), capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 2
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and changed[0] in err[0] and "Traceback" not in p.stderr, p.stderr

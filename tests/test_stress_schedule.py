@@ -8,15 +8,15 @@ import sys
 import pytest
 
 from evalkit.cli import main
-
 from evalkit.client.prompts import LongSpec, local_token_count
-from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.scenarios import SCENARIOS
+from evalkit_stress.schedule import build_schedule, render_schedule
 
 
 def dry_run(*flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalkit", "stress", "--dry-run", *flags],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", "stress", "--dry-run", *flags], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_same_seed_dry_runs_are_byte_identical_and_other_seeds_differ() -> None:
@@ -49,7 +49,9 @@ def test_write_up_order_by_default_and_seeded_shuffle() -> None:
 
 def test_delays_are_in_the_issue_ranges() -> None:
     s = build_schedule(9, 10, 54000)
-    inserts = [r.offset_s for r in s.requests() if r.scenario in ("short_insert", "double_insert") and r.role == "short"]
+    inserts = [
+        r.offset_s for r in s.requests() if r.scenario in ("short_insert", "double_insert") and r.role == "short"
+    ]
     cancels = [r.cancel_after_s for r in s.requests() if r.cancel_after_s is not None]
     assert len(inserts) == 30 and all(0.5 <= d <= 3.0 for d in inserts)
     assert len(set(inserts)) > 5

@@ -21,29 +21,64 @@ from typing import Any
 
 import pytest
 
-from evalkit.sim.launch import start_sim
-from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
+from evalkit.sim.launch import start_sim
+from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
 
 SCALE = "25"
 LONG = "16000"
-CANCELS = {"chunk": ["--cancel-aborts"], "batch": ["--cancel-aborts", "--cancel-batch-tokens", "4096"],
-           "never": ["--no-cancel-aborts"]}
+CANCELS = {
+    "chunk": ["--cancel-aborts"],
+    "batch": ["--cancel-aborts", "--cancel-batch-tokens", "4096"],
+    "never": ["--no-cancel-aborts"],
+}
 
 
 def _run(tmp: Path, flags: list[str], scale: str = SCALE) -> dict[str, Any]:
     log = tmp / "sim.log"
     with start_sim([*flags, "--time-scale", scale, "--prefill-chunk", "512", "--server-log-file", str(log)]) as sim:
-        p = subprocess.run([sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp),
-                            "--name", "run", "--no-progress", "--cycles", "1", "--seed", "42", "--time-scale", scale,
-                            "--long-tokens", LONG, "--gen-tokens", "48", "--server-log", str(log),
-                            "--metrics-interval", "0.02"], capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "evalkit",
+                "stress",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(tmp),
+                "--name",
+                "run",
+                "--no-progress",
+                "--cycles",
+                "1",
+                "--seed",
+                "42",
+                "--time-scale",
+                scale,
+                "--long-tokens",
+                LONG,
+                "--gen-tokens",
+                "48",
+                "--server-log",
+                str(log),
+                "--metrics-interval",
+                "0.02",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         events = {e["request_id"]: e for e in sim.events()}
     run = Path(p.stdout.strip().splitlines()[-1])
-    return {"summary": json.loads((run / "summary.json").read_text()), "events": events, "stdout": p.stdout,
-            "lines": [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]}
+    return {
+        "summary": json.loads((run / "summary.json").read_text()),
+        "events": events,
+        "stdout": p.stdout,
+        "lines": [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()],
+    }
 
 
 def _of(lines: list[dict[str, Any]], scenario: str, role: str) -> list[dict[str, Any]]:
@@ -67,8 +102,11 @@ def truth(lines: list[dict[str, Any]], ev: dict[str, dict[str, Any]]) -> dict[st
     out["hol"] = YES if sum(votes) >= len(votes) - sum(votes) else NO
 
     def prefill(scens: tuple[str, ...]) -> float:
-        return statistics.median(ev[x["request_id"]]["prefill_done"] - ev[x["request_id"]]["prefill_start"]
-                                 for s in scens for x in _of(lines, s, "long"))
+        return statistics.median(
+            ev[x["request_id"]]["prefill_done"] - ev[x["request_id"]]["prefill_start"]
+            for s in scens
+            for x in _of(lines, s, "long")
+        )
 
     ratio = prefill(("short_insert", "double_insert")) / prefill(("long_alone",))
     out["hurt"] = "near" if abs(ratio - HURT_RATIO) < 0.04 else YES if ratio > HURT_RATIO else NO
@@ -77,28 +115,40 @@ def truth(lines: list[dict[str, Any]], ev: dict[str, dict[str, Any]]) -> dict[st
 
 def client_only(lines: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
     """The verdicts from the same run with the server's timings, log and /metrics taken away."""
-    return diagnose(metrics, [{**x, "server_timings": None} for x in lines if x.get("scenario") != "calibration"],
-                    ServerEvidence()).to_json()
+    return diagnose(
+        metrics, [{**x, "server_timings": None} for x in lines if x.get("scenario") != "calibration"], ServerEvidence()
+    ).to_json()
 
 
 # Every pair of values of any two settings appears in at least one of these (a covering array).
-PAIRWISE = [("--yield", "chunk", "off", "1"), ("--yield", "batch", "on", "2"), ("--yield", "never", "on", "1"),
-            ("--no-yield", "chunk", "on", "2"), ("--no-yield", "batch", "off", "1"), ("--no-yield", "never", "off", "2")]
+PAIRWISE = [
+    ("--yield", "chunk", "off", "1"),
+    ("--yield", "batch", "on", "2"),
+    ("--yield", "never", "on", "1"),
+    ("--no-yield", "chunk", "on", "2"),
+    ("--no-yield", "batch", "off", "1"),
+    ("--no-yield", "never", "off", "2"),
+]
 FULL = list(itertools.product(["--yield", "--no-yield"], list(CANCELS), ["off", "on"], ["1", "2"]))
 
 
-@pytest.mark.parametrize("yielding,cancel,housekeeping,slots",
-                         FULL if os.environ.get("EVALKIT_TEST_FULL_MATRIX") else PAIRWISE)
-def test_verdicts_agree_with_the_sims_events(tmp_path: Path, yielding: str, cancel: str, housekeeping: str,
-                                             slots: str) -> None:
+@pytest.mark.parametrize(
+    "yielding,cancel,housekeeping,slots", FULL if os.environ.get("EVALKIT_TEST_FULL_MATRIX") else PAIRWISE
+)
+def test_verdicts_agree_with_the_sims_events(
+    tmp_path: Path, yielding: str, cancel: str, housekeeping: str, slots: str
+) -> None:
     flags = [yielding, *CANCELS[cancel], "--max-batch", slots]
     if housekeeping == "on":
         flags += ["--housekeeping-s-per-token", "0.0005"]  # 8 s after a 16K-token request, its prefill time
     r = _run(tmp_path, flags)
     want = truth(r["lines"], r["events"])
     d = r["summary"]["diagnoses"]
-    got = {"cancel": d["cancel_aborts"]["verdict"], "hol": d["head_of_line_blocking"]["verdict"],
-           "hurt": d["long_hurt_by_inserts"]["verdict"]}
+    got = {
+        "cancel": d["cancel_aborts"]["verdict"],
+        "hol": d["head_of_line_blocking"]["verdict"],
+        "hurt": d["long_hurt_by_inserts"]["verdict"],
+    }
     print(f"\n{flags}: truth {want}, verdicts {got}, evidence {d['split_evidence']}")
     for line in r["stdout"].splitlines():
         if line.strip().startswith(("cancel aborts", "head-of-line", "long request")):
@@ -121,8 +171,17 @@ def test_verdicts_agree_with_the_sims_events(tmp_path: Path, yielding: str, canc
 
 # llama.cpp at -np 2 -b 512 (issue 27): shared steps, a cancel honoured at a 4096-token boundary, and the idle-slot
 # save after each launch (silent; named only by the trace-level line), with the log's own timestamps.
-STEP = ["--no-yield", "--cancel-aborts", "--cancel-batch-tokens", "4096", "--max-batch", "2", "--step-tokens", "512",
-        "--log-timestamps"]
+STEP = [
+    "--no-yield",
+    "--cancel-aborts",
+    "--cancel-batch-tokens",
+    "4096",
+    "--max-batch",
+    "2",
+    "--step-tokens",
+    "512",
+    "--log-timestamps",
+]
 IDLE = ["--idle-slot-save-s-per-token", "0.0003"]  # 16K tokens: 4.8 model s, 0.19 s at 25x
 
 
@@ -130,8 +189,11 @@ IDLE = ["--idle-slot-save-s-per-token", "0.0003"]  # 16K tokens: 4.8 model s, 0.
 def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path, extra: list[str]) -> None:
     r = _run(tmp_path, [*STEP, *extra])
     want, d, ev = truth(r["lines"], r["events"]), r["summary"]["diagnoses"], r["events"]
-    got = {"cancel": d["cancel_aborts"]["verdict"], "hol": d["head_of_line_blocking"]["verdict"],
-           "hurt": d["long_hurt_by_inserts"]["verdict"]}
+    got = {
+        "cancel": d["cancel_aborts"]["verdict"],
+        "hol": d["head_of_line_blocking"]["verdict"],
+        "hurt": d["long_hurt_by_inserts"]["verdict"],
+    }
     shown = [(g["request_id"], g["gap_s"], g["cause"]) for g in d["silent_gaps"]]
     print(f"\n{extra}: truth {want}, verdicts {got}; gaps {shown}")
     for k in got:
@@ -152,9 +214,13 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
             in_slot_shorts += 1
             assert IN_SLOT_PREFILL in x["figures"]["wait_parts_s"], x
     assert in_slot_shorts >= 2  # the inserted shorts waited in their slots for the long prompt's steps
-    saves = {rid: e["idle_save_end"] - e["idle_save_start"] for rid, e in ev.items()
-             if e.get("idle_save_start") is not None and e["idle_save_end"] - e["idle_save_start"] > 0.12
-             and e["first_token"] is not None}  # (a cancelled prefill has no prefill start to measure a pause to)
+    saves = {
+        rid: e["idle_save_end"] - e["idle_save_start"]
+        for rid, e in ev.items()
+        if e.get("idle_save_start") is not None
+        and e["idle_save_end"] - e["idle_save_start"] > 0.12
+        and e["first_token"] is not None
+    }  # (a cancelled prefill has no prefill start to measure a pause to)
     gaps = {g["request_id"]: g for g in d["silent_gaps"]}
     if not extra:
         assert not gaps, gaps  # no pause was made up

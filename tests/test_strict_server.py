@@ -4,12 +4,12 @@ happened (issue 33). All over real HTTP against sim subprocesses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import aiohttp
-import asyncio
 import pytest
 
 from evalkit.cli import main
@@ -32,29 +32,35 @@ def _manifest(path: Path) -> dict:
 
 def _post(url: str, body: dict) -> tuple[int, str]:
     async def go() -> tuple[int, str]:
-        async with aiohttp.ClientSession() as http:
-            async with http.post(url, json=body) as resp:
-                return resp.status, await resp.text()
+        async with aiohttp.ClientSession() as http, http.post(url, json=body) as resp:
+            return resp.status, await resp.text()
+
     return asyncio.run(go())
 
 
 def _get(url: str) -> int:
     async def go() -> int:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(url) as resp:
-                return resp.status
+        async with aiohttp.ClientSession() as http, http.get(url) as resp:
+            return resp.status
+
     return asyncio.run(go())
 
 
 def test_sim_strict_protocol(strict: SimProcess) -> None:
     chat = strict.base_url + "/chat/completions"
-    base = {"model": "evalkit-sim", "messages": [{"role": "user", "content": "What is 2 + 3? Reply with only the "
-                                                  "number."}], "stream": True, "stream_options": {"include_usage": True}}
+    base = {
+        "model": "evalkit-sim",
+        "messages": [{"role": "user", "content": "What is 2 + 3? Reply with only the number."}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     status, text = _post(chat, {**base, "ignore_eos": True, "top_k": 5})
     assert status == 422
     detail = json.loads(text)["detail"]
-    assert [(d["type"], d["loc"]) for d in detail] == [("extra_forbidden", ["body", "ignore_eos"]),
-                                                       ("extra_forbidden", ["body", "top_k"])]
+    assert [(d["type"], d["loc"]) for d in detail] == [
+        ("extra_forbidden", ["body", "ignore_eos"]),
+        ("extra_forbidden", ["body", "top_k"]),
+    ]
     status, text = _post(chat, {**base, "model": "another-model"})
     assert status == 400 and "another-model" in text
     status, text = _post(chat, base)
@@ -67,8 +73,7 @@ def test_sim_strict_protocol(strict: SimProcess) -> None:
     assert _get(root + "/sim/events") == 200  # the sim's own ground truth stays served for tests
 
 
-def test_check_names_each_refused_field(strict: SimProcess, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_names_each_refused_field(strict: SimProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["check", "--base-url", strict.base_url, "--out", str(tmp_path), "--name", "c"])
     out = capsys.readouterr().out
     data = json.loads((tmp_path / "c" / "check.json").read_text())
@@ -80,16 +85,30 @@ def test_check_names_each_refused_field(strict: SimProcess, tmp_path: Path,
         assert f"field {name}" in out
     # The 422 on ignore_eos is named, never read as max_tokens not honoured.
     assert rows["max_tokens honoured"]["supported"] is True
-    assert rows["fixed output length"]["supported"] is False and "length_forced false" in rows["fixed output length"][
-        "detail"]
+    assert (
+        rows["fixed output length"]["supported"] is False
+        and "length_forced false" in rows["fixed output length"]["detail"]
+    )
     assert "llama-server" not in out and "--metrics" not in out  # no other server's flags
     assert set(_manifest(tmp_path / "c")["field_support"]["refused"]) == REFUSED
 
 
 COMMANDS = {
     "bench": ["bench", "--runs", "1", "--max-tokens", "32", "--concurrency", "2"],
-    "stress": ["stress", "--cycles", "1", "--seed", "3", "--long-tokens", "3000", "--gen-tokens", "48",
-               "--time-scale", "20", "--no-progress"],
+    "stress": [
+        "stress",
+        "--cycles",
+        "1",
+        "--seed",
+        "3",
+        "--long-tokens",
+        "3000",
+        "--gen-tokens",
+        "48",
+        "--time-scale",
+        "20",
+        "--no-progress",
+    ],
     "capability": ["capability", "--thinking", "low", "--limit", "1"],
     "load": ["load", "--concurrency", "2", "--requests", "6", "--output-tokens", "16", "--prompt-tokens", "60"],
 }
@@ -116,9 +135,26 @@ def test_every_command_against_a_strict_server(strict: SimProcess, tmp_path: Pat
 
 def test_min_tokens_when_ignore_eos_is_refused(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20", "--reject-fields", "ignore_eos")
-    assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "1",
-                 "--max-tokens", "24", "--prompts", str(_prompts(tmp_path, "What is 2 + 2? Reply with only the "
-                                                                   "number."))]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--base-url",
+                s.base_url,
+                "--out",
+                str(tmp_path),
+                "--name",
+                "b",
+                "--runs",
+                "1",
+                "--max-tokens",
+                "24",
+                "--prompts",
+                str(_prompts(tmp_path, "What is 2 + 2? Reply with only the number.")),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     lines = [x for x in read_jsonl(tmp_path / "b" / "requests.jsonl") if x.get("bench_key")]
     # A one-number answer ran to max_tokens: min_tokens forced it, and the lines say so.
@@ -135,8 +171,21 @@ def _prompts(tmp_path: Path, text: str) -> Path:
 def test_bench_whose_every_request_fails_exits_1(sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The preflight's short probe fits the context; every bench prompt does not.
     s = sim("--time-scale", "20", "--context-tokens", "120")
-    code = main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "b", "--runs", "2",
-                 "--prompts", str(_prompts(tmp_path, "word " * 200))])
+    code = main(
+        [
+            "bench",
+            "--base-url",
+            s.base_url,
+            "--out",
+            str(tmp_path),
+            "--name",
+            "b",
+            "--runs",
+            "2",
+            "--prompts",
+            str(_prompts(tmp_path, "word " * 200)),
+        ]
+    )
     captured = capsys.readouterr()
     err = [line for line in captured.err.splitlines() if line.startswith("bench:")]
     assert code == 1 and len(err) == 1
@@ -172,8 +221,27 @@ def test_cancel_after_the_long_request_ended_is_not_exercised(sim, tmp_path: Pat
     s = sim("--time-scale", "20")
     scenario = tmp_path / "late-cancel.toml"
     scenario.write_text(CANCEL_TOO_LATE)
-    assert main(["stress", "--scenario", str(scenario), "--seed", "1", "--time-scale", "20", "--no-progress",
-                 "--base-url", s.base_url, "--out", str(tmp_path), "--name", "s"]) == 0
+    assert (
+        main(
+            [
+                "stress",
+                "--scenario",
+                str(scenario),
+                "--seed",
+                "1",
+                "--time-scale",
+                "20",
+                "--no-progress",
+                "--base-url",
+                s.base_url,
+                "--out",
+                str(tmp_path),
+                "--name",
+                "s",
+            ]
+        )
+        == 0
+    )
     run = tmp_path / "s"
     long = [x for x in read_jsonl(run / "requests.jsonl") if x.get("role") == "long"]
     assert long and long[0]["status"] == "ok" and long[0]["cancel_sent"] is False
@@ -191,15 +259,32 @@ def test_cancel_after_the_long_request_ended_is_not_exercised(sim, tmp_path: Pat
     assert "cancel aborts the prefill `diagnoses.cancel_aborts` | not exercised" in report
 
 
-def test_field_support_is_cached_per_server(strict: SimProcess, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_field_support_is_cached_per_server(
+    strict: SimProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("EVALKIT_NO_FIELD_CACHE", raising=False)
     monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path / "cache"))
     sources, probes = [], []
     for name in ("a", "b"):
         strict.reset()
-        assert main(["bench", "--base-url", strict.base_url, "--out", str(tmp_path), "--name", name, "--runs", "1",
-                     "--max-tokens", "16"]) == 0
+        assert (
+            main(
+                [
+                    "bench",
+                    "--base-url",
+                    strict.base_url,
+                    "--out",
+                    str(tmp_path),
+                    "--name",
+                    name,
+                    "--runs",
+                    "1",
+                    "--max-tokens",
+                    "16",
+                ]
+            )
+            == 0
+        )
         sources.append(_manifest(tmp_path / name)["field_support"]["source"])
         probes.append(sum(e["request_id"].startswith("preflight-") for e in strict.events()))
         assert set(_manifest(tmp_path / name)["field_support"]["refused"]) == REFUSED
@@ -208,17 +293,31 @@ def test_field_support_is_cached_per_server(strict: SimProcess, tmp_path: Path,
     assert (tmp_path / "cache" / "field-support.json").is_file()
 
 
-@pytest.mark.parametrize("identity,kind", [
-    ({"server_type": "llama.cpp"}, "llama.cpp"),
-    ({"server_type": "vllm"}, "vllm"),
-    ({"server_type": None, "owned_by": ["fastllm"]}, "fastllm"),
-    ({"server_type": None, "owned_by": ["me"]}, "llama-cpp-python"),
-    ({"server_type": None, "owned_by": ["HuggingFaceTB"],
-      "openapi": {"title": "FastAPI", "paths": ["/health", "/v1/chat/completions", "/v1/responses"]}}, "transformers"),
-    ({"server_type": None, "openapi": {"title": "FastAPI", "paths": ["/v1/chat/completions", "/v1/responses",
-                                                                     "/tokenize"]}}, "unknown"),
-    ({"server_type": None, "owned_by": ["evalkit-sim"]}, "unknown"),
-])
+@pytest.mark.parametrize(
+    "identity,kind",
+    [
+        ({"server_type": "llama.cpp"}, "llama.cpp"),
+        ({"server_type": "vllm"}, "vllm"),
+        ({"server_type": None, "owned_by": ["fastllm"]}, "fastllm"),
+        ({"server_type": None, "owned_by": ["me"]}, "llama-cpp-python"),
+        (
+            {
+                "server_type": None,
+                "owned_by": ["HuggingFaceTB"],
+                "openapi": {"title": "FastAPI", "paths": ["/health", "/v1/chat/completions", "/v1/responses"]},
+            },
+            "transformers",
+        ),
+        (
+            {
+                "server_type": None,
+                "openapi": {"title": "FastAPI", "paths": ["/v1/chat/completions", "/v1/responses", "/tokenize"]},
+            },
+            "unknown",
+        ),
+        ({"server_type": None, "owned_by": ["evalkit-sim"]}, "unknown"),
+    ],
+)
 def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
     from evalkit.evidence.server_kind import advice, server_kind
 
@@ -228,13 +327,17 @@ def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
     assert "--enable-metrics" not in metrics or kind == "sglang"
 
 
-@pytest.mark.parametrize("bare_tokens,with_field,expected", [
-    (2, 8, ("accepted", True)),     # a one-number answer ran to max_tokens: the field forced it
-    (2, 2, ("ignored", False)),     # taken, but the answer stopped as without it (FastLLM, llama-cpp-python)
-    (8, 8, ("accepted", False)),    # the model talks on anyway: its effect can't be told, so it is not relied on
-])
-def test_forced_length_is_judged_against_the_bare_answer(bare_tokens: int, with_field: int,
-                                                         expected: tuple[str, bool]) -> None:
+@pytest.mark.parametrize(
+    "bare_tokens,with_field,expected",
+    [
+        (2, 8, ("accepted", True)),  # a one-number answer ran to max_tokens: the field forced it
+        (2, 2, ("ignored", False)),  # taken, but the answer stopped as without it (FastLLM, llama-cpp-python)
+        (8, 8, ("accepted", False)),  # the model talks on anyway: its effect can't be told, so it is not relied on
+    ],
+)
+def test_forced_length_is_judged_against_the_bare_answer(
+    bare_tokens: int, with_field: int, expected: tuple[str, bool]
+) -> None:
     from evalkit.client.field_support import ProbeReply, length_fields, probe_fields
 
     async def send(body: dict, headers: dict) -> ProbeReply:

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from evalkit.cli import main
 from evalkit.errors import UsageError
 from evalkit.sim.launch import start_sim
-from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.protocol import Judges
 from evalkit_evals.user_eval import load_user_eval
@@ -28,9 +27,27 @@ EVALKIT = [sys.executable, "-m", "evalkit"]
 
 
 def _capability(base_url: str, out: Path, name: str) -> Path:
-    proc = subprocess.run([*EVALKIT, "capability", "--base-url", base_url, "--out", str(out), "--name", name,
-                           "--thinking", "off", "--eval", str(EXAMPLE), "--concurrency", "4"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            *EVALKIT,
+            "capability",
+            "--base-url",
+            base_url,
+            "--out",
+            str(out),
+            "--name",
+            name,
+            "--thinking",
+            "off",
+            "--eval",
+            str(EXAMPLE),
+            "--concurrency",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return Path(proc.stdout.strip().splitlines()[-1])
 
@@ -50,20 +67,26 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     yield got
 
 
-def test_the_example_runs_like_a_builtin_and_the_report_lists_the_flips(runs: dict[str, Path], tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_example_runs_like_a_builtin_and_the_report_lists_the_flips(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     a, b = _graded(runs["1"]), _graded(runs["2"])
     assert len(a) == len(b) == 24 and {g["dataset"] for g in a + b} == {"capitals"}
     assert {g["rule"] for g in a} == {"capitals.regex.exact"}
     first = next(g for g in a if g["id"] == "capitals:fr")
-    assert first["prompt"] == ('What is the capital city of France?\nReply briefly, and end with a line of the form '
-                               '"Answer: CITY".\n')
+    assert first["prompt"] == (
+        'What is the capital city of France?\nReply briefly, and end with a line of the form "Answer: CITY".\n'
+    )
     manifest = json.loads((runs["1"] / "manifest.json").read_text())
     assert manifest["datasets"] == ["capitals"] and manifest["user_evals"]["capitals"]["file"] == str(EXAMPLE)
     summary = json.loads((runs["1"] / "summary.json").read_text())
     assert summary["scores"]["capitals"]["correct"] == sum(g["correct"] for g in a)
-    flips = {g["id"]: ("right→wrong" if g["correct"] else "wrong→right")
-             for g in a for h in b if g["id"] == h["id"] and g["correct"] != h["correct"]}
+    flips = {
+        g["id"]: ("right→wrong" if g["correct"] else "wrong→right")
+        for g in a
+        for h in b
+        if g["id"] == h["id"] and g["correct"] != h["correct"]
+    }
     assert flips, "two seeds at accuracy 0.6 flip some of 24 questions"
     report = tmp_path / "report.md"
     assert main(["report", str(runs["1"]), str(runs["2"]), "--labels", "s1,s2", "-o", str(report)]) == 0
@@ -88,12 +111,16 @@ def _eval(tmp_path: Path, body: str, rows: list[dict], name: str = "t.toml") -> 
 
 
 NUMBER = 'name = "n"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\nkind = "number"\n'
-CHOICE = ('name = "c"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\n'
-          'kind = "choice"\nchoices = "opts"\n')
+CHOICE = (
+    'name = "c"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\n'
+    'kind = "choice"\nchoices = "opts"\n'
+)
 MATH = 'name = "m"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\nkind = "math"\n'
 CODE = 'name = "k"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\nkind = "code"\n'
-REGEX = ('name = "r"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\nkind = "regex"\n'
-         "pattern = 'Answer: (.+)'\n[sim]\nanswer = 'Answer: {{ answer }}'\n")
+REGEX = (
+    'name = "r"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n[extract]\nkind = "regex"\n'
+    "pattern = 'Answer: (.+)'\n[sim]\nanswer = 'Answer: {{ answer }}'\n"
+)
 
 # (file, gold, extra columns, answer, outcome): one row a case.
 CASES = [
@@ -110,7 +137,7 @@ CASES = [
     (CODE, "print(1)", {}, "```python\nprint(2)\n```", "wrong"),
     (REGEX, "Paris", {}, "Answer: Paris", "correct"),
     (REGEX, "Paris", {}, "Answer: paris", "wrong"),
-    (REGEX + '[score]\nignore_case = true\n', "Paris", {}, "Answer: paris", "correct"),
+    (REGEX + "[score]\nignore_case = true\n", "Paris", {}, "Answer: paris", "correct"),
     (REGEX + '[score]\nkind = "numeric"\ntolerance = 0.01\n', "3.14", {}, "Answer: 3.141", "correct"),
     (REGEX, "Paris", {}, "Paris, surely.", "unparsed"),
 ]
@@ -124,8 +151,9 @@ def judges() -> Iterator[Judges]:
 
 
 @pytest.mark.parametrize("body,gold,extra,answer,outcome", CASES)
-def test_extractors_and_scorers(tmp_path: Path, judges: Judges, body: str, gold: object, extra: dict, answer: str,
-                                outcome: str) -> None:
+def test_extractors_and_scorers(
+    tmp_path: Path, judges: Judges, body: str, gold: object, extra: dict, answer: str, outcome: str
+) -> None:
     ev = _eval(tmp_path, body, [{"q": "question?", "gold": gold, **extra}])
     [item] = ev.load(None)
     verdict = ev.grade(item, answer, judges)
@@ -177,12 +205,26 @@ BAD = [
 
 
 @pytest.mark.parametrize("what,body,needle", BAD, ids=[b[0] for b in BAD])
-def test_a_bad_eval_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str,
-                                                body: str, needle: str) -> None:
+def test_a_bad_eval_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str, body: str, needle: str
+) -> None:
     (tmp_path / "rows.jsonl").write_text('{"q": "x", "gold": "1"}\n', encoding="utf-8")
     (tmp_path / "bad.toml").write_text(body, encoding="utf-8")
-    code = main(["capability", "--eval", str(tmp_path / "bad.toml"), "--thinking", "off",
-                 "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path), "--name", "x"])
+    code = main(
+        [
+            "capability",
+            "--eval",
+            str(tmp_path / "bad.toml"),
+            "--thinking",
+            "off",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "x",
+        ]
+    )
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and len(err) == 1 and needle in err[0] and "Traceback" not in err[0], err
 
@@ -202,9 +244,9 @@ def test_export_joins_requests_and_grades(runs: dict[str, Path], tmp_path: Path)
             assert row["status"] == "ok" and row["ttft_s"] > 0
 
 
-def test_export_parquet_without_pyarrow_and_of_no_run(runs: dict[str, Path], tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_parquet_without_pyarrow_and_of_no_run(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     assert main(["export", str(runs["1"]), "--format", "parquet", "-o", str(tmp_path / "x.parquet")]) == 2
     assert main(["export", str(tmp_path / "nosuch")]) == 2

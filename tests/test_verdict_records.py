@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
+from evalkit.evidence.server_evidence import read_evidence
+from evalkit.evidence.wait_parts import IN_SLOT_PREFILL, WORDS, read_parts
 from evalkit.runs.rundir import read_jsonl
 from evalkit_stress.diagnose import diagnose
-from evalkit.evidence.server_evidence import read_evidence
 from evalkit_stress.verdicts import VerdictReading
-from evalkit.evidence.wait_parts import IN_SLOT_PREFILL, WORDS, read_parts
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
-RUNS = [GPU / "llamacpp" / "np2" / "stress", GPU / "llamacpp-issue27" / "np2-lv4" / "stress",
-        GPU / "llamacpp-issue27" / "np2-noidle" / "stress", GPU / "fastllm" / "stress-54k-mb1"]
+RUNS = [
+    GPU / "llamacpp" / "np2" / "stress",
+    GPU / "llamacpp-issue27" / "np2-lv4" / "stress",
+    GPU / "llamacpp-issue27" / "np2-noidle" / "stress",
+    GPU / "fastllm" / "stress-54k-mb1",
+]
 
 
 def _keys(x: Any, path: str = "") -> Iterator[tuple[str, str]]:
@@ -43,8 +48,9 @@ def test_diagnoses_keys_are_identifiers(run: Path) -> None:
 
 
 def _parts(d: dict[str, Any]) -> list[dict[str, float]]:
-    return ([x["figures"].get("wait_parts_s") or {} for x in d["head_of_line_blocking"]["samples"]]
-            + [(s.get("next_delay") or {}).get("parts_s") or {} for s in d["cancel_aborts"]["samples"]])
+    return [x["figures"].get("wait_parts_s") or {} for x in d["head_of_line_blocking"]["samples"]] + [
+        (s.get("next_delay") or {}).get("parts_s") or {} for s in d["cancel_aborts"]["samples"]
+    ]
 
 
 def test_old_runs_keyed_wait_parts_by_their_words_and_still_read() -> None:

@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from evalkit.clock import Clock
 from evalkit.client.http_errors import describe, is_uuid
-from evalkit.redact import known_forms, scrub, scrub_known
 from evalkit.client.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
-from evalkit.runs.records import RequestRecord
 from evalkit.client.thinking_text import split_inline_reasoning
+from evalkit.clock import Clock
+from evalkit.redact import known_forms, scrub, scrub_known
+from evalkit.runs.records import RequestRecord
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,11 @@ class ChatClient:
         # chunk and stamped the send only after every other ready task ran. Here `t_sent` is taken with no await
         # before the socket write and each chunk is parsed in the connection's callback as its bytes arrive.
         self._pool = HttpPool(base_url, self.clock, KEEPALIVE_EXPIRY_S)
-        self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'EMPTY'}",
-                         "User-Agent": "evalkit"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {api_key or 'EMPTY'}",
+            "User-Agent": "evalkit",
+        }
         # What a server sends back is scrubbed of the key before it reaches a record (error texts also of any
         # credential-looking value; answers only of the key itself, so their own code stays as written).
         self._secrets = (api_key,) if api_key else ()
@@ -90,7 +94,7 @@ class ChatClient:
         """Close the connection pool."""
         await self._pool.aclose()
 
-    async def __aenter__(self) -> "ChatClient":
+    async def __aenter__(self) -> ChatClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -188,8 +192,12 @@ class ChatClient:
 
     def _request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body, as the openai SDK built it: its fields, then `extra_body` merged over them."""
-        body: dict[str, Any] = {"model": self.model, "messages": request.messages, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
         if request.temperature is not None:
@@ -199,14 +207,20 @@ class ChatClient:
             del body[name]
         return body
 
-    async def _stream(self, request: ChatRequest, rec: RequestRecord,
-                      on_first_token: Callable[[float], None] | None = None) -> None:
+    async def _stream(
+        self, request: ChatRequest, rec: RequestRecord, on_first_token: Callable[[float], None] | None = None
+    ) -> None:
         clock = self.clock
         body = self._request_body(request)
-        wire = build_request(self._pool.origin, "POST", "/chat/completions",
-                             self._headers if "header:X-Request-Id" in self.omit_fields
-                             else {**self._headers, "X-Request-Id": rec.request_id},
-                             json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+        wire = build_request(
+            self._pool.origin,
+            "POST",
+            "/chat/completions",
+            self._headers
+            if "header:X-Request-Id" in self.omit_fields
+            else {**self._headers, "X-Request-Id": rec.request_id},
+            json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+        )
         content: list[str] = []
         reasoning: list[str] = []
         events: _EventStream | None = None
@@ -232,9 +246,13 @@ class ChatClient:
                 # What llama-cpp-python sends for a prompt longer than its context, and for a stream it ends before
                 # the first event when another request arrives. "without a finish_reason" is what stress's checks
                 # read as a killed stream.
-                rec.status, rec.error = "error", (
-                    "stream ended without a finish_reason and without one event (HTTP 200, empty stream: a prompt "
-                    "longer than the server's context, or a server that ends a stream when another request arrives)")
+                rec.status, rec.error = (
+                    "error",
+                    (
+                        "stream ended without a finish_reason and without one event (HTTP 200, empty stream: a prompt "
+                        "longer than the server's context, or a server that ends a stream when another request arrives)"
+                    ),
+                )
             elif rec.finish_reason is None:
                 rec.status, rec.error = "error", "stream ended without a finish_reason (broken stream)"
         except (APIConnectionError, StreamError) as e:  # connection errors, error events in the stream
@@ -303,8 +321,10 @@ class HttpStatusError(Exception):
 
 def _stamp(rec: RequestRecord) -> Callable[[float], None]:
     """Where the transport puts the send stamp of each attempt."""
+
     def on_sent(t: float) -> None:
         rec.t_sent = t
+
     return on_sent
 
 
@@ -336,10 +356,15 @@ class _EventStream:
     held the loop for 100+ ms (seen at 512 streams), and tokens that wait unread share one kernel stamp.
     A non-2xx answer's body is kept instead (`error_body`), to be described once it is complete."""
 
-    __slots__ = ("rec", "content", "reasoning", "on_first_token", "error_body", "_pending", "_now", "_kept")
+    __slots__ = ("_kept", "_now", "_pending", "content", "error_body", "on_first_token", "reasoning", "rec")
 
-    def __init__(self, rec: RequestRecord, content: list[str], reasoning: list[str],
-                 on_first_token: Callable[[float], None] | None) -> None:
+    def __init__(
+        self,
+        rec: RequestRecord,
+        content: list[str],
+        reasoning: list[str],
+        on_first_token: Callable[[float], None] | None,
+    ) -> None:
         self.rec, self.content, self.reasoning, self.on_first_token = rec, content, reasoning, on_first_token
         self.error_body: list[bytes] | None = None
         self._pending = b""
@@ -427,8 +452,9 @@ def _sse_data(line: bytes) -> bytes | None:
     return line[5:].strip()
 
 
-def _take_chunk(rec: RequestRecord, chunk: dict[str, Any], now: float, content: list[str],
-                reasoning: list[str]) -> None:
+def _take_chunk(
+    rec: RequestRecord, chunk: dict[str, Any], now: float, content: list[str], reasoning: list[str]
+) -> None:
     """Fold one parsed `chat.completion.chunk` into the record."""
     # `in` before a look-up: most chunks carry none of these keys, and a membership test is the cheaper miss.
     if "error" in chunk and chunk["error"] and not chunk.get("choices"):

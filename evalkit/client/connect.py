@@ -8,22 +8,22 @@ import json
 from typing import Any
 
 from evalkit.client import auxiliary
-
 from evalkit.client.chat import ChatClient
+from evalkit.client.probe import quick_check
 from evalkit.client.procs import MultiProcessChatClient
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile
 from evalkit.errors import ServerRefused, UsageError
-from evalkit.client.probe import quick_check
-from evalkit.redact import scrub
 from evalkit.evidence.server_identity import identify
+from evalkit.redact import scrub
 
 
 def _not_a_model_list(url: str, status: int, ctype: str, body: str, key: str | None, why: str) -> UsageError:
     # What came back, so a proxy's login page or a wrong port's HTML is seen for what it is (scrubbed of secrets).
     shown = scrub(" ".join(body[:200].split()), [key]) or "empty body"
-    return UsageError(f"server at {url} answered GET /models with HTTP {status} ({ctype or 'no content type'}), "
-                      f"{why}: {shown}")
+    return UsageError(
+        f"server at {url} answered GET /models with HTTP {status} ({ctype or 'no content type'}), {why}: {shown}"
+    )
 
 
 async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
@@ -31,13 +31,16 @@ async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
     key = profile.api_key
     headers = {"Authorization": f"Bearer {key or 'EMPTY'}"}
     try:
-        async with (auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session,
-                    session.get(f"{url}/models", headers=headers) as resp):
+        async with (
+            auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session,
+            session.get(f"{url}/models", headers=headers) as resp,
+        ):
             status, ctype = resp.status, resp.headers.get("Content-Type", "")
             body = (await resp.read()).decode("utf-8", "replace")
     except (auxiliary.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
-        raise UsageError(f"cannot reach server at {url}: {type(e).__name__}: {scrub(str(e), [key]) or 'no answer'}") \
-            from None
+        raise UsageError(
+            f"cannot reach server at {url}: {type(e).__name__}: {scrub(str(e), [key]) or 'no answer'}"
+        ) from None
     if status != 200:
         raise _not_a_model_list(url, status, ctype, body, key, "not the model list")
     try:
@@ -60,8 +63,9 @@ async def discover_model(profile: ServerProfile, timeout_s: float = 10.0) -> str
     return ids[0]
 
 
-async def open_client(profile: ServerProfile, clock: Clock | None = None,
-                      client_procs: int = 1) -> tuple[ChatClient, ServerProfile]:
+async def open_client(
+    profile: ServerProfile, clock: Clock | None = None, client_procs: int = 1
+) -> tuple[ChatClient, ServerProfile]:
     """A client for the profile's server, and the profile with its model filled in.
 
     The preflight's essential probe runs first: a server that refuses evalkit's request stops the command here
@@ -77,15 +81,29 @@ async def open_client(profile: ServerProfile, clock: Clock | None = None,
     refused = [r for r in check.rows if r.supported is False]
     if refused:
         said = f"{refused[0].detail}" + (f"; {refused[0].fix}" if refused[0].fix else "")
-        raise ServerRefused(f"server at {profile.base_url} refuses evalkit's requests: "
-                            f"{scrub(' '.join(said.split()), [key])} (evalkit check shows more)")
+        raise ServerRefused(
+            f"server at {profile.base_url} refuses evalkit's requests: "
+            f"{scrub(' '.join(said.split()), [key])} (evalkit check shows more)"
+        )
     if client_procs > 1:  # the streams are read in worker processes; the records come back whole
-        client: Any = MultiProcessChatClient(profile.base_url or "", model, client_procs, api_key=key,
-                                             clock=clock, uuid_request_ids=check.uuid_request_ids,
-                                             omit_fields=check.omit_fields)
+        client: Any = MultiProcessChatClient(
+            profile.base_url or "",
+            model,
+            client_procs,
+            api_key=key,
+            clock=clock,
+            uuid_request_ids=check.uuid_request_ids,
+            omit_fields=check.omit_fields,
+        )
     else:
-        client = ChatClient(profile.base_url or "", model, api_key=key, clock=clock,
-                            uuid_request_ids=check.uuid_request_ids, omit_fields=check.omit_fields)
+        client = ChatClient(
+            profile.base_url or "",
+            model,
+            api_key=key,
+            clock=clock,
+            uuid_request_ids=check.uuid_request_ids,
+            omit_fields=check.omit_fields,
+        )
     client.preflight = check
     client.identity = identity
     return client, profile

@@ -72,8 +72,11 @@ def store(base_url: str, identity: dict[str, Any] | None, support: FieldSupport)
     if path is None:
         return
     now = time.time()
-    data = {k: v for k, v in _read(path).items()
-            if isinstance(v, dict) and isinstance(v.get("at"), (int, float)) and now - v["at"] <= MAX_AGE_S}
+    data = {
+        k: v
+        for k, v in _read(path).items()
+        if isinstance(v, dict) and isinstance(v.get("at"), (int, float)) and now - v["at"] <= MAX_AGE_S
+    }
     data[cache_key(base_url, identity)] = {"at": now, "base_url": base_url, "support": support.to_json()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

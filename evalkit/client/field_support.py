@@ -13,8 +13,9 @@ The probe question has a one-word answer, so a forced length is told apart from 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 ACCEPTED, IGNORED, REFUSED, UNKNOWN = "accepted", "ignored", "refused", "can't tell"
 HEADER = "header:X-Request-Id"
@@ -66,11 +67,14 @@ class FieldSupport:
 
     def to_json(self) -> dict[str, Any]:
         """What the manifest's `field_support` holds."""
-        return {"source": self.source, "refused": self.refused,
-                "fields": {k: asdict(v) for k, v in self.fields.items()}}
+        return {
+            "source": self.source,
+            "refused": self.refused,
+            "fields": {k: asdict(v) for k, v in self.fields.items()},
+        }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], source: str) -> "FieldSupport":
+    def from_json(cls, data: dict[str, Any], source: str) -> FieldSupport:
         """Read back what `to_json` wrote (the cache)."""
         return cls({k: FieldVerdict(**v) for k, v in (data.get("fields") or {}).items()}, source)
 
@@ -94,8 +98,13 @@ Send = Callable[[dict[str, Any], dict[str, str]], Awaitable[ProbeReply]]
 
 def bare_body(model: str, max_tokens: int = PROBE_TOKENS) -> dict[str, Any]:
     """The smallest chat request every OpenAI-compatible server takes."""
-    return {"model": model, "messages": [{"role": "user", "content": PROBE_QUESTION}], "stream": True,
-            "max_tokens": max_tokens, "temperature": 0.0}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": PROBE_QUESTION}],
+        "stream": True,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    }
 
 
 def _judge(name: str, reply: ProbeReply, bare_tokens: int | None = None) -> FieldVerdict:
@@ -107,12 +116,14 @@ def _judge(name: str, reply: ProbeReply, bare_tokens: int | None = None) -> Fiel
     if name in ("ignore_eos", "min_tokens"):
         if bare_tokens is not None and bare_tokens >= PROBE_TOKENS:
             # The model talked on without the field too: a full length says nothing about it.
-            return FieldVerdict(ACCEPTED, f"taken; its effect can't be told (the answer ran to {bare_tokens} "
-                                          "tokens without it too)")
+            return FieldVerdict(
+                ACCEPTED, f"taken; its effect can't be told (the answer ran to {bare_tokens} tokens without it too)"
+            )
         if n is not None and n >= PROBE_TOKENS:
             return FieldVerdict(ACCEPTED, f"a one-word answer ran to {n} tokens ({reply.finish_reason})", True)
-        return FieldVerdict(IGNORED, f"taken, but the answer stopped after {n} of {PROBE_TOKENS} tokens "
-                                     f"({reply.finish_reason})")
+        return FieldVerdict(
+            IGNORED, f"taken, but the answer stopped after {n} of {PROBE_TOKENS} tokens ({reply.finish_reason})"
+        )
     if name == "stream_options":
         if reply.usage:
             return FieldVerdict(ACCEPTED, "include_usage honoured: usage in the stream", True)
@@ -120,8 +131,9 @@ def _judge(name: str, reply: ProbeReply, bare_tokens: int | None = None) -> Fiel
     return FieldVerdict(ACCEPTED, "taken (HTTP 200); its effect is not checked here")
 
 
-async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], request_id: Callable[[], str],
-                       uuid_request_ids: bool = False) -> FieldSupport:
+async def probe_fields(
+    send: Send, model: str, extra_body: dict[str, Any], request_id: Callable[[], str], uuid_request_ids: bool = False
+) -> FieldSupport:
     """A bare request with a request id (a UUID when the server wants one; without the header when it refuses it),
     then each optional field (and each key of the profile's extra body) alone on it."""
     out = FieldSupport()
@@ -136,8 +148,9 @@ async def probe_fields(send: Send, model: str, extra_body: dict[str, Any], reque
     if got.ok:
         echoed = got.echoed_id == rid
         how = "only a UUID, " if uuid_request_ids else ""
-        out.fields[HEADER] = FieldVerdict(ACCEPTED, how + ("echoed in the response headers" if echoed
-                                                           else "taken, not echoed"), echoed)
+        out.fields[HEADER] = FieldVerdict(
+            ACCEPTED, how + ("echoed in the response headers" if echoed else "taken, not echoed"), echoed
+        )
     else:
         bare_reply = await send(bare, {}) if got.status is not None and 400 <= got.status < 500 else got
         if not bare_reply.ok:

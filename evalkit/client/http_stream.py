@@ -19,8 +19,9 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from evalkit.client import kernel_stamps
@@ -64,7 +65,7 @@ class Origin:
     base_path: str
 
     @classmethod
-    def parse(cls, base_url: str) -> "Origin":
+    def parse(cls, base_url: str) -> Origin:
         """An `Origin` from a base URL such as `http://127.0.0.1:8000/v1`."""
         u = urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -93,7 +94,7 @@ def build_request(origin: Origin, method: str, path: str, headers: dict[str, str
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; parses the response framing in `data_received` and feeds the sink."""
 
-    def __init__(self, clock: Clock, on_reusable: Callable[["_Connection"], None]) -> None:
+    def __init__(self, clock: Clock, on_reusable: Callable[[_Connection], None]) -> None:
         self._clock = clock
         self._on_reusable = on_reusable
         self.transport: asyncio.Transport | None = None
@@ -135,7 +136,7 @@ class _Connection(asyncio.Protocol):
                     except ValueError:
                         size = 0  # an extension or junk: the general path decides
                     if size and len(data) == eol + size + 4 and data.endswith(b"\r\n"):
-                        self._sink.on_data(data[eol + 2:eol + 2 + size], now)  # type: ignore[union-attr]  # a sink is set before any body arrives
+                        self._sink.on_data(data[eol + 2 : eol + 2 + size], now)  # type: ignore[union-attr]  # a sink is set before any body arrives
                         return
             self._feed(data, now)
         except Exception as e:  # noqa: BLE001 - a framing error or the sink's own; either ends this exchange
@@ -158,11 +159,15 @@ class _Connection(asyncio.Protocol):
                 err.__cause__ = RemoteProtocolError("Server disconnected without sending a response.")
                 self._done.set_exception(err)
             elif self._mode.startswith("chunk") or self._mode == "trailer":
-                self._done.set_exception(RemoteProtocolError(
-                    "peer closed connection without sending complete message body (incomplete chunked read)"))
+                self._done.set_exception(
+                    RemoteProtocolError(
+                        "peer closed connection without sending complete message body (incomplete chunked read)"
+                    )
+                )
             else:
-                self._done.set_exception(RemoteProtocolError(
-                    "peer closed connection without sending complete message body"))
+                self._done.set_exception(
+                    RemoteProtocolError("peer closed connection without sending complete message body")
+                )
 
     # one exchange
     def start(self, request: bytes, sink: BodySink) -> tuple[float, asyncio.Future[None]]:
@@ -221,7 +226,7 @@ class _Connection(asyncio.Protocol):
                 take = min(self._left, len(buf) - pos)
                 if take <= 0:
                     break
-                out.append(buf[pos:pos + take])
+                out.append(buf[pos : pos + take])
                 pos += take
                 self._left -= take
                 if self._left == 0:
@@ -229,7 +234,7 @@ class _Connection(asyncio.Protocol):
             elif mode == "chunk-crlf":
                 if len(buf) - pos < 2:
                     break
-                if buf[pos:pos + 2] != b"\r\n":
+                if buf[pos : pos + 2] != b"\r\n":
                     raise RemoteProtocolError("malformed chunked body")
                 pos += 2
                 self._mode = "chunk-size"
@@ -261,7 +266,7 @@ class _Connection(asyncio.Protocol):
                 return
             elif mode == "length":
                 take = min(self._left, len(buf) - pos)
-                out.append(buf[pos:pos + take])
+                out.append(buf[pos : pos + take])
                 pos += take
                 self._left -= take
                 self._buf = buf[pos:]
@@ -293,7 +298,7 @@ class _Connection(asyncio.Protocol):
 
     def _head(self, status: int, headers: dict[str, str], now: float, sink: BodySink) -> None:
         conn = headers.get("connection", "").lower()
-        self._keep_alive = "close" not in conn and headers.get(":version") != "HTTP/1.0" or "keep-alive" in conn
+        self._keep_alive = ("close" not in conn and headers.get(":version") != "HTTP/1.0") or "keep-alive" in conn
         sink.on_head(status, headers, now)
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._mode = "chunk-size"
@@ -328,7 +333,7 @@ class _SocketTransport:
     """A plain-TCP connection's socket as its `_Connection`'s transport: written with `send` (the rest of a large
     request when the socket takes it), read by the pool's `_BatchReader` with the kernel's receive stamps."""
 
-    def __init__(self, sock: socket.socket, reader: "_BatchReader", protocol: _Connection) -> None:
+    def __init__(self, sock: socket.socket, reader: _BatchReader, protocol: _Connection) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self._reader = reader
@@ -517,7 +522,7 @@ class HttpPool:
         conn = await self._acquire()
         try:
             t_sent, done = conn.start(request, sink)
-        except Exception as e:  # noqa: BLE001 - a transport that broke between acquire and write
+        except Exception as e:
             conn.close()
             raise ClosedBeforeAnswering("Connection error.") from e
         on_sent(t_sent)
@@ -541,8 +546,12 @@ class HttpPool:
             if self.kernel_stamps:
                 return await self._open_stamped(loop)
             _, conn = await loop.create_connection(
-                lambda: _Connection(self._clock, self._release), o.host, o.port, ssl=self._ssl,
-                server_hostname=o.host if self._ssl else None)
+                lambda: _Connection(self._clock, self._release),
+                o.host,
+                o.port,
+                ssl=self._ssl,
+                server_hostname=o.host if self._ssl else None,
+            )
         except OSError as e:
             raise APIConnectionError("Connection error.") from e
         return conn

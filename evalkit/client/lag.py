@@ -11,22 +11,26 @@ token. `--client-procs K` spreads the reading over K processes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from statistics import median
-from typing import Any, Iterable
+from typing import Any
 
 from evalkit.stats import distribution
-
 
 AGREE = 0.01  # client and server decode rates within 1% (median): the client kept up, whatever its read lag
 
 
 def _rate_gap(lines: list[dict[str, Any]]) -> float | None:
     """Median |client decode tok/s / server `timings.predicted_per_second` - 1| over requests that have both."""
-    diffs = [abs(ln["decode_tok_s"] / t["predicted_per_second"] - 1) for ln in lines
-             if isinstance(t := ln.get("server_timings"), dict) and isinstance(t.get("predicted_per_second"),
-                                                                                 (int, float))
-             and t["predicted_per_second"] > 0 and isinstance(ln.get("decode_tok_s"), (int, float))
-             and (t.get("predicted_n") or 0) > 1]
+    diffs = [
+        abs(ln["decode_tok_s"] / t["predicted_per_second"] - 1)
+        for ln in lines
+        if isinstance(t := ln.get("server_timings"), dict)
+        and isinstance(t.get("predicted_per_second"), (int, float))
+        and t["predicted_per_second"] > 0
+        and isinstance(ln.get("decode_tok_s"), (int, float))
+        and (t.get("predicted_n") or 0) > 1
+    ]
     return median(diffs) if diffs else None
 
 
@@ -38,23 +42,37 @@ def client_lag(lines: Iterable[dict[str, Any]]) -> dict[str, Any]:
     came at the server's pace."""
     lines = list(lines)
     lags = [ln["read_lag_s"] for ln in lines if isinstance(ln.get("read_lag_s"), (int, float))]
-    gaps = [1.0 / ln["decode_tok_s"] for ln in lines if isinstance(ln.get("decode_tok_s"), (int, float))
-            and ln["decode_tok_s"] > 0]
+    gaps = [
+        1.0 / ln["decode_tok_s"]
+        for ln in lines
+        if isinstance(ln.get("decode_tok_s"), (int, float)) and ln["decode_tok_s"] > 0
+    ]
     gap = median(gaps) if gaps else None
     agree = _rate_gap(lines)
     if not lags:
-        return {"read_lag_s": None, "token_gap_p50_s": gap, "decode_vs_server_p50": agree, "client_bound": None,
-                "note": None}
+        return {
+            "read_lag_s": None,
+            "token_gap_p50_s": gap,
+            "decode_vs_server_p50": agree,
+            "client_bound": None,
+            "note": None,
+        }
     dist = distribution(lags)
     p95 = dist["p95"] or 0.0
     bound = gap is not None and p95 > gap and not (agree is not None and agree <= AGREE)
     note = None
     if bound and gap is not None:  # bound implies a gap; the check tells the type checker
-        vs = (f"; its decode rates differ from the server's timings by {agree:.1%} (median)" if agree is not None
-              else "")
-        note = (f"the client was the bottleneck: read_lag_s p95 {p95 * 1000:.1f} ms (how late it read answers "
-                f"after the kernel got them) exceeds token_gap_p50_s {gap * 1000:.1f} ms (the server's time between "
-                f"tokens){vs} (tokens that waited unread share one arrival stamp, what the client did on a token ran "
-                "late; try --client-procs 2 or fewer streams)")
-    return {"read_lag_s": dist, "token_gap_p50_s": gap, "decode_vs_server_p50": agree, "client_bound": bound,
-            "note": note}
+        vs = f"; its decode rates differ from the server's timings by {agree:.1%} (median)" if agree is not None else ""
+        note = (
+            f"the client was the bottleneck: read_lag_s p95 {p95 * 1000:.1f} ms (how late it read answers "
+            f"after the kernel got them) exceeds token_gap_p50_s {gap * 1000:.1f} ms (the server's time between "
+            f"tokens){vs} (tokens that waited unread share one arrival stamp, what the client did on a token ran "
+            "late; try --client-procs 2 or fewer streams)"
+        )
+    return {
+        "read_lag_s": dist,
+        "token_gap_p50_s": gap,
+        "decode_vs_server_p50": agree,
+        "client_bound": bound,
+        "note": note,
+    }

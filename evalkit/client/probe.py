@@ -12,12 +12,11 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
-from evalkit.client import auxiliary
-
-from evalkit.client import field_cache
+from evalkit.client import auxiliary, field_cache
 from evalkit.client.field_support import FieldSupport, ProbeReply, probe_fields
 from evalkit.client.http_errors import describe
 from evalkit.redact import scrub
@@ -100,9 +99,13 @@ def server_root(base_url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-async def chat_probe(http: auxiliary.ClientSession, base_url: str, body: dict[str, Any],
-                     headers: dict[str, str] | None = None,
-                     on_first_chunk: Callable[[], None] | None = None) -> Reply:
+async def chat_probe(
+    http: auxiliary.ClientSession,
+    base_url: str,
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+    on_first_chunk: Callable[[], None] | None = None,
+) -> Reply:
     """Send one streaming chat request and read it to the end.
 
     Sent once more when the connection was dropped before any answer: llama-server closes idle pooled keep-alive
@@ -119,8 +122,13 @@ async def chat_probe(http: auxiliary.ClientSession, base_url: str, body: dict[st
 _DROPPED = ("ServerDisconnectedError", "ClientOSError")
 
 
-async def _chat_once(http: auxiliary.ClientSession, base_url: str, body: dict[str, Any],
-                     headers: dict[str, str] | None, on_first_chunk: Callable[[], None] | None) -> Reply:
+async def _chat_once(
+    http: auxiliary.ClientSession,
+    base_url: str,
+    body: dict[str, Any],
+    headers: dict[str, str] | None,
+    on_first_chunk: Callable[[], None] | None,
+) -> Reply:
     start = time.perf_counter()
     reply = Reply(status=None)
     try:
@@ -150,7 +158,7 @@ async def _chat_once(http: auxiliary.ClientSession, base_url: str, body: dict[st
 
 def _session_secrets(http: auxiliary.ClientSession) -> tuple[str, ...]:
     auth = http.headers.get("Authorization", "")
-    return (auth[len("Bearer "):],) if auth.startswith("Bearer ") else ()
+    return (auth[len("Bearer ") :],) if auth.startswith("Bearer ") else ()
 
 
 def _take(reply: Reply, chunk: dict[str, Any]) -> None:
@@ -171,12 +179,20 @@ def _take(reply: Reply, chunk: dict[str, Any]) -> None:
             reply.finish_reason = choice["finish_reason"]
 
 
-def evalkit_body(model: str, extra_body: dict[str, Any], max_tokens: int, prompt: str = PROBE_PROMPT,
-                 system: str | None = None) -> dict[str, Any]:
+def evalkit_body(
+    model: str, extra_body: dict[str, Any], max_tokens: int, prompt: str = PROBE_PROMPT, system: str | None = None
+) -> dict[str, Any]:
     """The body evalkit's client sends (extra body first, the client's own fields over it)."""
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-    return {**extra_body, "model": model, "messages": messages, "stream": True,
-            "stream_options": {"include_usage": True}, "max_tokens": max_tokens, "temperature": 0.0}
+    return {
+        **extra_body,
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    }
 
 
 def probe_id() -> str:
@@ -204,22 +220,42 @@ async def essential(http: auxiliary.ClientSession, result: CheckResult, extra_bo
     first = refusal_words(reply, body)
     if reply.status is None or reply.status >= 500 or reply.status == 200:
         result.rejects_everything = first
-        result.rows.append(Row("evalkit's request", False, f"failed {ESSENTIAL_TRIES} times: {first}", ALL_COMMANDS,
-                               "look at the server's log"))
+        result.rows.append(
+            Row(
+                "evalkit's request",
+                False,
+                f"failed {ESSENTIAL_TRIES} times: {first}",
+                ALL_COMMANDS,
+                "look at the server's log",
+            )
+        )
         return reply
     uuid_reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": str(uuid.uuid4())})
     if uuid_reply.ok:
         result.uuid_request_ids = True
-        result.rows.append(Row("evalkit's request", True, f"only with a UUID X-Request-Id ({first}); evalkit "
-                               "sends UUID ids, the caller's id kept as request_label", ALL_COMMANDS))
+        result.rows.append(
+            Row(
+                "evalkit's request",
+                True,
+                f"only with a UUID X-Request-Id ({first}); evalkit "
+                "sends UUID ids, the caller's id kept as request_label",
+                ALL_COMMANDS,
+            )
+        )
         return uuid_reply
     plain = {"model": result.model, "messages": body["messages"], "stream": True, "max_tokens": 4}
     plain_reply = await chat_probe(http, result.base_url, plain)
     if not plain_reply.ok:
         result.rejects_everything = refusal_words(plain_reply, plain)
-        result.rows.append(Row("evalkit's request", False, f"even a bare chat request is refused: "
-                               f"{result.rejects_everything}", ALL_COMMANDS,
-                               "check --base-url and --model, and the server's log"))
+        result.rows.append(
+            Row(
+                "evalkit's request",
+                False,
+                f"even a bare chat request is refused: {result.rejects_everything}",
+                ALL_COMMANDS,
+                "check --base-url and --model, and the server's log",
+            )
+        )
         return plain_reply
     # The bare request works: each optional field alone on it names the ones refused; evalkit then sends its
     # request without them (a strict server refuses what it does not know: the request must not fail for them).
@@ -237,12 +273,25 @@ async def essential(http: auxiliary.ClientSession, result: CheckResult, extra_bo
             result.uuid_request_ids = adapted.ok
     if result.refused_fields and adapted.ok:
         fields_text = ", ".join(result.refused_fields)
-        result.rows.append(Row("evalkit's request", True, f"accepted without {fields_text} (refused: {first}); "
-                               f"evalkit does not send {fields_text}", ALL_COMMANDS))
+        result.rows.append(
+            Row(
+                "evalkit's request",
+                True,
+                f"accepted without {fields_text} (refused: {first}); evalkit does not send {fields_text}",
+                ALL_COMMANDS,
+            )
+        )
         return adapted
     fields_text = ", ".join(result.refused_fields) or "a combination of fields"
-    result.rows.append(Row("evalkit's request", False, f"refused ({first}); the server refuses {fields_text}",
-                           ALL_COMMANDS, f"remove {fields_text} from the profile's extra_body or thinking style"))
+    result.rows.append(
+        Row(
+            "evalkit's request",
+            False,
+            f"refused ({first}); the server refuses {fields_text}",
+            ALL_COMMANDS,
+            f"remove {fields_text} from the profile's extra_body or thinking style",
+        )
+    )
     return plain_reply
 
 
@@ -251,8 +300,11 @@ def refusal_words(reply: Reply, body: dict[str, Any], secrets: tuple[str, ...] =
     if reply.status is None:
         return scrub(reply.error or "no answer", secrets)
     if reply.status == 200:
-        return scrub(f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
-                     + (f" ({reply.error})" if reply.error else ""), secrets)
+        return scrub(
+            f"HTTP 200 but {reply.chunks} text chunks and finish_reason {reply.finish_reason}"
+            + (f" ({reply.error})" if reply.error else ""),
+            secrets,
+        )
     return scrub(describe(reply.status, reply.body, body), secrets)
 
 
@@ -282,8 +334,13 @@ def _cache_name(result: CheckResult) -> str:
     return f"{result.base_url.rstrip('/')} model={result.model}"
 
 
-async def learn_fields(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any],
-                       identity: dict[str, Any] | None = None, refresh: bool = False) -> FieldSupport:
+async def learn_fields(
+    http: auxiliary.ClientSession,
+    result: CheckResult,
+    extra_body: dict[str, Any],
+    identity: dict[str, Any] | None = None,
+    refresh: bool = False,
+) -> FieldSupport:
     """Each optional field's support (evalkit.client.field_support): from the cache when fresh for this server's
     identity and it knows every field of the profile, else probed, then cached. Sets `result.fields`."""
     support = None if refresh else field_cache.load(_cache_name(result), identity)
@@ -293,8 +350,15 @@ async def learn_fields(http: auxiliary.ClientSession, result: CheckResult, extra
     async def send(body: dict[str, Any], headers: dict[str, str]) -> ProbeReply:
         r = await chat_probe(http, result.base_url, body, headers)
         n = r.usage.get("completion_tokens") if r.usage else (r.chunks if r.status == 200 else None)
-        return ProbeReply(r.status, refusal_words(r, body, result.secrets), r.ok, n, r.usage is not None,
-                          r.finish_reason, r.headers.get("x-request-id"))
+        return ProbeReply(
+            r.status,
+            refusal_words(r, body, result.secrets),
+            r.ok,
+            n,
+            r.usage is not None,
+            r.finish_reason,
+            r.headers.get("x-request-id"),
+        )
 
     if support is None:
         support = await probe_fields(send, result.model, extra_body, probe_id, result.uuid_request_ids)
@@ -304,8 +368,14 @@ async def learn_fields(http: auxiliary.ClientSession, result: CheckResult, extra
     return support
 
 
-async def quick_check(base_url: str, model: str, api_key: str | None, extra_body: dict[str, Any],
-                      timeout_s: float = 60.0, identity: dict[str, Any] | None = None) -> CheckResult:
+async def quick_check(
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    extra_body: dict[str, Any],
+    timeout_s: float = 60.0,
+    identity: dict[str, Any] | None = None,
+) -> CheckResult:
     """Evalkit's own request (and, when refused, its variants), then what each optional field gets: what a command
     needs before it starts."""
     result = CheckResult(base_url=base_url, model=model, secrets=(api_key,) if api_key else ())

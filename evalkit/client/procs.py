@@ -12,9 +12,10 @@ import functools
 import itertools
 import multiprocessing
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
@@ -46,13 +47,20 @@ async def _serve(spec: WorkerSpec, conn: Connection) -> None:
     closed = loop.create_future()
     cancels: dict[int, asyncio.Event] = {}
     tasks: set[asyncio.Task[None]] = set()
-    client = ChatClient(spec.base_url, spec.model, api_key=spec.api_key, clock=Clock.from_anchor(spec.anchor),
-                        uuid_request_ids=spec.uuid_request_ids, omit_fields=spec.omit_fields)
+    client = ChatClient(
+        spec.base_url,
+        spec.model,
+        api_key=spec.api_key,
+        clock=Clock.from_anchor(spec.anchor),
+        uuid_request_ids=spec.uuid_request_ids,
+        omit_fields=spec.omit_fields,
+    )
 
     async def run(key: int, request: ChatRequest, cancel_after_s: float | None, first: bool) -> None:
         on_first = (lambda t: conn.send(("first", key, t))) if first else None
-        rec = await client.chat(request, cancel_after_s=cancel_after_s, cancel_event=cancels[key],
-                                on_first_token=on_first)
+        rec = await client.chat(
+            request, cancel_after_s=cancel_after_s, cancel_event=cancels[key], on_first_token=on_first
+        )
         cancels.pop(key, None)
         conn.send(("done", key, rec))
 
@@ -108,16 +116,29 @@ class _Worker:
 class MultiProcessChatClient:
     """`ChatClient`'s interface (`chat`, `list_models`, `aclose`) over `procs` worker processes."""
 
-    def __init__(self, base_url: str, model: str, procs: int, api_key: str | None = None,
-                 clock: Clock | None = None, uuid_request_ids: bool = False,
-                 omit_fields: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        procs: int,
+        api_key: str | None = None,
+        clock: Clock | None = None,
+        uuid_request_ids: bool = False,
+        omit_fields: frozenset[str] = frozenset(),
+    ) -> None:
         self.base_url, self.model = base_url, model
         self.clock = clock or Clock()
         self.uuid_request_ids = uuid_request_ids
         self.preflight: Any = None
         self.identity: Any = None
-        self._local = ChatClient(base_url, model, api_key=api_key, clock=self.clock, uuid_request_ids=uuid_request_ids,
-                                 omit_fields=omit_fields)
+        self._local = ChatClient(
+            base_url,
+            model,
+            api_key=api_key,
+            clock=self.clock,
+            uuid_request_ids=uuid_request_ids,
+            omit_fields=omit_fields,
+        )
         self.omit_fields = self._local.omit_fields
         spec = WorkerSpec(base_url, model, api_key, self.clock.anchor, uuid_request_ids, frozenset(omit_fields))
         ctx = multiprocessing.get_context("spawn")  # never fork a process whose event loop is running
@@ -134,8 +155,9 @@ class MultiProcessChatClient:
             return
         loop = asyncio.get_running_loop()
         for w in self._workers:
-            threading.Thread(target=_pump, args=(w.conn, loop, functools.partial(self._on_message, w)),
-                             daemon=True).start()
+            threading.Thread(
+                target=_pump, args=(w.conn, loop, functools.partial(self._on_message, w)), daemon=True
+            ).start()
         self._reading = True
 
     def _on_message(self, w: _Worker, msg: tuple[Any, ...]) -> None:
@@ -157,9 +179,14 @@ class MultiProcessChatClient:
             if not fut.done():
                 fut.set_result(value)
 
-    async def chat(self, request: ChatRequest, *, cancel_after_s: float | None = None,
-                   cancel_event: asyncio.Event | None = None,
-                   on_first_token: Callable[[float], None] | None = None) -> RequestRecord:
+    async def chat(
+        self,
+        request: ChatRequest,
+        *,
+        cancel_after_s: float | None = None,
+        cancel_event: asyncio.Event | None = None,
+        on_first_token: Callable[[float], None] | None = None,
+    ) -> RequestRecord:
         """`ChatClient.chat`, run by the worker with the fewest requests in flight."""
         self._start_reading()
         w = min(self._workers, key=lambda x: len(x.pending))
@@ -198,7 +225,7 @@ class MultiProcessChatClient:
             w.conn.close()
         await self._local.aclose()
 
-    async def __aenter__(self) -> "MultiProcessChatClient":
+    async def __aenter__(self) -> MultiProcessChatClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

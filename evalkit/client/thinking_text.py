@@ -19,8 +19,8 @@ def split_inline_reasoning(text: str) -> tuple[str | None, str]:
     if close_at >= 0:
         head = text[:close_at]
         head = _OPEN.sub("", head, count=1)
-        return head.strip(), text[close_at + len(_CLOSE):].lstrip()
+        return head.strip(), text[close_at + len(_CLOSE) :].lstrip()
     m = _OPEN.match(text)
     if m:
-        return text[m.end():].strip(), ""
+        return text[m.end() :].strip(), ""
     return None, text

@@ -12,11 +12,11 @@ With none, a line `prompt_tokens = a * local_estimate + b` is fitted on two smal
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from evalkit.client import auxiliary
-
 from evalkit.client.prompts import LongSpec, chat_tokens_local, local_token_count
 
 # A chat request sent only to read `usage.prompt_tokens`: (messages) -> prompt tokens or None.
@@ -58,14 +58,17 @@ class TokenCounter:
         }
 
     @classmethod
-    def from_description(cls, desc: dict[str, Any], base_url: str, model: str) -> "TokenCounter":
+    def from_description(cls, desc: dict[str, Any], base_url: str, model: str) -> TokenCounter:
         """The counter a manifest's `tokenization` describes, at this base URL (a resumed run counts as before)."""
         calibration = desc.get("calibration") or {}
         method = desc["method"]
         return cls(
-            method=method, url=None if method in ("calibrated", "local") else server_root(base_url) + _PATHS.get(method, "/tokenize"),
-            model=model, template_overhead=desc.get("template_overhead"),
-            slope=float(calibration.get("slope", 1.0)), intercept=float(calibration.get("intercept", 0.0)),
+            method=method,
+            url=None if method in ("calibrated", "local") else server_root(base_url) + _PATHS.get(method, "/tokenize"),
+            model=model,
+            template_overhead=desc.get("template_overhead"),
+            slope=float(calibration.get("slope", 1.0)),
+            intercept=float(calibration.get("intercept", 0.0)),
         )
 
     async def count(self, session: auxiliary.ClientSession | None, messages: list[dict[str, str]]) -> int:
@@ -80,8 +83,13 @@ class TokenCounter:
             assert n is not None
             return n
         text = "".join(m["content"] for m in messages)
-        body = ({"model": self.model, "prompt": text} if self.method == "prompt"
-                else {"input": text} if self.method == "extras" else {"content": text})
+        body = (
+            {"model": self.model, "prompt": text}
+            if self.method == "prompt"
+            else {"input": text}
+            if self.method == "extras"
+            else {"content": text}
+        )
         n = await _post_count(session, self.url, body)
         assert n is not None
         return n + (self.template_overhead or 0)
@@ -133,7 +141,9 @@ async def probe_counter(
         if method != "messages":
             reported = await usage_probe(msgs)
             # Without reported usage the template's cost stays unknown; the sim's rule is the best guess.
-            counter.template_overhead = (reported - n) if reported is not None else chat_tokens_local(msgs) - local_token_count(PROBE_TEXT)
+            counter.template_overhead = (
+                (reported - n) if reported is not None else chat_tokens_local(msgs) - local_token_count(PROBE_TEXT)
+            )
         else:
             # Recorded for the manifest only: the messages count already includes the template.
             for _, content_body in attempts[1:]:
@@ -172,7 +182,11 @@ class FittedPrompt:
 
 
 async def fit_long_prompt(
-    spec: LongSpec, target: int, counter: TokenCounter, session: auxiliary.ClientSession | None, tolerance: float = 0.005
+    spec: LongSpec,
+    target: int,
+    counter: TokenCounter,
+    session: auxiliary.ClientSession | None,
+    tolerance: float = 0.005,
 ) -> FittedPrompt:
     """Grow or shrink the filler until the counted prompt is within `tolerance` of `target` tokens."""
 
@@ -180,7 +194,9 @@ async def fit_long_prompt(
         return await counter.count(session, messages_for(spec.text(n)))
 
     base = await count(0)
-    per = max(1e-6, (chat_tokens_local(messages_for(spec.text(64))) - chat_tokens_local(messages_for(spec.text(0)))) / 64)
+    per = max(
+        1e-6, (chat_tokens_local(messages_for(spec.text(64))) - chat_tokens_local(messages_for(spec.text(0)))) / 64
+    )
     n = max(0, round((target - base) / per))
     best: tuple[int, int] | None = None
     for _ in range(8):

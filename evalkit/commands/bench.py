@@ -10,20 +10,20 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evalkit.config.argtypes import finite_float, nonneg_int, positive_int
-from evalkit.gate import bisect
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
-from evalkit.client.lag import client_lag
-from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
+from evalkit.client.field_support import length_fields
+from evalkit.client.lag import client_lag
+from evalkit.config.argtypes import finite_float, nonneg_int, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
-from evalkit.client.field_support import length_fields
-from evalkit.runs.rundir import REQUESTS
-from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
+from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.gate import bisect
+from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.rundir import REQUESTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,21 +32,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_options(p)
     p.add_argument("--runs", type=positive_int, default=3, help="runs per prompt; the median is reported (default 3)")
     p.add_argument("--max-tokens", type=positive_int, default=512, help="completion tokens per request (default 512)")
-    p.add_argument("--concurrency", type=positive_int, default=1,
-                   help="also run this many streams at once and report combined and per-stream rates (e.g. 2)")
+    p.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        help="also run this many streams at once and report combined and per-stream rates (e.g. 2)",
+    )
     p.add_argument("--prompts", type=Path, help="your own prompts: TOML [[prompt]] name/text, or JSONL name/prompt")
-    p.add_argument("--warmup", type=nonneg_int, default=1,
-                   help="short requests sent first and not counted (default 1)")
-    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="force no output length: send neither ignore_eos nor min_tokens (a server that refuses "
-                        "them is found by the preflight anyway)")
+    p.add_argument("--warmup", type=nonneg_int, default=1, help="short requests sent first and not counted (default 1)")
+    p.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        help="force no output length: send neither ignore_eos nor min_tokens (a server that refuses "
+        "them is found by the preflight anyway)",
+    )
     g = p.add_argument_group("bisect mode (exit 0 good, 1 bad, 125 skip, for `git bisect run`)")
     g.add_argument("--bisect-good-at-least", type=finite_float, metavar="X", help="good when the metric is >= X tok/s")
     g.add_argument("--bisect-bad-at-most", type=finite_float, metavar="Y", help="bad when the metric is <= Y tok/s")
-    g.add_argument("--metric", default="code",
-                   help="prompt name whose decode tok/s is judged, or 'concurrent' for the combined rate")
-    g.add_argument("--bisect-log", type=Path,
-                   help="JSONL log to append each step to (default $EVALKIT_BISECT_LOG, else OUT/bisect-log.jsonl)")
+    g.add_argument(
+        "--metric",
+        default="code",
+        help="prompt name whose decode tok/s is judged, or 'concurrent' for the combined rate",
+    )
+    g.add_argument(
+        "--bisect-log",
+        type=Path,
+        help="JSONL log to append each step to (default $EVALKIT_BISECT_LOG, else OUT/bisect-log.jsonl)",
+    )
     g.add_argument("--bisect-commit", help="commit to log (default: git HEAD of the working directory)")
     g.add_argument("--bisect-note", help="note to log (default: the commit's subject)")
 
@@ -66,26 +79,52 @@ def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
             if not chosen:
                 raise UsageError(f"--metric {args.metric!r} names no prompt ({', '.join(p.name for p in prompts)})")
             prompts, concurrency = chosen, 1
-    return BenchPlan(prompts=tuple(prompts), runs=args.runs, max_tokens=args.max_tokens, concurrency=concurrency,
-                     ignore_eos=args.ignore_eos, warmup=max(0, args.warmup))
+    return BenchPlan(
+        prompts=tuple(prompts),
+        runs=args.runs,
+        max_tokens=args.max_tokens,
+        concurrency=concurrency,
+        ignore_eos=args.ignore_eos,
+        warmup=max(0, args.warmup),
+    )
 
 
 async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContext, dict]:
     total = plan.runs * len(plan.prompts) + (plan.runs * plan.concurrency if plan.concurrency > 1 else 0)
-    async with open_run(args, "bench", {"bench": {"prompts": [p.name for p in plan.prompts], "runs": plan.runs,
-                                                  "max_tokens": plan.max_tokens, "concurrency": plan.concurrency,
-                                                  "ignore_eos": plan.ignore_eos}}) as ctx:
+    async with open_run(
+        args,
+        "bench",
+        {
+            "bench": {
+                "prompts": [p.name for p in plan.prompts],
+                "runs": plan.runs,
+                "max_tokens": plan.max_tokens,
+                "concurrency": plan.concurrency,
+                "ignore_eos": plan.ignore_eos,
+            }
+        },
+    ) as ctx:
         forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), plan.max_tokens, plan.ignore_eos)
-        plan = BenchPlan(**{**plan.__dict__, "extra_body": tuple(ctx.profile.extra_body.items()),
-                            "length_body": tuple(forced.items()), "length_mode": mode})
+        plan = BenchPlan(
+            **{
+                **plan.__dict__,
+                "extra_body": tuple(ctx.profile.extra_body.items()),
+                "length_body": tuple(forced.items()),
+                "length_mode": mode,
+            }
+        )
         ctx.rundir.update_manifest(length_mode=mode)
         with tqdm(total=total, desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
                 await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
         await ctx.evidence.end()
         lines = ctx.rundir.read(REQUESTS)
-        summary = {**summarize(lines, plan), **evidence_summary(ctx.rundir.path),
-                   "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)), "client": client_lag(lines)}
+        summary = {
+            **summarize(lines, plan),
+            **evidence_summary(ctx.rundir.path),
+            "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
+            "client": client_lag(lines),
+        }
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish()
         return ctx, summary
@@ -111,13 +150,20 @@ def _print_table(summary: dict) -> None:
         comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
         lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
     if summary.get("length_forced") is False:
-        why = "--no-ignore-eos" if summary.get("ignore_eos") is False else \
-            "the server refuses or ignores ignore_eos and min_tokens"
-        lines.append(f"note: no output length was forced ({why}): each prompt ran as long as it ran, up to "
-                     "max_tokens; rates marked length_forced false")
+        why = (
+            "--no-ignore-eos"
+            if summary.get("ignore_eos") is False
+            else "the server refuses or ignores ignore_eos and min_tokens"
+        )
+        lines.append(
+            f"note: no output length was forced ({why}): each prompt ran as long as it ran, up to "
+            "max_tokens; rates marked length_forced false"
+        )
     if summary["stopped_early"]:
-        lines.append(f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "
-                     "(the server may ignore ignore_eos)")
+        lines.append(
+            f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "
+            "(the server may ignore ignore_eos)"
+        )
     if summary["errors"]:
         lines.append(f"warning: {summary['errors']} request(s) failed, e.g. {summary['error_samples'][0]['error']}")
     if (summary.get("client") or {}).get("note"):
@@ -126,12 +172,16 @@ def _print_table(summary: dict) -> None:
     for name, e in (spec.get("per_label") or {}).items():
         if e.get("per_position"):
             pos = " / ".join(f"{x:.1%}" for x in e["per_position"])
-            lines.append(f"{name}: draft acceptance per position {pos}, mean length "
-                         f"{e['mean_acceptance_length']:.2f} ({e['source']})")
+            lines.append(
+                f"{name}: draft acceptance per position {pos}, mean length "
+                f"{e['mean_acceptance_length']:.2f} ({e['source']})"
+            )
     for name, e in (spec.get("timings_per_label") or {}).items():
         if e.get("acceptance_rate") is not None:
-            lines.append(f"{name}: {e['accepted_tokens']:,} of {e['draft_tokens']:,} drafted tokens accepted "
-                         f"({e['acceptance_rate']:.1%}; {e['source']})")
+            lines.append(
+                f"{name}: {e['accepted_tokens']:,} of {e['draft_tokens']:,} drafted tokens accepted "
+                f"({e['acceptance_rate']:.1%}; {e['source']})"
+            )
     gpu = summary.get("gpu_telemetry") or {}
     if gpu:
         lines.append(telemetry_line(gpu) or "")
@@ -152,11 +202,18 @@ def _bisect(args: argparse.Namespace, plan: BenchPlan) -> int:
     log = args.bisect_log or Path(os.environ.get("EVALKIT_BISECT_LOG") or Path(args.out) / "bisect-log.jsonl")
 
     def record(value: float | None, code: int, run_dir: Path | None, reason: str | None) -> int:
-        bisect.append_step(log, bisect.make_step(args.bisect_commit, args.bisect_note, args.metric, value, code,
-                                                 good, bad, run_dir, reason))
+        bisect.append_step(
+            log,
+            bisect.make_step(
+                args.bisect_commit, args.bisect_note, args.metric, value, code, good, bad, run_dir, reason
+            ),
+        )
         shown = f"{value:.1f} tok/s" if value is not None else "nothing measured"
-        print(f"bisect: {args.metric} {shown} -> {bisect.VERDICTS[code]} (exit {code})"
-              + (f": {reason}" if reason else ""), file=sys.stderr)
+        print(
+            f"bisect: {args.metric} {shown} -> {bisect.VERDICTS[code]} (exit {code})"
+            + (f": {reason}" if reason else ""),
+            file=sys.stderr,
+        )
         return code
 
     try:
@@ -185,8 +242,11 @@ def run(args: argparse.Namespace) -> int:
     _print_table(summary)
     print_run_path(ctx.rundir)
     lines = [x for x in ctx.rundir.read(REQUESTS) if x.get("bench_key")]
-    failed = failure_line("bench", count_failures((x.get("error") for x in lines if x.get("status") != "ok"),
-                                                  len(lines)), [ctx.profile.api_key])
+    failed = failure_line(
+        "bench",
+        count_failures((x.get("error") for x in lines if x.get("status") != "ok"), len(lines)),
+        [ctx.profile.api_key],
+    )
     if failed is not None:
         print(failed, file=sys.stderr, flush=True)
         return 1

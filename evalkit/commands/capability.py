@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.config.argtypes import nonneg_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.lag import client_lag
+from evalkit.config.argtypes import nonneg_float, positive_int
 from evalkit.config.profiles import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
-from evalkit.runs.rundir import RunDir, default_run_name
-from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.context import open_run, print_run_path
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
+from evalkit.runs.context import open_run, print_run_path
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.rundir import RunDir, default_run_name
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -28,30 +28,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("capability")
-    g.add_argument("--thinking", choices=THINKING_MODES, help="thinking mode asked of the server: required for a live "
-                   "run (not with --replay)")
-    g.add_argument("--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all; "
-                   "none with --eval)")
-    g.add_argument("--eval", dest="evals", action="append", type=Path, default=[], metavar="FILE",
-                   help="a user eval file (TOML: dataset, Jinja prompt, extractor, scorer; see docs/datasets.md), "
-                   "asked whole; repeatable")
+    g.add_argument(
+        "--thinking",
+        choices=THINKING_MODES,
+        help="thinking mode asked of the server: required for a live run (not with --replay)",
+    )
+    g.add_argument(
+        "--datasets", help="comma-separated subset of gsm8k,math500,musr,humanevalplus (default all; none with --eval)"
+    )
+    g.add_argument(
+        "--eval",
+        dest="evals",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="a user eval file (TOML: dataset, Jinja prompt, extractor, scorer; see docs/datasets.md), "
+        "asked whole; repeatable",
+    )
     g.add_argument("--limit", type=positive_int, help="only the first N questions of each dataset in the manifest")
-    g.add_argument("--concurrency", type=positive_int,
-                   help="requests in flight (default: the server profile's, else 1)")
-    g.add_argument("--data-dir", help="local dataset files in the Hub's columns (default $EVALKIT_DATA_DIR, "
-                   "else the Hugging Face Hub)")
-    g.add_argument("--max-tokens", type=positive_int, help="per-request limit (default by mode: "
-                   + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_TOKENS.items()) + ")")
-    g.add_argument("--repeats", type=positive_int, default=1,
-                   help="ask each question K times; pass@1 is the mean over repeats "
-                   "(default %(default)s)")
-    g.add_argument("--temperature", type=nonneg_float,
-                   help="sampling temperature (default 0, or 0.7 with --repeats above 1; "
-                   "sampled repeats send seed 0..K-1)")
+    g.add_argument(
+        "--concurrency", type=positive_int, help="requests in flight (default: the server profile's, else 1)"
+    )
+    g.add_argument(
+        "--data-dir",
+        help="local dataset files in the Hub's columns (default $EVALKIT_DATA_DIR, else the Hugging Face Hub)",
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        help="per-request limit (default by mode: "
+        + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_TOKENS.items())
+        + ")",
+    )
+    g.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=1,
+        help="ask each question K times; pass@1 is the mean over repeats (default %(default)s)",
+    )
+    g.add_argument(
+        "--temperature",
+        type=nonneg_float,
+        help="sampling temperature (default 0, or 0.7 with --repeats above 1; sampled repeats send seed 0..K-1)",
+    )
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
     g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")
-    g.add_argument("--unsafe-exec", action="store_true", help="run HumanEval+ code without bubblewrap, with resource "
-                   "limits only (recorded in the manifest); without it a missing bubblewrap is exit 2")
+    g.add_argument(
+        "--unsafe-exec",
+        action="store_true",
+        help="run HumanEval+ code without bubblewrap, with resource "
+        "limits only (recorded in the manifest); without it a missing bubblewrap is exit 2",
+    )
 
 
 def _user_evals(paths: list[Path]) -> tuple[list[str], dict[str, Any]]:
@@ -82,8 +110,7 @@ def _code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[Any, dict[str, 
 
     isolation = choose_isolation(unsafe_exec)
     if not isolation.isolated:
-        sys.stderr.write("warning: --unsafe-exec: HumanEval+ code runs without bubblewrap, with resource limits "
-                         "only\n")
+        sys.stderr.write("warning: --unsafe-exec: HumanEval+ code runs without bubblewrap, with resource limits only\n")
     return CodeJudge(isolation), isolation.manifest()
 
 
@@ -104,15 +131,23 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
     latest = latest_per_id(lines)
     warning = thinking_warning(latest, thinking)
     truncated = sum(1 for ln in latest if ln.get("finish_reason") == "length")
-    summary = summarize(latest, thinking, truncated_answers=truncated, thinking_warning=warning,
-                        thinking_seen=sum(1 for ln in latest if ln.get("thinking")), **extra)
+    summary = summarize(
+        latest,
+        thinking,
+        truncated_answers=truncated,
+        thinking_warning=warning,
+        thinking_seen=sum(1 for ln in latest if ln.get("thinking")),
+        **extra,
+    )
     rundir.write_summary(summary)
     rundir.finish()
     print(table(summary))
     p1 = summary["total"].get("pass_at_1")
     if p1:
-        print(f"pass@1 {p1['value']:.3f} (95% interval {p1['ci95'][0]:.3f} to {p1['ci95'][1]:.3f}) over "
-              f"{p1['questions']} questions x {p1['repeats']} repeats; repeats agree on {p1['agreement']:.0%}")
+        print(
+            f"pass@1 {p1['value']:.3f} (95% interval {p1['ci95'][0]:.3f} to {p1['ci95'][1]:.3f}) over "
+            f"{p1['questions']} questions x {p1['repeats']} repeats; repeats agree on {p1['agreement']:.0%}"
+        )
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
     if warning:
@@ -127,8 +162,8 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
 
 def _replay(args: argparse.Namespace) -> int:
     from evalkit_evals.grader import Grader
-    from evalkit_evals.question_set import items_by_id, load_manifest
     from evalkit_evals.prompting import template_hashes
+    from evalkit_evals.question_set import items_by_id, load_manifest
     from evalkit_evals.runner import read_replay, run_replay
 
     answers = read_replay(args.replay)
@@ -139,10 +174,17 @@ def _replay(args: argparse.Namespace) -> int:
     judge, isolation = _code_judge(datasets, args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
     name = args.name or default_run_name("capability")
-    manifest = {"mode": "replay", "replay_file": str(args.replay), "question_set": {"name": qset.name,
-                "sha256": qset.sha256}, "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": None,
-                "prompt_templates": template_hashes(datasets), "code_isolation": isolation,
-                **({"user_evals": user} if user else {})}
+    manifest = {
+        "mode": "replay",
+        "replay_file": str(args.replay),
+        "question_set": {"name": qset.name, "sha256": qset.sha256},
+        "dataset_revisions": full,
+        "seed": qset.raw.get("seed"),
+        "thinking": None,
+        "prompt_templates": template_hashes(datasets),
+        "code_isolation": isolation,
+        **({"user_evals": user} if user else {}),
+    }
     rundir = RunDir.create(args.out, name, "capability", manifest)
     if rundir.resumed and rundir.read("graded.jsonl"):
         raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
@@ -156,8 +198,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 async def _live(args: argparse.Namespace) -> int:
     from evalkit_evals.grader import Grader
-    from evalkit_evals.question_set import load_manifest, parse_datasets, select_items
     from evalkit_evals.prompting import template_hashes
+    from evalkit_evals.question_set import load_manifest, parse_datasets, select_items
     from evalkit_evals.runner import Sampling, run_live
 
     if args.thinking is None:
@@ -175,35 +217,65 @@ async def _live(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     temperature = args.temperature if args.temperature is not None else (0.7 if args.repeats > 1 else 0.0)
-    manifest = {"mode": "live", "question_set": {"name": qset.name, "sha256": qset.sha256},
-                "dataset_revisions": full, "seed": qset.raw.get("seed"), "thinking": args.thinking,
-                "datasets": datasets, "limit": args.limit, "max_tokens": max_tokens, "repeats": args.repeats,
-                "temperature": temperature, "prompt_templates": template_hashes(datasets),
-                "code_isolation": isolation, **({"user_evals": user} if user else {})}
+    manifest = {
+        "mode": "live",
+        "question_set": {"name": qset.name, "sha256": qset.sha256},
+        "dataset_revisions": full,
+        "seed": qset.raw.get("seed"),
+        "thinking": args.thinking,
+        "datasets": datasets,
+        "limit": args.limit,
+        "max_tokens": max_tokens,
+        "repeats": args.repeats,
+        "temperature": temperature,
+        "prompt_templates": template_hashes(datasets),
+        "code_isolation": isolation,
+        **({"user_evals": user} if user else {}),
+    }
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
         extra_body = {**ctx.profile.extra_body, **body}
-        ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body,
-                                   system_prompt=system_prompt)
+        ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body, system_prompt=system_prompt)
         grader = Grader(args.data_dir, judge)
         try:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
-                await run_live(ctx.rundir, ctx.client, items, grader, short, extra_body, system_prompt,
-                               max_tokens, concurrency, Sampling(args.repeats, temperature))
+                await run_live(
+                    ctx.rundir,
+                    ctx.client,
+                    items,
+                    grader,
+                    short,
+                    extra_body,
+                    system_prompt,
+                    max_tokens,
+                    concurrency,
+                    Sampling(args.repeats, temperature),
+                )
         finally:
             grader.close()
         wanted = {it.qid for it in items}
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
         await ctx.evidence.end()
-        code = _finish(ctx.rundir, lines, args.thinking,
-                       {"mode": "live", "question_set": qset.name, "question_set_sha256": qset.sha256,
-                        **evidence_summary(ctx.rundir.path),
-                        "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
-                        "client": client_lag(ctx.rundir.read("requests.jsonl"))})
+        code = _finish(
+            ctx.rundir,
+            lines,
+            args.thinking,
+            {
+                "mode": "live",
+                "question_set": qset.name,
+                "question_set_sha256": qset.sha256,
+                **evidence_summary(ctx.rundir.path),
+                "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
+                "client": client_lag(ctx.rundir.read("requests.jsonl")),
+            },
+        )
         reqs = ctx.rundir.read("requests.jsonl")
-        failed = failure_line("capability", count_failures(
-            (x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)), [ctx.profile.api_key])
+        failed = failure_line(
+            "capability",
+            count_failures((x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)),
+            [ctx.profile.api_key],
+        )
         if failed is not None:
             sys.stderr.write(failed + "\n")
             return 1

@@ -10,28 +10,39 @@ import argparse
 import asyncio
 from typing import Any
 
-from evalkit.cli import add_output_options, add_server_options
-from evalkit.config.profiles import THINKING_MODES, manifest_fields, thinking_params
-from evalkit.client.connect import discover_model
-from evalkit.errors import UsageError
 from evalkit.check import full_check
+from evalkit.cli import add_output_options, add_server_options
+from evalkit.client.connect import discover_model
 from evalkit.client.probe import ALL_COMMANDS, CheckResult, Row
-from evalkit.redact import scrub_tree
-from evalkit.runs.rundir import RunDir, default_run_name
-from evalkit.runs.context import print_run_path, profile_from_args
+from evalkit.config.profiles import THINKING_MODES, manifest_fields, thinking_params
+from evalkit.errors import UsageError
 from evalkit.evidence.server_identity import identify
+from evalkit.redact import scrub_tree
+from evalkit.runs.context import print_run_path, profile_from_args
+from evalkit.runs.rundir import RunDir, default_run_name
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit check`."""
     add_server_options(p, client_procs=False, evidence=False)  # check reads no log, scrapes no metrics
     add_output_options(p)
-    p.add_argument("--for", dest="commands", default=",".join(ALL_COMMANDS),
-                   help=f"commands whose needs decide the exit code (default {','.join(ALL_COMMANDS)})")
-    p.add_argument("--thinking", default="off,low",
-                   help="thinking modes to try with the profile's switch (default off,low; '' for none)")
-    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="do not send ignore_eos in the length probe (as bench and stress with --no-ignore-eos)")
+    p.add_argument(
+        "--for",
+        dest="commands",
+        default=",".join(ALL_COMMANDS),
+        help=f"commands whose needs decide the exit code (default {','.join(ALL_COMMANDS)})",
+    )
+    p.add_argument(
+        "--thinking",
+        default="off,low",
+        help="thinking modes to try with the profile's switch (default off,low; '' for none)",
+    )
+    p.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        help="do not send ignore_eos in the length probe (as bench and stress with --no-ignore-eos)",
+    )
 
 
 def _parse(args: argparse.Namespace) -> tuple[tuple[str, ...], list[str]]:
@@ -53,8 +64,11 @@ def table(result: CheckResult, commands: tuple[str, ...]) -> str:
     """The support table as terminal text."""
     lines = [f"{'feature':<27} {'ok':<4} detail", f"{'-' * 27} {'-' * 4} {'-' * 40}"]
     for r in result.rows:
-        needed = "  [needed by " + ",".join(c for c in r.needed_by if c in commands) + "]" \
-            if r.supported is False and set(r.needed_by) & set(commands) else ""
+        needed = (
+            "  [needed by " + ",".join(c for c in r.needed_by if c in commands) + "]"
+            if r.supported is False and set(r.needed_by) & set(commands)
+            else ""
+        )
         advice = f" ({r.fix})" if r.fix and r.supported is False and not needed else ""
         lines.append(f"{r.name:<27} {_mark(r):<4} {r.detail}{advice}{needed}")
     return "\n".join(lines)
@@ -65,8 +79,11 @@ def verdict(result: CheckResult, commands: tuple[str, ...]) -> tuple[int, list[s
     missing = result.missing(commands)
     if not missing:
         return 0, [f"ok: this server supports what {', '.join(commands)} need"]
-    return 1, [f"missing for {', '.join(c for c in commands if any(c in r.needed_by for r in missing))}: "
-               f"{r.name}: {r.fix or r.detail}" for r in missing]
+    return 1, [
+        f"missing for {', '.join(c for c in commands if any(c in r.needed_by for r in missing))}: "
+        f"{r.name}: {r.fix or r.detail}"
+        for r in missing
+    ]
 
 
 async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: list[str]) -> int:
@@ -74,20 +91,37 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     model = await discover_model(profile)  # unreachable: UsageError, exit 2, one line
     thinking: dict[str, Any] = {m: thinking_params(profile, m) for m in modes}
     key = profile.api_key
-    identity = scrub_tree(await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None),
-                          (key,))
-    result = await full_check(profile.base_url or "", model, key, dict(profile.extra_body), thinking,
-                              identity=identity, ignore_eos=args.ignore_eos)
+    identity = scrub_tree(
+        await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None), (key,)
+    )
+    result = await full_check(
+        profile.base_url or "",
+        model,
+        key,
+        dict(profile.extra_body),
+        thinking,
+        identity=identity,
+        ignore_eos=args.ignore_eos,
+    )
     print(f"evalkit check: {profile.base_url}  model {model}  thinking style {profile.thinking}")
     print(table(result, commands))
     code, lines = verdict(result, commands)
     print("\n".join(lines), flush=True)
-    rundir = RunDir.create(args.out, args.name or default_run_name("check"), "check",
-                           {**manifest_fields(profile), "model": model, "check": {"for": list(commands)},
-                            "server_identity": identity,
-                            "field_support": scrub_tree({**(result.fields.to_json() if result.fields else {}),
-                                                         "not_sent": sorted(result.omit_fields)}, (key,))},
-                           secrets=(key,))
+    rundir = RunDir.create(
+        args.out,
+        args.name or default_run_name("check"),
+        "check",
+        {
+            **manifest_fields(profile),
+            "model": model,
+            "check": {"for": list(commands)},
+            "server_identity": identity,
+            "field_support": scrub_tree(
+                {**(result.fields.to_json() if result.fields else {}), "not_sent": sorted(result.omit_fields)}, (key,)
+            ),
+        },
+        secrets=(key,),
+    )
     rundir.write_json("check.json", scrub_tree({**result.to_json(), "for": list(commands), "exit": code}, (key,)))
     rundir.finish()
     print_run_path(rundir)

@@ -30,8 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit demo`."""
     p.add_argument("--out", type=Path, default=Path("results"), help="parent of the demo folder (default results/)")
     p.add_argument("--name", type=run_name, help="demo folder name (default demo-<timestamp>)")
-    p.add_argument("--time-scale", type=positive_float, default=20.0,
-                   help="how much faster than real time the stress sims run (default 20)")
+    p.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=20.0,
+        help="how much faster than real time the stress sims run (default 20)",
+    )
     p.add_argument("--cycles", type=positive_int, default=2, help="stress cycles per build (default 2)")
     p.add_argument("--limit", type=positive_int, default=3, help="capability questions per dataset (default 3)")
     p.add_argument("--data-dir", help="local dataset copies (default $EVALKIT_DATA_DIR, else the Hub)")
@@ -116,14 +120,49 @@ def run(args: argparse.Namespace) -> int:
         print(f"== {label}: evalkit sim --profile {profile}", flush=True)
         with start_sim(["--profile", profile, "--accuracy", accuracy, *data]) as sim:
             url = ["--base-url", sim.base_url]
-            runs.append(_evalkit(["bench", *url, *common, "--name", f"{label}-bench", "--max-tokens", "128",
-                                  "--concurrency", "2"]))
+            runs.append(
+                _evalkit(
+                    ["bench", *url, *common, "--name", f"{label}-bench", "--max-tokens", "128", "--concurrency", "2"]
+                )
+            )
             if with_capability:
-                runs.append(_evalkit(["capability", *url, *common, "--name", f"{label}-capability", "--thinking",
-                                      "off", "--limit", str(args.limit), "--concurrency", "2", *data]))
+                runs.append(
+                    _evalkit(
+                        [
+                            "capability",
+                            *url,
+                            *common,
+                            "--name",
+                            f"{label}-capability",
+                            "--thinking",
+                            "off",
+                            "--limit",
+                            str(args.limit),
+                            "--concurrency",
+                            "2",
+                            *data,
+                        ]
+                    )
+                )
         with start_sim(["--profile", profile, "--time-scale", scale, *data]) as sim:
-            runs.append(_evalkit(["stress", "--base-url", sim.base_url, *common, "--name", f"{label}-stress",
-                                  "--cycles", str(args.cycles), "--seed", "42", "--time-scale", scale]))
+            runs.append(
+                _evalkit(
+                    [
+                        "stress",
+                        "--base-url",
+                        sim.base_url,
+                        *common,
+                        "--name",
+                        f"{label}-stress",
+                        "--cycles",
+                        str(args.cycles),
+                        "--seed",
+                        "42",
+                        "--time-scale",
+                        scale,
+                    ]
+                )
+            )
         labels += [label] * (len(runs) - len(labels))
     report = folder / "report.md"
     _evalkit(["report", *map(str, runs), "--labels", ",".join(labels), "-o", str(report)], show_path=False)

@@ -12,8 +12,7 @@ from evalkit.report.export import FORMATS, write_table
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit export`."""
     p.add_argument("run", type=Path, metavar="RUN_DIR", help="a finished run directory")
-    p.add_argument("--format", choices=FORMATS, default="csv", help="table format (default csv; parquet needs "
-                   "pyarrow)")
+    p.add_argument("--format", choices=FORMATS, default="csv", help="table format (default csv; parquet needs pyarrow)")
     p.add_argument("-o", "--output", type=Path, help="file to write (default <run name>.<format> here)")
 
 

@@ -6,11 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from evalkit.errors import UsageError
 from evalkit.gate import check, format_table, load_rules
 from evalkit.gate.junit import write_junit
-from evalkit.errors import UsageError
 from evalkit.runs.summaries import FinishedRun, load_runs, run_problems, run_warnings, runs_by_kind
-
 
 EPILOG = """exit codes:
   0  every rule holds
@@ -44,8 +43,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories, one per kind")
     p.add_argument("--rules", type=Path, required=True, help="TOML file of [[rule]] tables")
-    p.add_argument("--baseline", type=Path, nargs="+", default=[], metavar="RUN_DIR",
-                   help="baseline run directories for relative and offset rules, one per kind")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="RUN_DIR",
+        help="baseline run directories for relative and offset rules, one per kind",
+    )
     p.add_argument("--junit", type=Path, help="also write the results as JUnit XML, one test case per rule")
 
 

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.load.metrics import judge_point, point_metrics
@@ -30,9 +30,9 @@ from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
-from evalkit.runs.rundir import MANIFEST, REQUESTS, utc_now_iso
-from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.context import open_run, print_run_path
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.rundir import MANIFEST, REQUESTS, utc_now_iso
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,32 +42,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("load")
     g.add_argument("--concurrency", type=positive_int, help="closed loop: this many streams (with --search: the start)")
     g.add_argument("--rate", type=positive_float, help="open loop: requests per second (with --search: the start)")
-    g.add_argument("--arrivals", choices=ARRIVALS, default="constant",
-                   help="open loop: evenly spaced, or Poisson gaps drawn from the seed (default constant)")
+    g.add_argument(
+        "--arrivals",
+        choices=ARRIVALS,
+        default="constant",
+        help="open loop: evenly spaced, or Poisson gaps drawn from the seed (default constant)",
+    )
     g.add_argument("--requests", type=positive_int, help="measured requests per point (default 50 unless --duration)")
     g.add_argument("--duration", type=positive_float, help="measured seconds per point, instead of --requests")
-    g.add_argument("--warmup", type=nonneg_int, help="requests sent first and not counted (default: the concurrency, "
-                   "or one second of the rate, at least 2)")
+    g.add_argument(
+        "--warmup",
+        type=nonneg_int,
+        help="requests sent first and not counted (default: the concurrency, or one second of the rate, at least 2)",
+    )
     g.add_argument("--seed", type=any_int, default=42, help="fixes every prompt, length and arrival (default 42)")
     g.add_argument("--dry-run", action="store_true", help="print the plan of the (first) point and exit; no server")
     w = p.add_argument_group("requests")
     w.add_argument("--prompt-tokens", default="256", help="prompt length in tokens: N or LO:HI (default 256)")
     w.add_argument("--output-tokens", default="64", help="answer length in tokens: N or LO:HI (default 64)")
     w.add_argument("--prefix-tokens", type=nonneg_int, default=0, help="a prefix of P tokens every request shares")
-    w.add_argument("--token-scale", type=positive_float,
-                   help="the server's tokens per token of the sim's rule (default: "
-                   "measured from the server at the start; --dry-run: 1, or the manifest's token_scale)")
-    w.add_argument("--timeout-s", type=positive_float, default=300.0,
-                   help="per-request timeout in seconds (default 300)")
+    w.add_argument(
+        "--token-scale",
+        type=positive_float,
+        help="the server's tokens per token of the sim's rule (default: "
+        "measured from the server at the start; --dry-run: 1, or the manifest's token_scale)",
+    )
+    w.add_argument(
+        "--timeout-s", type=positive_float, default=300.0, help="per-request timeout in seconds (default 300)"
+    )
     s = p.add_argument_group("targets and search")
-    s.add_argument("--slo", action="append", default=[], metavar="TARGET",
-                   help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)")
+    s.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)",
+    )
     s.add_argument("--search", choices=("concurrency", "rate"), help="find the largest load meeting every --slo")
     s.add_argument("--runs", type=positive_int, default=1, help="repeats of every load point (default 1)")
-    s.add_argument("--search-max", type=positive_float,
-                   help="largest load the search tries (default 256 streams or 1000/s)")
-    s.add_argument("--resolution", type=positive_float, default=0.1,
-                   help="rate search: stop when the bracket is this fraction of the rate (default 0.1)")
+    s.add_argument(
+        "--search-max", type=positive_float, help="largest load the search tries (default 256 streams or 1000/s)"
+    )
+    s.add_argument(
+        "--resolution",
+        type=positive_float,
+        default=0.1,
+        help="rate search: stop when the bracket is this fraction of the rate (default 0.1)",
+    )
 
 
 def _mode(args: argparse.Namespace) -> tuple[str, float]:
@@ -95,7 +116,7 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
         raise UsageError("--search needs at least one --slo target")
     if args.token_scale is not None and args.token_scale <= 0:
         raise UsageError("--token-scale must be positive")
-    if args.prefix_tokens < 0 or args.warmup is not None and args.warmup < 0:
+    if args.prefix_tokens < 0 or (args.warmup is not None and args.warmup < 0):
         raise UsageError("--prefix-tokens and --warmup cannot be negative")
 
 
@@ -105,8 +126,15 @@ def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> Poin
     else:
         warmup = int(spec.load) if spec.mode == "concurrency" else max(2, math.ceil(spec.load))
     measured = None if args.duration is not None else (args.requests or 50)
-    return PointPlan(seed=args.seed, spec=spec, workload=workload, warmup=warmup, measured=measured,
-                     duration_s=args.duration, arrivals=args.arrivals)
+    return PointPlan(
+        seed=args.seed,
+        spec=spec,
+        workload=workload,
+        warmup=warmup,
+        measured=measured,
+        duration_s=args.duration,
+        arrivals=args.arrivals,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,9 +142,12 @@ def run(args: argparse.Namespace) -> int:
     mode, load = _mode(args)
     _check(args, mode, load)
     targets = [parse_target(s) for s in args.slo]
-    workload = Workload(Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
-                        Lengths.parse(args.output_tokens, "--output-tokens"), args.prefix_tokens,
-                        args.token_scale or 1.0)
+    workload = Workload(
+        Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
+        Lengths.parse(args.output_tokens, "--output-tokens"),
+        args.prefix_tokens,
+        args.token_scale or 1.0,
+    )
     if args.dry_run:
         sys.stdout.write(render_plan(_plan(args, workload, PointSpec(mode, load))))
         if args.search:
@@ -128,11 +159,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]:
-    return {"mode": mode, "start_load": load, "search": args.search, "runs": args.runs, "slo": list(args.slo),
-            "arrivals": args.arrivals, "requests": args.requests, "duration_s": args.duration,
-            "warmup": args.warmup, "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
-            "prefix_tokens": args.prefix_tokens, "timeout_s": args.timeout_s, "search_max": args.search_max,
-            "resolution": args.resolution}
+    return {
+        "mode": mode,
+        "start_load": load,
+        "search": args.search,
+        "runs": args.runs,
+        "slo": list(args.slo),
+        "arrivals": args.arrivals,
+        "requests": args.requests,
+        "duration_s": args.duration,
+        "warmup": args.warmup,
+        "prompt_tokens": args.prompt_tokens,
+        "output_tokens": args.output_tokens,
+        "prefix_tokens": args.prefix_tokens,
+        "timeout_s": args.timeout_s,
+        "search_max": args.search_max,
+        "resolution": args.resolution,
+    }
 
 
 async def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
@@ -157,9 +200,20 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
                 await ctx.evidence.snapshot(f"{spec.label} repeat {repeat}")  # the server's counters per point
                 m = point_metrics(point.measured(), mode, load, targets)
                 reps.append(m)
-                ctx.rundir.append(POINTS, {"point": point.point_id, "mode": mode, "load": load, "repeat": repeat,
-                                           "key": spec.key(args.seed), "started": t0, "finished": utc_now_iso(),
-                                           "valid": m["valid"], "invalid_reasons": m["invalid_reasons"]})
+                ctx.rundir.append(
+                    POINTS,
+                    {
+                        "point": point.point_id,
+                        "mode": mode,
+                        "load": load,
+                        "repeat": repeat,
+                        "key": spec.key(args.seed),
+                        "started": t0,
+                        "finished": utc_now_iso(),
+                        "valid": m["valid"],
+                        "invalid_reasons": m["invalid_reasons"],
+                    },
+                )
             verdict = judge_point(reps, targets)
             _progress(mode, load, reps, verdict)
             return bool(verdict["meets_slo"])
@@ -179,8 +233,11 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
         print(_table(summary), flush=True)
         print_run_path(ctx.rundir)
         reqs = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
-        failed = failure_line("load", count_failures((x.get("error") for x in reqs if x.get("outcome") == "error"),
-                                                     len(reqs)), [ctx.profile.api_key])
+        failed = failure_line(
+            "load",
+            count_failures((x.get("error") for x in reqs if x.get("outcome") == "error"), len(reqs)),
+            [ctx.profile.api_key],
+        )
     if failed is not None:
         sys.stderr.write(failed + "\n")
         return 1
@@ -200,22 +257,44 @@ def _f(x: Any, digits: int = 3) -> str:
 
 
 def _table(s: dict[str, Any]) -> str:
-    head = ["load", "ttft p50/p99 s", "itl p99 ms", "e2e p99 s", "goodput/s", "err", "wrong", "lateness p95 ms",
-            "meets", "valid"]
+    head = [
+        "load",
+        "ttft p50/p99 s",
+        "itl p99 ms",
+        "e2e p99 s",
+        "goodput/s",
+        "err",
+        "wrong",
+        "lateness p95 ms",
+        "meets",
+        "valid",
+    ]
     rows = [head]
     for p in s["points"]:
         m = p["metrics"]
         late = m["send_lateness_s"]["p95"]
-        rows.append([p["label"], f"{_f(m['ttft_s']['p50'])}/{_f(m['ttft_s']['p99'])}", _f(m["itl_ms"]["p99"]),
-                     _f(m["e2e_s"]["p99"]), _f(m["goodput_rps"]), str(m["errors"]), str(m["wrong_answers"]),
-                     _f(None if late is None else late * 1000), "yes" if p["meets_slo"] else "no",
-                     "yes" if p["valid"] else "no"])
+        rows.append(
+            [
+                p["label"],
+                f"{_f(m['ttft_s']['p50'])}/{_f(m['ttft_s']['p99'])}",
+                _f(m["itl_ms"]["p99"]),
+                _f(m["e2e_s"]["p99"]),
+                _f(m["goodput_rps"]),
+                str(m["errors"]),
+                str(m["wrong_answers"]),
+                _f(None if late is None else late * 1000),
+                "yes" if p["meets_slo"] else "no",
+                "yes" if p["valid"] else "no",
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     if s["slo"] and not s["search"]:
         out.append(f"meets {', '.join(t['slo'] for t in s['slo'])}: {'yes' if s['points'][0]['meets_slo'] else 'no'}")
     elif s["slo"]:
         best = s["max_load_meeting_slo"]
-        out.append(f"largest {s['mode']} meeting {', '.join(t['slo'] for t in s['slo'])}: "
-                   f"{_f(best, 6)}" + ("" if s["bounded"] else " (the largest tried: not bounded)"))
+        out.append(
+            f"largest {s['mode']} meeting {', '.join(t['slo'] for t in s['slo'])}: "
+            f"{_f(best, 6)}" + ("" if s["bounded"] else " (the largest tried: not bounded)")
+        )
     return "\n".join(out)

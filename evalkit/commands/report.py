@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from evalkit.config.argtypes import nonneg_float, positive_int
-from evalkit.gate.bisect import read_log
 from evalkit.errors import UsageError
+from evalkit.gate.bisect import read_log
 from evalkit.redact import scrub
 from evalkit.report.build import build_context
 from evalkit.report.noise import DEFAULT_NOISE_FLOOR
@@ -22,16 +22,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit report`."""
     p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="run directories; the first is the baseline")
     p.add_argument("--labels", help="comma-separated column labels, one per run (default: each run's build label)")
-    p.add_argument("-o", "--output", type=Path, default=Path("report.md"), help="markdown file (default report.md); "
-                   "plots are written beside it")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("report.md"),
+        help="markdown file (default report.md); plots are written beside it",
+    )
     p.add_argument("--template", type=Path, help="your own Jinja template (may import the packaged tables.md.j2)")
-    p.add_argument("--bisect-log", type=Path, action="append", default=[],
-                   help="JSONL log written by `evalkit bench --bisect-log`; rendered as the commit table")
+    p.add_argument(
+        "--bisect-log",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSONL log written by `evalkit bench --bisect-log`; rendered as the commit table",
+    )
     p.add_argument("--cycle", type=positive_int, help="stress cycle to draw as a timeline (default: the first)")
-    p.add_argument("--changed-only", type=Path, metavar="FILE.jsonl",
-                   help="also write the capability questions that changed against the first run, one JSON line each")
-    p.add_argument("--noise-floor", type=nonneg_float, default=DEFAULT_NOISE_FLOOR,
-                   help=f"smallest relative rate change ever called beyond noise (default {DEFAULT_NOISE_FLOOR})")
+    p.add_argument(
+        "--changed-only",
+        type=Path,
+        metavar="FILE.jsonl",
+        help="also write the capability questions that changed against the first run, one JSON line each",
+    )
+    p.add_argument(
+        "--noise-floor",
+        type=nonneg_float,
+        default=DEFAULT_NOISE_FLOOR,
+        help=f"smallest relative rate change ever called beyond noise (default {DEFAULT_NOISE_FLOOR})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,25 +32,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.config.argtypes import any_int, positive_float, positive_int
+from evalkit.check import KILL_ROW, kill_check
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.client.field_support import length_fields
+from evalkit.client.tokenize import TokenCounter
+from evalkit.config.argtypes import any_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
-from evalkit.client.field_support import length_fields
-from evalkit.evidence.gpu_telemetry import telemetry_line
-from evalkit.check import KILL_ROW, kill_check
-from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.context import open_run, print_run_path
-from evalkit_stress.diagnose import diagnosis_lines
 from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
+from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.runs.context import open_run, print_run_path
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
 from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
 from evalkit_stress.scenario_results import SCENARIO_COPY, check_same_scenarios, scenario_summary, summary_lines
 from evalkit_stress.schedule import build_schedule, render_schedule
 from evalkit_stress.summary import build_summary
-from evalkit.client.tokenize import TokenCounter
-
 
 EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one
 cancelled part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual
@@ -67,34 +66,56 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     g = p.add_argument_group("schedule")
-    g.add_argument("--scenario", metavar="FILE",
-                   help="a TOML scenario file (docs/stress-scenarios.md); default: the write-up's cycle")
+    g.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="a TOML scenario file (docs/stress-scenarios.md); default: the write-up's cycle",
+    )
     g.add_argument("--cycles", type=positive_int, help="cycles to run (default: the scenario file's `cycles`, else 18)")
     g.add_argument("--seed", type=any_int, default=42, help="fixes every prompt, delay and choice (default 42)")
-    g.add_argument("--long-tokens", type=positive_int, default=54000,
-                   help="long prompt length in server tokens (default 54000)")
+    g.add_argument(
+        "--long-tokens", type=positive_int, default=54000, help="long prompt length in server tokens (default 54000)"
+    )
     g.add_argument("--shuffle", action="store_true", help="shuffle the scenario order in each cycle (from the seed)")
-    g.add_argument("--reuse-long-prompt", action="store_true",
-                   help="send the same long prompt every time (tests the prefix cache instead of defeating it)")
-    g.add_argument("--time-scale", type=positive_float, default=1.0,
-                   help="divide every planned delay by F (for a server run with `evalkit sim --time-scale F`)")
+    g.add_argument(
+        "--reuse-long-prompt",
+        action="store_true",
+        help="send the same long prompt every time (tests the prefix cache instead of defeating it)",
+    )
+    g.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=1.0,
+        help="divide every planned delay by F (for a server run with `evalkit sim --time-scale F`)",
+    )
     g.add_argument("--dry-run", action="store_true", help="print the schedule and exit; needs no server")
     r = p.add_argument_group("requests")
-    r.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="force no generation length: send neither ignore_eos nor min_tokens (a server that "
-                        "refuses them is found by the preflight anyway)")
-    r.add_argument("--short-max-tokens", type=positive_int, default=64,
-                   help="max_tokens of short requests (default 64)")
+    r.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        help="force no generation length: send neither ignore_eos nor min_tokens (a server that "
+        "refuses them is found by the preflight anyway)",
+    )
+    r.add_argument(
+        "--short-max-tokens", type=positive_int, default=64, help="max_tokens of short requests (default 64)"
+    )
     r.add_argument("--long-max-tokens", type=positive_int, default=64, help="max_tokens of long requests (default 64)")
-    r.add_argument("--gen-tokens", type=positive_int, default=512,
-                   help="tokens per concurrent generation (default 512)")
-    r.add_argument("--timeout-s", type=positive_float, default=900.0,
-                   help="per-request timeout in seconds (default 900)")
+    r.add_argument(
+        "--gen-tokens", type=positive_int, default=512, help="tokens per concurrent generation (default 512)"
+    )
+    r.add_argument(
+        "--timeout-s", type=positive_float, default=900.0, help="per-request timeout in seconds (default 900)"
+    )
     r.add_argument("--max-minutes", type=positive_float, help="end the run cleanly after this many minutes")
-    r.add_argument("--gpu-interval", type=positive_float, default=1.0,
-                   help="seconds between nvidia-smi samples (default 1)")
-    r.add_argument("--no-progress", action="store_true",
-                   help="no progress on standard error (bars are drawn only on a terminal; a log gets a line a cycle)")
+    r.add_argument(
+        "--gpu-interval", type=positive_float, default=1.0, help="seconds between nvidia-smi samples (default 1)"
+    )
+    r.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on standard error (bars are drawn only on a terminal; a log gets a line a cycle)",
+    )
 
 
 MAX_RUN_REQUESTS = 1_000_000
@@ -107,8 +128,10 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--cycles {args.cycles} is above the limit of {MAX_CYCLES}")
     total = args.cycles * args.scenario_source.requests_per_cycle
     if total > MAX_RUN_REQUESTS:
-        raise UsageError(f"--cycles {args.cycles} x {args.scenario_source.requests_per_cycle} requests a cycle is "
-                         f"{total} requests, above the limit of {MAX_RUN_REQUESTS}")
+        raise UsageError(
+            f"--cycles {args.cycles} x {args.scenario_source.requests_per_cycle} requests a cycle is "
+            f"{total} requests, above the limit of {MAX_RUN_REQUESTS}"
+        )
     if args.long_tokens > MAX_TOKENS_PER_REQUEST:
         raise UsageError(f"--long-tokens {args.long_tokens} is above the limit of {MAX_TOKENS_PER_REQUEST}")
     if args.gen_tokens < 16:
@@ -129,8 +152,9 @@ def run(args: argparse.Namespace) -> int:
     if args.cycles is None:
         args.cycles = source.cycles or 18
     _check(args)
-    schedule = build_schedule(args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt,
-                              args.gen_tokens, source)
+    schedule = build_schedule(
+        args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt, args.gen_tokens, source
+    )
     if args.dry_run:
         sys.stdout.write(render_schedule(schedule, args.time_scale))
         return 0
@@ -143,11 +167,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "long_tokens": args.long_tokens, "time_scale": args.time_scale, "shuffle": args.shuffle,
-        "reuse_long_prompt": args.reuse_long_prompt, "short_max_tokens": args.short_max_tokens,
-        "long_max_tokens": args.long_max_tokens, "gen_tokens": args.gen_tokens, "timeout_s": args.timeout_s,
+        "long_tokens": args.long_tokens,
+        "time_scale": args.time_scale,
+        "shuffle": args.shuffle,
+        "reuse_long_prompt": args.reuse_long_prompt,
+        "short_max_tokens": args.short_max_tokens,
+        "long_max_tokens": args.long_max_tokens,
+        "gen_tokens": args.gen_tokens,
+        "timeout_s": args.timeout_s,
         "max_minutes": args.max_minutes,
-        "scenario_file": args.scenario_source.label, "scenario_sha256": args.scenario_source.sha256,
+        "scenario_file": args.scenario_source.label,
+        "scenario_sha256": args.scenario_source.sha256,
         "scenario_builtin": args.scenario_source.builtin,
     }
 
@@ -163,11 +193,18 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             # The run keeps its scenario file, so its summary can be recomputed from the directory alone.
             (rd.path / SCENARIO_COPY).write_text(args.scenario_source.text, encoding="utf-8")
         fitted = load_fitted(rd.read(PROMPTS_FILE), schedule) if rd.resumed else {}
-        counter = (TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
-                   if rd.resumed and manifest.get("tokenization") else None)
+        counter = (
+            TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
+            if rd.resumed and manifest.get("tokenization")
+            else None
+        )
         if rd.resumed:
-            print(f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{args.cycles} cycles already done, "
-                  f"{len(fitted)} long prompts reloaded", file=sys.stderr, flush=True)
+            print(
+                f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{args.cycles} cycles already done, "
+                f"{len(fitted)} long prompts reloaded",
+                file=sys.stderr,
+                flush=True,
+            )
         stop = asyncio.Event()
         reason: dict[str, str] = {}
         loop = asyncio.get_running_loop()
@@ -181,31 +218,57 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         timer = None
         if args.max_minutes:
+
             def on_time() -> None:
                 reason.setdefault("stopped", "max_minutes")
                 stop.set()
+
             timer = loop.call_later(args.max_minutes * 60, on_time)
-        kill = await kill_check(ctx.client.base_url, ctx.client.model, ctx.profile.api_key,
-                                dict(ctx.profile.extra_body), ctx.client.uuid_request_ids,
-                                preflight=ctx.client.preflight)
+        kill = await kill_check(
+            ctx.client.base_url,
+            ctx.client.model,
+            ctx.profile.api_key,
+            dict(ctx.profile.extra_body),
+            ctx.client.uuid_request_ids,
+            preflight=ctx.client.preflight,
+        )
         killing = {"kills": kill.supported, "detail": kill.detail}
         forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), args.gen_tokens, args.ignore_eos)
-        ctx.rundir.update_manifest(generation_length={"mode": mode, "fields": sorted(forced),
-                                                      "ignore_eos_flag": args.ignore_eos})
+        ctx.rundir.update_manifest(
+            generation_length={"mode": mode, "fields": sorted(forced), "ignore_eos_flag": args.ignore_eos}
+        )
         ctx.rundir.update_manifest(stream_killing=killing)
         if kill.supported:
             print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
         opts = RunOptions(
-            time_scale=args.time_scale, short_max_tokens=args.short_max_tokens, long_max_tokens=args.long_max_tokens,
-            gen_tokens=args.gen_tokens, timeout_s=args.timeout_s, gpu_interval_s=args.gpu_interval,
+            time_scale=args.time_scale,
+            short_max_tokens=args.short_max_tokens,
+            long_max_tokens=args.long_max_tokens,
+            gen_tokens=args.gen_tokens,
+            timeout_s=args.timeout_s,
+            gpu_interval_s=args.gpu_interval,
             # Bars only on a terminal: in a log, tqdm's carriage returns make one endless line.
-            extra_body=dict(ctx.profile.extra_body), progress=not args.no_progress and sys.stderr.isatty(),
-            log_steps=not args.no_progress and not sys.stderr.isatty(), kills_streams=bool(kill.supported),
-            length_body=forced, length_mode=mode,
+            extra_body=dict(ctx.profile.extra_body),
+            progress=not args.no_progress and sys.stderr.isatty(),
+            log_steps=not args.no_progress and not sys.stderr.isatty(),
+            kills_streams=bool(kill.supported),
+            length_body=forced,
+            length_mode=mode,
         )
         exe = nvidia_smi()
-        runner = StressRunner(ctx.rundir, ctx.client, ctx.clock, schedule, opts, stop, gpu_exe=exe, attempt=attempt,
-                              completed=completed, fitted=fitted, counter=counter)
+        runner = StressRunner(
+            ctx.rundir,
+            ctx.client,
+            ctx.clock,
+            schedule,
+            opts,
+            stop,
+            gpu_exe=exe,
+            attempt=attempt,
+            completed=completed,
+            fitted=fitted,
+            counter=counter,
+        )
         ctx.rundir.update_manifest(gpu_memory_sampler=exe)
         try:
             await runner.run()
@@ -218,9 +281,12 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
                 pass
         stopped = reason.get("stopped", "completed")
         await ctx.evidence.end()
-        summary = {**build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped).to_json(),
-                   **evidence_summary(ctx.rundir.path), **scenario_summary(ctx.rundir.path),
-                   "stream_killing": killing}
+        summary = {
+            **build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped).to_json(),
+            **evidence_summary(ctx.rundir.path),
+            **scenario_summary(ctx.rundir.path),
+            "stream_killing": killing,
+        }
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
         _print_summary(summary)
@@ -229,9 +295,14 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
         print_run_path(ctx.rundir)
     if stopped == "interrupted":
         return 130
-    failed = failure_line("stress", count_failures((e.get("error") or e.get("kind") for e in summary["error_requests"]
-                                                    if e.get("scenario") != "calibration"),
-                                                   summary["requests"]), [ctx.profile.api_key])
+    failed = failure_line(
+        "stress",
+        count_failures(
+            (e.get("error") or e.get("kind") for e in summary["error_requests"] if e.get("scenario") != "calibration"),
+            summary["requests"],
+        ),
+        [ctx.profile.api_key],
+    )
     if failed is not None:
         print(failed, file=sys.stderr, flush=True)
         return 1
@@ -246,16 +317,22 @@ def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
-    out = [f"stress seed {s['seed']}: {s['cycles']}/{s['cycles_planned']} cycles, {s['requests']} requests, "
-           f"{s['errors']} errors, {s['wrong_answers']} wrong answers, {s['divergent']} divergent"
-           + (f"  [{s['stopped']}: partial]" if s["partial"] else "")]
+    out = [
+        f"stress seed {s['seed']}: {s['cycles']}/{s['cycles_planned']} cycles, {s['requests']} requests, "
+        f"{s['errors']} errors, {s['wrong_answers']} wrong answers, {s['divergent']} divergent"
+        + (f"  [{s['stopped']}: partial]" if s["partial"] else "")
+    ]
     if s["attempts"] > 1:
-        out.append(f"  resumed: {s['attempts']} attempts, {s['ignored_lines']['abandoned_attempts']} request lines "
-                   "of cut-off attempts ignored")
+        out.append(
+            f"  resumed: {s['attempts']} attempts, {s['ignored_lines']['abandoned_attempts']} request lines "
+            "of cut-off attempts ignored"
+        )
     u = s.get("unfinished_cycle")
     if u:
-        out.append(f"  cycle {u['cycle']} cut off after {u['requests']} requests ({u['errors']} errors, "
-                   f"{u['wrong_answers']} wrong answers): not counted; run again with the same --name to resume")
+        out.append(
+            f"  cycle {u['cycle']} cut off after {u['requests']} requests ({u['errors']} errors, "
+            f"{u['wrong_answers']} wrong answers): not counted; run again with the same --name to resume"
+        )
     missing = {"short_insert_done_s": "short_insert_ttft_s"}  # the same requests as another metric
     for name, d in s["metrics"].items():
         text = _fmt(d)
@@ -263,8 +340,9 @@ def _print_summary(s: dict[str, Any]) -> None:
         failed = (s.get("failed_by_metric") or {}).get(name)
         if text == "-" and (ne or failed):
             # Never a figure made of nothing: say what left it empty.
-            parts = ([f"not exercised: {', '.join(ne['reasons'])} ({ne['count']})"] if ne else []) + \
-                ([f"{failed} failed"] if failed else [])
+            parts = ([f"not exercised: {', '.join(ne['reasons'])} ({ne['count']})"] if ne else []) + (
+                [f"{failed} failed"] if failed else []
+            )
             text = "– (" + "; ".join(parts) + ")"
         out.append(f"  {name:<28} {text}")
     out.extend("  " + line for line in diagnosis_lines(s["diagnoses"], s["metrics"]))

@@ -11,8 +11,9 @@ import math
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 MAX_NAME = 128
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -25,8 +26,9 @@ def run_name(text: str) -> str:
     if text in (".", ".."):
         raise argparse.ArgumentTypeError(f"{text!r} is not a run name (it names a directory, not a run)")
     if "/" in text or "\\" in text:
-        raise argparse.ArgumentTypeError(f"{text!r}: a run name is one path component, without '/' (use --out for "
-                                         "the parent directory)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a run name is one path component, without '/' (use --out for the parent directory)"
+        )
     if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):
         raise argparse.ArgumentTypeError(f"{text!r}: a run name cannot hold control characters")
     if len(text) > MAX_NAME:
@@ -54,9 +56,11 @@ def build_info(text: str) -> str:
 def env_name(text: str) -> str:
     """`--api-key-env`: the name of an environment variable (never the key itself)."""
     if not _ENV_NAME.match(text):
-        raise argparse.ArgumentTypeError(f"{text[:8]!r}...: give the name of an environment variable (letters, "
-                                         "digits, _), not a key" if len(text) > 8 else
-                                         f"{text!r} is not an environment variable name (letters, digits, _)")
+        raise argparse.ArgumentTypeError(
+            f"{text[:8]!r}...: give the name of an environment variable (letters, digits, _), not a key"
+            if len(text) > 8
+            else f"{text!r} is not an environment variable name (letters, digits, _)"
+        )
     return text
 
 
@@ -113,8 +117,9 @@ def writable_file(path: Path, flag: str) -> None:
 
 def writable_dir(path: Path, flag: str) -> None:
     """Exit 2 before any work when the output directory `path` cannot be created or written."""
-    from evalkit.errors import UsageError
     import os
+
+    from evalkit.errors import UsageError
 
     if path.exists() and not path.is_dir():
         raise UsageError(f"{flag} {path}: is a file, not a directory")
@@ -137,8 +142,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         d = action.default
-        shown = (d is not None and not isinstance(d, bool) and d != [] and d is not argparse.SUPPRESS
-                 and bool(action.option_strings))
+        shown = (
+            d is not None
+            and not isinstance(d, bool)
+            and d != []
+            and d is not argparse.SUPPRESS
+            and bool(action.option_strings)
+        )
         if shown and "default" not in text and "%(default)" not in text:
             text += " (default %(default)s)"
         return text

@@ -15,24 +15,36 @@ from typing import Any
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile
 from evalkit.evidence.gpu_telemetry import TELEMETRY_FILE, TelemetrySampler, open_reader, summarize_telemetry
-from evalkit.runs.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
 from evalkit.evidence.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
 from evalkit.evidence.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
 from evalkit.evidence.spec_decode import spec_summary
+from evalkit.runs.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
 
 
 class EvidenceCapture:
     """Captures `/metrics` and the server log into one run directory."""
 
-    def __init__(self, rundir: RunDir, base_url: str, clock: Clock, *, metrics: bool = True,
-                 sample_s: float = 0.0, log_path: Path | None = None,
-                 log_patterns: dict[str, str] | None = None, headers: dict[str, str] | None = None,
-                 secrets: tuple[str | None, ...] = ()) -> None:
+    def __init__(
+        self,
+        rundir: RunDir,
+        base_url: str,
+        clock: Clock,
+        *,
+        metrics: bool = True,
+        sample_s: float = 0.0,
+        log_path: Path | None = None,
+        log_patterns: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        secrets: tuple[str | None, ...] = (),
+    ) -> None:
         self.rundir = rundir
         self.sample_s = sample_s
         self.metrics = MetricsRecorder(base_url, clock, rundir.append, headers) if metrics else None
-        self.log = LogFollower(log_path, clock, LogPatterns.from_profile(log_patterns), rundir.append,
-                               secrets=secrets) if log_path is not None else None
+        self.log = (
+            LogFollower(log_path, clock, LogPatterns.from_profile(log_patterns), rundir.append, secrets=secrets)
+            if log_path is not None
+            else None
+        )
         self._clock = clock
         self.gpu: TelemetrySampler | None = None  # the GPU's own figures (NVML / nvidia-smi), when there is one
         self._ended = False
@@ -91,15 +103,24 @@ class EvidenceCapture:
 DEFAULT_SAMPLE_S = {"stress": 1.0}
 
 
-def evidence_from_args(args: argparse.Namespace, kind: str, rundir: RunDir, profile: ServerProfile,
-                       key: str | None, clock: Clock) -> EvidenceCapture:
+def evidence_from_args(
+    args: argparse.Namespace, kind: str, rundir: RunDir, profile: ServerProfile, key: str | None, clock: Clock
+) -> EvidenceCapture:
     """The evidence capture the command's flags (`--server-log`, `--metrics-interval`, `--no-metrics`) ask for."""
     interval = getattr(args, "metrics_interval", None)
     sample_s = DEFAULT_SAMPLE_S.get(kind, 0.0) if interval is None else max(0.0, interval)
     headers = {"Authorization": f"Bearer {key}"} if key else None
-    return EvidenceCapture(rundir, profile.base_url or "", clock, metrics=getattr(args, "metrics", True),
-                          sample_s=sample_s, log_path=getattr(args, "server_log", None),
-                          log_patterns=profile.log_patterns, headers=headers, secrets=(key,))
+    return EvidenceCapture(
+        rundir,
+        profile.base_url or "",
+        clock,
+        metrics=getattr(args, "metrics", True),
+        sample_s=sample_s,
+        log_path=getattr(args, "server_log", None),
+        log_patterns=profile.log_patterns,
+        headers=headers,
+        secrets=(key,),
+    )
 
 
 def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
@@ -111,8 +132,9 @@ def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
     url = manifest.get("server_metrics_url")
     lines = read_jsonl(path / METRICS_FILE)
     if url or lines:
-        out["server_metrics"] = summarize_metrics(lines, url or (metrics_url(manifest.get("server", {})
-                                                                            .get("base_url") or "")))
+        out["server_metrics"] = summarize_metrics(
+            lines, url or (metrics_url(manifest.get("server", {}).get("base_url") or ""))
+        )
     spec = spec_summary(lines, read_jsonl(path / "requests.jsonl"))  # a server without /metrics may time drafts
     if spec is not None:
         out["spec_decode"] = spec

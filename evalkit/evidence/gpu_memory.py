@@ -12,25 +12,41 @@ import asyncio
 import bisect
 import dataclasses
 import shutil
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
 from evalkit.clock import Clock
-from evalkit.runs.rundir import RunDir
 from evalkit.eventloop import stop_task
 from evalkit.evidence.gpu_slopes import MIN_GROWTH_MIB, UNITS, Slope, fit_slope, samples_r2
+from evalkit.runs.rundir import RunDir
 
 GPU_FILE = "gpu_memory.jsonl"
 # `name` last: a card's name is the only field that could hold a comma, so it takes whatever follows.
 QUERY = ["--query-gpu=index,memory.used,memory.total,name", "--format=csv,noheader,nounits"]
 # `flat` needs the card's memory to have moved (max - min over the cycles) by no more than this share of its peak.
 FLAT_RANGE_SHARE = 0.05
-EVIDENCE = ("nvidia-smi memory.used per card; least-squares slopes against run time, finished requests (the "
-            "client's t_done) and each cycle's peak, noise their 99.98% half-width, the first two widened for "
-            "autocorrelated samples")
-__all__ = ["FLAT_RANGE_SHARE", "GPU_FILE", "MIN_GROWTH_MIB", "GpuMemorySampler", "leak_verdict", "nvidia_smi", "parse_query",
-           "peaks_line", "sample_gpu_memory", "summarize_gpu", "done_times", "card_slopes", "card_verdict"]
+EVIDENCE = (
+    "nvidia-smi memory.used per card; least-squares slopes against run time, finished requests (the "
+    "client's t_done) and each cycle's peak, noise their 99.98% half-width, the first two widened for "
+    "autocorrelated samples"
+)
+__all__ = [
+    "FLAT_RANGE_SHARE",
+    "GPU_FILE",
+    "MIN_GROWTH_MIB",
+    "GpuMemorySampler",
+    "card_slopes",
+    "card_verdict",
+    "done_times",
+    "leak_verdict",
+    "nvidia_smi",
+    "parse_query",
+    "peaks_line",
+    "sample_gpu_memory",
+    "summarize_gpu",
+]
 
 
 def nvidia_smi() -> str | None:
@@ -60,7 +76,9 @@ def parse_query(text: str) -> list[tuple[int, float, float | None, str | None]]:
 class GpuMemorySampler:
     """Runs `nvidia-smi` every `interval_s` and hands each sample to `sink` with the current cycle."""
 
-    def __init__(self, exe: str, clock: Clock, sink: Callable[[dict[str, Any]], object], interval_s: float = 1.0) -> None:
+    def __init__(
+        self, exe: str, clock: Clock, sink: Callable[[dict[str, Any]], object], interval_s: float = 1.0
+    ) -> None:
         self.exe = exe
         self.clock = clock
         self.sink = sink
@@ -83,8 +101,17 @@ class GpuMemorySampler:
             return
         t = self.clock.now()
         for gpu, used, total, name in parse_query(out.decode(errors="replace")):
-            self.sink({"t": t, "t_start": t_start, "cycle": self.cycle, "gpu": gpu, "name": name, "used_mib": used,
-                       "total_mib": total})
+            self.sink(
+                {
+                    "t": t,
+                    "t_start": t_start,
+                    "cycle": self.cycle,
+                    "gpu": gpu,
+                    "name": name,
+                    "used_mib": used,
+                    "total_mib": total,
+                }
+            )
 
     async def _loop(self) -> None:
         while True:
@@ -156,13 +183,14 @@ def card_slopes(mine: list[dict[str, Any]], done_times: Sequence[float] | None) 
     xs = {"second": at, "cycle": [float(s["cycle"]) for s in judged]}
     if done is not None:
         xs["request"] = [float(bisect.bisect_right(done, t)) for t in at]
-    slopes: dict[str, Slope] = {u: fit_slope(u, xs[u], used, autocorrelated=True) for u in ("second", "request") if u in xs}
+    slopes: dict[str, Slope] = {
+        u: fit_slope(u, xs[u], used, autocorrelated=True) for u in ("second", "request") if u in xs
+    }
     slopes.setdefault("request", Slope("request", None, None, len(at), None, 0.0, None))
     # The per-cycle slope and its noise come from the cycle peaks (one independent point a cycle); its fit to
     # the samples, against each sample's cycle, is what ranks it against the other two forms.
     slopes["cycle"] = fit_slope("cycle", [float(c) for c in cycles], [peaks[c] for c in cycles], autocorrelated=False)
-    return {u: dataclasses.replace(slopes[u], samples_r2=samples_r2(xs[u], used) if u in xs else None)
-            for u in UNITS}
+    return {u: dataclasses.replace(slopes[u], samples_r2=samples_r2(xs[u], used) if u in xs else None) for u in UNITS}
 
 
 def card_verdict(slopes: dict[str, Slope], range_mib: float | None, peak_mib: float | None) -> str:
@@ -182,8 +210,15 @@ def card_verdict(slopes: dict[str, Slope], range_mib: float | None, peak_mib: fl
 
 
 def _detail(s: Slope) -> dict[str, Any]:
-    return {"points": s.points, "independent_points": None if s.independent is None else round(s.independent, 1),
-            "span": s.span, "r2": s.r2, "samples_r2": s.samples_r2, "growth_mib": s.growth, "call": s.call}
+    return {
+        "points": s.points,
+        "independent_points": None if s.independent is None else round(s.independent, 1),
+        "span": s.span,
+        "r2": s.r2,
+        "samples_r2": s.samples_r2,
+        "growth_mib": s.growth,
+        "call": s.call,
+    }
 
 
 def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Any]:
@@ -280,12 +315,17 @@ def _describe_unsure(c: dict[str, Any]) -> str:
     if c.get("verdict") == "too_few_cycles":
         return f"{_name(c)}: too few samples in cycles to fit a slope (more cycles would tell)"
     figures = ", ".join(t for t in (_slope_text(c, u) for u in UNITS) if t)
-    moved = (f"; its memory moved {c['range_mib']:.0f} MiB ({100 * c['range_mib'] / c['peak_mib']:.0f}% of its "
-             f"peak)" if c.get("range_mib") is not None and c.get("peak_mib") else "")
+    moved = (
+        f"; its memory moved {c['range_mib']:.0f} MiB ({100 * c['range_mib'] / c['peak_mib']:.0f}% of its peak)"
+        if c.get("range_mib") is not None and c.get("peak_mib")
+        else ""
+    )
     upper = _upper_growth(c)
     bound = f" and the slopes allow up to {upper:.0f} MiB of growth" if upper > 0 else ""
-    return (f"{_name(c)}: no slope clearly above zero ({figures}) {_span(c)}{moved}{bound}; more cycles "
-            f"(this run had {len(c.get('cycles') or [])}) or a longer run would tell")
+    return (
+        f"{_name(c)}: no slope clearly above zero ({figures}) {_span(c)}{moved}{bound}; more cycles "
+        f"(this run had {len(c.get('cycles') or [])}) or a longer run would tell"
+    )
 
 
 def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -307,15 +347,25 @@ def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
         if others:
             parts.append(", ".join(f"GPU {c['index']} {c['verdict'].replace('_', ' ')}" for c in others))
     elif any(c.get("verdict") == "falling" for c in ordered):
-        parts.append("no leak: no card's memory grows; " + ", ".join(
-            f"GPU {c['index']} {c['verdict']}" + (f" ({_slope_text(c, 'second')})" if c["verdict"] == "falling"
-                                                   else "") for c in ordered))
+        parts.append(
+            "no leak: no card's memory grows; "
+            + ", ".join(
+                f"GPU {c['index']} {c['verdict']}"
+                + (f" ({_slope_text(c, 'second')})" if c["verdict"] == "falling" else "")
+                for c in ordered
+            )
+        )
     else:
-        parts.append("no leak: every card's memory is flat (every slope within noise, little range against its "
-                     "peak)")
+        parts.append("no leak: every card's memory is flat (every slope within noise, little range against its peak)")
     # `cards_growing` is a number so that a gate rule can hold it at 0.
-    return {"leak_suspected_on": [c["index"] for c in growing], "cards_growing": len(growing), "cards": len(ordered),
-            "cant_tell_on": [c["index"] for c in unsure], "verdict": "; ".join(parts), "evidence": EVIDENCE}
+    return {
+        "leak_suspected_on": [c["index"] for c in growing],
+        "cards_growing": len(growing),
+        "cards": len(ordered),
+        "cant_tell_on": [c["index"] for c in unsure],
+        "verdict": "; ".join(parts),
+        "evidence": EVIDENCE,
+    }
 
 
 def peaks_line(cards: dict[str, Any] | None) -> str | None:
@@ -326,6 +376,8 @@ def peaks_line(cards: dict[str, Any] | None) -> str | None:
     for k in sorted(cards, key=int):
         c = cards[k]
         judged = c.get("cycles")
-        parts.append(f"GPU {c['index']} peak {c['peak_mib']:.0f} MiB"
-                     + (f" ({c['verdict'].replace('_', ' ')})" if judged else ""))
+        parts.append(
+            f"GPU {c['index']} peak {c['peak_mib']:.0f} MiB"
+            + (f" ({c['verdict'].replace('_', ' ')})" if judged else "")
+        )
     return "GPU memory: " + ", ".join(parts)

@@ -14,8 +14,8 @@ The per-cycle slope has one point a cycle, a cycle apart: few points, but indepe
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 # Two-sided: noise alone puts a slope past its bound on one side 0.01% of the time. At 99.8% a flat card with
 # ±50 MiB of sampling noise was named in 7 of 5,000 synthetic runs (three slopes a card); at 99.98%, in none.

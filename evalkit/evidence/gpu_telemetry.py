@@ -16,15 +16,18 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import mean
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from evalkit.clock import Clock
 
 TELEMETRY_FILE = "gpu_telemetry.jsonl"
-SMI_QUERY = ["--query-gpu=index,power.draw,utilization.gpu,memory.used,memory.total,name",
-             "--format=csv,noheader,nounits"]
+SMI_QUERY = [
+    "--query-gpu=index,power.draw,utilization.gpu,memory.used,memory.total,name",
+    "--format=csv,noheader,nounits",
+]
 NVML_INTERVAL_S = 0.25  # NVML reads cost microseconds
 SMI_INTERVAL_S = 1.0  # an nvidia-smi call costs tens of milliseconds of CPU
 
@@ -51,7 +54,7 @@ class NvmlReader:
     interval_s = NVML_INTERVAL_S
 
     def __init__(self) -> None:
-        import pynvml  # noqa: PLC0415 - optional: only where a GPU driver is
+        import pynvml
 
         self._nv = pynvml
         pynvml.nvmlInit()
@@ -72,12 +75,17 @@ class NvmlReader:
             util = self._try(nv.nvmlDeviceGetUtilizationRates, h)
             mem = self._try(nv.nvmlDeviceGetMemoryInfo, h)
             name = self._try(nv.nvmlDeviceGetName, h)
-            out.append({"gpu": i, "name": name.decode() if isinstance(name, bytes) else name,
-                        "power_w": power / 1000 if power is not None else None,
-                        "energy_j": energy / 1000 if energy is not None else None,
-                        "sm_util_pct": float(util.gpu) if util is not None else None,
-                        "mem_used_mib": mem.used / 2**20 if mem is not None else None,
-                        "mem_total_mib": mem.total / 2**20 if mem is not None else None})
+            out.append(
+                {
+                    "gpu": i,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "power_w": power / 1000 if power is not None else None,
+                    "energy_j": energy / 1000 if energy is not None else None,
+                    "sm_util_pct": float(util.gpu) if util is not None else None,
+                    "mem_used_mib": mem.used / 2**20 if mem is not None else None,
+                    "mem_total_mib": mem.total / 2**20 if mem is not None else None,
+                }
+            )
         return out
 
     def close(self) -> None:
@@ -118,9 +126,17 @@ def parse_smi(text: str) -> list[dict[str, Any]]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 5 or _num(parts[0]) is None:
             continue
-        rows.append({"gpu": int(float(parts[0])), "name": ", ".join(parts[5:]) or None, "power_w": _num(parts[1]),
-                     "energy_j": None, "sm_util_pct": _num(parts[2]), "mem_used_mib": _num(parts[3]),
-                     "mem_total_mib": _num(parts[4])})
+        rows.append(
+            {
+                "gpu": int(float(parts[0])),
+                "name": ", ".join(parts[5:]) or None,
+                "power_w": _num(parts[1]),
+                "energy_j": None,
+                "sm_util_pct": _num(parts[2]),
+                "mem_used_mib": _num(parts[3]),
+                "mem_total_mib": _num(parts[4]),
+            }
+        )
     return rows
 
 
@@ -143,8 +159,9 @@ class TelemetrySampler:
     """A thread that samples every card every `interval_s` and hands each sample, stamped, to `sink`; a failed
     read loses a sample, never the run, and the thread keeps NVML and nvidia-smi off the timing event loop."""
 
-    def __init__(self, reader: Reader, clock: Clock, sink: Callable[[dict[str, Any]], None],
-                 interval_s: float | None = None) -> None:
+    def __init__(
+        self, reader: Reader, clock: Clock, sink: Callable[[dict[str, Any]], None], interval_s: float | None = None
+    ) -> None:
         self.reader = reader
         self.clock = clock
         self.sink = sink
@@ -240,8 +257,13 @@ def _merge(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _per_token(samples: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any] | None:
-    ok = [r for r in requests if r.get("status") == "ok" and isinstance(r.get("t_sent"), (int, float))
-          and isinstance(r.get("t_done"), (int, float))]
+    ok = [
+        r
+        for r in requests
+        if r.get("status") == "ok"
+        and isinstance(r.get("t_sent"), (int, float))
+        and isinstance(r.get("t_done"), (int, float))
+    ]
     tokens = sum(r.get("completion_tokens") or 0 for r in ok)
     if not ok or not tokens:
         return None
@@ -250,16 +272,22 @@ def _per_token(samples: list[dict[str, Any]], requests: list[dict[str, Any]]) ->
     if joules is None:
         return None
     busy = sum(b - a for a, b in windows)
-    return {"energy_j": joules, "output_tokens": tokens, "j_per_output_token": joules / tokens,
-            "seconds": busy, "power_w_mean": joules / busy if busy else None}
+    return {
+        "energy_j": joules,
+        "output_tokens": tokens,
+        "j_per_output_token": joules / tokens,
+        "seconds": busy,
+        "power_w_mean": joules / busy if busy else None,
+    }
 
 
 def _stat(vals: list[float]) -> dict[str, float] | None:
     return {"mean": mean(vals), "max": max(vals)} if vals else None
 
 
-def summarize_telemetry(samples: list[dict[str, Any]], requests: list[dict[str, Any]],
-                        groups: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any] | None:
+def summarize_telemetry(
+    samples: list[dict[str, Any]], requests: list[dict[str, Any]], groups: dict[str, list[dict[str, Any]]] | None = None
+) -> dict[str, Any] | None:
     """summary.json's `gpu_telemetry`: per card power / SM utilization / memory, and energy per output token over
     the requests' time (all of them, and each named group of requests, such as a bench prompt); None unsampled."""
     if not samples:
@@ -272,15 +300,24 @@ def summarize_telemetry(samples: list[dict[str, Any]], requests: list[dict[str, 
             return [s[key] for s in mine if isinstance(s.get(key), (int, float))]
 
         cum = _Card(gpu, mine).cumulative()
-        cards.append({"gpu": gpu, "name": next((s["name"] for s in mine if s.get("name")), None),
-                      "power_w": _stat(vals("power_w")), "sm_util_pct": _stat(vals("sm_util_pct")),
-                      "mem_used_mib_max": max(vals("mem_used_mib"), default=None),
-                      "energy_j": cum[-1][1] - cum[0][1] if len(cum) >= 2 else None, "samples": len(mine)})
+        cards.append(
+            {
+                "gpu": gpu,
+                "name": next((s["name"] for s in mine if s.get("name")), None),
+                "power_w": _stat(vals("power_w")),
+                "sm_util_pct": _stat(vals("sm_util_pct")),
+                "mem_used_mib_max": max(vals("mem_used_mib"), default=None),
+                "energy_j": cum[-1][1] - cum[0][1] if len(cum) >= 2 else None,
+                "samples": len(mine),
+            }
+        )
     has_counter = any(isinstance(s.get("energy_j"), (int, float)) for s in samples)
     out: dict[str, Any] = {
         "source": samples[0].get("source"),
         "energy_from": "the cards' energy counters (NVML)" if has_counter else "power integrated over the samples",
-        "cards": cards, "run": _per_token(samples, requests)}
+        "cards": cards,
+        "run": _per_token(samples, requests),
+    }
     if groups:
         out["per_label"] = {k: v for k, rs in groups.items() if (v := _per_token(samples, rs)) is not None}
     return out
@@ -294,7 +331,12 @@ def telemetry_line(t: dict[str, Any] | None) -> str | None:
     cards = "; ".join(
         f"GPU {c['gpu']}: {((c.get('power_w') or {}).get('mean') or 0):.0f} W mean, "
         f"SM {((c.get('sm_util_pct') or {}).get('mean') or 0):.0f}%, "
-        f"{(c.get('mem_used_mib_max') or 0):,.0f} MiB max" for c in t.get("cards") or [])
-    jpt = f"{run['j_per_output_token']:.3g} J/output token ({run['energy_j']:.0f} J, {run['output_tokens']} tokens)" \
-        if run.get("j_per_output_token") is not None else "J/token: -"
+        f"{(c.get('mem_used_mib_max') or 0):,.0f} MiB max"
+        for c in t.get("cards") or []
+    )
+    jpt = (
+        f"{run['j_per_output_token']:.3g} J/output token ({run['energy_j']:.0f} J, {run['output_tokens']} tokens)"
+        if run.get("j_per_output_token") is not None
+        else "J/token: -"
+    )
     return f"GPU ({t.get('source')}): {jpt}; {cards}"

@@ -24,8 +24,10 @@ _CANCEL = re.compile(r"cancel task, id_task = (\d+)")
 # The task's own prompt time as it ends (print_timing): the same figure as its `timings.prompt_ms`, to the 0.01 ms.
 _PROMPT_EVAL = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*prompt eval time =\s*([\d.]+) ms")
 _STOP = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|\s*stop processing: n_tokens = (\d+)")
-_CACHE = re.compile(r"making room for prompt cache entry|saving prompt with length|updating prompt cache|"
-                    r"prompt cache update took")
+_CACHE = re.compile(
+    r"making room for prompt cache entry|saving prompt with length|updating prompt cache|"
+    r"prompt cache update took"
+)
 # llama-cpp-python's server (one model behind one lock: one request at a time) as it starts evaluating a request.
 _BEGIN = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 # llama.cpp's trace level (`-lv 4`) names the idle-slot save that `--cache-idle-slots` (on by default with
@@ -75,7 +77,7 @@ class ServerEvidence:
     log: tuple[LogEvent, ...] = ()
     gauges: tuple[Gauge, ...] = ()
     scrapes: tuple[dict[str, Any], ...] = field(default=(), repr=False)
-    clock: "LogClock | None" = None  # the log's own timestamps on evalkit's clock, when it has them
+    clock: LogClock | None = None  # the log's own timestamps on evalkit's clock, when it has them
 
     @property
     def has_log(self) -> bool:
@@ -92,8 +94,11 @@ class ServerEvidence:
         follower's previous read) by t1. A line is read up to a poll, or more on a loaded machine, after it was
         written, and the client's chunk times are the kernel's: a window closing at a request's server-side start
         must not miss the line written just before it."""
-        return [e for e in self.log if e.kind == kind and t0 <= e.t
-                and (e.t if e.t_after is None else min(e.t, e.t_after)) <= t1]
+        return [
+            e
+            for e in self.log
+            if e.kind == kind and t0 <= e.t and (e.t if e.t_after is None else min(e.t, e.t_after)) <= t1
+        ]
 
 
 def parse_log_line(t: float, line: str) -> LogEvent | None:
@@ -103,8 +108,9 @@ def parse_log_line(t: float, line: str) -> LogEvent | None:
     if m := _STOP.search(line):
         return LogEvent(t, "stop", task=int(m.group(2)), slot=int(m.group(1)), n_tokens=int(m.group(3)), line=line)
     if m := _PROMPT_EVAL.search(line):
-        return LogEvent(t, "prompt_eval", task=int(m.group(2)), slot=int(m.group(1)), value=float(m.group(3)),
-                        line=line)
+        return LogEvent(
+            t, "prompt_eval", task=int(m.group(2)), slot=int(m.group(1)), value=float(m.group(3)), line=line
+        )
     if m := _CANCEL.search(line):
         return LogEvent(t, "cancel", task=int(m.group(1)), line=line)
     if _CACHE.search(line):
@@ -142,9 +148,14 @@ def calibrate(rows: list[dict[str, Any]]) -> LogClock | None:
     """Fit the server's log stamps to the follower's read times: each line was written in (t_after, t], so the
     offset lies in (max(t_after - stamp), min(t - stamp)]. None without stamps, with stamps that go backwards (a
     restarted server) or when the window is wider than 50 ms (nothing read promptly)."""
-    pts = [(float(r["t"]), r.get("t_after"), st) for r in rows
-           if isinstance(r.get("line"), str) and isinstance(r.get("t"), (int, float)) and not r.get("earlier")
-           and (st := server_stamp(r["line"])) is not None]
+    pts = [
+        (float(r["t"]), r.get("t_after"), st)
+        for r in rows
+        if isinstance(r.get("line"), str)
+        and isinstance(r.get("t"), (int, float))
+        and not r.get("earlier")
+        and (st := server_stamp(r["line"])) is not None
+    ]
     if len(pts) < 3 or any(b[2] < a[2] for a, b in zip(pts, pts[1:])):
         return None
     hi = min(t - st for t, _, st in pts)
@@ -187,5 +198,6 @@ def read_evidence(run_path: Path) -> ServerEvidence:
         if running is not None:
             gauges.append(Gauge(float(r["t"]), running, waiting or 0.0))
     gauges.extend(log_gauges)
-    return ServerEvidence(tuple(sorted(log, key=lambda e: e.t)), tuple(sorted(gauges, key=lambda g: g.t)), scrapes,
-                          clock)
+    return ServerEvidence(
+        tuple(sorted(log, key=lambda e: e.t)), tuple(sorted(gauges, key=lambda g: g.t)), scrapes, clock
+    )

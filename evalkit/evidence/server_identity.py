@@ -9,20 +9,37 @@ extend the profile's `[servers.X.build]` table. Reports label runs from this and
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from evalkit.client import auxiliary
-
 from evalkit.errors import UsageError
 from evalkit.evidence.server_metrics import metrics_url
 
 _STANDARD_MODEL_KEYS = {"id", "object", "created", "owned_by"}
 # SGLang's /server_info is every server argument; these are the ones that identify a build and its capacity.
-_SGLANG_KEYS = ("version", "model_path", "served_model_name", "tp_size", "dp_size", "context_length",
-                "max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "mem_fraction_static",
-                "speculative_algorithm", "speculative_num_steps", "speculative_num_draft_tokens",
-                "speculative_eagle_topk", "speculative_draft_model_path", "kv_cache_dtype", "quantization",
-                "attention_backend", "enable_mixed_chunk", "schedule_policy")
+_SGLANG_KEYS = (
+    "version",
+    "model_path",
+    "served_model_name",
+    "tp_size",
+    "dp_size",
+    "context_length",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "mem_fraction_static",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_num_draft_tokens",
+    "speculative_eagle_topk",
+    "speculative_draft_model_path",
+    "kv_cache_dtype",
+    "quantization",
+    "attention_backend",
+    "enable_mixed_chunk",
+    "schedule_policy",
+)
 _MAX_TEXT = 300
 
 
@@ -101,8 +118,7 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
         if out["server_type"] is None:
             info, out["probed"]["/server_info"] = await _get_json(session, root + "/server_info", timeout_s)
             if not isinstance(info, dict):
-                info, out["probed"]["/get_server_info"] = await _get_json(session, root + "/get_server_info",
-                                                                          timeout_s)
+                info, out["probed"]["/get_server_info"] = await _get_json(session, root + "/get_server_info", timeout_s)
             if isinstance(info, dict) and ("model_path" in info or "tp_size" in info):
                 out["server_type"] = "sglang"
                 out["server_info"] = {k: _short(info[k]) for k in _SGLANG_KEYS if k in info}
@@ -112,21 +128,42 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
                     out["server_info"]["avg_spec_accept_length"] = states[0].get("avg_spec_accept_length")
         models, out["probed"]["/v1/models"] = await _get_json(session, base_url.rstrip("/") + "/models", timeout_s)
         out["models"] = _from_models(models)
-        out["owned_by"] = sorted({str(m.get("owned_by")) for m in (models or {}).get("data") or []
-                                  if isinstance(m, dict) and m.get("owned_by")}) if isinstance(models, dict) else []
+        out["owned_by"] = (
+            sorted(
+                {
+                    str(m.get("owned_by"))
+                    for m in (models or {}).get("data") or []
+                    if isinstance(m, dict) and m.get("owned_by")
+                }
+            )
+            if isinstance(models, dict)
+            else []
+        )
         if out["server_type"] is None:
             # A FastAPI server's routes tell llama-cpp-python and transformers serve apart
             # (evalkit.evidence.server_kind).
             api, out["probed"]["/openapi.json"] = await _get_json(session, root + "/openapi.json", timeout_s)
             if isinstance(api, dict) and isinstance(api.get("paths"), dict):
-                out["openapi"] = {"title": _short((api.get("info") or {}).get("title")),
-                                  "paths": sorted(p for p in api["paths"] if p in _TELLING_PATHS)}
+                out["openapi"] = {
+                    "title": _short((api.get("info") or {}).get("title")),
+                    "paths": sorted(p for p in api["paths"] if p in _TELLING_PATHS),
+                }
     return out
 
 
 # Routes whose presence or absence tells servers apart.
-_TELLING_PATHS = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/audio/transcriptions",
-                  "/tokenize", "/extras/tokenize", "/version", "/metrics", "/props", "/health"}
+_TELLING_PATHS = {
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/audio/transcriptions",
+    "/tokenize",
+    "/extras/tokenize",
+    "/version",
+    "/metrics",
+    "/props",
+    "/health",
+}
 
 
 def identity_label(manifest: dict[str, Any]) -> str:
@@ -134,8 +171,11 @@ def identity_label(manifest: dict[str, Any]) -> str:
     ident = manifest.get("server_identity") or {}
     parts = [str(manifest.get("build_label") or "")]
     kind = ident.get("server_type")
-    ver = ident.get("version") or (ident.get("props") or {}).get("build_info") or \
-        (ident.get("server_info") or {}).get("version")
+    ver = (
+        ident.get("version")
+        or (ident.get("props") or {}).get("build_info")
+        or (ident.get("server_info") or {}).get("version")
+    )
     if kind:
         parts.append(f"{kind} {ver}" if ver else kind)
     if manifest.get("model"):

@@ -10,11 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 KINDS = ("llama.cpp", "vllm", "sglang", "fastllm", "llama-cpp-python", "transformers", "unknown")
-LABELS = {"llama.cpp": "llama.cpp llama-server", "vllm": "vLLM", "sglang": "SGLang", "fastllm": "FastLLM ftllm server",
-          "llama-cpp-python": "llama-cpp-python llama_cpp.server", "transformers": "transformers serve",
-          "unknown": "this server"}
-_OWNED_BY = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang", "fastllm": "fastllm",
-             "me": "llama-cpp-python"}
+LABELS = {
+    "llama.cpp": "llama.cpp llama-server",
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "fastllm": "FastLLM ftllm server",
+    "llama-cpp-python": "llama-cpp-python llama_cpp.server",
+    "transformers": "transformers serve",
+    "unknown": "this server",
+}
+_OWNED_BY = {
+    "llamacpp": "llama.cpp",
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "fastllm": "fastllm",
+    "me": "llama-cpp-python",
+}
 
 
 def server_kind(identity: dict[str, Any] | None) -> str:
@@ -33,8 +44,11 @@ def server_kind(identity: dict[str, Any] | None) -> str:
         return "llama-cpp-python"
     # transformers serve's FastAPI app: chat completions beside the Responses API or audio transcription, and none
     # of the tokenize, version or metrics routes vLLM and SGLang add.
-    if "/v1/chat/completions" in paths and paths & {"/v1/responses", "/v1/audio/transcriptions"} \
-            and not paths & {"/tokenize", "/version", "/metrics", "/extras/tokenize"}:
+    if (
+        "/v1/chat/completions" in paths
+        and paths & {"/v1/responses", "/v1/audio/transcriptions"}
+        and not paths & {"/tokenize", "/version", "/metrics", "/extras/tokenize"}
+    ):
         return "transformers"
     return "unknown"
 
@@ -48,7 +62,7 @@ _ADVICE: dict[tuple[str, str], str] = {
     ("vllm", "metrics"): "vLLM serves /metrics on its API port; a proxy in front may not pass it",
     ("vllm", "tokenize"): "vLLM serves POST /tokenize; a build behind a proxy may not pass it",
     ("vllm", "field"): "vLLM refuses fields its request model does not define: check the name against its "
-                       "sampling parameters",
+    "sampling parameters",
     ("sglang", "metrics"): "start SGLang with --enable-metrics",
     ("sglang", "usage"): "SGLang sends usage with stream_options.include_usage; an old build may not",
     ("fastllm", "metrics"): "FastLLM's ftllm server has no /metrics: evalkit's figures are the client's",
@@ -59,11 +73,10 @@ _ADVICE: dict[tuple[str, str], str] = {
     ("llama-cpp-python", "request_id"): "llama-cpp-python takes only a UUID X-Request-Id; evalkit sends UUIDs",
     ("llama-cpp-python", "ignore_eos"): "llama-cpp-python does not honour ignore_eos",
     ("transformers", "metrics"): "transformers serve has no /metrics: stress verdicts rest on the client's timing",
-    ("transformers", "tokenize"): "transformers serve has no tokenize endpoint: stress counts long prompts from "
-                                  "usage",
+    ("transformers", "tokenize"): "transformers serve has no tokenize endpoint: stress counts long prompts from usage",
     ("transformers", "props"): "transformers serve has no /props",
     ("transformers", "ignore_eos"): "transformers serve refuses fields OpenAI does not define (HTTP 422): evalkit "
-                                    "does not send them and lets prompts run to max_tokens",
+    "does not send them and lets prompts run to max_tokens",
     ("transformers", "field"): "transformers serve refuses fields OpenAI does not define (HTTP 422)",
     ("transformers", "timings"): "transformers serve sends no server timings",
 }

@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.redact import scrub
@@ -32,14 +33,14 @@ DEFAULT_PATTERNS: dict[str, str] = {
     # FastLLM: the silent concurrency clamp of the write-up, and its per-session context line.
     "batch_clamp": r"max_batch limited \d+ -> \d+",
     "context_per_request": r"(?i)context window: \d+ tokens per session|n_ctx_slot\s*=\s*\d+|"
-                           r"maximum model length|max_model_len\s*[=:]?\s*\d+|max_total_num_tokens\s*=\s*\d+",
+    r"maximum model length|max_model_len\s*[=:]?\s*\d+|max_total_num_tokens\s*=\s*\d+",
     # Every server: CUDA faults and memory. The first CUDA error is the one to read (write-up, CUDA graph crash).
     "cuda_error": r"(?i)CUDA error|cudaError\w*|illegal memory access|CUBLAS_STATUS_\w+|NCCL (?:error|WARN)",
     "out_of_memory": r"(?i)out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|failed to allocate",
     "traceback": r"Traceback \(most recent call last\)|(?i:segmentation fault)|core dumped|Aborted",
     # Requests over the context: vLLM/SGLang reject with "maximum context length", llama.cpp "exceeds ... context".
     "context_exceeded": r"(?i)maximum context length|exceeds the available context size|"
-                        r"context (?:length|size) exceeded|input is too long",
+    r"context (?:length|size) exceeded|input is too long",
     # vLLM / SGLang scheduler pressure.
     "preemption": r"(?i)preempt(?:ed|ion)",
     "kv_cache_full": r"(?i)no (?:free|available) (?:kv )?(?:cache )?(?:slots|blocks)|KV cache is full",
@@ -56,7 +57,7 @@ class LogPatterns:
     compiled: tuple[tuple[str, re.Pattern[str]], ...]
 
     @classmethod
-    def from_profile(cls, overrides: Mapping[str, str] | None = None) -> "LogPatterns":
+    def from_profile(cls, overrides: Mapping[str, str] | None = None) -> LogPatterns:
         """The defaults, with a profile's `log_patterns` replacing or adding names ("" switches one off)."""
         merged = {**DEFAULT_PATTERNS, **(overrides or {})}
         return cls(tuple((name, re.compile(rx)) for name, rx in merged.items() if rx))
@@ -69,9 +70,16 @@ class LogPatterns:
 class LogFollower:
     """A thread that tails one file every ~50 ms and hands each new line to `emit` with its read time and flags."""
 
-    def __init__(self, path: Path | str, clock: Clock, patterns: LogPatterns,
-                 emit: Callable[[str, dict[str, Any]], None], warn: Callable[[str], None] | None = None,
-                 poll_s: float = POLL_S, secrets: tuple[str | None, ...] = ()) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        clock: Clock,
+        patterns: LogPatterns,
+        emit: Callable[[str, dict[str, Any]], None],
+        warn: Callable[[str], None] | None = None,
+        poll_s: float = POLL_S,
+        secrets: tuple[str | None, ...] = (),
+    ) -> None:
         self.path = Path(path)
         self.secrets = secrets  # a server's log may print request headers: each line is scrubbed as it is read
         self.clock = clock
@@ -103,7 +111,7 @@ class LogFollower:
         with open(self.path, "rb") as f:
             f.seek(max(0, end - EARLIER_BYTES))
             data = f.read(end - f.tell())
-        for raw in data.split(b"\n")[1 if end > EARLIER_BYTES else 0:]:
+        for raw in data.split(b"\n")[1 if end > EARLIER_BYTES else 0 :]:
             line = scrub(raw.decode("utf-8", errors="replace").rstrip("\r"), self.secrets)
             flags = self.patterns.flags(line)
             if flags:
@@ -170,6 +178,8 @@ def summarize_log(lines: list[dict[str, Any]], path: str | None = None, limit: i
         "flagged": len(flagged),
         "flagged_earlier": sum(1 for ln in flagged if ln.get("earlier")),
         "flag_counts": dict(sorted(counts.items())),
-        "flagged_lines": [{"t": ln["t"], "line": ln["line"][:500], "flags": ln["flags"], "earlier": bool(ln.get("earlier"))}
-                          for ln in flagged[:limit]],
+        "flagged_lines": [
+            {"t": ln["t"], "line": ln["line"][:500], "flags": ln["flags"], "earlier": bool(ln.get("earlier"))}
+            for ln in flagged[:limit]
+        ],
     }

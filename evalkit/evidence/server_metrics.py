@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from evalkit.client import auxiliary
 from prometheus_client.parser import text_string_to_metric_families
 
+from evalkit.client import auxiliary
 from evalkit.clock import Clock
 
 METRICS_FILE = "metrics.jsonl"
@@ -83,8 +84,9 @@ def _one_line(text: str, limit: int = 200) -> str:
     return line[:limit]
 
 
-async def scrape(session: auxiliary.ClientSession, url: str, clock: Clock, label: str,
-                 timeout_s: float = 5.0) -> Scrape:
+async def scrape(
+    session: auxiliary.ClientSession, url: str, clock: Clock, label: str, timeout_s: float = 5.0
+) -> Scrape:
     """GET `url` and parse it; any failure is a `Scrape` with `ok=False` and a one-line error, never an exception."""
     try:
         async with session.get(url, timeout=auxiliary.ClientTimeout(total=timeout_s)) as resp:
@@ -102,8 +104,14 @@ async def scrape(session: auxiliary.ClientSession, url: str, clock: Clock, label
 class MetricsRecorder:
     """Scrapes one server's `/metrics` into a run's `metrics.jsonl`: labelled snapshots and a background sampler."""
 
-    def __init__(self, base_url: str, clock: Clock, append: Callable[[str, dict[str, Any]], None],
-                 headers: dict[str, str] | None = None, warn: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        clock: Clock,
+        append: Callable[[str, dict[str, Any]], None],
+        headers: dict[str, str] | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
         self.url = metrics_url(base_url)
         self.clock = clock
         self._append = append
@@ -131,8 +139,10 @@ class MetricsRecorder:
             if self._ok == 0:
                 self._warn(f"warning: server metrics unavailable ({s.error}); recorded as such, the run goes on")
             else:
-                self._warn(f"warning: most /metrics scrapes failed ({self._failed} of {self._ok + self._failed}; "
-                           f"last: {s.error}); the run goes on")
+                self._warn(
+                    f"warning: most /metrics scrapes failed ({self._failed} of {self._ok + self._failed}; "
+                    f"last: {s.error}); the run goes on"
+                )
         return s
 
     def start_sampling(self, interval_s: float, label: str = "sample") -> None:
@@ -171,7 +181,9 @@ def is_gauge(series: str) -> bool:
     return not is_counter(series) and not name.endswith("_created")
 
 
-def window_pairs(lines: Iterable[dict[str, Any]], before: str, after: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def window_pairs(
+    lines: Iterable[dict[str, Any]], before: str, after: str
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(before, after) scrape pairs: each `before` line with the next `after` line, both ok."""
     pairs, open_before = [], None
     for line in lines:
@@ -197,8 +209,9 @@ def counter_deltas(pairs: list[tuple[dict[str, Any], dict[str, Any]]], buckets: 
     return dict(sorted(out.items()))
 
 
-def gauge_ranges(lines: Iterable[dict[str, Any]], t_from: float | None = None,
-                 t_to: float | None = None) -> dict[str, dict[str, float]]:
+def gauge_ranges(
+    lines: Iterable[dict[str, Any]], t_from: float | None = None, t_to: float | None = None
+) -> dict[str, dict[str, float]]:
     """min / max / last of every gauge over the ok scrapes taken between `t_from` and `t_to` (inclusive)."""
     out: dict[str, dict[str, float]] = {}
     for line in lines:
@@ -231,8 +244,7 @@ def summarize_metrics(lines: list[dict[str, Any]], url: str | None = None) -> di
         "counters": counter_deltas(pairs),
         "gauges": gauge_ranges(lines, t_from, t_to),
     }
-    prompts = sorted({ln["label"].split(":", 1)[1] for ln in lines
-                      if str(ln.get("label", "")).startswith("before:")})
+    prompts = sorted({ln["label"].split(":", 1)[1] for ln in lines if str(ln.get("label", "")).startswith("before:")})
     if prompts:
         out["per_label"] = {p: counter_deltas(window_pairs(lines, f"before:{p}", f"after:{p}")) for p in prompts}
     return out

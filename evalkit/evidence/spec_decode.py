@@ -51,15 +51,18 @@ def _from_prefix(deltas: dict[str, float], prefix: str, server: str) -> dict[str
             if m:
                 per_pos[int(m.group(1))] = per_pos.get(int(m.group(1)), 0.0) + v
         else:
-            total[name[len(prefix):]] = total.get(name[len(prefix):], 0.0) + v
+            total[name[len(prefix) :]] = total.get(name[len(prefix) :], 0.0) + v
     drafts = total.get("num_drafts_total", 0.0)
     if drafts <= 0:
         return None
     draft_tokens = total.get("num_draft_tokens_total", 0.0)
     accepted = total.get("num_accepted_tokens_total", 0.0)
     return {
-        "source": f"{server} /metrics counters {prefix}* (differenced over the window)", "server": server,
-        "drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": accepted,
+        "source": f"{server} /metrics counters {prefix}* (differenced over the window)",
+        "server": server,
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted_tokens": accepted,
         "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
         "mean_acceptance_length": 1.0 + accepted / drafts,
         "per_position": [per_pos[i] / drafts for i in sorted(per_pos)],
@@ -73,14 +76,22 @@ from_vllm_counters = from_counters  # the name before llama.cpp's counters were 
 def from_timings(requests: list[dict[str, Any]]) -> dict[str, Any] | None:
     """llama.cpp's per-request `timings.draft_n` / `draft_n_accepted`, summed over the requests; None when no
     request says it drafted."""
-    drafted = [t for r in requests if isinstance(t := r.get("server_timings"), dict)
-               and isinstance(t.get("draft_n"), (int, float))]
+    drafted = [
+        t
+        for r in requests
+        if isinstance(t := r.get("server_timings"), dict) and isinstance(t.get("draft_n"), (int, float))
+    ]
     if not drafted:
         return None
     n = sum(t["draft_n"] for t in drafted)
     acc = sum(t.get("draft_n_accepted") or 0 for t in drafted)
-    return {"source": "llama.cpp timings draft_n / draft_n_accepted (per request, summed)", "requests": len(drafted),
-            "draft_tokens": n, "accepted_tokens": acc, "acceptance_rate": acc / n if n else None}
+    return {
+        "source": "llama.cpp timings draft_n / draft_n_accepted (per request, summed)",
+        "requests": len(drafted),
+        "draft_tokens": n,
+        "accepted_tokens": acc,
+        "acceptance_rate": acc / n if n else None,
+    }
 
 
 def from_sglang_gauges(series: dict[str, float]) -> dict[str, Any] | None:

@@ -19,8 +19,9 @@ The split rests on the best evidence the run has, named in each record:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 
@@ -80,12 +81,19 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
         n = (t.get("cache_n") or 0) + (t.get("prompt_n") or 0) + (t.get("predicted_n") or 0) - 1
         # Its prefill began at first token - prompt_ms; its launch came before that (a read stamp may be a poll late).
         start = (r.get("t_first_token") or r["t_done"]) - t["prompt_ms"] / 1000
-        cands = [e for e in stops if e.task not in used and abs(e.n_tokens - n) <= 2  # type: ignore[operator]  # stops with a token count only
-                 and (r.get("t_first_token") or r["t_done"]) - LOG_SLACK_S <= e.t <= r["t_done"] + 0.5
-                 and (r.get("t_sent") or 0.0) - 0.05 <= launches[e.task].t
-                 <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)]
-        same = [e for e in cands
-                if prompt_ms.get(e.task) is not None and abs(prompt_ms[e.task] - t["prompt_ms"]) < 0.01]
+        cands = [
+            e
+            for e in stops
+            if e.task not in used
+            and abs(e.n_tokens - n) <= 2  # type: ignore[operator]  # stops with a token count only
+            and (r.get("t_first_token") or r["t_done"]) - LOG_SLACK_S <= e.t <= r["t_done"] + 0.5
+            and (r.get("t_sent") or 0.0) - 0.05
+            <= launches[e.task].t
+            <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)
+        ]
+        same = [
+            e for e in cands if prompt_ms.get(e.task) is not None and abs(prompt_ms[e.task] - t["prompt_ms"]) < 0.01
+        ]
         cands = same or cands  # its own prompt eval time, printed to 0.01 ms, tells it from any twin
         if cands:
             # Requests that end in one step end together: then the server's queue order (first sent, first launched)
@@ -120,8 +128,7 @@ def match_launches(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str,
     return out
 
 
-def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence,
-                  suffix: str) -> float | None:
+def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence, suffix: str) -> float | None:
     """The change of a histogram's sum across the request's window, when it alone was in flight and counted once."""
     if not ev.scrapes or r.get("t_sent") is None or r.get("t_done") is None:
         return None
@@ -147,8 +154,7 @@ def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvid
     return v1 - v0  # type: ignore[operator]  # none is None here
 
 
-def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, Any]],
-              ev: ServerEvidence) -> TtftSplit:
+def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, Any]], ev: ServerEvidence) -> TtftSplit:
     """The split of one request from the best evidence there is for it."""
     ttft = r.get("ttft_s")
     ff = r.get("t_first_token")
@@ -156,8 +162,12 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
     t = _timings(r)
     extra: dict[str, Any] = {"task": launch.task if launch else None, "slot": launch.slot if launch else None}
     if t is not None:
-        extra.update(prompt_n=t.get("prompt_n"), cache_n=t.get("cache_n"), draft_n=t.get("draft_n"),
-                     draft_n_accepted=t.get("draft_n_accepted"))
+        extra.update(
+            prompt_n=t.get("prompt_n"),
+            cache_n=t.get("cache_n"),
+            draft_n=t.get("draft_n"),
+            draft_n_accepted=t.get("draft_n_accepted"),
+        )
         if t.get("predicted_n") and t.get("predicted_ms") is not None:
             extra["decode_s_per_token"] = t["predicted_ms"] / 1000 / t["predicted_n"]
     if t is not None and ff is not None and ttft is not None:
@@ -168,10 +178,21 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
             # start - launch.t is a lower bound of the time in the slot: never made up, only missed by a poll.
             launched = min(launch.t, start)
             in_slot = start - launched if start - launched > IN_SLOT_MIN_S else 0.0
-            return TtftSplit(r["request_id"], ttft, max(0.0, launched - sent), prefill, None, start,
-                             "timings+log", launched=launched, in_slot_s=in_slot, **extra)
-        return TtftSplit(r["request_id"], ttft, max(0.0, ttft - prefill), prefill, None, ff - prefill,
-                         "timings", **extra)
+            return TtftSplit(
+                r["request_id"],
+                ttft,
+                max(0.0, launched - sent),
+                prefill,
+                None,
+                start,
+                "timings+log",
+                launched=launched,
+                in_slot_s=in_slot,
+                **extra,
+            )
+        return TtftSplit(
+            r["request_id"], ttft, max(0.0, ttft - prefill), prefill, None, ff - prefill, "timings", **extra
+        )
     if launch is not None:
         before = max(0.0, launch.t - sent) if sent is not None else None
         prefill = (ff - launch.t) if ff is not None else None

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.runs.rundir import Line
 from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 from evalkit.evidence.ttft_split import TtftSplit
+from evalkit.runs.rundir import Line
 
 # The parts a wait is split into: identifiers as the keys of `wait_parts_s` / `parts_s`, and the words a verdict's
 # `cause` (and the report) names each by. Runs written before the keys were identifiers keyed them by the words.
@@ -39,12 +39,16 @@ WORDS = {
     CACHE_STORE: "the server's prompt-cache store (log: prompt cache lines)",
 }
 # Runs older still named the next request's whole wait until the engine stopped in one part.
-_PART_OF_WORDS = {**{w: k for k, w in WORDS.items()},
-                  "the cancelled request, until the engine stopped": "cancelled_until_stopped"}
+_PART_OF_WORDS = {
+    **{w: k for k, w in WORDS.items()},
+    "the cancelled request, until the engine stopped": "cancelled_until_stopped",
+}
 SILENT_MIN_S = 0.1  # a pause shorter than this between a launch and its prefill is not listed
 # What would name a silent pause on llama.cpp: its trace level, or the runs without its two silent stores.
-SILENT_WOULD_TELL = ("llama.cpp's trace log (-lv 4: 'saving idle slot to prompt cache', 'updating prompt cache', "
-                     "'prompt cache update took N ms'), or the same run with --no-cache-idle-slots or --cache-ram 0")
+SILENT_WOULD_TELL = (
+    "llama.cpp's trace log (-lv 4: 'saving idle slot to prompt cache', 'updating prompt cache', "
+    "'prompt cache update took N ms'), or the same run with --no-cache-idle-slots or --cache-ram 0"
+)
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,15 @@ class SilentGap:
 
     def to_json(self) -> dict[str, Any]:
         """The record as summary.json holds it."""
-        out: dict[str, Any] = {"request_id": self.request_id, "scenario": self.scenario, "role": self.role,
-                               "gap_s": self.gap_s, "after": self.after, "cause": self.cause,
-                               "idle_slots_at_launch": [s.to_json() for s in self.idle_slots_at_launch]}
+        out: dict[str, Any] = {
+            "request_id": self.request_id,
+            "scenario": self.scenario,
+            "role": self.role,
+            "gap_s": self.gap_s,
+            "after": self.after,
+            "cause": self.cause,
+            "idle_slots_at_launch": [s.to_json() for s in self.idle_slots_at_launch],
+        }
         if self.would_tell is not None:
             out["would_tell"] = self.would_tell
         return out
@@ -109,8 +119,9 @@ def _phase(o: Line, so: TtftSplit | None, t: float) -> str | None:
     return None
 
 
-def attribute(s: Line, start: float, others: list[Line], splits: dict[str, TtftSplit],
-               ev: ServerEvidence) -> dict[str, float]:
+def attribute(
+    s: Line, start: float, others: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence
+) -> dict[str, float]:
     """The wait [sent, start of its own prefill] split by what the other requests were doing on the server, and,
     once the server had launched it into a slot, as waiting there for another request's step."""
     t0 = s["t_sent"]
@@ -150,8 +161,9 @@ def _idle_slots(ev: ServerEvidence, t: float, busy_slot: int | None) -> list[Idl
             break
         if e.slot is not None and e.kind in ("launch", "stop"):
             last[e.slot] = e
-    return [IdleSlot(k, e.n_tokens) for k, e in sorted(last.items())
-            if e.kind == "stop" and k != busy_slot and e.n_tokens]
+    return [
+        IdleSlot(k, e.n_tokens) for k, e in sorted(last.items()) if e.kind == "stop" and k != busy_slot and e.n_tokens
+    ]
 
 
 def held(o: Line, splits: dict[str, TtftSplit], ev: ServerEvidence) -> Line:
@@ -177,7 +189,15 @@ def silent_gaps(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvide
         if gap < SILENT_MIN_S:
             continue
         named = next((k for k in (IDLE_SAVE, HOUSEKEEPING) if k in part), UNATTRIBUTED)
-        out.append(SilentGap(r["request_id"], r.get("scenario"), r.get("role"), gap, WORDS[named],
-                             _idle_slots(ev, sp.launched, sp.slot),
-                             would_tell=SILENT_WOULD_TELL if named == UNATTRIBUTED else None))
+        out.append(
+            SilentGap(
+                r["request_id"],
+                r.get("scenario"),
+                r.get("role"),
+                gap,
+                WORDS[named],
+                _idle_slots(ev, sp.launched, sp.slot),
+                would_tell=SILENT_WOULD_TELL if named == UNATTRIBUTED else None,
+            )
+        )
     return out

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
@@ -13,7 +14,12 @@ from evalkit.runs.schemas import GateRules, validate
 from evalkit.runs.summaries import FinishedRun, lookup
 
 OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
 LIMIT_KEYS = ("value", "relative", "offset")
 KNOWN_KEYS = {"metric", "op", "name", "description", *LIMIT_KEYS}
@@ -56,8 +62,9 @@ def parse_rules(data: dict[str, Any], source: str) -> list[Rule]:
     raw = data.get("rule")
     unknown_top = sorted(set(data) - {"rule"})
     if unknown_top:
-        raise UsageError(f"{source}: unknown top-level key(s): {', '.join(unknown_top)} (a rules file holds [[rule]] "
-                         "tables)")
+        raise UsageError(
+            f"{source}: unknown top-level key(s): {', '.join(unknown_top)} (a rules file holds [[rule]] tables)"
+        )
     if not isinstance(raw, list) or not raw:
         raise UsageError(f"{source}: no [[rule]] tables")
     rules = []

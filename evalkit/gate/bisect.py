@@ -58,8 +58,14 @@ def exit_code(value: float | None, good_at_least: float, bad_at_most: float) -> 
 def git_commit_facts(cwd: Path | None = None) -> tuple[str | None, str | None, int | None]:
     """(short hash, subject, commit time) of HEAD in the working directory; Nones outside a git repository."""
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%h%x00%s%x00%ct"], cwd=cwd, capture_output=True,
-                             text=True, timeout=10, check=True).stdout.strip()
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%h%x00%s%x00%ct"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None, None, None
     parts = out.split("\x00")
@@ -69,16 +75,30 @@ def git_commit_facts(cwd: Path | None = None) -> tuple[str | None, str | None, i
 
 
 def make_step(
-    commit: str | None, note: str | None, metric: str, value: float | None, code: int,
-    good_at_least: float, bad_at_most: float, run_dir: Path | None, reason: str | None = None,
+    commit: str | None,
+    note: str | None,
+    metric: str,
+    value: float | None,
+    code: int,
+    good_at_least: float,
+    bad_at_most: float,
+    run_dir: Path | None,
+    reason: str | None = None,
 ) -> BisectStep:
     """A log entry; commit and note default to the working directory's git HEAD."""
     head, subject, ctime = git_commit_facts()
     return BisectStep(
-        commit=commit or head or "unknown", note=note if note is not None else (subject or ""), metric=metric,
-        tok_s=value, verdict=VERDICTS[code], good_at_least=good_at_least, bad_at_most=bad_at_most,
-        run_dir=str(run_dir) if run_dir else None, commit_time=ctime if _same_commit(commit, head) else None,
-        at=utc_now_iso(), reason=reason,
+        commit=commit or head or "unknown",
+        note=note if note is not None else (subject or ""),
+        metric=metric,
+        tok_s=value,
+        verdict=VERDICTS[code],
+        good_at_least=good_at_least,
+        bad_at_most=bad_at_most,
+        run_dir=str(run_dir) if run_dir else None,
+        commit_time=ctime if _same_commit(commit, head) else None,
+        at=utc_now_iso(),
+        reason=reason,
     )
 
 

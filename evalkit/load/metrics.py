@@ -10,7 +10,8 @@ the time (so the server saw less than the concurrency asked for).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from evalkit.load.slo import OPS, Target, itl_gaps_ms, request_meets
 from evalkit.stats import distribution, median
@@ -68,8 +69,10 @@ def point_metrics(lines: list[dict[str, Any]], mode: str, load: float, targets: 
         achieved = _rate(sent)
         m.update(requested_rate=load, scheduled_rate=scheduled, achieved_rate=achieved)
         if scheduled and achieved and abs(achieved / scheduled - 1) > RATE_TOLERANCE:
-            reasons.append(f"achieved {achieved:.3f}/s is {(achieved / scheduled - 1) * 100:+.1f}% off the "
-                           f"scheduled {scheduled:.3f}/s")
+            reasons.append(
+                f"achieved {achieved:.3f}/s is {(achieved / scheduled - 1) * 100:+.1f}% off the "
+                f"scheduled {scheduled:.3f}/s"
+            )
         allowed = max(LATE_FLOOR_S, 0.25 / load)
         if late95 is not None and late95 > allowed:
             reasons.append(f"sends late by {late95 * 1000:.1f} ms at p95 (allowed {allowed * 1000:.1f} ms)")
@@ -81,8 +84,10 @@ def point_metrics(lines: list[dict[str, Any]], mode: str, load: float, targets: 
         idle = sum(max(0.0, r.get("send_lateness_s") or 0.0) for r in ok)
         m["stream_idle_fraction"] = idle / (busy + idle) if busy + idle > 0 else None
         if m["stream_idle_fraction"] is not None and m["stream_idle_fraction"] > IDLE_TOLERANCE:
-            reasons.append(f"streams sat idle {m['stream_idle_fraction'] * 100:.1f}% of the time between an answer "
-                           f"and the next send (allowed {IDLE_TOLERANCE * 100:.0f}%)")
+            reasons.append(
+                f"streams sat idle {m['stream_idle_fraction'] * 100:.1f}% of the time between an answer "
+                f"and the next send (allowed {IDLE_TOLERANCE * 100:.0f}%)"
+            )
     m["valid"] = not reasons
     m["invalid_reasons"] = reasons
     return m
@@ -95,7 +100,8 @@ def judge_point(repeats: list[dict[str, Any]], targets: list[Target]) -> dict[st
         vals = [t.value(r) for r in repeats]
         known = [v for v in vals if v is not None]
         med = median(known) if len(known) == len(vals) and known else None
-        checks.append({**t.to_json(), "values": vals, "median": med,
-                       "met": med is not None and OPS[t.op](med, t.limit)})
+        checks.append(
+            {**t.to_json(), "values": vals, "median": med, "met": med is not None and OPS[t.op](med, t.limit)}
+        )
     valid = all(r["valid"] for r in repeats)
     return {"checks": checks, "valid": valid, "meets_slo": valid and all(c["met"] for c in checks)}

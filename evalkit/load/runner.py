@@ -19,8 +19,8 @@ from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.clock import Clock
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
-from evalkit.runs.rundir import REQUESTS, RunDir
 from evalkit.runs.outcomes import judge
+from evalkit.runs.rundir import REQUESTS, RunDir
 
 # Open loop starts this long after planning, so the first sends are not already late.
 _LEAD_S = 0.05
@@ -42,8 +42,9 @@ class PointRun:
 class LoadRunner:
     """Sends the requests of load points and writes one line per request as it completes."""
 
-    def __init__(self, rundir: RunDir, client: ChatClient, clock: Clock, extra_body: dict[str, Any],
-                 timeout_s: float) -> None:
+    def __init__(
+        self, rundir: RunDir, client: ChatClient, clock: Clock, extra_body: dict[str, Any], timeout_s: float
+    ) -> None:
         self.rundir = rundir
         self.client = client
         self.clock = clock
@@ -65,25 +66,42 @@ class LoadRunner:
         await asyncio.get_running_loop().run_in_executor(self._writer, lambda: None)  # lines flushed
         return point
 
-    async def _send(self, point: PointRun, req: LoadRequest, phase: str, scheduled: float,
-                    cancel: asyncio.Event | None = None) -> dict[str, Any]:
+    async def _send(
+        self, point: PointRun, req: LoadRequest, phase: str, scheduled: float, cancel: asyncio.Event | None = None
+    ) -> dict[str, Any]:
         spec = point.plan.spec
-        chat = ChatRequest(messages=[{"role": "user", "content": req.prompt}], max_tokens=req.max_tokens,
-                           temperature=0.0, extra_body=dict(self.extra_body), request_id=new_request_id("load"),
-                           timeout_s=self.timeout_s)
+        chat = ChatRequest(
+            messages=[{"role": "user", "content": req.prompt}],
+            max_tokens=req.max_tokens,
+            temperature=0.0,
+            extra_body=dict(self.extra_body),
+            request_id=new_request_id("load"),
+            timeout_s=self.timeout_s,
+        )
         rec = await self.client.chat(chat, cancel_event=cancel)
         verdict = judge(rec, "generation", req.expected, planned_cancel=phase == "cooldown")
         line = rec.to_json(with_chunk_times=True)
         line.pop("content", None)
         line.pop("reasoning", None)
-        line.update({
-            "point": point.point_id, "mode": spec.mode, "load": spec.load, "repeat": spec.repeat, "index": req.index,
-            "phase": phase, "scheduled_send": scheduled, "send_lateness_s": rec.t_sent - scheduled,
-            "e2e_s": rec.t_done - rec.t_sent if rec.t_done is not None else None,
-            "planned_prompt_tokens": req.prompt_tokens, "planned_output_tokens": req.output_tokens,
-            "count_to": req.count_to, "outcome": verdict.outcome, "error_kind": verdict.error_kind,
-            "extracted": verdict.extracted,
-        })
+        line.update(
+            {
+                "point": point.point_id,
+                "mode": spec.mode,
+                "load": spec.load,
+                "repeat": spec.repeat,
+                "index": req.index,
+                "phase": phase,
+                "scheduled_send": scheduled,
+                "send_lateness_s": rec.t_sent - scheduled,
+                "e2e_s": rec.t_done - rec.t_sent if rec.t_done is not None else None,
+                "planned_prompt_tokens": req.prompt_tokens,
+                "planned_output_tokens": req.output_tokens,
+                "count_to": req.count_to,
+                "outcome": verdict.outcome,
+                "error_kind": verdict.error_kind,
+                "extracted": verdict.extracted,
+            }
+        )
         point.lines.append(line)
         self._writer.submit(self.rundir.append, REQUESTS, line)
         return line
@@ -135,8 +153,9 @@ class LoadRunner:
                         return
                 else:
                     state["in_flight"] += phase == "measured"
-                line = await self._send(point, plan.request(i), phase, scheduled,
-                                        cancel=finished if phase == "cooldown" else None)
+                line = await self._send(
+                    point, plan.request(i), phase, scheduled, cancel=finished if phase == "cooldown" else None
+                )
                 if phase == "measured":
                     state["in_flight"] -= 1
                     check_finished()

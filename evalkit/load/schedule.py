@@ -48,8 +48,9 @@ class PointPlan:
     arrivals: str = "constant"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_prefix", shared_prefix(
-            self.seed, round(self.workload.prefix_tokens / self.workload.token_scale)))
+        object.__setattr__(
+            self, "_prefix", shared_prefix(self.seed, round(self.workload.prefix_tokens / self.workload.token_scale))
+        )
 
     def request(self, index: int) -> LoadRequest:
         """Request `index` (warm-up first, then measured, then closed loop's cool-down)."""
@@ -79,8 +80,11 @@ class PointPlan:
             if i == self.warmup:
                 measured_start = t
             # The epsilon keeps a send that falls exactly on the end (in exact arithmetic) out of the window.
-            if (self.duration_s is not None and measured_start is not None
-                    and t >= measured_start + self.duration_s - 1e-9):
+            if (
+                self.duration_s is not None
+                and measured_start is not None
+                and t >= measured_start + self.duration_s - 1e-9
+            ):
                 break
             offsets.append(t)
             i += 1
@@ -93,8 +97,7 @@ def render_plan(plan: PointPlan, limit: int | None = None) -> str:
     """The plan as text: a header, then one line per request (closed loop: the order the streams take them)."""
     s = plan.spec
     offsets = plan.send_offsets()
-    total = len(offsets) if s.mode == "rate" else (plan.warmup + plan.measured if plan.measured is not None
-                                                   else None)
+    total = len(offsets) if s.mode == "rate" else (plan.warmup + plan.measured if plan.measured is not None else None)
     shown = total if total is not None else (limit or plan.warmup + 8 * int(s.load))
     if limit is not None:
         shown = min(shown, limit)
@@ -103,8 +106,8 @@ def render_plan(plan: PointPlan, limit: int | None = None) -> str:
         f"# evalkit load plan: seed {plan.seed}, {s.mode} {s.load:g}, repeat {s.repeat}, key {s.key(plan.seed)}",
         f"# prompt_tokens {w.prompt_tokens}, output_tokens {w.output_tokens}, prefix_tokens {w.prefix_tokens}, "
         f"token_scale {w.token_scale:.4f}, "
-        f"warmup {plan.warmup}, " + (f"requests {plan.measured}" if plan.measured is not None
-                                     else f"duration {plan.duration_s:g} s")
+        f"warmup {plan.warmup}, "
+        + (f"requests {plan.measured}" if plan.measured is not None else f"duration {plan.duration_s:g} s")
         + (f", arrivals {plan.arrivals}" if s.mode == "rate" else ""),
         "index  phase     send_at_s  prompt_tokens  output_tokens  count_to  prompt_sha",
     ]
@@ -112,8 +115,9 @@ def render_plan(plan: PointPlan, limit: int | None = None) -> str:
         r = plan.request(i)
         at = f"{offsets[i]:9.4f}" if s.mode == "rate" else "        -"
         phase = plan.phase(i) if s.mode == "rate" or plan.measured is not None or i < plan.warmup else "measured"
-        lines.append(f"{i:5d}  {phase:<8}  {at}  {r.prompt_tokens:13d}  {r.output_tokens:13d}  {r.count_to:8d}  "
-                     f"{r.digest()}")
+        lines.append(
+            f"{i:5d}  {phase:<8}  {at}  {r.prompt_tokens:13d}  {r.output_tokens:13d}  {r.count_to:8d}  {r.digest()}"
+        )
     if total is None:
         lines.append(f"# ... the streams take requests in this order until {plan.duration_s:g} s have passed")
     return "\n".join(lines) + "\n"

@@ -7,8 +7,8 @@ Concurrency is searched in whole streams, so the answer is exact to one stream; 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 Measure = Callable[[float], Awaitable[bool]]
 
@@ -23,8 +23,14 @@ class SearchResult:
     steps: list[tuple[float, bool]] = field(default_factory=list)
 
 
-async def search_max(measure: Measure, start: float, max_load: float, integer: bool,
-                     resolution: float = 0.1, min_load: float | None = None) -> SearchResult:
+async def search_max(
+    measure: Measure,
+    start: float,
+    max_load: float,
+    integer: bool,
+    resolution: float = 0.1,
+    min_load: float | None = None,
+) -> SearchResult:
     """Find the largest load in [min_load, max_load] for which `measure(load)` is True."""
     steps: list[tuple[float, bool]] = []
     seen: dict[float, bool] = {}

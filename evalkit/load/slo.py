@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.stats import percentile
 
 OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    ">": operator.gt,
 }
 LATENCY = {"ttft": "ttft_s", "itl": "itl_ms", "e2e": "e2e_s"}  # target name -> metric in summary.json
 STATS = ("p50", "p90", "p95", "p99", "max")
@@ -51,8 +57,14 @@ class Target:
 
     def to_json(self) -> dict[str, Any]:
         """As summary.json lists it."""
-        return {"slo": self.text, "metric": self.metric, "stat": self.stat, "op": self.op, "limit": self.limit,
-                "scale": self.scale}
+        return {
+            "slo": self.text,
+            "metric": self.metric,
+            "stat": self.stat,
+            "op": self.op,
+            "limit": self.limit,
+            "scale": self.scale,
+        }
 
 
 def parse_target(text: str) -> Target:
@@ -74,8 +86,10 @@ def parse_target(text: str) -> Target:
         return Target(text.strip(), metric, stat, scale, op, limit)
     if name in SCALARS:
         return Target(text.strip(), name, None, 1.0, op, limit)
-    raise UsageError(f"--slo {text!r}: unknown target {name!r} (latency: ttft|itl|e2e _ p50|p90|p95|p99|max "
-                     f"_ s|ms; counts: {', '.join(SCALARS)})")
+    raise UsageError(
+        f"--slo {text!r}: unknown target {name!r} (latency: ttft|itl|e2e _ p50|p90|p95|p99|max "
+        f"_ s|ms; counts: {', '.join(SCALARS)})"
+    )
 
 
 def request_meets(line: dict[str, Any], targets: list[Target]) -> bool:

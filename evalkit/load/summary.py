@@ -38,9 +38,16 @@ def build_summary(path: Path) -> dict[str, Any]:
     points = []
     for load in sorted(repeats):
         judged = judge_point(repeats[load], targets)
-        points.append({"load": load, "label": _label(mode, load), "repeats": len(repeats[load]),
-                       **judged, "metrics": point_metrics(pooled[load], mode, load, targets),
-                       "per_repeat": repeats[load]})
+        points.append(
+            {
+                "load": load,
+                "label": _label(mode, load),
+                "repeats": len(repeats[load]),
+                **judged,
+                "metrics": point_metrics(pooled[load], mode, load, targets),
+                "per_repeat": repeats[load],
+            }
+        )
     failing = [p["load"] for p in points if not p["meets_slo"]]
     limit = min(failing) if failing else None
     passing = [p["load"] for p in points if p["meets_slo"] and (limit is None or p["load"] < limit)]
@@ -56,8 +63,10 @@ def build_summary(path: Path) -> dict[str, Any]:
         "search": opts.get("search"),
         "runs_per_point": opts.get("runs", 1),
         "slo": [t.to_json() for t in targets],
-        "workload": {**{k: opts.get(k) for k in ("prompt_tokens", "output_tokens", "prefix_tokens")},
-                     "token_scale": manifest.get("token_scale")},
+        "workload": {
+            **{k: opts.get(k) for k in ("prompt_tokens", "output_tokens", "prefix_tokens")},
+            "token_scale": manifest.get("token_scale"),
+        },
         "requests": len(measured_all),
         "errors": sum(1 for r in measured_all if r.get("outcome") == "error"),
         "wrong_answers": sum(1 for r in measured_all if r.get("outcome") == "wrong"),
@@ -69,14 +78,16 @@ def build_summary(path: Path) -> dict[str, Any]:
         "goodput_rps_at_max": at_best["metrics"]["goodput_rps"] if at_best else None,
         "client": {
             "send_lateness_s": dist(r.get("send_lateness_s") for r in measured_all),
-            "invalid_points": [{"load": p["load"], "reasons": sorted({x for r in p["per_repeat"]
-                                                                      for x in r["invalid_reasons"]})}
-                               for p in points if not p["valid"]],
+            "invalid_points": [
+                {"load": p["load"], "reasons": sorted({x for r in p["per_repeat"] for x in r["invalid_reasons"]})}
+                for p in points
+                if not p["valid"]
+            ],
         },
     }
     # The gate reads `load.max_concurrency_meeting_slo` or `load.max_rate_meeting_slo`.
     key = "max_concurrency_meeting_slo" if mode == "concurrency" else "max_rate_meeting_slo"
-    summary[key] = (int(best) if best is not None and mode == "concurrency" else best)
+    summary[key] = int(best) if best is not None and mode == "concurrency" else best
     return summary
 
 

@@ -12,11 +12,10 @@ import random
 from typing import Any
 
 from evalkit.client import auxiliary
-
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
-from evalkit.load.workload import filler_text
 from evalkit.client.prompts import chat_tokens_local
 from evalkit.client.tokenize import messages_for, probe_counter
+from evalkit.load.workload import filler_text
 
 SAMPLE_TOKENS = 1000
 
@@ -25,8 +24,15 @@ async def measure_token_scale(client: ChatClient, extra_body: dict[str, Any]) ->
     """(server tokens per sim-rule token, how they were counted); 1.0 when the server cannot count."""
 
     async def usage_probe(messages: list[dict[str, str]]) -> int | None:
-        rec = await client.chat(ChatRequest(messages=messages, max_tokens=1, extra_body=dict(extra_body),
-                                            request_id=new_request_id("load-tokens"), timeout_s=120.0))
+        rec = await client.chat(
+            ChatRequest(
+                messages=messages,
+                max_tokens=1,
+                extra_body=dict(extra_body),
+                request_id=new_request_id("load-tokens"),
+                timeout_s=120.0,
+            )
+        )
         return rec.prompt_tokens if rec.status == "ok" and rec.usage_source == "server" else None
 
     sample = messages_for(filler_text(random.Random("load-token-scale"), SAMPLE_TOKENS))

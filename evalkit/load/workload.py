@@ -15,9 +15,9 @@ import random
 import re
 from dataclasses import dataclass
 
-from evalkit.errors import UsageError
-from evalkit.client.tokens import count_tokens
 from evalkit.client.prompts import GenQuestion, filler_words
+from evalkit.client.tokens import count_tokens
+from evalkit.errors import UsageError
 
 # The chat template's cost by the sim's rule: one user message (+4) and the prompt (+2).
 CHAT_OVERHEAD = 6
@@ -32,7 +32,7 @@ class Lengths:
     hi: int
 
     @classmethod
-    def parse(cls, text: str, flag: str) -> "Lengths":
+    def parse(cls, text: str, flag: str) -> Lengths:
         """`N` or `LO:HI` (uniform, inclusive)."""
         m = re.fullmatch(r"\s*(\d+)\s*(?::\s*(\d+)\s*)?", text)
         if not m:
@@ -128,6 +128,10 @@ def build_request(workload: Workload, prefix: str, key: str, index: int) -> Load
     own = max(0, want_prompt - fixed)
     # Words join their neighbours' whitespace, so the count of the joined text is checked, not assumed.
     text = head + (filler_text(rng, own) + "\n\n" if own else "") + question
-    return LoadRequest(index=index, prompt=text, count_to=n,
-                       prompt_tokens=round((count_tokens(text) + CHAT_OVERHEAD) * workload.token_scale),
-                       output_tokens=count_tokens(GenQuestion(n).answer))
+    return LoadRequest(
+        index=index,
+        prompt=text,
+        count_to=n,
+        prompt_tokens=round((count_tokens(text) + CHAT_OVERHEAD) * workload.token_scale),
+        output_tokens=count_tokens(GenQuestion(n).answer),
+    )

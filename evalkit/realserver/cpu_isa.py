@@ -11,9 +11,15 @@ from pathlib import Path
 
 # Each ISA flag of the CPU build and the /proc/cpuinfo flag it needs.
 NEEDS = {
-    "-DGGML_AVX=ON": "avx", "-DGGML_AVX2=ON": "avx2", "-DGGML_FMA=ON": "fma", "-DGGML_F16C=ON": "f16c",
-    "-DGGML_BMI2=ON": "bmi2", "-DGGML_AVX_VNNI=ON": "avx_vnni", "-DGGML_AVX512=ON": "avx512f",
-    "-DGGML_AVX512_VBMI=ON": "avx512_vbmi", "-DGGML_AVX512_VNNI=ON": "avx512_vnni",
+    "-DGGML_AVX=ON": "avx",
+    "-DGGML_AVX2=ON": "avx2",
+    "-DGGML_FMA=ON": "fma",
+    "-DGGML_F16C=ON": "f16c",
+    "-DGGML_BMI2=ON": "bmi2",
+    "-DGGML_AVX_VNNI=ON": "avx_vnni",
+    "-DGGML_AVX512=ON": "avx512f",
+    "-DGGML_AVX512_VBMI=ON": "avx512_vbmi",
+    "-DGGML_AVX512_VNNI=ON": "avx512_vnni",
     "-DGGML_AVX512_BF16=ON": "avx512_bf16",
 }
 

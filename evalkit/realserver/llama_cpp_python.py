@@ -16,15 +16,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from evalkit.realserver.launch import free_port
 from evalkit.realserver.cpu_isa import runnable_flags
+from evalkit.realserver.launch import free_port
 from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, cache_root, locked, reuse_or_build
 
 VERSION = "0.3.36"
+
 
 def build_flags(have: set[str] | None = None) -> tuple[str, ...]:
     """BUILD_FLAGS without the ISA extensions this CPU lacks (AMX stays off either way)."""
@@ -58,8 +59,17 @@ def build_wheel(directory: Path, say: Callable[[str], None] = print) -> Path:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=directory) as tmp, open(log_path, "w") as log:
         # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and could hand back a -march=native (SIGILL) build.
-        cmd = [sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", f"llama-cpp-python=={VERSION}",
-               "-w", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-cache-dir",
+            "--no-deps",
+            f"llama-cpp-python=={VERSION}",
+            "-w",
+            tmp,
+        ]
         rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         built = cached_wheel(Path(tmp))
         if rc != 0 or built is None:
@@ -76,12 +86,15 @@ def venv_python(directory: Path) -> Path:
 
 
 def _importable(python: Path) -> bool:
-    return python.exists() and subprocess.run([str(python), "-c", "import llama_cpp.server.app"],
-                                              capture_output=True).returncode == 0
+    return (
+        python.exists()
+        and subprocess.run([str(python), "-c", "import llama_cpp.server.app"], capture_output=True).returncode == 0
+    )
 
 
-def provision(root: Path | None = None, seed_wheel: Path | None = None,
-              say: Callable[[str], None] = print) -> PythonServer:
+def provision(
+    root: Path | None = None, seed_wheel: Path | None = None, say: Callable[[str], None] = print
+) -> PythonServer:
     """Reuse or build the wheel, and install it with its `[server]` extra into the cached venv (once)."""
     directory = build_dir(root)
     with locked(directory):
@@ -99,11 +112,16 @@ def provision(root: Path | None = None, seed_wheel: Path | None = None,
 def locate(root: Path | None = None, env: dict[str, str] | None = None) -> PythonServer | str:
     """The provisioned server's interpreter without building anything, or a one-line reason why there is none."""
     env = dict(os.environ) if env is None else env
-    python = Path(env["EVALKIT_LLAMA_CPP_PYTHON"]) if env.get("EVALKIT_LLAMA_CPP_PYTHON") \
+    python = (
+        Path(env["EVALKIT_LLAMA_CPP_PYTHON"])
+        if env.get("EVALKIT_LLAMA_CPP_PYTHON")
         else venv_python(build_dir(root or cache_root(env)))
+    )
     if not _importable(python):
-        return (f"llama-cpp-python {VERSION} is not provisioned at {python} "
-                "(run: python -m evalkit.realserver provision-llama-cpp-python)")
+        return (
+            f"llama-cpp-python {VERSION} is not provisioned at {python} "
+            "(run: python -m evalkit.realserver provision-llama-cpp-python)"
+        )
     return PythonServer(python)
 
 
@@ -146,21 +164,39 @@ def _up(base_url: str) -> bool:
         return False
 
 
-def start(server: PythonServer, model: Path, n_ctx: int = 8192, log_dir: Path | None = None,
-          startup_timeout_s: float = 120.0) -> RunningServer:
+def start(
+    server: PythonServer, model: Path, n_ctx: int = 8192, log_dir: Path | None = None, startup_timeout_s: float = 120.0
+) -> RunningServer:
     """Start the server on 127.0.0.1 and return once `/v1/models` answers; raise with the log's tail otherwise."""
     log_dir = Path(log_dir or Path.cwd())
     log_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log_path = log_dir / f"llama-cpp-python-{port}.log"
-    cmd = [str(server.python), "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", str(n_ctx), "--model_alias", model.stem,
-           # Its default is half the cores: one thread here, prefilling at 35 tok/s instead of about twice that.
-           "--n_threads", str(os.cpu_count() or 1), "--n_threads_batch", str(os.cpu_count() or 1)]
+    cmd = [
+        str(server.python),
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--model_alias",
+        model.stem,
+        # Its default is half the cores: one thread here, prefilling at 35 tok/s instead of about twice that.
+        "--n_threads",
+        str(os.cpu_count() or 1),
+        "--n_threads_batch",
+        str(os.cpu_count() or 1),
+    ]
     begin = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     running = RunningServer(proc, port, model.stem, log_path)
     while time.monotonic() - begin < startup_timeout_s and proc.poll() is None:
         if _up(running.base_url):

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.runs.rundir import read_jsonl
-from evalkit_stress.diagnose import YES, diagnose
 from evalkit.evidence.server_evidence import calibrate, read_evidence, server_stamp
 from evalkit.evidence.wait_parts import HOUSEKEEPING, IDLE_SAVE, IN_SLOT_DECODE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
+from evalkit.runs.rundir import read_jsonl
+from evalkit_stress.diagnose import YES, diagnose
 
 _TASK = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
@@ -114,18 +114,33 @@ def compare(run: Path) -> tuple[list[str], int, int]:
         t, tm = task_of(r["request_id"]), r.get("server_timings") or {}
         if t is None or not tm:
             continue
-        own = (t.prompt_ms is not None and abs(t.prompt_ms - tm["prompt_ms"]) < 0.01 and t.n_tokens is not None
-               and abs(t.n_tokens - (tm.get("cache_n", 0) + tm["prompt_n"] + tm["predicted_n"] - 1)) <= 1)
-        check(own, f"{r['request_id']}: task {t.task} slot {t.slot}, log prompt eval {t.prompt_ms} ms "
-                   f"(timings {tm['prompt_ms']:.3f}), release n_tokens {t.n_tokens}")
+        own = (
+            t.prompt_ms is not None
+            and abs(t.prompt_ms - tm["prompt_ms"]) < 0.01
+            and t.n_tokens is not None
+            and abs(t.n_tokens - (tm.get("cache_n", 0) + tm["prompt_n"] + tm["predicted_n"] - 1)) <= 1
+        )
+        check(
+            own,
+            f"{r['request_id']}: task {t.task} slot {t.slot}, log prompt eval {t.prompt_ms} ms "
+            f"(timings {tm['prompt_ms']:.3f}), release n_tokens {t.n_tokens}",
+        )
 
-    out.append("-- head-of-line: blocked by the log = its first token (release - eval time) came with or after the "
-               "long request's (within 10% of the prefill left)")
+    out.append(
+        "-- head-of-line: blocked by the log = its first token (release - eval time) came with or after the "
+        "long request's (within 10% of the prefill left)"
+    )
     hol = d["head_of_line_blocking"]
     for x in hol["samples"]:
         r = by_id[x["request_id"]]
-        long = next((o for o in lines if o.get("scenario") == r["scenario"] and o.get("cycle") == r["cycle"]
-                     and o.get("role") == "long"), None)
+        long = next(
+            (
+                o
+                for o in lines
+                if o.get("scenario") == r["scenario"] and o.get("cycle") == r["cycle"] and o.get("role") == "long"
+            ),
+            None,
+        )
         ts, tl = task_of(r["request_id"]), task_of(long["request_id"]) if long else None
         if ts is None or tl is None or ts.first_token is None or tl.first_token is None:
             out.append(f"  (no log task for {x['request_id']})")
@@ -135,18 +150,25 @@ def compare(run: Path) -> tuple[list[str], int, int]:
         parts = ", ".join(f"{WORDS.get(k, k)} {v:.2f} s" for k, v in (x["figures"].get("wait_parts_s") or {}).items())
         in_slot = ts.launched is not None and ts.launched < tl.first_token
         named_slot = any(k in (IN_SLOT_PREFILL, IN_SLOT_DECODE) for k in x["figures"].get("wait_parts_s") or {})
-        check((x["verdict"] == YES) == blocked and (not blocked or in_slot == named_slot or not in_slot),
-              f"{x['request_id']}: evalkit {x['verdict']} ({parts}); log: task {ts.task} launched "
-              f"{_fmt(ts.launched, r['t_sent'])} into slot {ts.slot}, first token {_fmt(ts.first_token, r['t_sent'])}"
-              f", long task {tl.task} first token {_fmt(tl.first_token, r['t_sent'])} (s after sent)")
+        check(
+            (x["verdict"] == YES) == blocked and (not blocked or in_slot == named_slot or not in_slot),
+            f"{x['request_id']}: evalkit {x['verdict']} ({parts}); log: task {ts.task} launched "
+            f"{_fmt(ts.launched, r['t_sent'])} into slot {ts.slot}, first token {_fmt(ts.first_token, r['t_sent'])}"
+            f", long task {tl.task} first token {_fmt(tl.first_token, r['t_sent'])} (s after sent)",
+        )
 
-    out.append("-- cancel: aborted by the log = its release n_tokens below its prompt; the next request waited "
-               "'in a launched slot' by the log = launched before the cancelled task's release")
+    out.append(
+        "-- cancel: aborted by the log = its release n_tokens below its prompt; the next request waited "
+        "'in a launched slot' by the log = launched before the cancelled task's release"
+    )
     for s in d["cancel_aborts"]["samples"]:
         c = by_id[s["request_id"]]
         # its task by the log alone: the first `stop: cancel task` line after the client's cancel
-        tc = min((t for t in tasks.values() if t.cancelled is not None and t.cancelled >= c["t_done"] - 0.05),
-                 key=lambda t: t.cancelled or 0.0, default=None)
+        tc = min(
+            (t for t in tasks.values() if t.cancelled is not None and t.cancelled >= c["t_done"] - 0.05),
+            key=lambda t: t.cancelled or 0.0,
+            default=None,
+        )
         prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
         if tc is None or tc.n_tokens is None or tc.released is None or not prompt:
             out.append(f"  (no log task for {s['request_id']})")
@@ -154,49 +176,75 @@ def compare(run: Path) -> tuple[list[str], int, int]:
         # launched after the cancel and released at once: nothing prefilled (n_tokens is the slot's cached prompt)
         at_once = tc.launched is not None and tc.launched >= c["t_done"] and tc.released - tc.launched < 0.06
         aborted = at_once or tc.n_tokens < 0.98 * prompt
-        check((s["verdict"] == YES) == aborted,
-              f"{s['request_id']}: evalkit {s['verdict']} ({s.get('granularity')}); log: task {tc.task} cancel line "
-              f"{_fmt(tc.cancelled, c['t_done'])}, launched {_fmt(tc.launched, c['t_done'])}, released "
-              f"{_fmt(tc.released, c['t_done'])} s after the cancel at n_tokens {tc.n_tokens} of {prompt}"
-              + (" (launched and released at once: nothing prefilled)" if at_once else ""))
-        nxt = next((o for o in lines if o.get("scenario") == "cancel_then_short" and o.get("cycle") == c["cycle"]
-                    and o.get("role") == "short"), None)
+        check(
+            (s["verdict"] == YES) == aborted,
+            f"{s['request_id']}: evalkit {s['verdict']} ({s.get('granularity')}); log: task {tc.task} cancel line "
+            f"{_fmt(tc.cancelled, c['t_done'])}, launched {_fmt(tc.launched, c['t_done'])}, released "
+            f"{_fmt(tc.released, c['t_done'])} s after the cancel at n_tokens {tc.n_tokens} of {prompt}"
+            + (" (launched and released at once: nothing prefilled)" if at_once else ""),
+        )
+        nxt = next(
+            (
+                o
+                for o in lines
+                if o.get("scenario") == "cancel_then_short"
+                and o.get("cycle") == c["cycle"]
+                and o.get("role") == "short"
+            ),
+            None,
+        )
         tn = task_of(nxt["request_id"]) if nxt else None
         nd = s.get("next_delay") or {}
         if tn is not None and tn.launched is not None and tc.released is not None:
             in_slot = tn.launched < tc.released
-            check(("in a launched slot" in (nd.get("cause") or "")) == in_slot
-                  or (nd.get("cause") or "").startswith("the server's prompt-cache") and not in_slot,
-                  f"  next {nxt['request_id']}: evalkit waited {nd.get('wait_s', 0):.3f} s for '{nd.get('cause')}'; "
-                  f"log: task {tn.task} launched {_fmt(tn.launched, tc.released)} s from the cancelled release "
-                  f"(slot {tn.slot}), its TTFT {nxt['ttft_s']:.3f} s")
+            check(
+                ("in a launched slot" in (nd.get("cause") or "")) == in_slot
+                or ((nd.get("cause") or "").startswith("the server's prompt-cache") and not in_slot),
+                f"  next {nxt['request_id']}: evalkit waited {nd.get('wait_s', 0):.3f} s for '{nd.get('cause')}'; "
+                f"log: task {tn.task} launched {_fmt(tn.launched, tc.released)} s from the cancelled release "
+                f"(slot {tn.slot}), its TTFT {nxt['ttft_s']:.3f} s",
+            )
 
     out.append("-- pauses between a launch and its prefill: the log lines in the pause name it, or none do")
     for g in d["silent_gaps"]:
         r, t = by_id[g["request_id"]], task_of(g["request_id"])
         sp = split[g["request_id"]]
-        inside = [ln for row in rows if (st := server_stamp(ln := row.get("line") or "")) is not None
-                  and not row.get("earlier") and sp["launched"] - 0.001 <= st + clock.offset <= sp["server_start"]]
+        inside = [
+            ln
+            for row in rows
+            if (st := server_stamp(ln := row.get("line") or "")) is not None
+            and not row.get("earlier")
+            and sp["launched"] - 0.001 <= st + clock.offset <= sp["server_start"]
+        ]
         inside = [ln for ln in inside if "processing task" not in ln and "selected slot" not in ln]
         idle = any("saving idle slot" in ln for ln in inside)
         cache = any("prompt cache" in ln for ln in inside)
         want = WORDS[IDLE_SAVE if idle else HOUSEKEEPING if cache else UNATTRIBUTED]
-        check(g["cause"] == want, f"{g['request_id']}: evalkit {g['gap_s']:.2f} s '{g['cause']}'; log: "
-              f"{len(inside)} line(s) in the pause after task {t.task if t else '?'}'s launch"
-              + (f", e.g. {inside[0][:110]}" if inside else "") + f"; idle slots {g['idle_slots_at_launch']}")
+        check(
+            g["cause"] == want,
+            f"{g['request_id']}: evalkit {g['gap_s']:.2f} s '{g['cause']}'; log: "
+            f"{len(inside)} line(s) in the pause after task {t.task if t else '?'}'s launch"
+            + (f", e.g. {inside[0][:110]}" if inside else "")
+            + f"; idle slots {g['idle_slots_at_launch']}",
+        )
         del r
 
     out.append("-- long request hurt by inserts: the log's prompt eval times of the long tasks")
     alone = [task_of(r["request_id"]) for r in lines if r.get("scenario") == "long_alone" and r.get("role") == "long"]
-    with_ins = [task_of(r["request_id"]) for r in lines if r.get("scenario") in ("short_insert", "double_insert")
-                and r.get("role") == "long"]
+    with_ins = [
+        task_of(r["request_id"])
+        for r in lines
+        if r.get("scenario") in ("short_insert", "double_insert") and r.get("role") == "long"
+    ]
     a = [t.prompt_ms for t in alone if t and t.prompt_ms]
     w = [t.prompt_ms for t in with_ins if t and t.prompt_ms]
     if a and w:
         ratio = sorted(w)[len(w) // 2] / sorted(a)[len(a) // 2]
         hurt = d["long_hurt_by_inserts"]
-        check((hurt["verdict"] == YES) == (ratio > 1.10),
-              f"evalkit {hurt['verdict']} ({hurt.get('ratio_p50')}); log prompt eval ms alone {a}, with inserts {w}")
+        check(
+            (hurt["verdict"] == YES) == (ratio > 1.10),
+            f"evalkit {hurt['verdict']} ({hurt.get('ratio_p50')}); log prompt eval ms alone {a}, with inserts {w}",
+        )
     out.append(f"{agree} of {checks} checks agree with the server's log")
     return out, checks, agree
 

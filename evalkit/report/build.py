@@ -5,18 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import capacity, noise, plots, tables
+from evalkit.report import capability as capability_report
+from evalkit.report import capacity, noise, plots, stress_diagnoses, tables
 from evalkit.report.capacity_plot import latency_vs_load
 from evalkit.report.memory import memory_section
 from evalkit.report.memory_plot import gpu_memory_plot
-from evalkit.report import capability as capability_report
 from evalkit.report.runs import LabelledRun
-from evalkit.report import stress_diagnoses
 from evalkit.report.server_says import server_says_section
 
 SECTION_ORDER = ("bench", "capability", "stress", "load")
-HEADINGS = {"bench": "Throughput (bench)", "capability": "Capability", "stress": "Latency under load (stress)",
-            "load": "Capacity (load)"}
+HEADINGS = {
+    "bench": "Throughput (bench)",
+    "capability": "Capability",
+    "stress": "Latency under load (stress)",
+    "load": "Capacity (load)",
+}
 
 
 def build_context(
@@ -67,12 +70,21 @@ def build_context(
         made.append({"title": "Time to first token per run", "file": p.name})
     return {
         "title": "evalkit report: " + " vs ".join(dict.fromkeys(r.label for r in runs)) if runs else "evalkit report",
-        "runs": [{"label": r.label, "kind": r.kind, "path": str(r.run.path), "model": r.run.manifest.get("model"),
-                  "started": r.run.manifest.get("started"), "build_label": r.run.manifest.get("build_label")}
-                 for r in runs],
+        "runs": [
+            {
+                "label": r.label,
+                "kind": r.kind,
+                "path": str(r.run.path),
+                "model": r.run.manifest.get("model"),
+                "started": r.run.manifest.get("started"),
+                "build_label": r.run.manifest.get("build_label"),
+            }
+            for r in runs
+        ],
         "sections": sections,
-        "tables": {t.key: t for s in [*sections, *([{"tables": [memory["table"]]}] if memory else [])]
-                   for t in s["tables"]},
+        "tables": {
+            t.key: t for s in [*sections, *([{"tables": [memory["table"]]}] if memory else [])] for t in s["tables"]
+        },
         "memory": memory,
         "server_says": server_says_section(runs),
         "plots": made,

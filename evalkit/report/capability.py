@@ -35,11 +35,23 @@ class QuestionChange:
 
     def to_json(self, before_label: str, after_label: str) -> dict[str, Any]:
         """A line of the `--changed-only` export."""
+
         def side(label: str, s: QuestionScore) -> dict[str, Any]:
-            return {"label": label, "score": s.score, "outcomes": list(s.outcomes), "extracted": list(s.extracted),
-                    "why": list(s.whys)}
-        return {"id": self.qid, "dataset": self.dataset, "change": self.change,
-                "before": side(before_label, self.before), "after": side(after_label, self.after)}
+            return {
+                "label": label,
+                "score": s.score,
+                "outcomes": list(s.outcomes),
+                "extracted": list(s.extracted),
+                "why": list(s.whys),
+            }
+
+        return {
+            "id": self.qid,
+            "dataset": self.dataset,
+            "change": self.change,
+            "before": side(before_label, self.before),
+            "after": side(after_label, self.after),
+        }
 
 
 def _scores(run: LabelledRun) -> dict[str, QuestionScore]:
@@ -55,16 +67,20 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
     reasons = []
     a, b = _scores(base), _scores(other)
     if a and b and set(a) != set(b):
-        reasons.append(f"they graded different questions ({len(a)} vs {len(b)}: {len(set(a) - set(b))} only in "
-                       f"{base.label}, {len(set(b) - set(a))} only in {other.label})")
+        reasons.append(
+            f"they graded different questions ({len(a)} vs {len(b)}: {len(set(a) - set(b))} only in "
+            f"{base.label}, {len(set(b) - set(a))} only in {other.label})"
+        )
     elif not (a and b):
-        totals = [{ds: (s or {}).get("total") for ds, s in (r.summary.get("scores") or {}).items()}
-                  for r in (base, other)]
+        totals = [
+            {ds: (s or {}).get("total") for ds, s in (r.summary.get("scores") or {}).items()} for r in (base, other)
+        ]
         if totals[0] != totals[1]:
             reasons.append("their datasets or question counts differ")
     hashes = [{g["id"]: g.get("row_hash") for g in r.graded() if "id" in g} for r in (base, other)]
-    moved = [q for q in set(hashes[0]) & set(hashes[1])
-             if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]]
+    moved = [
+        q for q in set(hashes[0]) & set(hashes[1]) if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]
+    ]
     if moved:
         reasons.append(f"{len(moved)} question(s) have different text (row_hash), e.g. {sorted(moved)[0]}")
     qa, qb = base.run.manifest.get("question_set"), other.run.manifest.get("question_set")
@@ -72,8 +88,11 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
         reasons.append("different question-set manifests")
     # Templates of datasets only one run asked are already a difference of questions.
     ta, tb = base.run.manifest.get("prompt_templates"), other.run.manifest.get("prompt_templates")
-    changed = [k for k in sorted(set(ta) & set(tb)) if ta[k] != tb[k]] if isinstance(ta, dict) and \
-        isinstance(tb, dict) else []
+    changed = (
+        [k for k in sorted(set(ta) & set(tb)) if ta[k] != tb[k]]
+        if isinstance(ta, dict) and isinstance(tb, dict)
+        else []
+    )
     if changed:
         reasons.append(f"different prompt templates ({', '.join(changed)})")
     for r in (base, other):
@@ -138,8 +157,9 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     datasets += sorted({d for r in group for d in (r.summary.get("scores") or {})} - set(datasets))
     rows: list[tuple[str, list[str]]] = []
     for ds in [*datasets, "total"]:
-        entries = [(r.summary.get("total") if ds == "total" else (r.summary.get("scores") or {}).get(ds)) or {}
-                   for r in group]
+        entries = [
+            (r.summary.get("total") if ds == "total" else (r.summary.get("scores") or {}).get(ds)) or {} for r in group
+        ]
         cells, base_value = [], None
         for i, (entry, sc) in enumerate(zip(entries, scores)):
             text, value = _score_cell(entry, sc, ds)
@@ -151,41 +171,65 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                 else:
                     if base_value is not None and isinstance(value, int) and isinstance(base_value, int):
                         text += f" ({value - base_value:+d})"
-                    mine = [{q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds}
-                            for x in (scores[0], sc)]
+                    mine = [
+                        {q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds} for x in (scores[0], sc)
+                    ]
                     text += f" {_paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
             cells.append(text + _ambiguous_note(entry))
         rows.append((ds, cells))
     rows.append(("unparsed / truncated / error", [_outcome_counts(r.summary.get("total") or {}) for r in group]))
     if any("ambiguous" in (r.summary.get("total") or {}) for r in group):
         notes_ambiguous = True
-        rows.append(("ambiguous (two readings disagree)", [str((r.summary.get("total") or {}).get("ambiguous", "–"))
-                                                           for r in group]))
+        rows.append(
+            (
+                "ambiguous (two readings disagree)",
+                [str((r.summary.get("total") or {}).get("ambiguous", "–")) for r in group],
+            )
+        )
     else:
         notes_ambiguous = False
-    notes = ["Marks by McNemar's exact test on the questions both runs answered (graded.jsonl; with repeats, on "
-             "per-question mean scores); ? when a run has no graded.jsonl."]
+    notes = [
+        "Marks by McNemar's exact test on the questions both runs answered (graded.jsonl; with repeats, on "
+        "per-question mean scores); ? when a run has no graded.jsonl."
+    ]
     if any(p and p.repeats > 1 for p in (pass_at_1(list(s.values())) for s in scores)):
-        notes.append("pass@1 is the mean over questions of each question's mean score across repeats, with a 95% "
-                     "interval; agreement is the share of questions whose repeats all got the same verdict: "
-                     + ", ".join(f"{r.label} {p.agreement:.0%} over {p.repeats} repeats" for r, p in
-                                 ((r, pass_at_1(list(s.values()))) for r, s in zip(group, scores)) if p) + ".")
+        notes.append(
+            "pass@1 is the mean over questions of each question's mean score across repeats, with a 95% "
+            "interval; agreement is the share of questions whose repeats all got the same verdict: "
+            + ", ".join(
+                f"{r.label} {p.agreement:.0%} over {p.repeats} repeats"
+                for r, p in ((r, pass_at_1(list(s.values()))) for r, s in zip(group, scores))
+                if p
+            )
+            + "."
+        )
     if notes_ambiguous:
-        notes.append("ambiguous: grades where two readings of the answer disagree (e.g. a #### line and a later "
-                     "'answer is', a choice number and the text beside it); graded.jsonl's `readings` holds both "
-                     "and `rule` names the rule that decided.")
+        notes.append(
+            "ambiguous: grades where two readings of the answer disagree (e.g. a #### line and a later "
+            "'answer is', a choice number and the text beside it); graded.jsonl's `readings` holds both "
+            "and `rule` names the rule that decided."
+        )
     for r, why in zip(group[1:], reasons[1:]):
         if why:
             notes.append(f"{r.label} vs {group[0].label}: {NOT_COMPARABLE}, no verdict: " + "; ".join(why) + ".")
-    return [Table(f"capability_{mode}", f"Capability, thinking {mode}: correct answers", cols, rows, notes,
-                  row_header="dataset")]
+    return [
+        Table(
+            f"capability_{mode}",
+            f"Capability, thinking {mode}: correct answers",
+            cols,
+            rows,
+            notes,
+            row_header="dataset",
+        )
+    ]
 
 
 def _answer_cell(s: QuestionScore) -> str:
     if s.n == 1:
         return f"{s.extracted[0] if s.extracted[0] is not None else '–'} ({s.outcomes[0]})"
-    return f"{s.score:.2f}: " + ", ".join(f"{x if x is not None else '–'} ({o})"
-                                         for x, o in zip(s.extracted, s.outcomes))
+    return f"{s.score:.2f}: " + ", ".join(
+        f"{x if x is not None else '–'} ({o})" for x, o in zip(s.extracted, s.outcomes)
+    )
 
 
 def change_tables(group: list[LabelledRun], mode: str) -> list[Table]:
@@ -201,15 +245,26 @@ def change_tables(group: list[LabelledRun], mode: str) -> list[Table]:
         for ds, mine in by_ds.items():
             lost = sum(c.change == RIGHT_TO_WRONG for c in mine)
             rows = [(c.qid, [_ARROWS[c.change], _answer_cell(c.before), _answer_cell(c.after)]) for c in mine]
-            out.append(Table(f"capability_changes_{mode}_{k}_{ds}",
-                             f"Changed questions, {ds}, thinking {mode}: {group[0].label} → {r.label} "
-                             f"({lost} right→wrong, {len(mine) - lost} wrong→right)",
-                             ["change", f"{group[0].label}: answer (outcome)", f"{r.label}: answer (outcome)"],
-                             rows, row_header="question"))
+            out.append(
+                Table(
+                    f"capability_changes_{mode}_{k}_{ds}",
+                    f"Changed questions, {ds}, thinking {mode}: {group[0].label} → {r.label} "
+                    f"({lost} right→wrong, {len(mine) - lost} wrong→right)",
+                    ["change", f"{group[0].label}: answer (outcome)", f"{r.label}: answer (outcome)"],
+                    rows,
+                    row_header="question",
+                )
+            )
         if not changes:
-            out.append(Table(f"capability_changes_{mode}_{k}", f"Changed questions, thinking {mode}: "
-                             f"{group[0].label} → {r.label}", ["change"], [("(none)", ["no question changed"])],
-                             row_header="question"))
+            out.append(
+                Table(
+                    f"capability_changes_{mode}_{k}",
+                    f"Changed questions, thinking {mode}: {group[0].label} → {r.label}",
+                    ["change"],
+                    [("(none)", ["no question changed"])],
+                    row_header="question",
+                )
+            )
     return out
 
 
@@ -247,21 +302,34 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             mine = graded if ds == "all" else by_ds[ds]
             reqs = [requests[g["request_id"]] for g in mine if g.get("request_id") in requests]
             n = len(mine)
-            cells = [_fmt(median([g.get("reasoning_tokens") for g in mine]), 0),
-                     _fmt(median([g.get("answer_tokens") for g in mine]), 0),
-                     f"{sum(g.get('finish_reason') == 'length' for g in mine) / n:.0%}",
-                     f"{sum(g.get('outcome') == 'unparsed' for g in mine) / n:.0%}",
-                     _fmt_seconds(median([x.get("ttft_s") for x in reqs])),
-                     _fmt(median([x.get("decode_tok_s") for x in reqs]), 1)]
+            cells = [
+                _fmt(median([g.get("reasoning_tokens") for g in mine]), 0),
+                _fmt(median([g.get("answer_tokens") for g in mine]), 0),
+                f"{sum(g.get('finish_reason') == 'length' for g in mine) / n:.0%}",
+                f"{sum(g.get('outcome') == 'unparsed' for g in mine) / n:.0%}",
+                _fmt_seconds(median([x.get("ttft_s") for x in reqs])),
+                _fmt(median([x.get("decode_tok_s") for x in reqs]), 1),
+            ]
             if len(cols) > 6:
                 used = [g["reasoning_tokens"] / max_tokens for g in mine if isinstance(g.get("reasoning_tokens"), int)]
                 cells.append(_fmt(median(used) * 100 if used else None, 0, "%"))
             rows.append((ds, cells))
-        notes = ["Tokens per answer (reasoning and the answer itself, from graded.jsonl); truncated: hit max_tokens"
-                 + (f" ({max_tokens})" if max_tokens else "") + "; TTFT and decode rate as the client saw them "
-                 "during the run (requests.jsonl), a free performance signal, not a benchmark."]
-        out.append(Table(f"capability_answering_{mode}_{r.label}", f"How the model answered, thinking {mode}: "
-                         f"{r.label}", cols, rows, notes, row_header="dataset"))
+        notes = [
+            "Tokens per answer (reasoning and the answer itself, from graded.jsonl); truncated: hit max_tokens"
+            + (f" ({max_tokens})" if max_tokens else "")
+            + "; TTFT and decode rate as the client saw them "
+            "during the run (requests.jsonl), a free performance signal, not a benchmark."
+        ]
+        out.append(
+            Table(
+                f"capability_answering_{mode}_{r.label}",
+                f"How the model answered, thinking {mode}: {r.label}",
+                cols,
+                rows,
+                notes,
+                row_header="dataset",
+            )
+        )
     return out
 
 
@@ -287,8 +355,14 @@ def changed_lines(runs: list[LabelledRun]) -> list[dict[str, Any]]:
         for r in group[1:]:
             why = comparability(group[0], r)
             for c in question_changes(group[0], r):
-                out.append({"thinking": mode, **c.to_json(group[0].label, r.label),
-                            "comparable": not why, **({"not_comparable": why} if why else {})})
+                out.append(
+                    {
+                        "thinking": mode,
+                        **c.to_json(group[0].label, r.label),
+                        "comparable": not why,
+                        **({"not_comparable": why} if why else {}),
+                    }
+                )
     return out
 
 

@@ -59,8 +59,14 @@ def max_verdict(before: LabelledRun, after: LabelledRun) -> tuple[str, str]:
 
 
 def _ttft_samples(run: LabelledRun, load: float) -> list[float]:
-    return [r["ttft_s"] for r in run.requests() if r.get("phase") == "measured" and r.get("load") == load
-            and r.get("outcome") == "correct" and isinstance(r.get("ttft_s"), (int, float))]
+    return [
+        r["ttft_s"]
+        for r in run.requests()
+        if r.get("phase") == "measured"
+        and r.get("load") == load
+        and r.get("outcome") == "correct"
+        and isinstance(r.get("ttft_s"), (int, float))
+    ]
 
 
 def headline_table(runs: list[LabelledRun]) -> Table:
@@ -83,13 +89,17 @@ def headline_table(runs: list[LabelledRun]) -> Table:
         ("measured requests", [_f(r.summary.get("requests")) for r in runs]),
         ("errors", [_f(r.summary.get("errors")) for r in runs]),
         ("wrong answers", [_f(r.summary.get("wrong_answers")) for r in runs]),
-        ("invalid points (client behind)", [_f(len((r.summary.get("client") or {}).get("invalid_points") or []))
-                                            for r in runs]),
+        (
+            "invalid points (client behind)",
+            [_f(len((r.summary.get("client") or {}).get("invalid_points") or [])) for r in runs],
+        ),
     ]
     targets = ", ".join(t["slo"] for t in runs[0].summary.get("slo") or []) or "none"
     notes = [f"Targets: {targets}. " + " ".join(f"{r.label}: {max_verdict(runs[0], r)[1]}." for r in runs[1:])]
-    notes.append(f"{noise.BETTER} more load meets the targets, {noise.WORSE} less, {noise.WITHIN} within one search "
-                 f"step, {noise.UNKNOWN} cannot tell.")
+    notes.append(
+        f"{noise.BETTER} more load meets the targets, {noise.WORSE} less, {noise.WITHIN} within one search "
+        f"step, {noise.UNKNOWN} cannot tell."
+    )
     return Table("load", "Capacity: the largest load meeting every target", cols, rows, notes, row_header="")
 
 
@@ -97,8 +107,19 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
     """One run's load points as rows; TTFT p99 marked against the first run at the same load."""
     s = run.summary
     rate = s.get("mode") == "rate"
-    cols = ["ttft p50 s", "ttft p99 s", "itl p99 ms", "e2e p99 s", "goodput/s", "errors", "wrong",
-            *(["achieved/s"] if rate else ["in flight"]), "lateness p95 ms", "meets", "valid"]
+    cols = [
+        "ttft p50 s",
+        "ttft p99 s",
+        "itl p99 ms",
+        "e2e p99 s",
+        "goodput/s",
+        "errors",
+        "wrong",
+        *(["achieved/s"] if rate else ["in flight"]),
+        "lateness p95 ms",
+        "meets",
+        "valid",
+    ]
     base_loads = {p["load"] for p in (base.summary.get("points") or [])} if base is not None else set()
     rows = []
     for p in s.get("points") or []:
@@ -108,15 +129,31 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
             v = noise.samples_verdict(_ttft_samples(base, p["load"]), _ttft_samples(run, p["load"]), False)
             ttft99 += f" {v.mark}"
         late = m["send_lateness_s"]["p95"]
-        rows.append((p["label"], [
-            _f(m["ttft_s"]["p50"]), ttft99, _f(m["itl_ms"]["p99"]), _f(m["e2e_s"]["p99"]), _f(m["goodput_rps"]),
-            _f(m["errors"]), _f(m["wrong_answers"]),
-            _f(m.get("achieved_rate") if rate else m.get("achieved_concurrency")),
-            _f(None if late is None else late * 1000), "yes" if p["meets_slo"] else "no",
-            "yes" if p["valid"] else "no: " + "; ".join(sorted({x for r in p["per_repeat"]
-                                                                  for x in r["invalid_reasons"]}))]))
-    notes = [f"{p['label']}: {p['repeats']} repeats, judged on each target's median over them"
-             for p in s.get("points") or [] if p["repeats"] > 1][:1]
+        rows.append(
+            (
+                p["label"],
+                [
+                    _f(m["ttft_s"]["p50"]),
+                    ttft99,
+                    _f(m["itl_ms"]["p99"]),
+                    _f(m["e2e_s"]["p99"]),
+                    _f(m["goodput_rps"]),
+                    _f(m["errors"]),
+                    _f(m["wrong_answers"]),
+                    _f(m.get("achieved_rate") if rate else m.get("achieved_concurrency")),
+                    _f(None if late is None else late * 1000),
+                    "yes" if p["meets_slo"] else "no",
+                    "yes"
+                    if p["valid"]
+                    else "no: " + "; ".join(sorted({x for r in p["per_repeat"] for x in r["invalid_reasons"]})),
+                ],
+            )
+        )
+    notes = [
+        f"{p['label']}: {p['repeats']} repeats, judged on each target's median over them"
+        for p in s.get("points") or []
+        if p["repeats"] > 1
+    ][:1]
     if base is not None:
         notes.append(f"TTFT p99 marks: bootstrap of the median TTFT against {base.label} at the same load.")
     return Table(f"load:{run.label}", f"Load points: {run.label}", cols, rows, notes, row_header="load")

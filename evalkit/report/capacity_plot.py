@@ -7,9 +7,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from evalkit.report.runs import LabelledRun  # noqa: E402
+from evalkit.report.runs import LabelledRun
 
 
 def latency_vs_load(runs: list[LabelledRun], path: Path) -> Path | None:

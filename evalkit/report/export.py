@@ -59,8 +59,9 @@ def write_table(run: Path, fmt: str, out: Path) -> int:
         try:
             import pyarrow  # noqa: F401 - pandas writes Parquet through it
         except ImportError:
-            raise UsageError("--format parquet needs pyarrow, which is not installed (pip install pyarrow), "
-                             "or use --format csv") from None
+            raise UsageError(
+                "--format parquet needs pyarrow, which is not installed (pip install pyarrow), or use --format csv"
+            ) from None
     df = run_table(run)
     if fmt == "csv":
         df.to_csv(out, index=False)

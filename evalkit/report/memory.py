@@ -12,15 +12,26 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.evidence.gpu_memory import (
+    FLAT_RANGE_SHARE,
+    GPU_FILE,
+    MIN_GROWTH_MIB,
+    done_times,
+    leak_verdict,
+    summarize_gpu,
+)
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.runs.rundir import REQUESTS, read_jsonl
-from evalkit.evidence.gpu_memory import (FLAT_RANGE_SHARE, GPU_FILE, MIN_GROWTH_MIB, done_times, leak_verdict,
-                                      summarize_gpu)
 
-VERDICT_TEXT = {"growing": "growing", "falling": "falling", "flat": "flat", "cant_tell": "can't tell",
-                "too_few_cycles": "too few cycles"}
+VERDICT_TEXT = {
+    "growing": "growing",
+    "falling": "falling",
+    "flat": "flat",
+    "cant_tell": "can't tell",
+    "too_few_cycles": "too few cycles",
+}
 
 
 @dataclass(frozen=True)
@@ -109,8 +120,15 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
         rows.append((f"GPU {i} slope noise ± MiB/cycle", [_noise(c) for c in cards]))
         rows.append((f"GPU {i} slope MiB/hour", [_per_hour(c) for c in cards]))
         rows.append((f"GPU {i} slope MiB/request", [_per_request(c) for c in cards]))
-        rows.append((f"GPU {i} verdict", [VERDICT_TEXT.get(c.get("verdict"), "–") if m.verdict is not None and c
-                                          else "–" for m, c in zip(mems, cards)]))
+        rows.append(
+            (
+                f"GPU {i} verdict",
+                [
+                    VERDICT_TEXT.get(c.get("verdict"), "–") if m.verdict is not None and c else "–"
+                    for m, c in zip(mems, cards)
+                ],
+            )
+        )
     notes = [
         "Per card, from nvidia-smi memory.used: peak over the run; three least-squares slopes, each with its noise "
         "(99.98% half-width): each cycle's peak per cycle, memory per hour of run time and per finished request "
@@ -148,7 +166,14 @@ def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_N
     mems = [m for m in (run_memory(r) for r in runs) if m is not None]
     if not mems:
         return None
-    verdicts = [{"label": m.run.label, "verdict": m.verdict["verdict"], "evidence": m.verdict.get("evidence")}
-                for m in mems if m.verdict]
-    return {"heading": "GPU memory", "verdicts": verdicts, "table": memory_table(mems, noise_floor),
-            "runs": [m.run.label for m in mems]}
+    verdicts = [
+        {"label": m.run.label, "verdict": m.verdict["verdict"], "evidence": m.verdict.get("evidence")}
+        for m in mems
+        if m.verdict
+    ]
+    return {
+        "heading": "GPU memory",
+        "verdicts": verdicts,
+        "table": memory_table(mems, noise_floor),
+        "runs": [m.run.label for m in mems],
+    }

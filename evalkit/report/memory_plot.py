@@ -7,10 +7,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from evalkit.report.memory import gpu_samples  # noqa: E402
-from evalkit.report.runs import LabelledRun  # noqa: E402
+from evalkit.report.memory import gpu_samples
+from evalkit.report.runs import LabelledRun
 
 
 def gpu_memory_plot(runs: list[LabelledRun], path: Path) -> Path | None:
@@ -25,8 +25,14 @@ def gpu_memory_plot(runs: list[LabelledRun], path: Path) -> Path | None:
         for gpu in sorted({int(s["gpu"]) for s in samples}):
             mine = [s for s in samples if int(s["gpu"]) == gpu]
             name = next((s["name"] for s in reversed(mine) if s.get("name")), None)
-            ax.plot([s["t"] - t0 for s in mine], [s["used_mib"] for s in mine], marker=".", markersize=3,
-                    linewidth=1.2, label=f"GPU {gpu}" + (f" ({name})" if name else ""))
+            ax.plot(
+                [s["t"] - t0 for s in mine],
+                [s["used_mib"] for s in mine],
+                marker=".",
+                markersize=3,
+                linewidth=1.2,
+                label=f"GPU {gpu}" + (f" ({name})" if name else ""),
+            )
         starts: dict[int, float] = {}
         for s in samples:
             c = int(s.get("cycle") or 0)
@@ -34,8 +40,9 @@ def gpu_memory_plot(runs: list[LabelledRun], path: Path) -> Path | None:
                 starts.setdefault(c, s["t"] - t0)
         for c, x in starts.items():
             ax.axvline(x, color="grey", linestyle=":", linewidth=0.8)
-            ax.annotate(f"c{c}", (x, 1.0), xycoords=("data", "axes fraction"), fontsize=6, color="grey",
-                        va="top", ha="left")
+            ax.annotate(
+                f"c{c}", (x, 1.0), xycoords=("data", "axes fraction"), fontsize=6, color="grey", va="top", ha="left"
+            )
         ax.set_title(f"{run.label} ({run.kind})", fontsize=9)
         ax.set_ylabel("used MiB")
         ax.grid(alpha=0.3)

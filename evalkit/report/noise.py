@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from evalkit.stats import median, percentile
 
@@ -85,7 +85,9 @@ def samples_verdict(
     before = [x for x in before if x is not None]
     after = [x for x in after if x is not None]
     if len(before) < MIN_BOOTSTRAP_SAMPLES or len(after) < MIN_BOOTSTRAP_SAMPLES:
-        return NoiseVerdict(UNKNOWN, "bootstrap", f"{len(before)} and {len(after)} samples; need {MIN_BOOTSTRAP_SAMPLES}")
+        return NoiseVerdict(
+            UNKNOWN, "bootstrap", f"{len(before)} and {len(after)} samples; need {MIN_BOOTSTRAP_SAMPLES}"
+        )
     lo, hi = bootstrap_diff_ci(before, after)
     base = median(before)
     rel = (median(after) - base) / abs(base) if base else math.inf

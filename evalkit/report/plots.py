@@ -8,9 +8,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from evalkit.report.runs import LabelledRun  # noqa: E402
+from evalkit.report.runs import LabelledRun
 
 WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR = "#f2a541", "#3a6ea5", "#c0392b"
 
@@ -52,8 +52,14 @@ def stress_timeline(runs: list[LabelledRun], path: Path, cycle: Any = None) -> P
             wait_color = CANCEL_COLOR if cancelled and not r.get("t_first_token") else WAIT_COLOR
             ax.barh(i, max(first - sent, 1e-3), left=sent, color=wait_color, height=0.6)
             if done > first:
-                ax.barh(i, done - first, left=first, color=CANCEL_COLOR if cancelled else DECODE_COLOR, height=0.6,
-                        hatch="//" if cancelled else None)
+                ax.barh(
+                    i,
+                    done - first,
+                    left=first,
+                    color=CANCEL_COLOR if cancelled else DECODE_COLOR,
+                    height=0.6,
+                    hatch="//" if cancelled else None,
+                )
             labels.append(f"{r.get('scenario', '?')} {r.get('role') or str(r.get('request_id', ''))[-6:]}")
         ax.set_yticks(range(len(reqs)))
         ax.set_yticklabels(labels, fontsize=7)
@@ -62,8 +68,9 @@ def stress_timeline(runs: list[LabelledRun], path: Path, cycle: Any = None) -> P
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since the cycle's first request was sent")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR)]
-    fig.legend(handles, ["sent → first token", "first token → done", "cancelled"], loc="lower center", ncol=3,
-               fontsize=8)
+    fig.legend(
+        handles, ["sent → first token", "first token → done", "cancelled"], loc="lower center", ncol=3, fontsize=8
+    )
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -74,8 +81,11 @@ def ttft_distributions(runs: list[LabelledRun], path: Path) -> Path | None:
     """Empirical CDF of every run's time to first token (log scale, so a blocked tail stands out)."""
     series = []
     for r in runs:
-        xs = sorted(x["ttft_s"] for x in r.requests()
-                    if x.get("status", "ok") == "ok" and isinstance(x.get("ttft_s"), (int, float)) and x["ttft_s"] > 0)
+        xs = sorted(
+            x["ttft_s"]
+            for x in r.requests()
+            if x.get("status", "ok") == "ok" and isinstance(x.get("ttft_s"), (int, float)) and x["ttft_s"] > 0
+        )
         if xs:
             series.append((f"{r.label} ({r.kind})", xs))
     if not series:

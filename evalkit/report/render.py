@@ -30,8 +30,13 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     if template_dir is not None:
         loaders.append(jinja2.FileSystemLoader(str(template_dir)))
     loaders.append(jinja2.FunctionLoader(load_packaged))
-    env = jinja2.Environment(loader=jinja2.ChoiceLoader(loaders), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["md_cell"] = _md_cell
     return env
 

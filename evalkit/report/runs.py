@@ -64,5 +64,4 @@ def _distinct_labels(runs: list[LabelledRun]) -> list[LabelledRun]:
     for r in runs:
         key = (r.kind, r.label)
         seen[key] = seen.get(key, 0) + 1
-    return [LabelledRun(f"{r.label} ({r.run.path.name})", r.run)
-            if seen[(r.kind, r.label)] > 1 else r for r in runs]
+    return [LabelledRun(f"{r.label} ({r.run.path.name})", r.run) if seen[(r.kind, r.label)] > 1 else r for r in runs]

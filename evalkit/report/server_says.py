@@ -11,13 +11,13 @@ import math
 import re
 from typing import Any
 
+from evalkit.evidence.capture import evidence_summary
+from evalkit.evidence.server_identity import identity_label
+from evalkit.evidence.server_log import DEFAULT_PATTERNS
 from evalkit.report import noise
 from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.evidence.capture import evidence_summary
-from evalkit.evidence.server_identity import identity_label
-from evalkit.evidence.server_log import DEFAULT_PATTERNS
 
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
 # Counter families worth a row, by server: (row name, series name, how to show it).
@@ -25,14 +25,18 @@ _COUNTER_ROWS = (
     ("prefix cache hits / queries", ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")),
     ("preemptions", ("vllm:num_preemptions_total",)),
     ("prompt tokens", ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "sglang:prompt_tokens_total")),
-    ("generated tokens", ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total",
-                          "sglang:generation_tokens_total")),
+    (
+        "generated tokens",
+        ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total", "sglang:generation_tokens_total"),
+    ),
     ("mean queue time (s)", ("vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count")),
     ("mean prefill time (s)", ("vllm:request_prefill_time_seconds_sum", "vllm:request_prefill_time_seconds_count")),
 )
 _GAUGE_ROWS = (
-    ("running requests (max)", ("vllm:num_requests_running", "llamacpp:requests_processing",
-                                "sglang:num_running_reqs")),
+    (
+        "running requests (max)",
+        ("vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs"),
+    ),
     ("waiting requests (max)", ("vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs")),
 )
 
@@ -68,12 +72,23 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
     row("build", [identity_label(r.run.manifest) for r in runs])
     row("model", [r.run.manifest.get("model") for r in runs])
     row("server", [i.get("server_type") for i in idents])
-    row("version / build info", [i.get("version") or (i.get("props") or {}).get("build_info")
-                                 or (i.get("server_info") or {}).get("version") for i in idents])
+    row(
+        "version / build info",
+        [
+            i.get("version") or (i.get("props") or {}).get("build_info") or (i.get("server_info") or {}).get("version")
+            for i in idents
+        ],
+    )
     row("slots", [(i.get("props") or {}).get("total_slots") for i in idents])
-    row("context (server)", [(i.get("props") or {}).get("n_ctx") or (i.get("server_info") or {}).get("context_length")
-                             or next((m.get("max_model_len") for m in i.get("models") or [] if m.get("max_model_len")),
-                                     None) for i in idents])
+    row(
+        "context (server)",
+        [
+            (i.get("props") or {}).get("n_ctx")
+            or (i.get("server_info") or {}).get("context_length")
+            or next((m.get("max_model_len") for m in i.get("models") or [] if m.get("max_model_len")), None)
+            for i in idents
+        ],
+    )
     row("context per request (log)", [_context_from_log(r) for r in runs])
     keys = sorted({k for r in runs for k in (r.run.manifest.get("build") or {})})
     for k in keys:
@@ -81,8 +96,10 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
     warnings = []
     models = {r.run.manifest.get("model") for r in runs if r.run.manifest.get("model")}
     if len(models) > 1:
-        warnings.append("the runs served different models (" + ", ".join(sorted(models)) + "): their figures "
-                        "compare two models, not two builds")
+        warnings.append(
+            "the runs served different models (" + ", ".join(sorted(models)) + "): their figures "
+            "compare two models, not two builds"
+        )
     return Table("server_identity", "Build identity", cols, rows, row_header="what"), warnings
 
 
@@ -134,23 +151,44 @@ def acceptance_table(runs: list[LabelledRun]) -> Table | None:
                 cells.append(cell)
             rows.append((f"{p} position {i}", cells))
         if any(s.get(p) for s in specs):
-            rows.append((f"{p} mean acceptance length",
-                         [f"{(s.get(p) or {}).get('mean_acceptance_length') or 0:.2f}" if s.get(p) else "–"
-                          for s in specs]))
+            rows.append(
+                (
+                    f"{p} mean acceptance length",
+                    [f"{(s.get(p) or {}).get('mean_acceptance_length') or 0:.2f}" if s.get(p) else "–" for s in specs],
+                )
+            )
         if any(t.get(p) for t in timed):
-            rows.append((f"{p} acceptance rate (per-request timings)",
-                         [f"{t[p]['acceptance_rate']:.1%} of {t[p]['draft_tokens']:,}"
-                          if t.get(p) and t[p].get("acceptance_rate") is not None else "–" for t in timed]))
-    notes = ["per position = accepted at that draft position / drafts, from the server's counters differenced over "
-             "the prompt's requests; marks: beyond two binomial standard errors of the drafts counted"]
-    sources = sorted({e["source"] for s in specs for e in s.values() if e.get("source")}
-                     | {e["source"] for t in timed for e in t.values() if e.get("source")})
+            rows.append(
+                (
+                    f"{p} acceptance rate (per-request timings)",
+                    [
+                        f"{t[p]['acceptance_rate']:.1%} of {t[p]['draft_tokens']:,}"
+                        if t.get(p) and t[p].get("acceptance_rate") is not None
+                        else "–"
+                        for t in timed
+                    ],
+                )
+            )
+    notes = [
+        "per position = accepted at that draft position / drafts, from the server's counters differenced over "
+        "the prompt's requests; marks: beyond two binomial standard errors of the drafts counted"
+    ]
+    sources = sorted(
+        {e["source"] for s in specs for e in s.values() if e.get("source")}
+        | {e["source"] for t in timed for e in t.values() if e.get("source")}
+    )
     if sources:
         notes.append("source: " + "; ".join(sources))
     if any(e.get("caveat") for s in specs for e in s.values()):
         notes.append("SGLang figures are gauges read after the prompt: they describe recent steps, not only it")
-    return Table("spec_acceptance", "Draft acceptance per position", [r.label for r in runs], rows, notes,
-                 row_header="prompt / position")
+    return Table(
+        "spec_acceptance",
+        "Draft acceptance per position",
+        [r.label for r in runs],
+        rows,
+        notes,
+        row_header="prompt / position",
+    )
 
 
 def counters_table(runs: list[LabelledRun]) -> Table | None:
@@ -180,10 +218,14 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
             cells.append(f"{v:.0f}" if v is not None else "–")
         if any(c != "–" for c in cells):
             rows.append((name, cells))
-    notes = [f"{r.label}: /metrics unavailable ({m.get('first_error')})" for r, m in zip(runs, mets)
-             if m and not m.get("available")]
-    return Table("server_counters", "Server counters over the run", [r.label for r in runs], rows, notes,
-                 row_header="what")
+    notes = [
+        f"{r.label}: /metrics unavailable ({m.get('first_error')})"
+        for r, m in zip(runs, mets)
+        if m and not m.get("available")
+    ]
+    return Table(
+        "server_counters", "Server counters over the run", [r.label for r in runs], rows, notes, row_header="what"
+    )
 
 
 def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
@@ -199,6 +241,13 @@ def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
     for r in runs:
         log = r.summary.get("server_log")
         if log and log.get("flagged_lines"):
-            flagged.append({"label": r.label, "kind": r.kind, "path": log.get("path"),
-                            "lines": log["flagged_lines"][:12], "more": max(0, log.get("flagged", 0) - 12)})
+            flagged.append(
+                {
+                    "label": r.label,
+                    "kind": r.kind,
+                    "path": log.get("path"),
+                    "lines": log["flagged_lines"][:12],
+                    "more": max(0, log.get("flagged", 0) - 12),
+                }
+            )
     return {"heading": "What the server says", "tables": tables, "warnings": warnings, "flagged": flagged}

@@ -75,18 +75,37 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
         missing = [not_exercised_text(r.summary, key) for r in runs]
         failed = [(r.summary.get("failed_by_metric") or {}).get(key) for r in runs]
         if any(v is not None for v in vals) or any(missing) or any(failed):
-            cells = [_num(v) if v is not None else "– (" + "; ".join(
-                ([m] if m else []) + ([f"{f} failed"] if f else [])) + ")" if (m or f) else "–"
-                for v, m, f in zip(vals, missing, failed)]
+            cells = [
+                _num(v)
+                if v is not None
+                else "– (" + "; ".join(([m] if m else []) + ([f"{f} failed"] if f else [])) + ")"
+                if (m or f)
+                else "–"
+                for v, m, f in zip(vals, missing, failed)
+            ]
             rows.append((f"{words.format(long=long)} `{key}.{stat}`", cells))
-    figures = Table("stress_figures", "What a user waits for (stress)", cols, rows,
-                    ["Seconds unless named; the key after each row is the metric in summary.json."], row_header="")
+    figures = Table(
+        "stress_figures",
+        "What a user waits for (stress)",
+        cols,
+        rows,
+        ["Seconds unless named; the key after each row is the metric in summary.json."],
+        row_header="",
+    )
     vrows = []
     for words, key in VERDICTS:
         cells = [_verdict_cell(VerdictReading.from_json((r.summary.get("diagnoses") or {}).get(key))) for r in runs]
         if any(c != "–" for c in cells):
             vrows.append((f"{words} `diagnoses.{key}`", cells))
-    verdicts = Table("stress_diagnoses", "Diagnoses (stress)", cols, vrows,
-                     ["Each verdict is yes / no / can't tell and names its evidence: the server's per-request timings, "
-                      "its log (--server-log), its /metrics, or the client alone."], row_header="")
+    verdicts = Table(
+        "stress_diagnoses",
+        "Diagnoses (stress)",
+        cols,
+        vrows,
+        [
+            "Each verdict is yes / no / can't tell and names its evidence: the server's per-request timings, "
+            "its log (--server-log), its /metrics, or the client alone."
+        ],
+        row_header="",
+    )
     return [figures, verdicts] if vrows else [figures]

@@ -6,15 +6,23 @@ summary.json (rounded for display), its change against the first column and the 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit_evals import registry
 
-STRESS_ORDER = ("short_insert_ttft_s", "short_insert_done_s", "double_insert_ttft_s", "post_cancel_ttft_s",
-                "long_prefill_s", "long_prefill_with_inserts_s", "concurrent_combined_tok_s")
+STRESS_ORDER = (
+    "short_insert_ttft_s",
+    "short_insert_done_s",
+    "double_insert_ttft_s",
+    "post_cancel_ttft_s",
+    "long_prefill_s",
+    "long_prefill_with_inserts_s",
+    "concurrent_combined_tok_s",
+)
 
 
 @dataclass(frozen=True)
@@ -76,9 +84,11 @@ def _ordered(keys_per_run: Sequence[Sequence[str]], preferred: Sequence[str] = (
 
 
 def _legend(noise_floor: float) -> str:
-    return (f"{noise.BETTER} better beyond noise, {noise.WORSE} worse beyond noise, {noise.WITHIN} within noise, "
-            f"{noise.UNKNOWN} too few samples; rates by a bootstrap 95% CI of the median difference over runs "
-            f"(and never under a {noise_floor:.0%} change), answers by McNemar's exact test on paired questions.")
+    return (
+        f"{noise.BETTER} better beyond noise, {noise.WORSE} worse beyond noise, {noise.WITHIN} within noise, "
+        f"{noise.UNKNOWN} too few samples; rates by a bootstrap 95% CI of the median difference over runs "
+        f"(and never under a {noise_floor:.0%} change), answers by McNemar's exact test on paired questions."
+    )
 
 
 def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> list[Table]:
@@ -93,29 +103,49 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
             for e in entries[1:]
         ]
-        decode_rows.append((name, _empty_cells(_cells(values, 1, verdicts), values,
-                                               [e.get("failed") for e in entries])))
+        decode_rows.append(
+            (name, _empty_cells(_cells(values, 1, verdicts), values, [e.get("failed") for e in entries]))
+        )
         req = [e.get("request_tok_s") for e in entries]
         if any(v is not None for v in req):
             rverdicts = [None] + [
-                noise.samples_verdict(entries[0].get("request_runs") or [], e.get("request_runs") or [], True,
-                                      noise_floor)
+                noise.samples_verdict(
+                    entries[0].get("request_runs") or [], e.get("request_runs") or [], True, noise_floor
+                )
                 for e in entries[1:]
             ]
             request_rows.append((name, _cells(req, 1, rverdicts)))
     for r in runs:
         if r.summary.get("length_forced") is False:
-            notes.append(f"{r.label}: the server forced no output length (ignore_eos and min_tokens refused or "
-                         "ignored): its rates rest on prompts that ran to max_tokens on their own.")
+            notes.append(
+                f"{r.label}: the server forced no output length (ignore_eos and min_tokens refused or "
+                "ignored): its rates rest on prompts that ran to max_tokens on their own."
+            )
         early = r.summary.get("stopped_early") or []
         if early:
-            notes.append(f"{r.label}: {len(early)} request(s) stopped before max_tokens; their rates are less "
-                         "comparable.")
-    tables = [Table("bench", "Decode throughput, tok/s (completion tokens after the first over first→last token)",
-                    cols, decode_rows, notes + [_legend(noise_floor)], row_header="prompt")]
+            notes.append(
+                f"{r.label}: {len(early)} request(s) stopped before max_tokens; their rates are less comparable."
+            )
+    tables = [
+        Table(
+            "bench",
+            "Decode throughput, tok/s (completion tokens after the first over first→last token)",
+            cols,
+            decode_rows,
+            notes + [_legend(noise_floor)],
+            row_header="prompt",
+        )
+    ]
     if request_rows:
-        tables.append(Table("bench_request", "Request throughput, tok/s (completion tokens over send→done)", cols,
-                            request_rows, row_header="prompt"))
+        tables.append(
+            Table(
+                "bench_request",
+                "Request throughput, tok/s (completion tokens over send→done)",
+                cols,
+                request_rows,
+                row_header="prompt",
+            )
+        )
     conc = [r.summary.get("concurrent") for r in runs]
     if any(isinstance(c, dict) for c in conc):
         conc = [c if isinstance(c, dict) else {} for c in conc]
@@ -125,12 +155,20 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             noise.samples_verdict(conc[0].get("runs") or [], c.get("runs") or [], True, noise_floor) for c in conc[1:]
         ]
         per_stream = [" / ".join(_num(x, 1) for x in (c.get("per_stream_tok_s") or [])) or "–" for c in conc]
-        rows = [("streams", [_num(s, 0) for s in streams]),
-                ("combined tok/s", _empty_cells(_cells(combined, 1, verdicts), combined,
-                                                [c.get("failed") for c in conc])),
-                ("per stream tok/s", per_stream)]
-        tables.append(Table("concurrency", "Concurrent streams (combined: all streams' tokens over the union of "
-                            "their first→last token windows)", cols, rows, row_header="concurrency"))
+        rows = [
+            ("streams", [_num(s, 0) for s in streams]),
+            ("combined tok/s", _empty_cells(_cells(combined, 1, verdicts), combined, [c.get("failed") for c in conc])),
+            ("per stream tok/s", per_stream),
+        ]
+        tables.append(
+            Table(
+                "concurrency",
+                "Concurrent streams (combined: all streams' tokens over the union of their first→last token windows)",
+                cols,
+                rows,
+                row_header="concurrency",
+            )
+        )
     return tables
 
 
@@ -149,33 +187,46 @@ STRESS_SAMPLES: dict[str, tuple[tuple[str, ...], str, str]] = {
 }
 # The statistic each metric's row shows, as the write-up reports it (p95 waits, worst post-cancel wait, median
 # rates); every other metric shows its p95 when it is a time and its median otherwise.
-HEADLINE_STAT = {"post_cancel_ttft_s": "max", "concurrent_combined_tok_s": "p50", "concurrent_stream_tok_s": "p50",
-                 "gen_alone_tok_s": "p50", "effective_concurrency": "p50"}
+HEADLINE_STAT = {
+    "post_cancel_ttft_s": "max",
+    "concurrent_combined_tok_s": "p50",
+    "concurrent_stream_tok_s": "p50",
+    "gen_alone_tok_s": "p50",
+    "effective_concurrency": "p50",
+}
 
 
-def _empty_cells(cells: list[str], values: Sequence[float | None], failed: Sequence[int | None],
-                 not_exercised: Sequence[str | None] | None = None) -> list[str]:
+def _empty_cells(
+    cells: list[str],
+    values: Sequence[float | None],
+    failed: Sequence[int | None],
+    not_exercised: Sequence[str | None] | None = None,
+) -> list[str]:
     """Never a figure made of nothing: an empty cell says what left it empty (failures, a situation that did not
     happen)."""
     out = list(cells)
     for i, v in enumerate(values):
         if v is not None:
             continue
-        parts = ([not_exercised[i]] if not_exercised and not_exercised[i] else []) + \
-            ([f"{failed[i]} failed"] if failed[i] else [])
+        parts = ([not_exercised[i]] if not_exercised and not_exercised[i] else []) + (
+            [f"{failed[i]} failed"] if failed[i] else []
+        )
         if parts:
             out[i] = "– (" + "; ".join(parts) + ")"
     return out
 
 
 # A metric measured on the same requests as another: its not-exercised count is that one's.
-_SAME_REQUESTS = {"short_insert_done_s": "short_insert_ttft_s", "concurrent_stream_tok_s": "concurrent_combined_tok_s",
-                  "effective_concurrency": "concurrent_combined_tok_s",
-                  "concurrency_speedup": "concurrent_combined_tok_s"}
+_SAME_REQUESTS = {
+    "short_insert_done_s": "short_insert_ttft_s",
+    "concurrent_stream_tok_s": "concurrent_combined_tok_s",
+    "effective_concurrency": "concurrent_combined_tok_s",
+    "concurrency_speedup": "concurrent_combined_tok_s",
+}
 
 
 def not_exercised_text(summary: dict[str, Any], metric: str) -> str | None:
-    """"not exercised: <reason> (n)" for a stress metric some of whose planned requests did not happen."""
+    """ "not exercised: <reason> (n)" for a stress metric some of whose planned requests did not happen."""
     ne = (summary.get("not_exercised") or {}).get(_SAME_REQUESTS.get(metric, metric))
     if not ne or not ne.get("count"):
         return None
@@ -244,14 +295,19 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         vals = [r.summary.get(key) for r in runs]
         if any(v is not None for v in vals):
             rows.append((key, _cells(vals, 0, [None] * len(vals), _count_delta)))
-    notes = ["Latency in seconds, throughput in tok/s; each metric's p50 / p95 / max over all cycles is in the "
-             "runs' summary.json. Marks: bootstrap over each metric's raw samples in requests.jsonl (>= 3 a run), "
-             "else beyond noise only when one run's median lies past the other's maximum."]
+    notes = [
+        "Latency in seconds, throughput in tok/s; each metric's p50 / p95 / max over all cycles is in the "
+        "runs' summary.json. Marks: bootstrap over each metric's raw samples in requests.jsonl (>= 3 a run), "
+        "else beyond noise only when one run's median lies past the other's maximum."
+    ]
     scaled = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
     scaled = {label: f for label, f in scaled.items() if f not in (None, 1, 1.0)}
     if scaled:
-        notes.append("Run against a sped-up server (" + ", ".join(f"{k}: --time-scale {v:g}" for k, v in scaled.items())
-                     + "): its seconds are 1/F of real ones and its tok/s F times real.")
+        notes.append(
+            "Run against a sped-up server ("
+            + ", ".join(f"{k}: --time-scale {v:g}" for k, v in scaled.items())
+            + "): its seconds are 1/F of real ones and its tok/s F times real."
+        )
     return Table("stress", "Latency under a long prefill (stress)", cols, rows, notes, row_header="metric")
 
 
@@ -277,8 +333,9 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
         datasets = _ordered([list((r.summary.get("scores") or {}).keys()) for r in group], registry.names())
         rows = []
         for ds in [*datasets, "total"]:
-            scores = [(_get(r.summary, "total") if ds == "total" else _get(r.summary, "scores", ds)) or {}
-                      for r in group]
+            scores = [
+                (_get(r.summary, "total") if ds == "total" else _get(r.summary, "scores", ds)) or {} for r in group
+            ]
             subset = [{q: c for q, c in a.items() if ds == "total" or q.startswith(ds + ":")} for a in answers]
             verdicts: list[noise.NoiseVerdict | None] = [None]
             for s in subset[1:]:
@@ -292,9 +349,19 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
                     text += f" {verdicts[i].mark}" if verdicts[i] else f" {noise.UNKNOWN}"
                 cells.append(text)
             rows.append((ds, cells))
-        tables.append(Table(f"capability_{mode}", f"Capability, thinking {mode}: correct answers", cols, rows,
-                            ["Marks by McNemar's exact test on the questions both runs answered (graded.jsonl); "
-                             "? when a run has no graded.jsonl."], row_header="dataset"))
+        tables.append(
+            Table(
+                f"capability_{mode}",
+                f"Capability, thinking {mode}: correct answers",
+                cols,
+                rows,
+                [
+                    "Marks by McNemar's exact test on the questions both runs answered (graded.jsonl); "
+                    "? when a run has no graded.jsonl."
+                ],
+                row_header="dataset",
+            )
+        )
     return tables
 
 
@@ -307,11 +374,21 @@ def bisect_table(entries: list[dict[str, Any]]) -> Table:
     if all(isinstance(e.get("commit_time"), (int, float)) for e in ordered):
         ordered.sort(key=lambda e: e["commit_time"])
     metric = next((e.get("metric") for e in ordered if e.get("metric")), "code")
-    rows = [(str(e.get("commit")), [str(e.get("note") or ""), _num(e.get("tok_s"), 1), str(e.get("verdict"))])
-            for e in ordered]
+    rows = [
+        (str(e.get("commit")), [str(e.get("note") or ""), _num(e.get("tok_s"), 1), str(e.get("verdict"))])
+        for e in ordered
+    ]
     notes = []
     if ordered:
         e = ordered[0]
-        notes.append(f"good at ≥ {e.get('good_at_least')} tok/s, bad at ≤ {e.get('bad_at_most')} tok/s, "
-                     "skip in between.")
-    return Table("bisect", "Commits measured, in commit order", ["note", f"{metric} tok/s", "verdict"], rows, notes, row_header="commit")
+        notes.append(
+            f"good at ≥ {e.get('good_at_least')} tok/s, bad at ≤ {e.get('bad_at_most')} tok/s, skip in between."
+        )
+    return Table(
+        "bisect",
+        "Commits measured, in commit order",
+        ["note", f"{metric} tok/s", "verdict"],
+        rows,
+        notes,
+        row_header="commit",
+    )

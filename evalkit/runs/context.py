@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from evalkit.client.chat import ChatClient
+from evalkit.client.connect import open_client
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile, manifest_fields, resolve_from_args
-from evalkit.client.connect import open_client
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import EvidenceCapture, evidence_from_args
+from evalkit.evidence.server_identity import apply_build_args, identify
 from evalkit.redact import scrub_tree
 from evalkit.runs.rundir import RunDir, default_run_name
-from evalkit.evidence.server_identity import apply_build_args, identify
 
 
 @dataclass
@@ -52,23 +53,38 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
     client, profile = await open_client(profile_from_args(args), clock, client_procs=procs)
     try:
         name = getattr(args, "name", None) or default_run_name(kind)
-        fields = apply_build_args(manifest_fields(profile), getattr(args, "build_label", None),
-                                  getattr(args, "build_info", None) or [])
+        fields = apply_build_args(
+            manifest_fields(profile), getattr(args, "build_label", None), getattr(args, "build_info", None) or []
+        )
         client_fields = {"client_procs": procs} if procs > 1 else {}
         key = profile.api_key
-        rundir = RunDir.create(getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest},
-                               secrets=(key,))
+        rundir = RunDir.create(
+            getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest}, secrets=(key,)
+        )
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
             rundir.write_json("check.json", scrub_tree(client.preflight.to_json(), (key,)))
             support = client.preflight.fields
-            rundir.update_manifest(**{"field_support_at_resume" if rundir.resumed else "field_support": scrub_tree({
-                **(support.to_json() if support is not None else {}),
-                "not_sent": sorted(client.preflight.omit_fields)}, (key,))})
+            rundir.update_manifest(
+                **{
+                    "field_support_at_resume" if rundir.resumed else "field_support": scrub_tree(
+                        {
+                            **(support.to_json() if support is not None else {}),
+                            "not_sent": sorted(client.preflight.omit_fields),
+                        },
+                        (key,),
+                    )
+                }
+            )
             if client.preflight.omit_fields:
-                print(f"note: the server refuses {', '.join(sorted(client.preflight.omit_fields))}: evalkit does not "
-                      "send them (manifest.json field_support)", file=sys.stderr, flush=True)
+                print(
+                    f"note: the server refuses {', '.join(sorted(client.preflight.omit_fields))}: evalkit does not "
+                    "send them (manifest.json field_support)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         identity = getattr(client, "identity", None) or await identify(
-            profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+            profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None
+        )
         identity = scrub_tree(identity, (key,))  # what the server says about itself (/props) may echo headers
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
         rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})

@@ -9,8 +9,8 @@ line and exits 1. The error text came from the server: it is scrubbed of secrets
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from evalkit.redact import scrub
 
@@ -47,11 +47,15 @@ def count_failures(errors: Iterable[str | None], total: int) -> FailureCount:
     return FailureCount(total, failed, top[0][0] if top else None, top[0][1] if top else 0)
 
 
-def failure_line(command: str, count: FailureCount, secrets: Iterable[str | None] = (),
-                 max_share: float = MAX_FAILED_SHARE) -> str | None:
+def failure_line(
+    command: str, count: FailureCount, secrets: Iterable[str | None] = (), max_share: float = MAX_FAILED_SHARE
+) -> str | None:
     """The one line to print (and exit 1 on) when too many requests failed, else None."""
     if count.total == 0 or count.failed == 0 or (count.failed < count.total and count.share <= max_share):
         return None
-    what = f"every request failed ({count.failed} of {count.total})" if count.failed == count.total else \
-        f"{count.failed} of {count.total} requests failed (more than {max_share:.0%})"
+    what = (
+        f"every request failed ({count.failed} of {count.total})"
+        if count.failed == count.total
+        else f"{count.failed} of {count.total} requests failed (more than {max_share:.0%})"
+    )
     return scrub(f"{command}: {what}; most common error ({count.top_count}x): {count.top_error}", secrets)

@@ -39,8 +39,12 @@ def error_kind(rec: RequestRecord) -> str | None:
     if rec.status == "error":
         if rec.http_status is not None and rec.http_status >= 400:
             return "http"
-        if rec.http_status == 200 and rec.finish_reason is None and not (rec.content or rec.reasoning) \
-                and "without a finish_reason" in (rec.error or ""):
+        if (
+            rec.http_status == 200
+            and rec.finish_reason is None
+            and not (rec.content or rec.reasoning)
+            and "without a finish_reason" in (rec.error or "")
+        ):
             return "killed_stream"
         return "broken_stream"
     if not (rec.content or "").strip():

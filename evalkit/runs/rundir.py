@@ -15,9 +15,10 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from evalkit import __version__
 from evalkit.errors import UsageError
@@ -57,8 +58,10 @@ def default_run_name(kind: str) -> str:
 
 
 def _write_error(path: Path, e: OSError) -> RunWriteError:
-    return RunWriteError(f"cannot write {path}: {e.strerror or e}; the run is incomplete (resume it with the same "
-                         "--name once the disk has room)")
+    return RunWriteError(
+        f"cannot write {path}: {e.strerror or e}; the run is incomplete (resume it with the same "
+        "--name once the disk has room)"
+    )
 
 
 def _owner_only(path: Path, flags: int) -> int:
@@ -112,7 +115,8 @@ def _json_reason(e: ValueError) -> str:
 
 def _json_type(v: Any) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(v), "a number")
+        type(v), "a number"
+    )
 
 
 def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
@@ -186,8 +190,9 @@ def _take_lock(path: Path) -> Any:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        raise UsageError(f"run directory {path} is being written by {_holder(lock_path)}; wait for it to end or pick "
-                         "another --name") from None
+        raise UsageError(
+            f"run directory {path} is being written by {_holder(lock_path)}; wait for it to end or pick another --name"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()} {' '.join(_command_line())}\n".encode("utf-8", "replace"), 0)
     return fd
@@ -206,8 +211,9 @@ class RunDir:
     failed: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def create(cls, out: Path | str, name: str, kind: str, manifest: dict[str, Any],
-               secrets: tuple[str | None, ...] = ()) -> "RunDir":
+    def create(
+        cls, out: Path | str, name: str, kind: str, manifest: dict[str, Any], secrets: tuple[str | None, ...] = ()
+    ) -> RunDir:
         """Create `out/name`, or reopen it to resume when it holds an unfinished-or-finished run of `kind`.
         `secrets` (the API key) are replaced in everything written through this object."""
         forms = known_forms(secrets)
@@ -275,8 +281,11 @@ class RunDir:
             man = read_json_object(self.path / MANIFEST)
             man.update(finished=None, incomplete=note)
             write_json_atomic(self.path / MANIFEST, man, self.secrets)
-            write_json_atomic(self.path / SUMMARY, {"schema_version": SCHEMA_VERSION, "kind": self.kind,
-                                                    "incomplete": note}, self.secrets)
+            write_json_atomic(
+                self.path / SUMMARY,
+                {"schema_version": SCHEMA_VERSION, "kind": self.kind, "incomplete": note},
+                self.secrets,
+            )
         except (UsageError, OSError):
             pass  # the disk took even the reserve's room back: the manifest's `finished: null` still says it
 
@@ -351,11 +360,7 @@ class RunDir:
     def done_keys(self, filename: str, key: str, where: Iterable[str] = ("ok",)) -> set[Any]:
         """Values of `key` over lines already written (optionally only those whose `status` is in `where`)."""
         allowed = set(where) if where else None
-        return {
-            r.get(key)
-            for r in self.read(filename)
-            if allowed is None or r.get("status", "ok") in allowed
-        }
+        return {r.get(key) for r in self.read(filename) if allowed is None or r.get("status", "ok") in allowed}
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write `summary.json` atomically."""

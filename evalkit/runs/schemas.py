@@ -14,7 +14,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -45,13 +45,13 @@ def _finite(v: float | None, what: str = "value") -> float | None:
 class Manifest(_Open):
     """`manifest.json`: what ran, against which server, when; written first, stamped `finished` at the end."""
 
-    schema_version: Optional[int] = None  # absent in runs written before schema versions
+    schema_version: int | None = None  # absent in runs written before schema versions
     kind: Literal[KINDS]  # type: ignore[valid-type]  # Literal over a tuple constant: pydantic reads it, mypy cannot
     evalkit_version: str
     started: str
-    finished: Optional[str] = None
+    finished: str | None = None
     command: list[str]
-    incomplete: Optional[dict[str, Any]] = None
+    incomplete: dict[str, Any] | None = None
 
 
 class Score(_Open):
@@ -64,12 +64,12 @@ class Score(_Open):
 class Summary(_Open):
     """`summary.json`, any kind: the kind, and whether the run ended incomplete (a write failed)."""
 
-    schema_version: Optional[int] = None
+    schema_version: int | None = None
     kind: Literal[KINDS]  # type: ignore[valid-type]  # as above
-    incomplete: Optional[dict[str, Any]] = None
+    incomplete: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _by_kind(self) -> "Summary":
+    def _by_kind(self) -> Summary:
         if self.incomplete is None and self.kind in _SUMMARY_BY_KIND:
             _SUMMARY_BY_KIND[self.kind].model_validate(self.model_dump())
         return self
@@ -98,7 +98,7 @@ class StressSummary(_Open):
 class BenchPrompt(_Open):
     """One bench prompt's median rate and its runs."""
 
-    tok_s: Optional[float] = None
+    tok_s: float | None = None
     runs: list[float]
 
 
@@ -107,11 +107,13 @@ class BenchSummary(_Open):
 
     kind: Literal["bench"]
     prompts: dict[str, BenchPrompt]
-    concurrent: Optional[dict[str, Any]] = None
+    concurrent: dict[str, Any] | None = None
 
 
 _SUMMARY_BY_KIND: dict[str, type[BaseModel]] = {
-    "capability": CapabilitySummary, "stress": StressSummary, "bench": BenchSummary,
+    "capability": CapabilitySummary,
+    "stress": StressSummary,
+    "bench": BenchSummary,
 }
 
 
@@ -120,13 +122,13 @@ class RequestLine(_Open):
 
     request_id: str
     t_sent: float
-    t_first_token: Optional[float] = None
-    t_done: Optional[float] = None
-    ttft_s: Optional[float] = None
-    prompt_tokens: Optional[int] = None
-    completion_tokens: Optional[int] = None
+    t_first_token: float | None = None
+    t_done: float | None = None
+    ttft_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
     status: Literal[STATUSES]  # type: ignore[valid-type]  # as above
-    error: Optional[str] = None
+    error: str | None = None
 
 
 class GradedLine(_Open):
@@ -136,7 +138,7 @@ class GradedLine(_Open):
     correct: bool
     outcome: Literal[OUTCOMES]  # type: ignore[valid-type]  # as above
     extracted: Any = None
-    request_id: Optional[str] = None
+    request_id: str | None = None
 
 
 class ReplayLine(_Open):
@@ -144,21 +146,21 @@ class ReplayLine(_Open):
 
     id: str = Field(min_length=1)
     content: str
-    reasoning: Optional[str] = None
-    finish_reason: Optional[str] = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
 
 
 # --- user files --------------------------------------------------------------------------------------------------
 class ServerProfileTable(_Closed):
     """One `[servers.NAME]` table of `evalkit.toml`."""
 
-    base_url: Optional[str] = None
-    model: Optional[str] = None
+    base_url: str | None = None
+    model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     thinking: Literal[THINKING_STYLES] = "auto"  # type: ignore[valid-type]  # as above
     thinking_on_prompt: str = "/think"
     thinking_off_prompt: str = "/no_think"
-    concurrency: Optional[int] = Field(default=None, ge=1, le=4096)
+    concurrency: int | None = Field(default=None, ge=1, le=4096)
     extra_body: dict[str, Any] = {}
     build: dict[str, Any] = {}
     log_patterns: dict[str, str] = {}
@@ -189,11 +191,11 @@ class GateRule(_Closed):
 
     metric: str = Field(pattern=r"^[a-z_]+\.[^.\s]+(\.[^.\s]+)*$")
     op: Literal["<", "<=", ">", ">=", "==", "!="]
-    value: Optional[float] = None
-    relative: Optional[float] = None
-    offset: Optional[float] = None
-    name: Optional[str] = None
-    description: Optional[str] = None
+    value: float | None = None
+    relative: float | None = None
+    offset: float | None = None
+    name: str | None = None
+    description: str | None = None
 
     model_config = ConfigDict(extra="forbid", strict=False)
 
@@ -217,7 +219,7 @@ class GateRule(_Closed):
         return v
 
     @model_validator(mode="after")
-    def _one_limit(self) -> "GateRule":
+    def _one_limit(self) -> GateRule:
         given = [k for k in ("value", "relative", "offset") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of value, relative, offset")
@@ -264,16 +266,25 @@ def validate(model: type[BaseModel], data: Any, where: Path | str) -> BaseModel:
 
 
 PUBLISHED: dict[str, type[BaseModel]] = {
-    "manifest": Manifest, "summary": Summary, "capability-summary": CapabilitySummary,
-    "stress-summary": StressSummary, "bench-summary": BenchSummary, "requests-line": RequestLine,
-    "graded-line": GradedLine, "replay-line": ReplayLine, "evalkit-toml": ConfigFile, "gate-rules": GateRules,
+    "manifest": Manifest,
+    "summary": Summary,
+    "capability-summary": CapabilitySummary,
+    "stress-summary": StressSummary,
+    "bench-summary": BenchSummary,
+    "requests-line": RequestLine,
+    "graded-line": GradedLine,
+    "replay-line": ReplayLine,
+    "evalkit-toml": ConfigFile,
+    "gate-rules": GateRules,
 }
 
 
 def json_schemas() -> dict[str, str]:
     """File name -> JSON Schema text of every published model (what docs/schemas/ holds)."""
-    return {f"{name}.schema.json": json.dumps(m.model_json_schema(), indent=2, sort_keys=True) + "\n"
-            for name, m in PUBLISHED.items()}
+    return {
+        f"{name}.schema.json": json.dumps(m.model_json_schema(), indent=2, sort_keys=True) + "\n"
+        for name, m in PUBLISHED.items()
+    }
 
 
 def main(argv: list[str]) -> int:

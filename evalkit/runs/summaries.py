@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import iter_runs
@@ -31,8 +32,12 @@ def load_runs(paths: Iterable[Path | str]) -> list[FinishedRun]:
 
 
 # The file each kind's figures come from; a run directory without it cannot be what its summary says.
-LINES_FILE = {"bench": "requests.jsonl", "stress": "requests.jsonl", "load": "requests.jsonl",
-              "capability": "graded.jsonl"}
+LINES_FILE = {
+    "bench": "requests.jsonl",
+    "stress": "requests.jsonl",
+    "load": "requests.jsonl",
+    "capability": "graded.jsonl",
+}
 # The built-in evals (evalkit_evals.registry.BUILTIN, which the core may not import; tests/test_eval_registry.py keeps
 # the two equal); a run's user evals are declared in its manifest.
 KNOWN_DATASETS = ("gsm8k", "math500", "musr", "humanevalplus")
@@ -68,11 +73,10 @@ def run_problems(run: FinishedRun) -> list[str]:
             out.append(f"{run.path}: graded.jsonl holds no graded answers")
         # The built-ins, and the user evals (`--eval FILE`) this run's manifest declares.
         known = set(KNOWN_DATASETS) | set(run.manifest.get("user_evals") or {})
-        unknown = sorted({str(ln.get("dataset") or str(ln.get("id", "")).split(":", 1)[0]) for ln in lines}
-                         - known)
+        unknown = sorted({str(ln.get("dataset") or str(ln.get("id", "")).split(":", 1)[0]) for ln in lines} - known)
         if unknown:
             out.append(f"{run.path}: graded answers name unknown dataset(s): {', '.join(unknown)}")
-        scored = set((run.summary.get("scores") or {}))
+        scored = set(run.summary.get("scores") or {})
         if scored - known:
             out.append(f"{run.path}: summary.json scores unknown dataset(s): {', '.join(sorted(scored - known))}")
     return out
@@ -106,5 +110,7 @@ def lookup(metric: str, runs: dict[str, FinishedRun]) -> float | None:
     if isinstance(node, bool):
         return float(node)
     if not isinstance(node, (int, float)) or math.isnan(node):
-        raise UsageError(f"{metric} is not a number in {runs[kind].path / 'summary.json'} (it is {type(node).__name__})")
+        raise UsageError(
+            f"{metric} is not a number in {runs[kind].path / 'summary.json'} (it is {type(node).__name__})"
+        )
     return float(node)

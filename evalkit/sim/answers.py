@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from itertools import cycle, islice
 
-from evalkit.sim.determinism import pick
-from evalkit_evals import registry
-from evalkit.sim.questions import Question
 from evalkit.client.tokens import tokenize
+from evalkit.sim.determinism import pick
+from evalkit.sim.questions import Question
+from evalkit_evals import registry
 
 FILLER = (
     "The engine streams this filler text when it does not recognise the question. It reads like ordinary prose, "

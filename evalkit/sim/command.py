@@ -53,35 +53,76 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=sorted(PROFILES), help="preset engine figures from the reference write-up")
     p.add_argument("--model", help=f"model id served (default {d.model})")
     p.add_argument("--data-dir", help="local copies of the capability datasets (default $EVALKIT_DATA_DIR)")
-    p.add_argument("--eval", dest="evals", action="append", type=Path, default=[], metavar="FILE",
-                   help="also recognise and answer a user eval file's questions (as `capability --eval`); repeatable")
+    p.add_argument(
+        "--eval",
+        dest="evals",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="also recognise and answer a user eval file's questions (as `capability --eval`); repeatable",
+    )
     p.add_argument("--time-scale", type=positive_float, help="run everything F times faster (default 1)")
     g = p.add_argument_group("engine")
     g.add_argument("--prefill-rate", type=positive_float, help=f"prefill tokens/s (default {d.prefill_rate:g})")
     g.add_argument("--prefill-chunk", type=positive_int, help=f"tokens per prefill chunk (default {d.prefill_chunk})")
-    g.add_argument("--decode-rate", type=positive_float,
-                   help=f"decode tokens/s of one stream (default {d.decode_rate:g})")
-    g.add_argument("--batch-decode-rate", type=positive_float,
-                   help=f"combined decode tokens/s with every slot busy (default {d.batch_decode_rate:g})")
+    g.add_argument(
+        "--decode-rate", type=positive_float, help=f"decode tokens/s of one stream (default {d.decode_rate:g})"
+    )
+    g.add_argument(
+        "--batch-decode-rate",
+        type=positive_float,
+        help=f"combined decode tokens/s with every slot busy (default {d.batch_decode_rate:g})",
+    )
     g.add_argument("--max-batch", type=positive_int, help=f"concurrent requests (default {d.max_batch})")
-    g.add_argument("--clamp-batch", action="store_true", default=None,
-                   help="fault: serve one request at a time whatever --max-batch says, logging one line")
-    g.add_argument("--yield", dest="yield_prefill", action="store_true", default=None,
-                   help="long prefill yields between chunks (default)")
-    g.add_argument("--no-yield", dest="yield_prefill", action="store_false",
-                   help="long prefill runs all its chunks first (head-of-line blocking)")
-    g.add_argument("--yield-decode-steps", type=nonneg_int,
-                   help=f"decode steps between two chunks of a long prefill (default {d.yield_decode_steps})")
-    g.add_argument("--long-threshold", type=nonneg_int,
-                   help=f"prompts longer than this are long (default {d.long_threshold})")
-    g.add_argument("--cancel-aborts", dest="cancel_aborts", action="store_true", default=None,
-                   help="cancel stops prefill at the next chunk boundary (default)")
-    g.add_argument("--no-cancel-aborts", dest="cancel_aborts", action="store_false",
-                   help="a cancelled prefill runs to the end, occupying the engine")
-    g.add_argument("--default-max-tokens", type=positive_int,
-                   help=f"limit when a request names none ({d.default_max_tokens})")
-    g.add_argument("--filler-tokens", type=nonneg_int,
-                   help=f"filler length when a request names no max_tokens (default {d.filler_tokens})")
+    g.add_argument(
+        "--clamp-batch",
+        action="store_true",
+        default=None,
+        help="fault: serve one request at a time whatever --max-batch says, logging one line",
+    )
+    g.add_argument(
+        "--yield",
+        dest="yield_prefill",
+        action="store_true",
+        default=None,
+        help="long prefill yields between chunks (default)",
+    )
+    g.add_argument(
+        "--no-yield",
+        dest="yield_prefill",
+        action="store_false",
+        help="long prefill runs all its chunks first (head-of-line blocking)",
+    )
+    g.add_argument(
+        "--yield-decode-steps",
+        type=nonneg_int,
+        help=f"decode steps between two chunks of a long prefill (default {d.yield_decode_steps})",
+    )
+    g.add_argument(
+        "--long-threshold", type=nonneg_int, help=f"prompts longer than this are long (default {d.long_threshold})"
+    )
+    g.add_argument(
+        "--cancel-aborts",
+        dest="cancel_aborts",
+        action="store_true",
+        default=None,
+        help="cancel stops prefill at the next chunk boundary (default)",
+    )
+    g.add_argument(
+        "--no-cancel-aborts",
+        dest="cancel_aborts",
+        action="store_false",
+        help="a cancelled prefill runs to the end, occupying the engine",
+    )
+    g.add_argument(
+        "--default-max-tokens", type=positive_int, help=f"limit when a request names none ({d.default_max_tokens})"
+    )
+    g.add_argument(
+        "--filler-tokens",
+        type=nonneg_int,
+        help=f"filler length when a request names no max_tokens (default {d.filler_tokens})",
+    )
     a = p.add_argument_group("answers and thinking")
     a.add_argument("--accuracy", type=fraction, help="fraction of capability questions answered right (default 1.0)")
     a.add_argument("--seed", type=any_int, help="seed for wrong answers, styles and faults (default 0)")
@@ -92,64 +133,152 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     f.add_argument("--disconnect-rate", type=fraction, help="fraction whose connection is dropped mid-stream")
     f.add_argument("--stall-rate", type=fraction, help="fraction whose stream pauses mid-way")
     f.add_argument("--stall-s", type=nonneg_float, help="length of a stall in model seconds (default 5)")
-    f.add_argument("--wrong-when-batched", action="store_true", default=None,
-                   help="answer wrong whenever the batch holds more than one request")
+    f.add_argument(
+        "--wrong-when-batched",
+        action="store_true",
+        default=None,
+        help="answer wrong whenever the batch holds more than one request",
+    )
     q = p.add_argument_group("real servers' quirks (for evalkit check and the client's fallbacks)")
-    q.add_argument("--uuid-request-ids", action="store_true", default=None,
-                   help="answer a bare HTTP 400 to an X-Request-Id that is not a UUID (llama-cpp-python)")
-    q.add_argument("--reject-fields", type=lambda v: tuple(x for x in v.split(",") if x),
-                   help="comma-separated body fields answered with HTTP 400 naming the field")
-    q.add_argument("--no-stream-usage", dest="stream_usage", action="store_false", default=None,
-                   help="ignore stream_options.include_usage (no usage chunk)")
-    q.add_argument("--no-tokenize", dest="tokenize_endpoint", action="store_false", default=None,
-                   help="no POST /tokenize (404)")
-    q.add_argument("--strict-fields", action="store_true", default=None,
-                   help="answer HTTP 422 with a pydantic-style extra_forbidden body to any body field OpenAI's chat "
-                        "API does not define (ignore_eos, min_tokens, chat_template_kwargs, ...)")
-    q.add_argument("--no-done", dest="done_marker", action="store_false", default=None,
-                   help="end a stream without `data: [DONE]`")
-    q.add_argument("--usage-in-finish-chunk", action="store_true", default=None,
-                   help="send usage inside the finish chunk, not in a chunk of its own")
-    q.add_argument("--openai-only", action="store_true", default=None,
-                   help="404 on every non-OpenAI endpoint (/metrics, /tokenize, /props); /sim/* stay served")
-    q.add_argument("--pin-model", action="store_true", default=None,
-                   help="answer HTTP 400 to a request naming another model than --model")
+    q.add_argument(
+        "--uuid-request-ids",
+        action="store_true",
+        default=None,
+        help="answer a bare HTTP 400 to an X-Request-Id that is not a UUID (llama-cpp-python)",
+    )
+    q.add_argument(
+        "--reject-fields",
+        type=lambda v: tuple(x for x in v.split(",") if x),
+        help="comma-separated body fields answered with HTTP 400 naming the field",
+    )
+    q.add_argument(
+        "--no-stream-usage",
+        dest="stream_usage",
+        action="store_false",
+        default=None,
+        help="ignore stream_options.include_usage (no usage chunk)",
+    )
+    q.add_argument(
+        "--no-tokenize", dest="tokenize_endpoint", action="store_false", default=None, help="no POST /tokenize (404)"
+    )
+    q.add_argument(
+        "--strict-fields",
+        action="store_true",
+        default=None,
+        help="answer HTTP 422 with a pydantic-style extra_forbidden body to any body field OpenAI's chat "
+        "API does not define (ignore_eos, min_tokens, chat_template_kwargs, ...)",
+    )
+    q.add_argument(
+        "--no-done", dest="done_marker", action="store_false", default=None, help="end a stream without `data: [DONE]`"
+    )
+    q.add_argument(
+        "--usage-in-finish-chunk",
+        action="store_true",
+        default=None,
+        help="send usage inside the finish chunk, not in a chunk of its own",
+    )
+    q.add_argument(
+        "--openai-only",
+        action="store_true",
+        default=None,
+        help="404 on every non-OpenAI endpoint (/metrics, /tokenize, /props); /sim/* stay served",
+    )
+    q.add_argument(
+        "--pin-model",
+        action="store_true",
+        default=None,
+        help="answer HTTP 400 to a request naming another model than --model",
+    )
     e = p.add_argument_group("what the server says (metrics, speculative decoding, log)")
-    e.add_argument("--no-metrics", dest="metrics", action="store_false", default=None,
-                   help="no GET /metrics (404); by default it serves vLLM-named Prometheus metrics")
-    e.add_argument("--spec-accept", type=_accept, metavar="A0,A1,..",
-                   help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
-                        "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens")
-    e.add_argument("--spec-metric-names", choices=("vllm", "llamacpp"),
-                   help="name the speculative-decoding counters as vLLM (vllm:spec_decode_*, default) or llama.cpp "
-                        "(llamacpp:spec_decode_*) does")
-    e.add_argument("--context-tokens", type=positive_int, help="context per request, told in the start-up log line; "
-                   f"a longer prompt gets HTTP 400 (default {d.context_tokens})")
-    e.add_argument("--server-log-file", dest="server_log", metavar="FILE",
-                   help="write the server's log lines (start-up clamp and context lines, ...) to FILE")
+    e.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        default=None,
+        help="no GET /metrics (404); by default it serves vLLM-named Prometheus metrics",
+    )
+    e.add_argument(
+        "--spec-accept",
+        type=_accept,
+        metavar="A0,A1,..",
+        help="speculative decoding: acceptance per draft position, e.g. 0.872,0.744,0.609 (draft length "
+        "= number of values); --decode-rate is then verify passes/s, each giving 1 + accepted tokens",
+    )
+    e.add_argument(
+        "--spec-metric-names",
+        choices=("vllm", "llamacpp"),
+        help="name the speculative-decoding counters as vLLM (vllm:spec_decode_*, default) or llama.cpp "
+        "(llamacpp:spec_decode_*) does",
+    )
+    e.add_argument(
+        "--context-tokens",
+        type=positive_int,
+        help="context per request, told in the start-up log line; "
+        f"a longer prompt gets HTTP 400 (default {d.context_tokens})",
+    )
+    e.add_argument(
+        "--server-log-file",
+        dest="server_log",
+        metavar="FILE",
+        help="write the server's log lines (start-up clamp and context lines, ...) to FILE",
+    )
     r = p.add_argument_group("engine behaviours seen on real servers (ground truth in /sim/events)")
-    r.add_argument("--cancel-batch-tokens", type=positive_int, metavar="B",
-                   help="with --cancel-aborts, a cancel is honoured only at the end of the current prefill batch of "
-                        "B tokens (llama.cpp's -b); 0 = at the next chunk (default)")
-    r.add_argument("--housekeeping-s-per-token", type=nonneg_float, metavar="S",
-                   help="after a request ends the engine stores its state for S model seconds per context token, "
-                        "doing nothing else (llama.cpp's prompt-cache store: ~5 s after 54K tokens, S=9.3e-5)")
-    r.add_argument("--kill-on-new-request", action="store_true", default=None,
-                   help="a new request ends the stream in progress: HTTP 200, no more content, no finish_reason "
-                        "(llama-cpp-python's server)")
-    r.add_argument("--no-timings", dest="timings", action="store_false", default=None,
-                   help="no llama.cpp-style `timings` in the last chunk")
-    r.add_argument("--step-tokens", type=int, metavar="B",
-                   help="llama.cpp's shared steps (-b B with several slots): every admitted request is launched into "
-                        "a slot at once, and each step takes up to B tokens, one per decoding request and then the "
-                        "prompts in launch order: a request launched behind a long prompt waits in its slot")
-    r.add_argument("--idle-slot-save-s-per-token", dest="idle_save_s_per_token", type=float, metavar="S",
-                   help="at each launch the engine stores every idle slot's unsaved state for S model seconds per "
-                        "token, doing nothing else, with no log line (llama.cpp's --cache-idle-slots)")
-    r.add_argument("--trace-log", action="store_true", default=None,
-                   help="also write llama.cpp's trace-level lines (-lv 4), such as 'saving idle slot to prompt cache'")
-    r.add_argument("--log-timestamps", action="store_true", default=None,
-                   help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)")
+    r.add_argument(
+        "--cancel-batch-tokens",
+        type=positive_int,
+        metavar="B",
+        help="with --cancel-aborts, a cancel is honoured only at the end of the current prefill batch of "
+        "B tokens (llama.cpp's -b); 0 = at the next chunk (default)",
+    )
+    r.add_argument(
+        "--housekeeping-s-per-token",
+        type=nonneg_float,
+        metavar="S",
+        help="after a request ends the engine stores its state for S model seconds per context token, "
+        "doing nothing else (llama.cpp's prompt-cache store: ~5 s after 54K tokens, S=9.3e-5)",
+    )
+    r.add_argument(
+        "--kill-on-new-request",
+        action="store_true",
+        default=None,
+        help="a new request ends the stream in progress: HTTP 200, no more content, no finish_reason "
+        "(llama-cpp-python's server)",
+    )
+    r.add_argument(
+        "--no-timings",
+        dest="timings",
+        action="store_false",
+        default=None,
+        help="no llama.cpp-style `timings` in the last chunk",
+    )
+    r.add_argument(
+        "--step-tokens",
+        type=int,
+        metavar="B",
+        help="llama.cpp's shared steps (-b B with several slots): every admitted request is launched into "
+        "a slot at once, and each step takes up to B tokens, one per decoding request and then the "
+        "prompts in launch order: a request launched behind a long prompt waits in its slot",
+    )
+    r.add_argument(
+        "--idle-slot-save-s-per-token",
+        dest="idle_save_s_per_token",
+        type=float,
+        metavar="S",
+        help="at each launch the engine stores every idle slot's unsaved state for S model seconds per "
+        "token, doing nothing else, with no log line (llama.cpp's --cache-idle-slots)",
+    )
+    r.add_argument(
+        "--trace-log",
+        action="store_true",
+        default=None,
+        help="also write llama.cpp's trace-level lines (-lv 4), such as 'saving idle slot to prompt cache'",
+    )
+    r.add_argument(
+        "--log-timestamps",
+        action="store_true",
+        default=None,
+        help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)",
+    )
 
 
 def _accept(text: str) -> tuple[float, ...]:
@@ -174,8 +303,14 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
 
 
 def _check(s: SimSettings) -> None:
-    positive = {"time_scale": s.time_scale, "prefill_rate": s.prefill_rate, "decode_rate": s.decode_rate,
-                "batch_decode_rate": s.batch_decode_rate, "prefill_chunk": s.prefill_chunk, "max_batch": s.max_batch}
+    positive = {
+        "time_scale": s.time_scale,
+        "prefill_rate": s.prefill_rate,
+        "decode_rate": s.decode_rate,
+        "batch_decode_rate": s.batch_decode_rate,
+        "prefill_chunk": s.prefill_chunk,
+        "max_batch": s.max_batch,
+    }
     for name, v in positive.items():
         if v <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -183,10 +318,11 @@ def _check(s: SimSettings) -> None:
         v = getattr(s, name)
         if not 0.0 <= v <= 1.0:
             raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")
-    if s.cancel_batch_tokens < 0 or s.housekeeping_s_per_token < 0 or s.step_tokens < 0 \
-            or s.idle_save_s_per_token < 0:
-        raise UsageError("--cancel-batch-tokens, --housekeeping-s-per-token, --step-tokens and "
-                         "--idle-slot-save-s-per-token must not be negative")
+    if s.cancel_batch_tokens < 0 or s.housekeeping_s_per_token < 0 or s.step_tokens < 0 or s.idle_save_s_per_token < 0:
+        raise UsageError(
+            "--cancel-batch-tokens, --housekeeping-s-per-token, --step-tokens and "
+            "--idle-slot-save-s-per-token must not be negative"
+        )
     if s.fail_rate + s.disconnect_rate + s.stall_rate > 1.0:
         raise UsageError("--fail-rate + --disconnect-rate + --stall-rate must not exceed 1")
 
@@ -211,7 +347,7 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
         else:
             site = web.TCPSite(runner, host, port)
             await site.start()
-            sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the only way to learn port 0's pick
+            sockets = site._server.sockets if site._server else []
     except OSError as e:
         await runner.cleanup()
         raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None

@@ -15,19 +15,49 @@ import json
 import uuid
 from typing import Any
 
-from evalkit.sim.settings import SimSettings
 from evalkit.client.tokens import prompt_tokens
-
+from evalkit.sim.settings import SimSettings
 
 # The body fields of OpenAI's chat completions API (openai-python's CompletionCreateParams): a strict server takes
 # these and refuses any other.
-OPENAI_CHAT_FIELDS = frozenset((
-    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
-    "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format", "safety_identifier", "seed",
-    "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
-    "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
-))
+OPENAI_CHAT_FIELDS = frozenset(
+    (
+        "messages",
+        "model",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+    )
+)
 
 
 def strict_refusal(body: dict[str, Any]) -> str | None:
@@ -35,8 +65,19 @@ def strict_refusal(body: dict[str, Any]) -> str | None:
     extra = [k for k in body if k not in OPENAI_CHAT_FIELDS]
     if not extra:
         return None
-    return json.dumps({"detail": [{"type": "extra_forbidden", "loc": ["body", k], "msg": "Extra inputs are not "
-                                   "permitted", "input": body[k]} for k in extra]})
+    return json.dumps(
+        {
+            "detail": [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ["body", k],
+                    "msg": "Extra inputs are not permitted",
+                    "input": body[k],
+                }
+                for k in extra
+            ]
+        }
+    )
 
 
 def refusal(s: SimSettings, request_id: str | None, body: Any) -> tuple[int, str] | None:
@@ -51,17 +92,39 @@ def refusal(s: SimSettings, request_id: str | None, body: Any) -> tuple[int, str
         if strict is not None:
             return 422, strict
     if s.pin_model and isinstance(body, dict) and body.get("model") != s.model:
-        return 400, json.dumps({"error": {"message": f"The model `{body.get('model')}` does not exist; this server "
-                                          f"serves `{s.model}`", "type": "invalid_request_error", "code": 400}})
+        return 400, json.dumps(
+            {
+                "error": {
+                    "message": f"The model `{body.get('model')}` does not exist; this server serves `{s.model}`",
+                    "type": "invalid_request_error",
+                    "code": 400,
+                }
+            }
+        )
     if isinstance(body, dict) and isinstance(body.get("messages"), list):
         n = prompt_tokens([m for m in body["messages"] if isinstance(m, dict)])
         if n > s.context_tokens:  # vLLM's words for a prompt past the context
-            return 400, json.dumps({"error": {"message": f"This model's maximum context length is {s.context_tokens} "
-                                              f"tokens. However, your request has {n} input tokens.",
-                                              "type": "BadRequestError", "code": 400}})
+            return 400, json.dumps(
+                {
+                    "error": {
+                        "message": f"This model's maximum context length is {s.context_tokens} "
+                        f"tokens. However, your request has {n} input tokens.",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                }
+            )
     if s.reject_fields and isinstance(body, dict):
         for name in s.reject_fields:
             if name in body:
-                return 400, json.dumps({"error": {"message": f"Unrecognized request argument supplied: {name}",
-                                                  "type": "invalid_request_error", "param": name, "code": None}})
+                return 400, json.dumps(
+                    {
+                        "error": {
+                            "message": f"Unrecognized request argument supplied: {name}",
+                            "type": "invalid_request_error",
+                            "param": name,
+                            "code": None,
+                        }
+                    }
+                )
     return None

@@ -39,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.sim.faults import Fault
@@ -195,8 +196,10 @@ class Engine:
         """The engine is done with a request that it worked on: stamp it, log it, queue its state's store."""
         job.trace.engine_stopped, job.trace.stopped_at_tokens = at, job.prefilled
         n = job.prefilled + job.emitted
-        self.log.write(f"slot      release: id {job.trace.slot or 0:2d} | task {job.trace.arrival_index} | "
-                       f"stop processing: n_tokens = {n}, truncated = 0")
+        self.log.write(
+            f"slot      release: id {job.trace.slot or 0:2d} | task {job.trace.arrival_index} | "
+            f"stop processing: n_tokens = {n}, truncated = 0"
+        )
         if self.s.housekeeping_s_per_token > 0 and n > 0:
             self._housekeeping.append((job, n))
         if job.trace.slot is not None and n > 0:
@@ -207,12 +210,15 @@ class Engine:
         job.trace.housekeeping_start = self._timeline_epoch()
         mib = n * 0.125  # an 8B model's KV state: 128 KiB a token (54K tokens -> ~6.7 GiB, as on the GPU)
         self.log.write(f"srv   prompt_save:  - saving prompt with length {n}, total state size = {mib:.3f} MiB")
-        self.log.write(f"srv          load:  - making room for prompt cache entry, removing oldest entry "
-                       f"(size = {mib:.3f} MiB)")
+        self.log.write(
+            f"srv          load:  - making room for prompt cache entry, removing oldest entry (size = {mib:.3f} MiB)"
+        )
         await self._advance(n * self.s.housekeeping_s_per_token)
         job.trace.housekeeping_end = self._timeline_epoch()
-        self.log.write(f"srv  get_availabl: prompt cache update took "
-                       f"{(job.trace.housekeeping_end - job.trace.housekeeping_start) * 1000:.2f} ms")
+        self.log.write(
+            f"srv  get_availabl: prompt cache update took "
+            f"{(job.trace.housekeeping_end - job.trace.housekeeping_start) * 1000:.2f} ms"
+        )
 
     def _launch(self, job: Job) -> None:
         """Take a slot for the job and log `processing task`; queue the idle-slot saves this launch sets off."""
@@ -225,8 +231,10 @@ class Engine:
         else:
             job.trace.slot = free[0]
         self._slot_state.pop(job.trace.slot, None)
-        self.log.write(f"slot launch_slot_: id {job.trace.slot:2d} | task {job.trace.arrival_index} | "
-                       "processing task, is_child = 0")
+        self.log.write(
+            f"slot launch_slot_: id {job.trace.slot:2d} | task {job.trace.arrival_index} | "
+            "processing task, is_child = 0"
+        )
         if self.s.idle_save_s_per_token > 0:
             for i, st in sorted(self._slot_state.items()):
                 if i not in used and not st[1]:
@@ -365,7 +373,8 @@ class Engine:
             self._cancel(job)
             return
         others = len([j for j in self.active if j is not job]) + (
-            1 if self.long_job is not None and self.long_job is not job else 0)
+            1 if self.long_job is not None and self.long_job is not job else 0
+        )
         job.output = job.make_output(others > 0)
         if job is self.long_job:
             self.long_job = None
@@ -427,8 +436,11 @@ class Engine:
             job.prefilled += n
             if job.prefilled >= job.prompt_tokens:
                 self._prefill_done(job)
-            elif self.s.cancel_aborts and job.gone() and (
-                    batch <= 0 or job.prefilled // batch > (job.prefilled - n) // batch):
+            elif (
+                self.s.cancel_aborts
+                and job.gone()
+                and (batch <= 0 or job.prefilled // batch > (job.prefilled - n) // batch)
+            ):
                 self._remove(job)
                 self._cancel(job)
         if decoders:
@@ -456,8 +468,11 @@ class Engine:
                 self._remove(job)
                 self._released(job, self._timeline_epoch())
                 job.outbox.put_nowait((END, job.output.finish_reason))
-            elif job.fault is not None and job.fault.kind == "stall" and before < job.fault.at_token(
-                    len(job.output.tokens)) <= job.emitted:
+            elif (
+                job.fault is not None
+                and job.fault.kind == "stall"
+                and before < job.fault.at_token(len(job.output.tokens)) <= job.emitted
+            ):
                 job.stalled = True
                 job.trace.fault = job.trace.fault or "stall"
                 job.stall_until = now + self.s.stall_s / self.s.time_scale

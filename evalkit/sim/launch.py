@@ -1,9 +1,9 @@
 """Start `evalkit sim` as a subprocess and talk to its ground-truth endpoints (for tests, benchmarks and demo).
 
-    with start_sim(["--time-scale", "50"]) as sim:
-        client = ChatClient(sim.base_url, "evalkit-sim")
-        ...
-        events = sim.events()
+with start_sim(["--time-scale", "50"]) as sim:
+    client = ChatClient(sim.base_url, "evalkit-sim")
+    ...
+    events = sim.events()
 """
 
 from __future__ import annotations
@@ -44,9 +44,12 @@ class SimProcess:
         return int(self.root_url.rsplit(":", 1)[1])
 
     def _get(self, path: str, method: str = "GET", timeout: float = 10.0) -> Any:
-        req = urllib.request.Request(self.root_url + path, method=method,
-                                     data=b"{}" if method == "POST" else None,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.root_url + path,
+            method=method,
+            data=b"{}" if method == "POST" else None,
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
 
@@ -95,15 +98,20 @@ class SimProcess:
             pass
         return self.proc.returncode
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def start_sim(flags: list[str] | tuple[str, ...] = (), data_dir: str | Path | None = None,
-              timeout: float = 30.0, python: str | None = None, clock: Clock | None = None) -> SimProcess:
+def start_sim(
+    flags: list[str] | tuple[str, ...] = (),
+    data_dir: str | Path | None = None,
+    timeout: float = 30.0,
+    python: str | None = None,
+    clock: Clock | None = None,
+) -> SimProcess:
     """Start `evalkit sim --port 0 FLAGS` (as `python -m evalkit.sim`), wait for its listening line and `/health`.
 
     With `clock`, the sim stamps on that clock (same anchor): its `arrived` and the caller's `t_sent` then compare
@@ -133,7 +141,7 @@ def start_sim(flags: list[str] | tuple[str, ...] = (), data_dir: str | Path | No
         msg = err_path.read_text(errors="replace").strip()
         err_path.unlink(missing_ok=True)
         raise SimStartError(f"evalkit sim did not start: {line.strip() or msg or 'no output'}")
-    sim = SimProcess(proc, line[len(LISTEN_PREFIX):].strip(), err_path)
+    sim = SimProcess(proc, line[len(LISTEN_PREFIX) :].strip(), err_path)
     while time.monotonic() < deadline:
         try:
             if sim._get("/health", timeout=1.0).get("status") == "ok":

@@ -16,18 +16,38 @@ token of its own, so a stream decodes `decode_rate * (1 + sum(accept))` tokens/s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from evalkit.sim.trace import RequestTrace
 
 # vLLM's bucket edges for request-phase times (seconds).
-TIME_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-                480.0, 960.0, 1920.0, 7680.0)
+TIME_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -92,8 +112,14 @@ def _histogram(name: str, doc: str, values: Iterable[float], labels: dict[str, s
     return h
 
 
-def render(model: str, running: int, waiting: int, traces: Sequence[RequestTrace],
-           spec: SpecDecoder | None, spec_names: str = "vllm") -> bytes:
+def render(
+    model: str,
+    running: int,
+    waiting: int,
+    traces: Sequence[RequestTrace],
+    spec: SpecDecoder | None,
+    spec_names: str = "vllm",
+) -> bytes:
     """Prometheus exposition text of the sim's state now; `spec_names="llamacpp"` names the speculative-decoding
     counters as llama.cpp does (`llamacpp:spec_decode_*`, no labels)."""
     labels = {"model_name": model, "engine": "0"}
@@ -113,14 +139,25 @@ def render(model: str, running: int, waiting: int, traces: Sequence[RequestTrace
     families = [
         gauge("vllm:num_requests_running", "Requests in model execution batches.", running),
         gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", waiting),
-        counter("vllm:prompt_tokens", "Prefill tokens processed.",
-                sum(t.prompt_tokens for t in traces if t.prefill_done is not None)),
+        counter(
+            "vllm:prompt_tokens",
+            "Prefill tokens processed.",
+            sum(t.prompt_tokens for t in traces if t.prefill_done is not None),
+        ),
         counter("vllm:generation_tokens", "Generation tokens processed.", sum(t.completion_tokens for t in traces)),
         counter("vllm:request_success", "Successfully finished requests.", sum(t.status == "ok" for t in traces)),
-        _histogram("vllm:request_queue_time_seconds", "Time spent waiting in the queue.",
-                   (t.prefill_start - t.arrived for t in started), labels),
-        _histogram("vllm:request_prefill_time_seconds", "Time spent in prefill.",
-                   (t.prefill_done - t.prefill_start for t in started if t.prefill_done is not None), labels),
+        _histogram(
+            "vllm:request_queue_time_seconds",
+            "Time spent waiting in the queue.",
+            (t.prefill_start - t.arrived for t in started),
+            labels,
+        ),
+        _histogram(
+            "vllm:request_prefill_time_seconds",
+            "Time spent in prefill.",
+            (t.prefill_done - t.prefill_start for t in started if t.prefill_done is not None),
+            labels,
+        ),
     ]
     if spec is not None and spec.enabled:
         pre = "llamacpp:" if spec_names == "llamacpp" else "vllm:"
@@ -131,8 +168,11 @@ def render(model: str, running: int, waiting: int, traces: Sequence[RequestTrace
             counter(pre + "spec_decode_num_draft_tokens", "Number of draft tokens.", spec.draft_tokens),
             counter(pre + "spec_decode_num_accepted_tokens", "Number of accepted tokens.", spec.accepted),
         ]
-        per = CounterMetricFamily(pre + "spec_decode_num_accepted_tokens_per_pos",
-                                  "Accepted tokens per draft position.", labels=[*keys, "position"])
+        per = CounterMetricFamily(
+            pre + "spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            labels=[*keys, "position"],
+        )
         for i, n in enumerate(spec.per_pos):
             per.add_metric([*vals, str(i)], n)
         families.append(per)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evalkit.client.tokens import tokenize
 from evalkit.sim.answers import filler_tokens
 from evalkit.sim.thinking import Thinking, reasoning_tokens
-from evalkit.client.tokens import tokenize
 
 Token = tuple[str, str]
 

@@ -104,8 +104,11 @@ class QuestionIndex:
         for m in _WORD_START.finditer(text):
             i = m.start()
             for ent in self._by_key.get(text[i : i + KEY_LEN], ()):
-                if (text.startswith(ent.anchor, i) and (ent.also is None or ent.also in text)
-                        and (best is None or len(ent.anchor) > len(best.anchor))):
+                if (
+                    text.startswith(ent.anchor, i)
+                    and (ent.also is None or ent.also in text)
+                    and (best is None or len(ent.anchor) > len(best.anchor))
+                ):
                     best = ent
         for ent in self._short:
             if ent.anchor in text and (best is None or len(ent.anchor) > len(best.anchor)):

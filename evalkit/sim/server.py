@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 import zlib
@@ -22,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from evalkit.client.tokens import prompt_tokens, tokenize
 from evalkit.clock import Clock
 from evalkit.sim.answers import answer_text
 from evalkit.sim.compat import refusal
@@ -31,12 +31,10 @@ from evalkit.sim.faults import choose_fault
 from evalkit.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from evalkit.sim.metrics import render as render_metrics
 from evalkit.sim.output import Output, build_output
-from evalkit.sim.questions import (Question, QuestionIndex, indexed_names, recognise, stress_question,
-                                   user_texts)
+from evalkit.sim.questions import Question, QuestionIndex, indexed_names, recognise, stress_question, user_texts
 from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.thinking import decide
-from evalkit.client.tokens import prompt_tokens, tokenize
 from evalkit.sim.trace import RequestTrace
 
 # The request's (clock, perf_counter) arrival, set by the arrival middleware.
@@ -93,8 +91,12 @@ class SimServer:
         return web.json_response({"status": "ok"})
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": self.s.model, "object": "model", "created": 0, "owned_by": "evalkit-sim"}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": self.s.model, "object": "model", "created": 0, "owned_by": "evalkit-sim"}],
+            }
+        )
 
     async def config(self, request: web.Request) -> web.Response:
         return web.json_response(self.s.to_json())
@@ -102,8 +104,14 @@ class SimServer:
     async def metrics(self, request: web.Request) -> web.Response:
         e = self.engine
         running = (len(e.active) + (1 if e.long_job is not None else 0)) if e else 0
-        body = render_metrics(self.s.model, running, len(e.queue) if e else 0, self.traces, e.spec if e else None,
-                              spec_names=self.s.spec_metric_names)
+        body = render_metrics(
+            self.s.model,
+            running,
+            len(e.queue) if e else 0,
+            self.traces,
+            e.spec if e else None,
+            spec_names=self.s.spec_metric_names,
+        )
         return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
     async def events(self, request: web.Request) -> web.Response:
@@ -127,8 +135,9 @@ class SimServer:
         if isinstance(body.get("messages"), list):  # vLLM, chat form
             msgs = body["messages"]
             text = "".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
-            return web.json_response({"count": prompt_tokens(msgs), "tokens": _token_ids(text),
-                                      "max_model_len": 262144})
+            return web.json_response(
+                {"count": prompt_tokens(msgs), "tokens": _token_ids(text), "max_model_len": 262144}
+            )
         if isinstance(body.get("prompt"), str):  # vLLM, completion form
             ids = _token_ids(body["prompt"])
             return web.json_response({"count": len(ids), "tokens": ids, "max_model_len": 262144})
@@ -175,8 +184,9 @@ class SimServer:
         refused = refusal(self.s, header_id, body)
         if refused is not None:
             trace.end("error", self.clock.now())
-            return web.Response(status=refused[0], text=refused[1] or None,
-                                content_type="application/json" if refused[1] else None)
+            return web.Response(
+                status=refused[0], text=refused[1] or None, content_type="application/json" if refused[1] else None
+            )
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
             trace.end("error", self.clock.now())
             return _error(400, "body must be JSON with a non-empty 'messages' list")
@@ -207,12 +217,27 @@ class SimServer:
                     trace.fault = trace.fault or "wrong_when_batched"
                 trace.intended_correct = correct
                 answer = answer_text(question, correct, self.s.seed)
-            return build_output(answer, thinking, self.s.reasoning_format, trace.max_tokens, ignore_eos,
-                                self.s.default_max_tokens, self.s.filler_tokens, min_tokens)
+            return build_output(
+                answer,
+                thinking,
+                self.s.reasoning_format,
+                trace.max_tokens,
+                ignore_eos,
+                self.s.default_max_tokens,
+                self.s.filler_tokens,
+                min_tokens,
+            )
 
         # A disconnect or stall is recorded when it strikes (a client may leave before it does).
-        job = Job(trace, arrived_perf, trace.prompt_tokens, trace.prompt_tokens > self.s.long_threshold, make_output,
-                  lambda: request.transport is None or request.transport.is_closing(), fault)
+        job = Job(
+            trace,
+            arrived_perf,
+            trace.prompt_tokens,
+            trace.prompt_tokens > self.s.long_threshold,
+            make_output,
+            lambda: request.transport is None or request.transport.is_closing(),
+            fault,
+        )
         assert self.engine is not None
         self.engine.submit(job)
         if stream:
@@ -228,9 +253,16 @@ class SimServer:
             elif msg[0] == CANCELLED:
                 return _error(499, "request cancelled")
             elif msg[0] == KILLED:  # llama-cpp-python: an answer with nothing in it
-                return web.json_response({"id": f"chatcmpl-{trace.request_id}", "object": "chat.completion",
-                                          "model": self.s.model, "choices": [{"index": 0, "message": {
-                                              "role": "assistant", "content": ""}, "finish_reason": None}]})
+                return web.json_response(
+                    {
+                        "id": f"chatcmpl-{trace.request_id}",
+                        "object": "chat.completion",
+                        "model": self.s.model,
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": None}
+                        ],
+                    }
+                )
             elif msg[0] == END:
                 break
         assert job.output is not None
@@ -240,24 +272,38 @@ class SimServer:
         message: dict[str, Any] = {"role": "assistant", "content": out.content_text}
         if out.reasoning_text:
             message[self.s.reasoning_format] = out.reasoning_text
-        resp = web.json_response({
-            "id": f"chatcmpl-{trace.request_id}", "object": "chat.completion", "created": int(time.time()),
-            "model": self.s.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": out.finish_reason}],
-            "usage": _usage(trace.prompt_tokens, len(out.tokens)),
-            **({"timings": _timings(trace, len(out.tokens), self.clock.now())} if self.s.timings else {}),
-        })
+        resp = web.json_response(
+            {
+                "id": f"chatcmpl-{trace.request_id}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.s.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": out.finish_reason}],
+                "usage": _usage(trace.prompt_tokens, len(out.tokens)),
+                **({"timings": _timings(trace, len(out.tokens), self.clock.now())} if self.s.timings else {}),
+            }
+        )
         trace.end("ok", self.clock.now())
         return resp
 
     async def _stream(self, request: web.Request, job: Job, body: dict[str, Any]) -> web.StreamResponse:
         trace = job.trace
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no", "X-Request-Id": trace.request_id})
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+                "X-Request-Id": trace.request_id,
+            }
+        )
         opts = body.get("stream_options") or {}
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage")) and self.s.stream_usage
-        base = {"id": f"chatcmpl-{trace.request_id}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": self.s.model}
+        base = {
+            "id": f"chatcmpl-{trace.request_id}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.s.model,
+        }
         field = self.s.reasoning_format
 
         async def send(obj: dict[str, Any] | str) -> None:
@@ -275,8 +321,13 @@ class SimServer:
                 msg = await job.outbox.get()
                 kind = msg[0]
                 if kind == PREFILLED:
-                    await send({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None},
-                                             "finish_reason": None}]})
+                    await send(
+                        {
+                            "choices": [
+                                {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}
+                            ]
+                        }
+                    )
                 elif kind == TOKEN:
                     _, channel, text = msg
                     chunk = f"data: {head}{keys[channel]}{json.dumps(text)}{tail}".encode()
@@ -284,8 +335,12 @@ class SimServer:
                         trace.first_token = self.clock.now()
                     await resp.write(chunk)
                     trace.completion_tokens = job.emitted
-                    if job.fault is not None and job.fault.kind == "disconnect" and job.output is not None \
-                            and job.emitted >= job.fault.at_token(len(job.output.tokens)):
+                    if (
+                        job.fault is not None
+                        and job.fault.kind == "disconnect"
+                        and job.output is not None
+                        and job.emitted >= job.fault.at_token(len(job.output.tokens))
+                    ):
                         trace.fault = job.fault.kind
                         trace.end("disconnected", self.clock.now())
                         job.write_failed = True  # the engine drops it at its next step
@@ -324,13 +379,18 @@ def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
     start = trace.prefill_start if trace.prefill_start is not None else trace.arrived
     first = trace.first_token if trace.first_token is not None else now
     prompt_ms, predicted_ms = (first - start) * 1000, (now - first) * 1000
-    return {"cache_n": 0, "prompt_n": trace.prompt_tokens, "prompt_ms": prompt_ms,
-            "prompt_per_token_ms": prompt_ms / max(1, trace.prompt_tokens),
-            "prompt_per_second": trace.prompt_tokens / prompt_ms * 1000 if prompt_ms > 0 else None,
-            "predicted_n": predicted, "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": predicted_ms / max(1, predicted),
-            "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None,
-            **({"draft_n": trace.draft_n, "draft_n_accepted": trace.draft_n_accepted} if trace.draft_n else {})}
+    return {
+        "cache_n": 0,
+        "prompt_n": trace.prompt_tokens,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / max(1, trace.prompt_tokens),
+        "prompt_per_second": trace.prompt_tokens / prompt_ms * 1000 if prompt_ms > 0 else None,
+        "predicted_n": predicted,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": predicted_ms / max(1, predicted),
+        "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None,
+        **({"draft_n": trace.draft_n, "draft_n_accepted": trace.draft_n_accepted} if trace.draft_n else {}),
+    }
 
 
 def _sample_key(body: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from evalkit.client import kernel_stamps
 from evalkit.clock import Clock
@@ -25,8 +26,14 @@ _HIGH_WATER = 64 * 1024
 class StampedTransport(asyncio.Transport):
     """An asyncio transport over a connected non-blocking socket, reading with the kernel's receive stamps."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: asyncio.Protocol,
-                 clock: Clock, view: memoryview) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        protocol: asyncio.Protocol,
+        clock: Clock,
+        view: memoryview,
+    ) -> None:
         super().__init__()
         self._loop = loop
         self._sock = sock
@@ -183,8 +190,13 @@ class StampedTransport(asyncio.Transport):
 class StampedServer:
     """Accepts connections on a listening socket and gives each a `StampedTransport` and a fresh protocol."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
-                 protocol_factory: Callable[[], asyncio.Protocol], clock: Clock) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        clock: Clock,
+    ) -> None:
         self._loop = loop
         self.sockets = [sock]
         self._sock = sock
@@ -213,8 +225,9 @@ class StampedServer:
         self._sock.close()
 
 
-async def serve_stamped(protocol_factory: Callable[[], asyncio.Protocol], host: str, port: int,
-                        clock: Clock) -> StampedServer:
+async def serve_stamped(
+    protocol_factory: Callable[[], asyncio.Protocol], host: str, port: int, clock: Clock
+) -> StampedServer:
     """Listen on host:port (port 0: any free one) with kernel-stamped connections."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

@@ -7,8 +7,9 @@ server is a failure, because `.ci/run` provisions it before the tests run.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the figures the real-server tests measured (even under -q, without -s), or loudly why they did not run."""
-    figures = [ln for key in ("passed", "failed") for rep in terminalreporter.stats.get(key, [])
-               if rep.when == "call" for ln in rep.capstdout.splitlines() if ln.startswith("[realserver]")]
+    figures = [
+        ln
+        for key in ("passed", "failed")
+        for rep in terminalreporter.stats.get(key, [])
+        if rep.when == "call"
+        for ln in rep.capstdout.splitlines()
+        if ln.startswith("[realserver]")
+    ]
     if figures:
         terminalreporter.write_sep("=", "real llama-server figures")
         for line in figures:
@@ -79,8 +86,10 @@ def llama_server(provisioned: Provisioned, server_logs: Path) -> Iterator[Callab
             other.stop()
         running.clear()
         server = start_llama_server(provisioned.binary, provisioned.model, options, log_dir=server_logs)
-        print(f"\n[realserver] llama-server {' '.join(options.args())} pid {server.pid} up in "
-              f"{server.startup_s:.1f} s at {server.base_url} (log {server.log_path})")
+        print(
+            f"\n[realserver] llama-server {' '.join(options.args())} pid {server.pid} up in "
+            f"{server.startup_s:.1f} s at {server.base_url} (log {server.log_path})"
+        )
         running[options] = server
         return server
 

@@ -25,8 +25,14 @@ def run_evalkit(args: list[str], cwd: Path, timeout_s: float = 900.0) -> subproc
     """Run the `evalkit` CLI of this interpreter; its output is echoed so the figures show under `pytest -s`."""
     cmd = [sys.executable, "-m", "evalkit", *args]
     print(f"\n[realserver] $ evalkit {' '.join(args)}")
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
-                          env={**os.environ, "EVALKIT_DATA_DIR": str(data_dir())})
+    proc = subprocess.run(
+        cmd,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "EVALKIT_DATA_DIR": str(data_dir())},
+    )
     print(proc.stdout[-6000:])
     if proc.stderr.strip():
         print(proc.stderr[-3000:])

@@ -34,11 +34,32 @@ def _common_prefix(a: str, b: str) -> int:
 def test_capability_subset_grades_every_answer_and_keeps_the_models_text(llama_server, tmp_path: Path) -> None:
     """10 questions, concurrency 1: all graded, none `error`; re-asked answers match the stored ones."""
     srv = llama_server(parallel=2, ctx=8192)
-    proc = run_evalkit(["capability", "--config", str(REPO / "examples" / "evalkit.toml"), "--server",
-                        "llamacpp-smollm2", "--base-url", srv.base_url, "--thinking", "off",
-                        "--datasets", "gsm8k,humanevalplus", "--limit", str(LIMIT), "--concurrency", "1",
-                        "--max-tokens", str(MAX_TOKENS), "--out", str(tmp_path), "--name", "capability-llamacpp"],
-                       cwd=tmp_path)
+    proc = run_evalkit(
+        [
+            "capability",
+            "--config",
+            str(REPO / "examples" / "evalkit.toml"),
+            "--server",
+            "llamacpp-smollm2",
+            "--base-url",
+            srv.base_url,
+            "--thinking",
+            "off",
+            "--datasets",
+            "gsm8k,humanevalplus",
+            "--limit",
+            str(LIMIT),
+            "--concurrency",
+            "1",
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--out",
+            str(tmp_path),
+            "--name",
+            "capability-llamacpp",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     run = run_dir_from(proc)
     graded = read_jsonl(run / "graded.jsonl")
@@ -48,12 +69,15 @@ def test_capability_subset_grades_every_answer_and_keeps_the_models_text(llama_s
 
     print(f"\n[realserver] capability scores: {summary['scores']} total {summary['total']}")
     for line in graded:
-        print(f"[realserver]   {line['id']:26s} {line['outcome']:9s} extracted {str(line['extracted'])[:30]!r} "
-              f"answer {line['content'][:70]!r}")
+        print(
+            f"[realserver]   {line['id']:26s} {line['outcome']:9s} extracted {str(line['extracted'])[:30]!r} "
+            f"answer {line['content'][:70]!r}"
+        )
     assert len(graded) == 2 * LIMIT
     assert {ln["dataset"] for ln in graded} == {"gsm8k", "humanevalplus"}
-    assert all(ln["outcome"] in ("correct", "wrong", "unparsed", "truncated") for ln in graded), \
-        [(ln["id"], ln["outcome"], ln["why"]) for ln in graded]
+    assert all(ln["outcome"] in ("correct", "wrong", "unparsed", "truncated") for ln in graded), [
+        (ln["id"], ln["outcome"], ln["why"]) for ln in graded
+    ]
     assert summary["total"]["total"] == 2 * LIMIT
 
     for line in graded:
@@ -65,12 +89,21 @@ def test_capability_subset_grades_every_answer_and_keeps_the_models_text(llama_s
     body = manifest.get("request_extra_body") or {}
     assert body.get("cache_prompt") is False, body  # from the example profile
     for line in graded[:REASKED]:
-        again = get_json(f"{srv.base_url}/chat/completions", {
-            **body, "messages": [{"role": "user", "content": line["prompt"]}], "max_tokens": MAX_TOKENS,
-            "temperature": 0.0, "stream": False,
-        }, timeout=120)
+        again = get_json(
+            f"{srv.base_url}/chat/completions",
+            {
+                **body,
+                "messages": [{"role": "user", "content": line["prompt"]}],
+                "max_tokens": MAX_TOKENS,
+                "temperature": 0.0,
+                "stream": False,
+            },
+            timeout=120,
+        )
         text = again["choices"][0]["message"]["content"]
         same = _common_prefix(text, line["content"])
-        print(f"[realserver]   re-asked {line['id']}: identical={text == line['content']}, "
-              f"first {same} of {len(line['content'])} characters agree")
+        print(
+            f"[realserver]   re-asked {line['id']}: identical={text == line['content']}, "
+            f"first {same} of {len(line['content'])} characters agree"
+        )
         assert text == line["content"], (same, line["content"][:120], text[:120])

@@ -19,8 +19,11 @@ pytestmark = pytest.mark.realserver
 
 
 def _check(srv: Any, tmp_path: Path, name: str) -> dict[str, dict[str, Any]]:
-    proc = run_evalkit(["check", "--base-url", srv.base_url, "--out", str(tmp_path), "--name", name,
-                        "--thinking", "off"], cwd=tmp_path, timeout_s=120)
+    proc = run_evalkit(
+        ["check", "--base-url", srv.base_url, "--out", str(tmp_path), "--name", name, "--thinking", "off"],
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((run_dir_from(proc) / "check.json").read_text())
     assert data["exit"] == 0 and data["uuid_request_ids"] is False
@@ -31,8 +34,16 @@ def test_check_table_of_a_real_llama_server(llama_server, tmp_path: Path) -> Non
     rows = _check(llama_server(parallel=2, ctx=8192), tmp_path, "np2")
     print("\n[realserver] check np2: " + "; ".join(f"{n}: {r['detail']}" for n, r in rows.items())[:1500])
     assert rows["evalkit's request"]["detail"] == "accepted as sent"
-    for name in ("streaming", "usage in stream", "timings in stream", "max_tokens honoured",
-                 "tokenize endpoint", "token counting for stress", "/props", "context length"):
+    for name in (
+        "streaming",
+        "usage in stream",
+        "timings in stream",
+        "max_tokens honoured",
+        "tokenize endpoint",
+        "token counting for stress",
+        "/props",
+        "context length",
+    ):
         assert rows[name]["supported"] is True, (name, rows[name])
     # The field probe's row (issue 33): llama-server takes ignore_eos; with SmolLM2 its effect may not show.
     assert rows["field ignore_eos"]["detail"].startswith("accepted"), rows["field ignore_eos"]

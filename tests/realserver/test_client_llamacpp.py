@@ -12,8 +12,33 @@ from evalkit.client.chat import ChatClient, ChatRequest
 
 pytestmark = pytest.mark.realserver
 
-WORDS = ("river stone lantern harvest orbit copper meadow signal quartz ember willow canyon ledger pilot "
-         "cobalt thistle harbor velvet summit falcon marble tundra beacon saffron glacier").split()
+WORDS = [
+    "river",
+    "stone",
+    "lantern",
+    "harvest",
+    "orbit",
+    "copper",
+    "meadow",
+    "signal",
+    "quartz",
+    "ember",
+    "willow",
+    "canyon",
+    "ledger",
+    "pilot",
+    "cobalt",
+    "thistle",
+    "harbor",
+    "velvet",
+    "summit",
+    "falcon",
+    "marble",
+    "tundra",
+    "beacon",
+    "saffron",
+    "glacier",
+]
 
 
 def long_text(root_url: str, tokens: int, seed: int) -> str:
@@ -36,13 +61,16 @@ async def test_streaming_records_usage_timings_and_the_request_id(llama_server) 
     question = "Count from 1 to 20, separated by commas. Reply with only the numbers."
     async with ChatClient(srv.base_url, srv.model_id) as client:
         assert await client.list_models() == [srv.model_id]
-        rec = await client.chat(ChatRequest([{"role": "user", "content": question}], max_tokens=80,
-                                            request_id="ek-realserver-smoke-1"))
+        rec = await client.chat(
+            ChatRequest([{"role": "user", "content": question}], max_tokens=80, request_id="ek-realserver-smoke-1")
+        )
     t = rec.server_timings or {}
-    print(f"\n[realserver] answer: {rec.content!r}\n[realserver] ttft {rec.ttft_s:.3f} s, "
-          f"{rec.completion_tokens} tokens in {len(rec.chunk_times)} chunks, "
-          f"evalkit decode {rec.decode_tok_s:.1f} tok/s, "
-          f"llama.cpp predicted_per_second {t.get('predicted_per_second', float('nan')):.1f}")
+    print(
+        f"\n[realserver] answer: {rec.content!r}\n[realserver] ttft {rec.ttft_s:.3f} s, "
+        f"{rec.completion_tokens} tokens in {len(rec.chunk_times)} chunks, "
+        f"evalkit decode {rec.decode_tok_s:.1f} tok/s, "
+        f"llama.cpp predicted_per_second {t.get('predicted_per_second', float('nan')):.1f}"
+    )
     assert rec.status == "ok", rec.error
     assert rec.request_id == "ek-realserver-smoke-1"
     assert rec.http_status == 200
@@ -65,16 +93,19 @@ async def test_cancel_mid_prefill_frees_the_slot_within_one_batch(llama_server) 
     async with ChatClient(srv.base_url, srv.model_id) as client:
         # The uncancelled prefill, for scale (prompt cache off so the next long request pays in full too).
         full = await client.chat(ChatRequest(long_msgs, max_tokens=1, extra_body={"cache_prompt": False}))
-        cancelled_task = asyncio.ensure_future(client.chat(
-            ChatRequest(long_msgs, max_tokens=16, extra_body={"cache_prompt": False}), cancel_after_s=1.0))
+        cancelled_task = asyncio.ensure_future(
+            client.chat(ChatRequest(long_msgs, max_tokens=16, extra_body={"cache_prompt": False}), cancel_after_s=1.0)
+        )
         await asyncio.sleep(1.2)
         after = await client.chat(ChatRequest(short, max_tokens=8))
         cancelled = await cancelled_task
     slots = get_json(f"{srv.root_url}/slots")
     cancel_logged = "cancel" in srv.log_text().lower()
-    print(f"\n[realserver] full prefill of {full.prompt_tokens} tokens: {full.ttft_s:.2f} s; "
-          f"after a cancel at 1 s the next request's ttft was {after.ttft_s:.2f} s "
-          f"(answer {after.content!r}); server log mentions cancel: {cancel_logged}")
+    print(
+        f"\n[realserver] full prefill of {full.prompt_tokens} tokens: {full.ttft_s:.2f} s; "
+        f"after a cancel at 1 s the next request's ttft was {after.ttft_s:.2f} s "
+        f"(answer {after.content!r}); server log mentions cancel: {cancel_logged}"
+    )
     assert full.status == "ok" and abs(full.prompt_tokens - 2000) <= 80, (full.status, full.prompt_tokens)
     assert cancelled.status == "cancelled" and cancelled.t_first_token is None
     assert after.status == "ok", after.error

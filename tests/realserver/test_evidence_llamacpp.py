@@ -17,10 +17,28 @@ def test_metrics_deltas_equal_evalkit_counts_and_props_in_manifest(llama_server,
     # llama.cpp counts only prompt tokens it processed; a cached prefix would make its count smaller than the
     # prompt's, so the prompt cache is off for this comparison.
     (tmp_path / "evalkit.toml").write_text(
-        f'[servers.llamacpp]\nbase_url = "{srv.base_url}"\nextra_body = {{ cache_prompt = false }}\n')
-    proc = run_evalkit(["bench", "--server", "llamacpp", "--runs", "1", "--max-tokens", "32", "--out",
-                        str(tmp_path), "--name", "evidence", "--server-log", str(srv.log_path),
-                        "--build-info", "note=ci"], cwd=tmp_path)
+        f'[servers.llamacpp]\nbase_url = "{srv.base_url}"\nextra_body = {{ cache_prompt = false }}\n'
+    )
+    proc = run_evalkit(
+        [
+            "bench",
+            "--server",
+            "llamacpp",
+            "--runs",
+            "1",
+            "--max-tokens",
+            "32",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "evidence",
+            "--server-log",
+            str(srv.log_path),
+            "--build-info",
+            "note=ci",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     run = run_dir_from(proc)
     summary = json.loads((run / "summary.json").read_text())
@@ -32,8 +50,10 @@ def test_metrics_deltas_equal_evalkit_counts_and_props_in_manifest(llama_server,
     assert metrics["available"] and metrics["failed"] == 0, metrics["first_error"]
     counters = metrics["counters"]
     prompt, predicted = sum(x["prompt_tokens"] for x in lines), sum(x["completion_tokens"] for x in lines)
-    print(f"\n[realserver] evidence: evalkit prompt/completion tokens {prompt}/{predicted}, llama.cpp counters "
-          f"{counters.get('llamacpp:prompt_tokens_total')}/{counters.get('llamacpp:tokens_predicted_total')}")
+    print(
+        f"\n[realserver] evidence: evalkit prompt/completion tokens {prompt}/{predicted}, llama.cpp counters "
+        f"{counters.get('llamacpp:prompt_tokens_total')}/{counters.get('llamacpp:tokens_predicted_total')}"
+    )
     assert counters["llamacpp:prompt_tokens_total"] == prompt
     assert counters["llamacpp:tokens_predicted_total"] == predicted
     code = metrics["per_label"]["code"]

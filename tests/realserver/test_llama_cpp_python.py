@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from realserver_support import read_jsonl, run_dir_from, run_evalkit
@@ -51,8 +52,11 @@ def _rows(run: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_check_table(server: llama_cpp_python.RunningServer, tmp_path: Path) -> None:
-    proc = run_evalkit(["check", "--base-url", server.base_url, "--out", str(tmp_path), "--name", "check",
-                        "--thinking", "off"], cwd=tmp_path, timeout_s=120)
+    proc = run_evalkit(
+        ["check", "--base-url", server.base_url, "--out", str(tmp_path), "--name", "check", "--thinking", "off"],
+        cwd=tmp_path,
+        timeout_s=120,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = _rows(run_dir_from(proc))
     assert "UUID X-Request-Id" in rows["evalkit's request"]["detail"]
@@ -65,8 +69,10 @@ def test_check_table(server: llama_cpp_python.RunningServer, tmp_path: Path) -> 
     assert rows["usage in stream"]["supported"] is False  # tokens are counted from chunks
     kill = rows["a new request kills the stream in progress"]
     assert kill["supported"] is True and kill["detail"].startswith("yes, 5 of "), kill
-    print(f"[realserver] llama-cpp-python check: request id echo {rows['X-Request-Id echo']['supported']}, "
-          f"served at once: {at_once['detail']}")
+    print(
+        f"[realserver] llama-cpp-python check: request id echo {rows['X-Request-Id echo']['supported']}, "
+        f"served at once: {at_once['detail']}"
+    )
 
 
 def _in_flight_at(x: dict[str, Any], lines: list[dict[str, Any]]) -> bool:
@@ -75,10 +81,31 @@ def _in_flight_at(x: dict[str, Any], lines: list[dict[str, Any]]) -> bool:
 
 
 def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) -> None:
-    proc = run_evalkit(["stress", "--base-url", server.base_url, "--cycles", "1", "--seed", "42",
-                        "--long-tokens", str(LONG_TOKENS), "--long-max-tokens", "16", "--gen-tokens", "64",
-                        "--no-progress", "--out", str(tmp_path), "--name", "stress",
-                        "--server-log", str(server.log_path)], cwd=tmp_path)
+    proc = run_evalkit(
+        [
+            "stress",
+            "--base-url",
+            server.base_url,
+            "--cycles",
+            "1",
+            "--seed",
+            "42",
+            "--long-tokens",
+            str(LONG_TOKENS),
+            "--long-max-tokens",
+            "16",
+            "--gen-tokens",
+            "64",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "stress",
+            "--server-log",
+            str(server.log_path),
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     run = run_dir_from(proc)
     summary = json.loads((run / "summary.json").read_text())
@@ -87,8 +114,11 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
     assert prompts and all(p["method"] == "extras" for p in prompts)
     assert all(abs(p["counted_tokens"] - LONG_TOKENS) <= 0.02 * LONG_TOKENS for p in prompts)
     # What the server itself evaluated (its log: "<n> prefix-match hit, remaining <m> prompt tokens to eval").
-    served = [int(a) + int(b) for a, b in re.findall(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens",
-                                                      server.log_text()) if int(a) + int(b) > LONG_TOKENS / 2]
+    served = [
+        int(a) + int(b)
+        for a, b in re.findall(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens", server.log_text())
+        if int(a) + int(b) > LONG_TOKENS / 2
+    ]
     assert served and all(abs(n - LONG_TOKENS) <= 0.02 * LONG_TOKENS for n in served), served
     ok = [x for x in lines if x["status"] == "ok"]
     assert ok and all(x["request_label"] and len(x["request_id"]) == 36 for x in lines)
@@ -100,14 +130,17 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
     # request of ours whose arrival ended it.
     assert summary["stream_killing"]["kills"] is True, summary["stream_killing"]
     ids = {x["request_id"] for x in lines}
-    assert all(x["error_kind"] == "killed_stream" and x["killed_by"] in ids for x in killed), \
-        [(x["error_kind"], x.get("killed_by")) for x in killed]
+    assert all(x["error_kind"] == "killed_stream" and x["killed_by"] in ids for x in killed), [
+        (x["error_kind"], x.get("killed_by")) for x in killed
+    ]
     kinds = {e["kind"] for e in summary["error_requests"]}
     cancel = summary["diagnoses"]["cancel_aborts"]
     # A disconnect does not abort its prefill: its log shows the next request started only when that prefill ended.
     assert cancel["verdict"] == "no" and cancel["evidence"] == "log", cancel
     assert cancel["granularity"] == "only at the end", cancel
-    print(f"[realserver] llama-cpp-python stress: {summary['requests']} requests, {len(ok)} ok, "
-          f"{len(killed)} killed streams (error kinds {', '.join(sorted(kinds)) or 'none'}), long prompts counted "
-          f"{[p['counted_tokens'] for p in prompts]}, served {served}")
+    print(
+        f"[realserver] llama-cpp-python stress: {summary['requests']} requests, {len(ok)} ok, "
+        f"{len(killed)} killed streams (error kinds {', '.join(sorted(kinds)) or 'none'}), long prompts counted "
+        f"{[p['counted_tokens'] for p in prompts]}, served {served}"
+    )
     print(f"[realserver] llama-cpp-python cancel: {cancel['verdict']} ({json.dumps(cancel.get('samples'))[:400]})")

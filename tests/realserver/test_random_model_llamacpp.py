@@ -25,9 +25,15 @@ async def test_tiny_random_model_serves_a_stream(provisioned, server_logs: Path,
     with start_llama_server(provisioned.binary, model, options, log_dir=server_logs) as srv:
         question = "Say something."
         async with ChatClient(srv.base_url, srv.model_id) as client:
-            rec = await client.chat(ChatRequest([{"role": "user", "content": question}], max_tokens=48,
-                                                temperature=0.0, extra_body={"ignore_eos": True},
-                                                request_id="ek-random-tiny-1"))
+            rec = await client.chat(
+                ChatRequest(
+                    [{"role": "user", "content": question}],
+                    max_tokens=48,
+                    temperature=0.0,
+                    extra_body={"ignore_eos": True},
+                    request_id="ek-random-tiny-1",
+                )
+            )
         assert rec.status == "ok", rec.error
         assert rec.completion_tokens == 48 and rec.usage_source == "server"
         assert rec.server_timings and rec.server_timings.get("predicted_n") == 48
@@ -36,5 +42,7 @@ async def test_tiny_random_model_serves_a_stream(provisioned, server_logs: Path,
         assert rec.prompt_tokens is not None and rec.prompt_tokens > len(tokens)
         props = get_json(f"{srv.root_url}/props")
         assert Path(props["model_path"]).name == model.name
-    print(f"[realserver] random tiny model: {rec.completion_tokens} tokens at {rec.decode_tok_s:.0f} tok/s, "
-          f"{model.stat().st_size / 2**20:.1f} MiB file")
+    print(
+        f"[realserver] random tiny model: {rec.completion_tokens} tokens at {rec.decode_tok_s:.0f} tok/s, "
+        f"{model.stat().st_size / 2**20:.1f} MiB file"
+    )

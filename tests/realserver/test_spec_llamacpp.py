@@ -19,13 +19,33 @@ DRAFT_MAX = 3
 
 
 def test_self_draft_acceptance_is_the_servers_counters(llama_server, provisioned, tmp_path: Path) -> None:
-    srv = llama_server(parallel=1, ctx=4096,
-                       extra_args=("-md", str(provisioned.model), "--spec-type", "draft-simple",
-                                   "--spec-draft-n-max", str(DRAFT_MAX)))
+    srv = llama_server(
+        parallel=1,
+        ctx=4096,
+        extra_args=("-md", str(provisioned.model), "--spec-type", "draft-simple", "--spec-draft-n-max", str(DRAFT_MAX)),
+    )
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a Python function that sorts a list."\n')
-    proc = run_evalkit(["bench", "--base-url", srv.base_url, "--runs", "2", "--max-tokens", "96", "--concurrency",
-                        "1", "--prompts", str(prompts), "--out", str(tmp_path), "--name", "spec"], cwd=tmp_path)
+    proc = run_evalkit(
+        [
+            "bench",
+            "--base-url",
+            srv.base_url,
+            "--runs",
+            "2",
+            "--max-tokens",
+            "96",
+            "--concurrency",
+            "1",
+            "--prompts",
+            str(prompts),
+            "--out",
+            str(tmp_path),
+            "--name",
+            "spec",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     run = run_dir_from(proc)
     summary = json.loads((run / "summary.json").read_text())
@@ -39,9 +59,11 @@ def test_self_draft_acceptance_is_the_servers_counters(llama_server, provisioned
 
     name = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
     want = [delta(f'{name}{{position="{i}"}}') for i in range(len(spec["per_position_accepted"]))]
-    print(f"\n[realserver] self-draft (n_max {DRAFT_MAX}): per position {[round(x, 3) for x in spec['per_position']]}, "
-          f"accepted {spec['per_position_accepted']} (server deltas {want}), rate {spec['acceptance_rate']:.3f}, "
-          f"mean length {spec['mean_acceptance_length']:.2f}")
+    print(
+        f"\n[realserver] self-draft (n_max {DRAFT_MAX}): per position {[round(x, 3) for x in spec['per_position']]}, "
+        f"accepted {spec['per_position_accepted']} (server deltas {want}), rate {spec['acceptance_rate']:.3f}, "
+        f"mean length {spec['mean_acceptance_length']:.2f}"
+    )
     assert spec["per_position_accepted"] == want and len(want) >= 1
     assert spec["drafts"] == delta("llamacpp:spec_decode_num_drafts_total")
     assert spec["draft_tokens"] == delta("llamacpp:spec_decode_num_draft_tokens_total")
