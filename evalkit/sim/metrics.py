@@ -19,10 +19,12 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from evalkit.sim.trace import RequestTrace
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST  # the exposition format's media type, which the sim's /metrics answers with
 
 # vLLM's bucket edges for request-phase times (seconds).
 TIME_BUCKETS = (
