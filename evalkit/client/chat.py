@@ -229,6 +229,8 @@ class ChatClient:
                 events = _EventStream(rec, content, reasoning, on_first_token)
                 try:
                     rec.read_lag_s = await self._pool.request(wire, events, _stamp(rec))
+                    if rec.read_lag_s is None:  # stamped when read, not by the kernel: no bound to give
+                        rec.first_token_stamp_bound_s = None
                     rec.t_done = clock.now()  # the answer is in; parsing what was kept is not part of it
                     events.flush()
                     break
@@ -356,7 +358,7 @@ class _EventStream:
     held the loop for 100+ ms (seen at 512 streams), and tokens that wait unread share one kernel stamp.
     A non-2xx answer's body is kept instead (`error_body`), to be described once it is complete."""
 
-    __slots__ = ("_kept", "_now", "_pending", "content", "error_body", "on_first_token", "reasoning", "rec")
+    __slots__ = ("_kept", "_now", "_pending", "_prev", "content", "error_body", "on_first_token", "reasoning", "rec")
 
     def __init__(
         self,
@@ -369,6 +371,7 @@ class _EventStream:
         self.error_body: list[bytes] | None = None
         self._pending = b""
         self._now = 0.0
+        self._prev = 0.0  # until the first token: the stamp of the read before the one in hand (0.0: none yet)
         self._kept: list[tuple[bytes, float]] | None = None  # (line, arrival) after the first token
 
     def on_head(self, status: int, headers: dict[str, str], now: float) -> None:
@@ -383,15 +386,39 @@ class _EventStream:
             self.error_body.append(data)
             return
         self._now = now
+        if self._kept is not None:  # after the first token: the common case
+            if self._pending:
+                data = self._pending + data
+            elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
+                self._line(data, now)  # one whole event, as a server sends a token: no split
+                return
+            lines = data.split(b"\n")
+            self._pending = lines.pop()
+            for line in lines:
+                self._line(line, now)
+            return
+        self._before_first(data, now)
+
+    def _before_first(self, data: bytes, now: float) -> None:
+        """`on_data` until the first token: also notes whether the read that carried it held later bytes too (then
+        its stamp may be theirs: `first_token_stamp_bound_s`)."""
+        prev, self._prev = self._prev, now
+        if not prev:  # the body's first bytes: before them, the head's read (if it was another) or the send
+            first_byte = self.rec.t_first_byte
+            prev = first_byte if first_byte is not None and first_byte < now else self.rec.t_sent
         if self._pending:
             data = self._pending + data
-        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
-            self._line(data, now)  # one whole event, as a server sends a token: no split
-            return
         lines = data.split(b"\n")
         self._pending = lines.pop()
-        for line in lines:
+        rec = self.rec
+        for i, line in enumerate(lines):
             self._line(line, now)
+            if rec.t_first_token is not None and self._kept is not None:
+                later = self._pending or any(lines[i + 1 :])
+                rec.first_token_stamp_bound_s = max(0.0, now - prev) if later else 0.0
+                for rest in lines[i + 1 :]:
+                    self._line(rest, now)
+                return
 
     @property
     def got_data(self) -> bool:
