@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.client.chunk_parse import StreamError, take_payload
 from evalkit.client.http_errors import describe, is_uuid
 from evalkit.client.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
 from evalkit.client.thinking_text import split_inline_reasoning
@@ -294,19 +295,6 @@ class ChatClient:
         return [m["id"] for m in json.loads(text).get("data") or []]
 
 
-def _json_loads() -> Callable[[bytes], Any]:
-    """orjson's parser where it is installed (4x faster on a chunk), else the standard library's."""
-    try:
-        import orjson
-    except ImportError:
-        decode = json.JSONDecoder().decode
-        # decoded to text first: json's own sniffing of a byte string's encoding costs more than the decode
-        return lambda payload: decode(payload.decode("utf-8", "surrogatepass"))
-    return orjson.loads
-
-
-_loads = _json_loads()
-
 # llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s: a
 # request sent on a connection the server is closing at that moment fails though the server is fine. Dropping
 # idle connections sooner avoids the race.
@@ -445,7 +433,7 @@ class _EventStream:
             if line.startswith(b"data:"):  # _sse_data, inline: this loop runs once per token
                 payload = line[5:].strip()
                 if payload and payload != b"[DONE]":
-                    _take_chunk(rec, _loads(payload), now, content, reasoning)
+                    take_payload(rec, payload, now, content, reasoning)
 
     def _line(self, line: bytes, now: float) -> None:
         kept = self._kept
@@ -460,7 +448,7 @@ class _EventStream:
         if not payload or payload == b"[DONE]":
             return  # read on to the end of the body, so the connection goes back to the pool
         rec = self.rec
-        _take_chunk(rec, _loads(payload), now, self.content, self.reasoning)
+        take_payload(rec, payload, now, self.content, self.reasoning)
         if rec.t_first_token is not None:
             self._kept = []
             if self.on_first_token is not None:
@@ -468,54 +456,11 @@ class _EventStream:
                 callback(rec.t_first_token)
 
 
-class StreamError(Exception):
-    """An error event inside an event stream (the server gave up after the HTTP status was sent)."""
-
-
 def _sse_data(line: bytes) -> bytes | None:
     """The payload of an SSE `data:` line; None for comments, blank lines and other fields."""
     if not line.startswith(b"data:"):
         return None
     return line[5:].strip()
-
-
-def _take_chunk(
-    rec: RequestRecord, chunk: dict[str, Any], now: float, content: list[str], reasoning: list[str]
-) -> None:
-    """Fold one parsed `chat.completion.chunk` into the record."""
-    # `in` before a look-up: most chunks carry none of these keys, and a membership test is the cheaper miss.
-    if "error" in chunk and chunk["error"] and not chunk.get("choices"):
-        err = chunk["error"]
-        raise StreamError(err.get("message", str(err)) if isinstance(err, dict) else str(err))
-    if "timings" in chunk and isinstance(chunk["timings"], dict):  # llama.cpp's own timing figures
-        rec.server_timings = chunk["timings"]
-    if "usage" in chunk and isinstance(chunk["usage"], dict):
-        usage = chunk["usage"]
-        rec.prompt_tokens = usage.get("prompt_tokens")
-        rec.completion_tokens = usage.get("completion_tokens")
-        rec.usage_source = "server"
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") or {}
-        text = delta.get("content")
-        # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and
-        # OpenRouter-style servers use `reasoning`.
-        think = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(think, str) and think:
-            reasoning.append(think)
-            rec.reasoning_chunks += 1
-        else:
-            think = None
-        if isinstance(text, str) and text:
-            content.append(text)
-            rec.content_chunks += 1
-        else:
-            text = None
-        if text or think:
-            rec.chunk_times.append(now)
-            if rec.t_first_token is None:
-                rec.t_first_token = now
-        if choice.get("finish_reason"):
-            rec.finish_reason = choice["finish_reason"]
 
 
 def _short(text: str, limit: int = 300) -> str:
