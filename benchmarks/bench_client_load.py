@@ -88,7 +88,7 @@ async def _drive(share: Share) -> dict:
                         "ttft_s": rec.ttft_s,
                         "chunks": len(rec.chunk_times),
                         "read_lag_s": rec.read_lag_s,
-                        "first_token_stamp_bound_s": getattr(rec, "first_token_stamp_bound_s", None),  # absent before it
+                        "first_token_stamp_bound_s": getattr(rec, "first_token_stamp_bound_s", None),  # not on main
                     }
                 )
             return out
