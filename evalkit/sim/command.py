@@ -279,6 +279,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)",
     )
+    c = p.add_argument_group("prefix cache (hits per request in /sim/events as cached_tokens)")
+    c.add_argument(
+        "--prefix-cache-blocks",
+        type=nonneg_int,
+        metavar="N",
+        help="a block-hash prefix cache holding N blocks, least recently used evicted first; a hit shortens "
+        "the prefill and is reported as timings.cache_n (default 0: no cache)",
+    )
+    c.add_argument(
+        "--prefix-block-tokens",
+        type=positive_int,
+        metavar="B",
+        help=f"tokens per prefix-cache block (default {d.prefix_block_tokens})",
+    )
 
 
 def _accept(text: str) -> tuple[float, ...]:
