@@ -7,7 +7,8 @@ block is hit only when everything before it matches too. A request's hit is its 
 at most the prompt less one token (a server always computes the last prompt token to sample the first answer).
 When a prefill ends its prompt's blocks are stored; when an answer ends, the blocks of prompt + answer are stored, so
 a conversation's next turn (the history with that answer) hits what its previous turn left. Blocks are evicted
-least recently used (a lookup or a store makes a block recent) once the cache holds more than its size.
+least recently used (a lookup or a store makes a block recent, its prefix's head most recent of all) once the cache
+holds more than its size.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class PrefixCache:
         for h in hashes:
             if h not in self._lru:
                 break
-            self._lru.move_to_end(h)
             n += 1
+        self._touch(hashes[:n])
         hit = min(n * self.block_tokens, ((prompt_tokens - 1) // self.block_tokens) * self.block_tokens)
         self.queries_tokens += prompt_tokens
         self.hits_tokens += max(0, hit)
@@ -67,13 +68,16 @@ class PrefixCache:
 
     def store(self, hashes: list[int]) -> None:
         """Keep these blocks (most recent last), evicting the least recently used beyond the capacity."""
-        for h in hashes:
-            if h in self._lru:
-                self._lru.move_to_end(h)
-            else:
-                self._lru[h] = None
+        self._touch(hashes)
         while len(self._lru) > self.capacity_blocks:
             self._lru.popitem(last=False)
+
+    def _touch(self, hashes: list[int]) -> None:
+        # Last block first, so a prefix's head is the most recent: eviction takes a chain's tail before its head,
+        # as vLLM frees a request's blocks tail first (a cut head would make every later block useless).
+        for h in reversed(hashes):
+            self._lru[h] = None
+            self._lru.move_to_end(h)
 
     def clear(self) -> None:
         """Forget every block (`POST /reset_prefix_cache`); the counters keep counting."""
