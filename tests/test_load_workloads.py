@@ -165,7 +165,18 @@ def test_equal_hash_ids_are_equal_text_blocks() -> None:
 # -- conversations -------------------------------------------------------------------------------------------------
 def test_conversation_histories_are_the_servers_answers(sim: Any, tmp_path: Path) -> None:
     s = sim(*SIM)
-    flags = ["--conversations", "3", "--turns", "3", "--think-s", "0.02", "--prompt-tokens", "40", "--output-tokens", "6"]
+    flags = [
+        "--conversations",
+        "3",
+        "--turns",
+        "3",
+        "--think-s",
+        "0.02",
+        "--prompt-tokens",
+        "40",
+        "--output-tokens",
+        "6",
+    ]
     summary, lines = read_run(load(s, tmp_path, "conv", *flags))
     c = summary["conversation"]
     assert summary["requests"] == 9 and summary["errors"] == 0 and summary["wrong_answers"] == 0
