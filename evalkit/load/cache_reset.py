@@ -2,8 +2,9 @@
 
 Tried in order at the server's root: `POST /reset_prefix_cache` (vLLM with its dev endpoints, the sim),
 `POST /flush_cache` (SGLang), then llama.cpp's slots: `GET /slots` and `POST /slots/{id}?action=erase` for each
-(llama.cpp answers 501 unless it was started with `--slot-save-path`; the statuses are recorded). llama.cpp keeps a host-memory prompt cache beside its slots (`--cache-ram`), which erasing a slot leaves alone:
-the run's own `cache_n` figures show whether the cold run really started cold.
+(llama.cpp answers 501 unless it was started with `--slot-save-path`; the statuses are recorded). llama.cpp keeps
+a host-memory prompt cache beside its slots (`--cache-ram`), which erasing a slot leaves alone: the run's own
+`cache_n` figures show whether the cold run really started cold.
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 
   strict-transformers: a strict OpenAI-only server like `transformers serve` (422 on unknown fields, no [DONE],
   usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings). Flags given
   explicitly override the profile.
+
+prefix cache: --prefix-cache-blocks N keeps a block-hash LRU of N blocks of --prefix-block-tokens; a request's cached
+  leading blocks are not prefilled again (timings.cache_n, /sim/events cached_tokens); POST /reset_prefix_cache
+  empties it.
 """
 
 
