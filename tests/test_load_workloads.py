@@ -190,6 +190,10 @@ def test_conversation_histories_are_the_servers_answers(sim: Any, tmp_path: Path
             assert len(got) == 2 * t + 1
             assert got[1::2] == answers[:t], (user, t)  # every assistant message is what the sim answered before
             assert x["answer_digest"] == answers[t]  # and the client read the answer the sim sent
+            if t > 0:  # the previous turn's prompt and answer, in whole blocks, and nothing more
+                prev = events[turns[t - 1]["request_id"]]
+                want = ((prev["prompt_tokens"] + prev["completion_tokens"]) // BLOCK) * BLOCK
+                assert events[x["request_id"]]["cached_tokens"] == want, (user, t)
     ids = {x["request_id"] for x in lines}
     assert c["prefix_cache"]["hit_rate"] == pytest.approx(truth_rate(list(events.values()), ids))
     per_turn = [t["prefix_cache"]["hit_rate"] for t in c["per_turn"]]

@@ -27,7 +27,7 @@ from evalkit.load.trace import trace_plan as make_trace_plan
 from evalkit.load.turns import TurnSender, hit_rate
 from evalkit.load.workload import Lengths
 from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.rundir import MANIFEST, REQUESTS, read_jsonl, utc_now_iso
+from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl, utc_now_iso
 
 SESSIONS = "sessions.jsonl"
 
@@ -239,8 +239,6 @@ async def _run_sessions(args: argparse.Namespace) -> int:
 
 def session_summary(path: Path) -> dict[str, Any]:
     """`summary.json` of a conversation or shared-prefix run, from its manifest, requests and sessions files."""
-    from evalkit.runs.rundir import read_json_object
-
     manifest = read_json_object(path / MANIFEST)
     opts = manifest["load"]
     lines = [x for x in read_jsonl(path / REQUESTS) if x.get("phase") == "measured"]
