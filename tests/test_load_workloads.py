@@ -125,7 +125,7 @@ def test_trace_replay_sends_on_time_and_reports_the_sims_cache_hits(sim: Any, tm
     late = sorted(abs(x["send_lateness_s"]) for x in lines)
     print(f"trace replay at 200/s: send error p50 {late[200] * 1e3:.2f} ms, max {late[-1] * 1e3:.2f} ms")
     # The benchmark holds the 5 ms figure (benchmarks/bench_trace_replay.py); this shared box gets a wide margin.
-    assert late[int(0.9 * len(late))] < 0.010 and late[-1] < 0.100, late[-10:]
+    assert late[200] < 0.005 and late[360] < 0.025 and late[-1] < 0.250, late[-10:]  # p50, p90, max
     events = s.events()
     by_id = {e["request_id"]: e for e in events}
     assert all(x["server_timings"]["cache_n"] == by_id[x["request_id"]]["cached_tokens"] for x in lines)
@@ -148,6 +148,10 @@ def test_trace_window_sample_and_speedup_pick_the_lines(tmp_path: Path, capsys: 
     bad.write_text('{"timestamp": 0, "input_length": 0, "output_length": 3}\n')
     assert main(["load", "--trace", str(bad), "--dry-run"]) == 2
     assert "input_length" in capsys.readouterr().err
+    assert main(["load", "--conversations", "2", "--rate", "1"]) == 2  # a workload sets its own load
+    assert main(["load", "--trace", str(trace), "--trace-window", "50:60", "--dry-run"]) == 2  # nothing left
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "drop --search" in err[0] and "keep no request" in err[1]
 
 
 def test_equal_hash_ids_are_equal_text_blocks() -> None:
