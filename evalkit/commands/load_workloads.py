@@ -39,9 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--trace", type=Path, metavar="FILE", help="replay this trace open loop instead of --rate/--concurrency"
     )
     t.add_argument("--speedup", type=positive_float, default=1.0, help="divide the trace's gaps by F (default 1)")
-    t.add_argument(
-        "--trace-window", type=parse_window, metavar="A:B", help="only the lines from A to B s of trace time"
-    )
+    t.add_argument("--trace-window", metavar="A:B", help="only the lines from A to B s of trace time")
     t.add_argument("--trace-sample", type=fraction, default=1.0, metavar="P", help="keep each line with probability P")
     t.add_argument(
         "--trace-block-tokens",
@@ -89,13 +87,19 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         lines = read_trace(args.trace)
         opts = TraceOptions(
-            args.speedup, args.trace_window or (0.0, None), args.trace_sample, args.trace_block_tokens, args.seed
+            args.speedup,
+            parse_window(args.trace_window) if args.trace_window else (0.0, None),
+            args.trace_sample,
+            args.trace_block_tokens,
+            args.seed,
         )
         if args.dry_run:
             plan = make_trace_plan(lines, opts, args.token_scale or 1.0)
+            rows = ["index  send_at_s  prompt_tokens  output_tokens  prompt_sha"]
             for i, off in enumerate(plan.offsets):
                 r = plan.requests[i]
-                sys.stdout.write(f"{i:5d}  {off:9.4f}  {r.prompt_tokens:6d}  {r.output_tokens:5d}  {r.digest()}\n")
+                rows.append(f"{i:5d}  {off:9.4f}  {r.prompt_tokens:13d}  {r.output_tokens:13d}  {r.digest()}")
+            sys.stdout.write("\n".join(rows) + "\n")
             return 0
         return asyncio.run(_run_trace(args, lines, opts))
     if args.dry_run:
