@@ -215,6 +215,7 @@ def test_shared_prefix_cold_then_warm(sim: Any, tmp_path: Path) -> None:
     summary, lines = read_run(load(s, tmp_path, "sp", *flags, "--output-tokens", "4"))
     cold, warm = summary["shared_prefix"]["runs"]
     assert cold["reset"]["reset"] and cold["reset"]["method"] == "/reset_prefix_cache"
+    assert cold["cold_verified"] is True and cold["first_users_cache_n"] == [0, 0] and warm["cold_verified"] is None
     assert cold["requests"] == warm["requests"] == 6 and summary["errors"] == 0
     events = s.events()
     for run in (cold, warm):

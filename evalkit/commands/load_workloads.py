@@ -346,7 +346,10 @@ def _session_table(s: dict[str, Any]) -> str:
         )
         for r in sp["runs"]:
             reset = r["reset"]
-            how = "" if reset is None else f" (reset: {reset['method'] if reset['reset'] else 'not possible'})"
+            how = "" if reset is None else f" (reset: {reset['method'] if reset['reset'] else 'not possible'}"
+            if r.get("cold_verified") is not None:
+                how += f"; cold by the server's figures: {'yes' if r['cold_verified'] else 'NO'}"
+            how += ")" if reset is not None else ""
             rows.append(
                 f"{r['run']}{how}: {r['requests']} requests, ttft p50 {_ms(r['ttft_s']['p50'])} ms, "
                 f"prefix cache {_pct(r['prefix_cache']['hit_rate'])}"

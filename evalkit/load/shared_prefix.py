@@ -5,6 +5,8 @@ block); each user asks its own question (`--prompt-tokens` long, ending in a cou
 run first empties the server's prefix cache where the server allows it (evalkit/load/cache_reset.py, recorded
 with the run); a warm run follows with the system prompts already cached (a warm run alone first sends one
 unmeasured request per group). Users ask new questions in each run, so only the system prompt can be reused.
+Whether a cold run really was cold is read from the server's own figures: each group's first user must find less
+than half its system prompt cached (`cold_verified`); a reset the server accepted is not proof of it.
 `--concurrency` workers take the requests group by group.
 """
 
@@ -92,15 +94,29 @@ async def run_shared_prefix(
     return out
 
 
+def _cold_verified(first: list[Any], spec: SharedPrefixSpec) -> bool | None:
+    """Whether each group's first user found less than half its system prompt cached: a reset that the server
+    accepted may still leave a cache standing (llama.cpp's host prompt cache survives a slot erase)."""
+    if any(n is None for n in first):
+        return None
+    return all(int(n) < spec.system_tokens / 2 for n in first)
+
+
 def summarise(lines: list[dict[str, Any]], runs: list[dict[str, Any]], spec: SharedPrefixSpec) -> dict[str, Any]:
     """The `shared_prefix` figures: per run (cold, warm) the hit rate the server reported and the latencies."""
     per_run = []
     for rec in runs:
         at = [r for r in lines if r.get("run") == rec["run"] and r.get("group") is not None]
         ok = [r for r in at if r.get("outcome") in ("correct", "wrong")]
+        first = [
+            next((r.get("cache_n") for r in at if r.get("group") == g and r.get("user") == 0), None)
+            for g in range(spec.groups)
+        ]
         per_run.append(
             {
                 **rec,
+                "first_users_cache_n": first,
+                "cold_verified": _cold_verified(first, spec) if rec["run"] == "cold" else None,
                 "requests": len(at),
                 "errors": sum(r.get("outcome") == "error" for r in at),
                 "wrong_answers": sum(r.get("outcome") == "wrong" for r in at),

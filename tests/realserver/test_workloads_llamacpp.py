@@ -62,6 +62,7 @@ def test_conversation_and_shared_prefix_report_llamacpp_cache_reuse(llama_server
     assert cold["reset"] is not None and not cold["reset"]["reset"]  # slot erase needs --slot-save-path (501)
     assert any(t.get("status") == 501 for t in cold["reset"]["tried"]), cold["reset"]
     assert cold["requests"] == warm["requests"] == 4 and sp["errors"] == 0
+    assert cold["cold_verified"] is True  # these system prompts are new to the server: nothing to reuse yet
     first = [x["cache_n"] for x in sp_lines if x.get("run") == "cold" and x.get("user") == 0]
     later = [x["cache_n"] for x in sp_lines if x.get("run") == "cold" and x.get("user") == 1]
     print(
