@@ -20,6 +20,7 @@ from evalkit.load import conversation, shared_prefix
 from evalkit.load.cache_metrics import metrics_hit_rate
 from evalkit.load.cache_reset import reset_prefix_cache
 from evalkit.load.runner import LoadRunner, PointRun
+from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
 from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, TraceOptions, ideal_hit_tokens, parse_window, read_trace, select
@@ -82,9 +83,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"give one of {', '.join(chosen)}")
     if args.search or args.rate is not None or (args.concurrency is not None and not args.shared_prefix):
         raise UsageError(f"{chosen[0]} sets its own load: drop --search, --rate and --concurrency")
+    if args.slo and not args.trace:
+        raise UsageError("--slo targets apply to --rate, --concurrency and --trace runs")
     if args.name and (Path(args.out) / args.name / MANIFEST).exists():
         raise UsageError(f"{Path(args.out) / args.name} exists; load runs do not resume, pick another --name")
     if args.trace:
+        for target in args.slo:
+            parse_target(target)  # a bad target is refused before any request
         lines = read_trace(args.trace)
         opts = TraceOptions(
             args.speedup,
@@ -135,7 +140,8 @@ async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -
         "sample": opts.sample,
         "block_tokens": opts.block_tokens,
     }
-    manifest = {"seed": args.seed, "load": {**_common(args), "mode": "rate", "arrivals": "trace", "trace": trace_opts}}
+    load_opts = {**_common(args), "slo": list(args.slo), "mode": "rate", "arrivals": "trace", "trace": trace_opts}
+    manifest = {"seed": args.seed, "load": load_opts}
     async with open_run(args, "load", manifest) as ctx:
         scale = await _token_scale(args, ctx)
         plan = make_trace_plan(lines, opts, scale)  # every prompt built before the first send
@@ -321,6 +327,11 @@ def _trace_table(s: dict[str, Any]) -> str:
             f"prefix cache hit rate {_pct(t['prefix_cache']['hit_rate'])} (server's cache_n; "
             f"an unbounded cache: {_pct(t['ideal_hit_rate'])})",
         ]
+        + (
+            [f"meets {', '.join(x['slo'] for x in s['slo'])}: {'yes' if s['points'][0]['meets_slo'] else 'no'}"]
+            if s["slo"] and s["points"]
+            else []
+        )
     )
 
 
