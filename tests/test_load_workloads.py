@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from evalkit.evidence.server_metrics import parse_metrics
 from evalkit.sim.launch import SimProcess
 from evalkit.sim.prefix_cache import PrefixCache, block_hashes, chat_token_sequence
 
@@ -89,6 +90,10 @@ def test_sim_prefix_cache_hits_shorten_the_prefill_and_reset(sim: Any) -> None:
     assert got[1]["timings"]["prompt_n"] == n - hit
     prefill = [e["prefill_done"] - e["prefill_start"] for e in evs]
     assert prefill[1] < 0.2 * prefill[0], prefill  # 6 tokens computed instead of 406
+    with urllib.request.urlopen(s.root_url + "/metrics", timeout=10) as r:
+        metrics = parse_metrics(r.read().decode())
+    assert metrics['vllm:prefix_cache_hits_total{engine="0",model_name="evalkit-sim"}'] == hit
+    assert metrics['vllm:prefix_cache_queries_total{engine="0",model_name="evalkit-sim"}'] == 2 * n
     assert post(s.root_url + "/reset_prefix_cache")[0] == 200
     post(s.base_url + "/chat/completions", body)
     assert s.events()[-1]["cached_tokens"] == 0
