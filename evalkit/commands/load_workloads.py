@@ -20,6 +20,7 @@ from evalkit.load import conversation, shared_prefix
 from evalkit.load.cache_metrics import metrics_hit_rate
 from evalkit.load.cache_reset import reset_prefix_cache
 from evalkit.load.runner import LoadRunner, PointRun
+from evalkit.load.session_summary import SESSIONS, session_summary
 from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
@@ -28,9 +29,7 @@ from evalkit.load.trace import trace_plan as make_trace_plan
 from evalkit.load.turns import TurnSender, hit_rate
 from evalkit.load.workload import Lengths
 from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl, utc_now_iso
-
-SESSIONS = "sessions.jsonl"
+from evalkit.runs.rundir import MANIFEST, utc_now_iso
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -245,57 +244,6 @@ async def _run_sessions(args: argparse.Namespace) -> int:
         await ctx.evidence.end()
         summary = {**session_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
         return _finish(ctx, summary, _session_table(summary))
-
-
-def session_summary(path: Path) -> dict[str, Any]:
-    """`summary.json` of a conversation or shared-prefix run, from its manifest, requests and sessions files."""
-    manifest = read_json_object(path / MANIFEST)
-    opts = manifest["load"]
-    lines = [x for x in read_jsonl(path / REQUESTS) if x.get("phase") == "measured"]
-    records = read_jsonl(path / SESSIONS)
-    prompt, output = (
-        Lengths.parse(opts["prompt_tokens"], "prompt_tokens"),
-        Lengths.parse(opts["output_tokens"], "output_tokens"),
-    )
-    scale = float(manifest.get("token_scale") or 1.0)
-    kind = opts["mode"]
-    counted = [x for x in lines if x.get("run") != "prime"]
-    out: dict[str, Any] = {
-        "kind": "load",
-        "seed": manifest.get("seed"),
-        "mode": kind,
-        "slo": [],
-        "workload": {
-            "prompt_tokens": opts["prompt_tokens"],
-            "output_tokens": opts["output_tokens"],
-            "token_scale": scale,
-        },
-        "requests": len(counted),
-        "errors": sum(x.get("outcome") == "error" for x in counted),
-        "wrong_answers": sum(x.get("outcome") == "wrong" for x in counted),
-        "points": [],
-    }
-    if kind == "conversation":
-        cspec = conversation.ConversationSpec(
-            opts["users"], opts["turns"], opts["think_s"], prompt, output, manifest.get("seed") or 0, scale
-        )
-        out["conversation"] = conversation.summarise(lines, records, cspec)
-    else:
-        runs = tuple(r["run"] for r in records)
-        sspec = shared_prefix.SharedPrefixSpec(
-            opts["groups"],
-            opts["users_per_group"],
-            opts["system_tokens"],
-            prompt,
-            output,
-            runs,
-            opts["concurrency"],
-            manifest.get("seed") or 0,
-            scale,
-        )
-        out["shared_prefix"] = shared_prefix.summarise(lines, records, sspec)
-    out[kind]["prefix_cache_metrics"] = metrics_hit_rate(path)  # the whole run, from the server's counters
-    return out
 
 
 def _finish(ctx: Any, summary: dict[str, Any], table: str) -> int:
