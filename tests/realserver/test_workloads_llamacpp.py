@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from realserver_support import read_jsonl, run_dir_from, run_evalkit
+from realserver_support import get_json, read_jsonl, run_dir_from, run_evalkit
 
 FAST = ["--token-scale", "1", "--output-tokens", "1", "--timeout-s", "60"]
 
@@ -71,3 +71,34 @@ def test_conversation_and_shared_prefix_report_llamacpp_cache_reuse(llama_server
     )
     assert all(b > a for a, b in zip(first, later))  # a group's second user reuses its system prompt
     assert warm["prefix_cache"]["hit_rate"] > cold["prefix_cache"]["hit_rate"]
+
+
+def test_trace_blocks_are_token_blocks_on_the_servers_tokenizer(llama_server: Any) -> None:
+    """A trace prompt's tokens are its blocks' tokens one after the other: block edges are token edges on the
+    server's own tokenizer, so equal hash ids are equal token blocks wherever they appear."""
+    from evalkit.load.trace import TraceLine, TraceOptions, block_tokens_text, build_trace_request
+
+    srv = llama_server(parallel=2, ctx=8192)
+
+    def tokens(text: str) -> list[int]:
+        return list(get_json(srv.root_url + "/tokenize", {"content": text})["tokens"])
+
+    block = 32
+    opts = TraceOptions(block_tokens=block)
+    # Three ids of whole blocks and more of the request's own; a last block cut short; another first block.
+    for ids, length in (([1, 2, 3], 200), ([1, 2, 4], 90), ([7, 2, 3], 200)):
+        line = TraceLine(timestamp=0, input_length=length, output_length=3, hash_ids=ids)
+        req = build_trace_request(line, 0, opts, 1)
+        body, question = req.prompt.split("\n\n", 1)
+        pieces = []
+        for h in ids:  # each block as the replay wrote it: whole, or its start when the prompt ends inside it
+            text = "".join(block_tokens_text(h, block))
+            text = text.lstrip() if not pieces else text
+            done = "".join(pieces)
+            pieces.append(text if body.startswith(done + text) else body[len(done) :])
+            if not body.startswith(done + text):
+                break
+        if len("".join(pieces)) < len(body):
+            pieces.append(body[len("".join(pieces)) :])  # the request's own filler after its blocks
+        assert "".join(pieces) == body and all(p.startswith(" ") for p in pieces[1:])
+        assert tokens(req.prompt) == [t for p in pieces for t in tokens(p)] + tokens("\n\n" + question), ids
