@@ -126,7 +126,8 @@ def test_trace_replay_sends_on_time_and_reports_the_sims_cache_hits(sim: Any, tm
     write_trace(trace, 400, 200.0)  # 2 s at 200 requests a second
     flags = ["--trace", str(trace), "--trace-block-tokens", str(BLOCK), "--slo", "errors==0"]
     summary, lines = read_run(load(s, tmp_path, "trace", *flags))
-    assert summary["points"][0]["meets_slo"] and summary["slo"][0]["slo"] == "errors==0"
+    # The target is judged (its verdict also needs a valid point, which a busy box may deny: sends late at p95).
+    assert summary["points"][0]["checks"][0]["met"] and summary["slo"][0]["slo"] == "errors==0"
     t = summary["trace"]
     assert t["requests_sent"] == 400 and summary["errors"] == 0 and summary["wrong_answers"] == 0
     late = sorted(abs(x["send_lateness_s"]) for x in lines)

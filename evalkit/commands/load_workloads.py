@@ -51,6 +51,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--conversations", type=positive_int, metavar="USERS", help="USERS multi-turn chats at once")
     c.add_argument("--turns", type=positive_int, default=3, help="turns per conversation (default 3)")
     c.add_argument("--think-s", type=nonneg_float, default=0.0, help="a user's pause between turns (default 0)")
+    c.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        help="cap every answer of a conversation or shared-prefix run at N tokens (default: room for the count)",
+    )
     c.add_argument("--shared-prefix", type=positive_int, metavar="GROUPS", help="GROUPS groups sharing a system prompt")
     c.add_argument("--users-per-group", type=positive_int, default=4, help="users of each group (default 4)")
     c.add_argument("--system-tokens", type=positive_int, default=512, help="each group's system prompt (default 512)")
@@ -194,6 +199,7 @@ async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -
 async def _run_sessions(args: argparse.Namespace) -> int:
     kind = "conversation" if args.conversations else "shared_prefix"
     opts: dict[str, Any] = {**_common(args), "mode": kind}
+    opts["max_tokens"] = args.max_tokens
     if kind == "conversation":
         opts.update(users=args.conversations, turns=args.turns, think_s=args.think_s)
     else:
@@ -214,7 +220,7 @@ async def _run_sessions(args: argparse.Namespace) -> int:
         try:
             if kind == "conversation":
                 cspec = conversation.ConversationSpec(
-                    args.conversations, args.turns, args.think_s, prompt, output, args.seed, scale
+                    args.conversations, args.turns, args.think_s, prompt, output, args.seed, scale, args.max_tokens
                 )
                 records = await conversation.run_conversations(cspec, sender, ctx.clock)
             else:
@@ -229,6 +235,7 @@ async def _run_sessions(args: argparse.Namespace) -> int:
                     args.concurrency or 1,
                     args.seed,
                     scale,
+                    args.max_tokens,
                 )
                 key = ctx.profile.api_key
                 records = await shared_prefix.run_shared_prefix(

@@ -36,6 +36,7 @@ class ConversationSpec:
     output_tokens: Lengths
     seed: int = 42
     token_scale: float = 1.0
+    max_tokens: int | None = None  # a cap on every answer (default: room for the whole count)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ async def run_conversations(spec: ConversationSpec, sender: TurnSender, clock: C
             messages.append({"role": "user", "content": ut.text})
             line, rec = await sender.send(
                 list(messages),
-                ut.max_tokens,
+                spec.max_tokens or ut.max_tokens,
                 ut.expected,
                 {"workload": "conversation", "user": user, "turn": turn, "session": f"user-{user}", "index": turn},
             )

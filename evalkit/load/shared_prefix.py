@@ -41,6 +41,7 @@ class SharedPrefixSpec:
     concurrency: int = 1
     seed: int = 42
     token_scale: float = 1.0
+    max_tokens: int | None = None  # a cap on every answer (default: room for the whole count)
 
 
 def system_prompt(spec: SharedPrefixSpec, group: int) -> str:
@@ -75,7 +76,8 @@ async def run_shared_prefix(
             for g in range(spec.groups):
                 ut = question(spec, "prime", g, 0)
                 msgs = [{"role": "system", "content": systems[g]}, {"role": "user", "content": ut.text}]
-                await sender.send(msgs, ut.max_tokens, ut.expected, {"workload": "shared_prefix", "run": "prime"})
+                prime = {"workload": "shared_prefix", "run": "prime"}
+                await sender.send(msgs, spec.max_tokens or ut.max_tokens, ut.expected, prime)
         jobs = [(g, u) for g in range(spec.groups) for u in range(spec.users)]
         queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
         for j in jobs:
@@ -87,7 +89,7 @@ async def run_shared_prefix(
                 ut = question(spec, run, g, u)
                 msgs = [{"role": "system", "content": systems[g]}, {"role": "user", "content": ut.text}]
                 labels = {"workload": "shared_prefix", "run": run, "group": g, "user": u, "index": g * spec.users + u}
-                await sender.send(msgs, ut.max_tokens, ut.expected, labels)
+                await sender.send(msgs, spec.max_tokens or ut.max_tokens, ut.expected, labels)
 
         await asyncio.gather(*(worker(queue, run) for _ in range(max(1, spec.concurrency))))
         out.append(record)

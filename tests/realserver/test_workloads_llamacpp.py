@@ -15,7 +15,16 @@ from typing import Any
 
 from realserver_support import get_json, read_jsonl, run_dir_from, run_evalkit
 
-FAST = ["--token-scale", "1", "--output-tokens", "1", "--timeout-s", "60"]
+FAST = [
+    "--token-scale",
+    "1",
+    "--output-tokens",
+    "1",
+    "--max-tokens",
+    "8",
+    "--timeout-s",
+    "60",
+]  # SmolLM2 cannot count: cap it
 
 
 def run_workload(srv: Any, tmp_path: Path, name: str, *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
