@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalkit.report import answer as answer_report
 from evalkit.report import capability as capability_report
 from evalkit.report import capacity, noise, plots, stress_diagnoses, tables
 from evalkit.report.capacity_plot import latency_vs_load
@@ -89,4 +90,5 @@ def build_context(
         "server_says": server_says_section(runs),
         "plots": made,
         "summaries": {r.label: r.summary for r in runs},
+        "answer": answer_report.context(runs, noise_floor),
     }

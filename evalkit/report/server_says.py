@@ -19,6 +19,7 @@ from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 
+RARE_SCRAPES = 2  # scrapes before and after a run only: too few for a gauge's maximum
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
 # Counter families worth a row, by server: (row name, series name, how to show it).
 _COUNTER_ROWS = (
@@ -211,14 +212,28 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
                 cells.append(f"{v:.0f}" if v is not None else "–")
         if any(c != "–" for c in cells):
             rows.append((name, cells))
+    rare = False
     for name, series in _GAUGE_ROWS:
         cells = []
         for m in mets:
             v = next((x for x in (_gauge_max(m.get("gauges") or {}, s) for s in series) if x is not None), None)
-            cells.append(f"{v:.0f}" if v is not None else "–")
+            scrapes = m.get("ok", m.get("scrapes"))
+            if v is not None and isinstance(scrapes, int) and scrapes <= RARE_SCRAPES:
+                # Scraped only before and after the run: a gauge's maximum then says nothing of the run itself.
+                rare = True
+                cells.append(f"⚠ – ({scrapes} scrapes, before and after the run only)")
+            else:
+                cells.append(f"{v:.0f}" if v is not None else "–")
         if any(c != "–" for c in cells):
             rows.append((name, cells))
-    notes = [
+    notes = (
+        [
+            "⚠ a gauge (requests running or waiting) read in only two scrapes, before and after the run, never saw "
+            "the run's requests in flight: no maximum is shown for it (scrape during the run to measure it)."
+        ]
+        if rare
+        else []
+    ) + [
         f"{r.label}: /metrics unavailable ({m.get('first_error')})"
         for r, m in zip(runs, mets)
         if m and not m.get("available")
