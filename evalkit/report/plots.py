@@ -30,7 +30,10 @@ def pick_cycle(runs: list[LabelledRun], wanted: Any = None) -> Any:
     for r in runs:
         cycles = {line.get("cycle") for line in r.requests() if line.get("cycle") is not None}
         common = cycles if common is None else common & cycles
-    return min(common) if common else None
+    if not common:
+        return None
+    # Cycle 0 holds the calibration requests, not a cycle of the scenario.
+    return min((c for c in common if isinstance(c, int) and c > 0), default=min(common))
 
 
 def stress_timeline(runs: list[LabelledRun], path: Path, cycle: Any = None) -> Path | None:
