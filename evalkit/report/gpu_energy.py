@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.report.runs import LabelledRun
+from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
 
 
@@ -73,4 +73,4 @@ def gpu_table(runs: list[LabelledRun]) -> Table | None:
         "tokens generated",
         *sources,
     ]
-    return Table("gpu_telemetry", "GPU power and energy", [r.label for r in runs], rows, notes, row_header="what")
+    return Table("gpu_telemetry", "GPU power and energy", columns(runs), rows, notes, row_header="what")

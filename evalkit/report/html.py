@@ -127,9 +127,7 @@ def _environment() -> jinja2.Environment:
 
 def render_html(context: dict[str, Any], runs: list[LabelledRun], cycle: Any = None) -> str:
     """The page as one string (Plotly's bundle inlined once, compressed)."""
-    dists = [
-        {"title": t, "div": _div(f, f"ttft-{i}")} for i, (t, f) in enumerate(html_figures.distributions(runs))
-    ]
+    dists = [{"title": t, "div": _div(f, f"ttft-{i}")} for i, (t, f) in enumerate(html_figures.distributions(runs))]
     load = html_figures.load_curves([r for r in runs if r.kind == "load"])
     page = {
         "timelines": _timelines(runs, cycle),

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.report import words as w
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table, not_exercised_text
-from evalkit.report import words
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, YES, VerdictReading
 
 # (words, metric key, statistic); `{long}` is the run's long prompt length.
@@ -40,7 +40,7 @@ def _long_words(runs: list[LabelledRun]) -> str:
 
 
 def _num(v: Any) -> str:
-    return words.num(v)
+    return w.num(v)
 
 
 def _d(v: Any) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def _largest_part(parts: Any) -> tuple[str, float] | None:
     if not parts:
         return None
     k = max(parts, key=lambda x: parts[x])
-    return words.cause(k), float(parts[k])
+    return w.cause(k), float(parts[k])
 
 
 def _next_delay_words(raw: dict[str, Any]) -> str | None:
@@ -60,18 +60,18 @@ def _next_delay_words(raw: dict[str, Any]) -> str | None:
     delays = [_d(x.get("next_delay")) for x in raw.get("samples") or [] if isinstance(x, dict) and x.get("next_delay")]
     if not delays:
         cause = raw.get("next_delay_cause")
-        return None if not cause or cause == CANT else f"the next request waited for {words.cause(cause)}"
+        return None if not cause or cause == CANT else f"the next request waited for {w.cause(cause)}"
     waits = [d for d in delays if isinstance(d.get("wait_s"), (int, float))]
     if waits:
         worst = max(waits, key=lambda d: d["wait_s"])
         part = _largest_part(worst.get("parts_s"))
-        text = f"the next request waited up to {words.seconds(worst['wait_s'])} before the server started on it"
+        text = f"the next request waited up to {w.seconds(worst['wait_s'])} before the server started on it"
         if part:
-            text += f", most of it ({words.seconds(part[1])}) for {part[0]}"
+            text += f", most of it ({w.seconds(part[1])}) for {part[0]}"
         return text
     ttfts = [d["ttft_s"] for d in delays if isinstance(d.get("ttft_s"), (int, float))]
     if ttfts:
-        return f"the next request's first token came up to {words.seconds(max(ttfts))} after it was sent"
+        return f"the next request's first token came up to {w.seconds(max(ttfts))} after it was sent"
     return None
 
 
@@ -87,20 +87,23 @@ def _hol_words(raw: dict[str, Any]) -> list[str]:
     waits = [f for f in samples if isinstance(f.get("wait_before_start_s"), (int, float))]
     if waits:
         worst = max(waits, key=lambda f: f["wait_before_start_s"])
-        text = f"the longest wait before the server started on one was {words.seconds(worst['wait_before_start_s'])}"
+        text = f"the longest wait before the server started on one was {w.seconds(worst['wait_before_start_s'])}"
         part = _largest_part(worst.get("wait_parts_s"))
         if part:
-            text += f", most of it ({words.seconds(part[1])}) for {part[0]}"
+            text += f", most of it ({w.seconds(part[1])}) for {part[0]}"
         parts.append(text)
     elif raw.get("cause") and raw.get("cause") != CANT:
-        parts.append(f"they waited for {words.cause(raw['cause'])}")
+        parts.append(f"they waited for {w.cause(raw['cause'])}")
     return parts
 
 
 def _concurrency_words(raw: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     f = _d(raw.get("figures"))
     if not f:
-        f = {k: _d(_d(summary.get("metrics")).get(k)).get("p50") for k in ("concurrent_combined_tok_s", "gen_alone_tok_s")}
+        f = {
+            k: _d(_d(summary.get("metrics")).get(k)).get("p50")
+            for k in ("concurrent_combined_tok_s", "gen_alone_tok_s")
+        }
     out = []
     if f.get("concurrent_combined_tok_s") is not None and f.get("gen_alone_tok_s") is not None:
         out.append(
@@ -113,7 +116,9 @@ def _concurrency_words(raw: dict[str, Any], summary: dict[str, Any]) -> list[str
     return out
 
 
-def _verdict_cell(d: VerdictReading | None, raw: Any = None, summary: dict[str, Any] | None = None, key: str = "") -> str:
+def _verdict_cell(
+    d: VerdictReading | None, raw: Any = None, summary: dict[str, Any] | None = None, key: str = ""
+) -> str:
     """A verdict as a sentence with its figures and its evidence in words; never an identifier."""
     if d is None:
         return "–"
@@ -122,7 +127,7 @@ def _verdict_cell(d: VerdictReading | None, raw: Any = None, summary: dict[str, 
     if key == "cancel_aborts":
         if d.verdict not in (CANT, NOT_EXERCISED):
             stop = (
-                f", within {words.seconds(d.stop_after_cancel_s_max)} of the cancel"
+                f", within {w.seconds(d.stop_after_cancel_s_max)} of the cancel"
                 if d.stop_after_cancel_s_max is not None
                 else ""
             )
@@ -130,7 +135,8 @@ def _verdict_cell(d: VerdictReading | None, raw: Any = None, summary: dict[str, 
             parts.append(
                 "the engine stopped working on the cancelled request" + gran + stop
                 if d.verdict == YES
-                else "the engine kept working on the cancelled request" + gran
+                else "the engine kept working on the cancelled request"
+                + (f" (it stopped {d.granularity})" if gran else "")
             )
         nxt = _next_delay_words(raw)
         if nxt:
@@ -143,17 +149,17 @@ def _verdict_cell(d: VerdictReading | None, raw: Any = None, summary: dict[str, 
             text = f"its own prefill took {d.ratio_p50:.3f}× its time alone"
             if f.get("prefill_with_inserts_s_p50") is not None and f.get("prefill_alone_s_p50") is not None:
                 text += (
-                    f" ({words.seconds(f['prefill_with_inserts_s_p50'])} with inserts, "
-                    f"{words.seconds(f['prefill_alone_s_p50'])} alone, medians)"
+                    f" ({w.seconds(f['prefill_with_inserts_s_p50'])} with inserts, "
+                    f"{w.seconds(f['prefill_alone_s_p50'])} alone, medians)"
                 )
             parts.append(text)
     elif key == "concurrency":
         parts += _concurrency_words(raw, summary)
     else:
         if d.cause and d.cause != CANT:
-            parts.append(f"waited for {words.cause(d.cause)}")
+            parts.append(f"waited for {w.cause(d.cause)}")
     text = d.verdict + (": " + "; ".join(parts) if parts else "")
-    text += f" (evidence: {words.evidence(d.evidence)})"
+    text += f" (evidence: {w.evidence(d.evidence)})"
     if d.verdict == NOT_EXERCISED and d.why:
         text += f": {d.why}"
     if d.verdict == CANT and d.why:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evalkit.evidence.wait_parts import UNATTRIBUTED, WORDS
+from evalkit.evidence.wait_parts import CANCELLED_BEFORE_LAUNCH, UNATTRIBUTED, WORDS
 
 # Where a verdict's evidence came from, as summary.json names it, in words.
 EVIDENCE_WORDS = {
@@ -20,6 +20,7 @@ EVIDENCE_WORDS = {
 _CAUSE_WORDS = {
     **WORDS,
     UNATTRIBUTED: "a wait no server timing or log line accounts for",
+    CANCELLED_BEFORE_LAUNCH: "the cancelled request, until the engine stopped (before the next one was launched)",
     "cancelled_until_stopped": "the cancelled request, until the engine stopped",
 }
 # Identifiers that may stand beside a row as its metric key but never inside a verdict's sentence.
