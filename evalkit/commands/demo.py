@@ -102,11 +102,11 @@ def _build_flags(profile: str) -> list[str]:
 def _datasets_reachable(data_dir: str | None) -> bool:
     """Whether the capability datasets load (from `data_dir`, else the Hub); says why not on stderr."""
     from evalkit.errors import UsageError
-    from evalkit_evals import registry
+    from evalkit_evals.registry import BUILTIN, get
 
     try:
-        for name in registry.BUILTIN:
-            registry.get(name).load(data_dir)
+        for name in BUILTIN:
+            get(name).load(data_dir)
     except UsageError as e:
         sys.stderr.write(f"evalkit demo: skipping capability: {e}\n")
         return False

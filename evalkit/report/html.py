@@ -57,7 +57,7 @@ def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
     out = []
     first = pick_cycle(stress, wanted) if stress else None
     for k, r in enumerate(stress):
-        cycles = sorted({x.get("cycle") for x in r.requests() if isinstance(x.get("cycle"), int) and x["cycle"] > 0})
+        cycles = sorted({int(x["cycle"]) for x in r.requests() if isinstance(x.get("cycle"), int) and x["cycle"] > 0})
         for c in cycles:
             ls = lanes.lanes(r, c)
             if not ls:

@@ -78,7 +78,7 @@ def lanes(run: LabelledRun, cycle: Any) -> list[Lane]:
     splits = _splits(run, lines)
     out = []
     for r in lines:
-        sp = splits.get(r.get("request_id"))
+        sp = splits.get(str(r.get("request_id")))
 
         def rel(t: Any) -> float | None:
             return t - t0 if isinstance(t, (int, float)) else None
