@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import noise
+from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.stats import median
@@ -320,6 +320,15 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             + "; TTFT and decode rate as the client saw them "
             "during the run (requests.jsonl), a free performance signal, not a benchmark."
         ]
+        conc = r.run.manifest.get("concurrency")
+        if isinstance(conc, int) and conc > 1:
+            notes.append(
+                f"{r.label} sent {conc} requests at once (--concurrency {conc}): each request's decode rate is "
+                "its share of a server serving them together, below one stream alone (bench)."
+            )
+        flagged = trust.flag_text(r)
+        if flagged:
+            notes.append(f"⚠ {flagged}: its TTFT and decode figures here are the client's, not the server's.")
         out.append(
             Table(
                 f"capability_answering_{mode}_{r.label}",

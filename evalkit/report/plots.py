@@ -9,9 +9,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
 from evalkit.report.lanes import lanes, time_axis_words, time_scale
 from evalkit.report.runs import LabelledRun
+from evalkit.report.words import num
 
 WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR = "#f2a541", "#3a6ea5", "#c0392b"
 PREFILL_COLOR = "#7fb069"
@@ -132,6 +134,9 @@ def ttft_distributions(runs: list[LabelledRun], path: Path) -> Path | None:
             ys = [(i + 1) / len(xs) for i in range(len(xs))]
             ax.step(xs, ys, where="post", label=f"{name}, n={len(xs)}")
         ax.set_xscale("log")
+        plain = FuncFormatter(lambda v, _pos: num(v, 2))  # 0.001, 2.01: never 10^-3 or 2×10^0
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
         ax.set_xlabel("time to first token, seconds (log scale)", fontsize=8)
         ax.set_ylabel("share of requests", fontsize=8)
         ax.set_ylim(0, 1.02)
