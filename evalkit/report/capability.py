@@ -14,6 +14,7 @@ from typing import Any
 from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 from evalkit.stats import median
 from evalkit_evals import registry
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
@@ -276,7 +277,7 @@ def _fmt_seconds(v: float | None) -> str:
     """Two decimals from 0.1 s up; below that three significant digits, so a 4 ms TTFT is not shown as 0.00."""
     if v is None:
         return "–"
-    return f"{v:.2f}" if v >= 0.1 else f"{v:.3g}"
+    return f"{v:.2f}" if v >= 0.1 else num(v)
 
 
 def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:

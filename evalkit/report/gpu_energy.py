@@ -6,10 +6,13 @@ from typing import Any
 
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 
 
 def _cell(v: Any, fmt: str) -> str:
-    return "–" if v is None else format(v, fmt)
+    if v is None:
+        return "–"
+    return num(v) if fmt == ".3g" else format(v, fmt)  # significant digits, never in exponent form
 
 
 def _tok_s(s: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from evalkit.report import noise
 from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 
 RARE_SCRAPES = 2  # scrapes before and after a run only: too few for a gauge's maximum
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
@@ -229,7 +230,7 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
             c = m.get("counters") or {}
             vals = [_sum(c, s) for s in series]
             if name.startswith("mean"):
-                cells.append(f"{vals[0] / vals[1]:.3g}" if vals[0] is not None and vals[1] else "–")
+                cells.append(num(vals[0] / vals[1]) if vals[0] is not None and vals[1] else "–")
             elif name.startswith("prefix"):
                 cells.append(f"{vals[0]:.0f} / {vals[1]:.0f}" if None not in vals else "–")
             else:

@@ -36,8 +36,9 @@ CODE_NAMES = (
 )
 
 
-def num(v: Any, sig: int = 3) -> str:
-    """A figure with `sig` significant digits, never in exponent form (2011.4 -> "2011", 0.00412 -> "0.00412")."""
+def num(v: Any, sig: int = 3, trim: bool = False) -> str:
+    """A figure with `sig` significant digits, never in exponent form (2011.4 -> "2011", 0.00412 -> "0.00412");
+    `trim` drops trailing zeros (12.0000 -> "12")."""
     if v is None:
         return "–"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -49,7 +50,8 @@ def num(v: Any, sig: int = 3) -> str:
     if v == 0:
         return "0"
     digits = max(0, sig - 1 - math.floor(math.log10(abs(v))))
-    return f"{v:.{digits}f}"
+    text = f"{v:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if trim and "." in text else text
 
 
 def seconds(v: Any) -> str:
