@@ -160,8 +160,11 @@ def load_curves(runs: list[LabelledRun]) -> Any:
     runs = [r for r in runs if r.summary.get("points")]
     if not runs:
         return None
+    import plotly.colors
+
+    palette = plotly.colors.qualitative.Plotly
     fig = go.Figure()
-    for r in runs:
+    for i, r in enumerate(runs):
         pts = sorted(r.summary["points"], key=lambda p: p["load"])
         loads = [p["load"] for p in pts]
         for stat, dash in (("p99", "solid"), ("p50", "dash")):
@@ -170,7 +173,7 @@ def load_curves(runs: list[LabelledRun]) -> Any:
                     x=loads,
                     y=[p["metrics"]["ttft_s"][stat] for p in pts],
                     mode="lines+markers",
-                    line={"dash": dash},
+                    line={"dash": dash, "color": palette[i % len(palette)]},
                     name=f"{r.label} TTFT {stat}",
                 )
             )
