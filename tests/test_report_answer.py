@@ -79,3 +79,22 @@ def test_a_distorted_run_is_marked_and_never_beyond_noise(tmp_path: Path) -> Non
     # The same runs undistorted do get beyond-noise marks: the ⚠ is the flag's doing.
     clean = _table(_render(tmp_path / "clean", distort=False), "Latency under a long prefill (stress)")
     assert any("▲" in r[2] or "▼" in r[2] for r in clean)
+
+
+def test_a_client_error_budget_over_a_millisecond_is_marked(tmp_path: Path) -> None:
+    """The client's error budget (read lag p99, first tokens that may share a stamp), read defensively: a run whose
+    budget exceeds 1 ms is flagged, one within it is not."""
+    from evalkit.report.runs import LabelledRun
+    from evalkit.report.trust import run_flags
+    from evalkit.runs.summaries import load_runs
+
+    dst = tmp_path / "np2"
+    shutil.copytree(H200 / "np2-noidle" / "stress", dst, ignore=shutil.ignore_patterns("gpu_memory.jsonl"))
+    summary = json.loads((dst / "summary.json").read_text())
+    for lag, flagged in ((0.0004, False), (0.0025, True)):
+        summary["client"]["error_budget"] = {"read_lag_p99_s": lag, "first_tokens_shared_stamp": 3}
+        (dst / "summary.json").write_text(json.dumps(summary))
+        flags = run_flags(LabelledRun("np2", load_runs([dst])[0]))
+        assert [f.key for f in flags] == (["client_error_budget"] if flagged else [])
+        if flagged:
+            assert "2.5 ms late (p99); 3 first token(s) may have shared an arrival stamp" in flags[0].words

@@ -74,14 +74,13 @@ def run(args: argparse.Namespace) -> int:
     key = resolved.api_key if resolved is not None else os.environ.get("OPENAI_API_KEY")
     out.write_text(scrub(render(context, args.template), (key,)), encoding="utf-8")
     if args.html:
-        from evalkit.report.html import plotly_missing, render_html
+        from evalkit.report.html import plotly_missing, write_html
 
         missing = plotly_missing()
         if missing:
             sys.stderr.write(f"{missing}\n")
         else:
-            page = out.with_suffix(".html")
-            page.write_text(scrub(render_html(context, runs, args.cycle), (key,)), encoding="utf-8")
+            page = write_html(context, runs, out.with_suffix(".html"), args.cycle, lambda t: scrub(t, (key,)))
             sys.stderr.write(f"wrote {page}\n")
     if args.changed_only is not None:
         from evalkit.report.capability import write_changed_lines

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,11 @@ def _div(fig: Any, div_id: str) -> str:
 
 
 def plotly_bundle() -> str:
-    """Plotly's own bundle, gzip-compressed and base64-encoded: 4.8 MB of script in under 2 MB of page, unpacked in
-    the browser (DecompressionStream) with no network."""
+    """Plotly's own bundle, gzip-compressed (mtime 0: the same bytes every time) and base64-encoded: 4.8 MB of
+    script in under 2 MB of page, unpacked in the browser (DecompressionStream) with no network."""
     from plotly.offline import get_plotlyjs
 
-    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 9)).decode("ascii")
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 9, mtime=0)).decode("ascii")
 
 
 def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
@@ -125,8 +126,18 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_html(context: dict[str, Any], runs: list[LabelledRun], cycle: Any = None) -> str:
-    """The page as one string (Plotly's bundle inlined once, compressed)."""
+BUNDLE_SLOT = "@@evalkit-plotly-bundle@@"
+
+
+def render_html(
+    context: dict[str, Any],
+    runs: list[LabelledRun],
+    cycle: Any = None,
+    scrub_text: Callable[[str], str] = lambda text: text,
+) -> str:
+    """The page as one string (Plotly's bundle inlined once, compressed). `scrub_text` (evalkit.redact.scrub with
+    the run's key) passes over the page before the bundle goes in: the bundle is not server text, and a short key
+    could occur in 2 MB of base64 by chance."""
     dists = [{"title": t, "div": _div(f, f"ttft-{i}")} for i, (t, f) in enumerate(html_figures.distributions(runs))]
     load = html_figures.load_curves([r for r in runs if r.kind == "load"])
     page = {
@@ -134,12 +145,19 @@ def render_html(context: dict[str, Any], runs: list[LabelledRun], cycle: Any = N
         "distributions": dists,
         "load_curve": _div(load, "load-curve") if load is not None else None,
         "flips": _flips(runs),
-        "plotly_gz": plotly_bundle(),
+        "plotly_gz": BUNDLE_SLOT,
     }
-    return _environment().get_template(HTML_TEMPLATE).render(**context, page=page)
+    text = scrub_text(_environment().get_template(HTML_TEMPLATE).render(**context, page=page))
+    return text.replace(BUNDLE_SLOT, plotly_bundle(), 1)
 
 
-def write_html(context: dict[str, Any], runs: list[LabelledRun], path: Path, cycle: Any = None) -> Path:
-    """Write report.html; the text passes through the same scrubbing as the markdown (the caller's `scrub`)."""
-    path.write_text(render_html(context, runs, cycle), encoding="utf-8")
+def write_html(
+    context: dict[str, Any],
+    runs: list[LabelledRun],
+    path: Path,
+    cycle: Any = None,
+    scrub_text: Callable[[str], str] = lambda text: text,
+) -> Path:
+    """Write report.html (scrubbed as the markdown is, by `scrub_text`)."""
+    path.write_text(render_html(context, runs, cycle, scrub_text), encoding="utf-8")
     return path
