@@ -140,6 +140,11 @@ def test_demo_page_in_headless_chromium(demo_report: Path, tmp_path: Path) -> No
                 "Array.from(document.querySelectorAll('tr.flip')).filter(r => r.style.display !== 'none').length"
             )
             assert shown == page.locator("tr.flip[data-change='right→wrong']").count()
+        # Without JavaScript the tables still read: the same tables, the same cells.
+        plain = browser.new_context(offline=True, java_script_enabled=False).new_page()
+        plain.goto(page_file.as_uri())
+        assert plain.evaluate("document.body.getAttribute('data-plots')") is None  # no script of the page ran
+        assert {caption: rows for caption, _, rows in plain.evaluate(HTML_TABLES)} == tables
         browser.close()
     assert errors == []
     assert asked == []
