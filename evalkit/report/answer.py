@@ -80,6 +80,8 @@ def _settings(run: LabelledRun) -> dict[str, str]:
     ver = ident.get("version") or props.get("build_info")
     if ver:
         out["server version"] = str(ver)
+    if isinstance(m.get("concurrency"), int):
+        out[f"{run.kind} requests at once"] = str(m["concurrency"])
     for k in ("total_slots", "n_ctx"):
         if props.get(k) is not None:
             out[f"/props {k}"] = str(props[k])
@@ -200,6 +202,18 @@ def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerL
                     noise.UNKNOWN,
                     "total.correct",
                     flags,
+                )
+            )
+            continue
+        if not (base.graded() and other.graded()):
+            out.append(
+                AnswerLine(
+                    f"answers (thinking {mode})",
+                    f"{score} correct; "
+                    + ("neither run has" if not (base.graded() or other.graded()) else "one run has no")
+                    + " per-question grades (graded.jsonl) to pair, so no verdict",
+                    noise.UNKNOWN,
+                    "total.correct",
                 )
             )
             continue
