@@ -257,6 +257,18 @@ def _verdict_word(v: VerdictReading | None) -> str:
     return {"yes": "yes", "no": "no", CANT: "can't tell", NOT_EXERCISED: "not exercised"}.get(v.verdict, v.verdict)
 
 
+def _stress_mark(base: LabelledRun, other: LabelledRun, metric: str) -> str:
+    """The mark the stress table gives the metric (tables.stress_table): bootstrap over raw samples, else ranges."""
+    from evalkit.report.tables import _stress_samples
+
+    a, b = _stress_samples(base, metric), _stress_samples(other, metric)
+    if len(a) >= noise.MIN_BOOTSTRAP_SAMPLES and len(b) >= noise.MIN_BOOTSTRAP_SAMPLES:
+        return noise.samples_verdict(a, b, False).mark
+    return noise.distribution_verdict(
+        _d(_d(base.summary.get("metrics")).get(metric)), _d(_d(other.summary.get("metrics")).get(metric)), False
+    ).mark
+
+
 def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
     flags = _flags(base, other)
     out = []
@@ -267,11 +279,7 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
         during = f"a {long_tokens / 1000:g}K-token prefill" if long_tokens else "a long prefill"
         mark = ""
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not flags:
-            mark = noise.distribution_verdict(
-                _d(_d(base.summary.get("metrics")).get("short_insert_ttft_s")),
-                _d(_d(other.summary.get("metrics")).get("short_insert_ttft_s")),
-                False,
-            ).mark
+            mark = _stress_mark(base, other, "short_insert_ttft_s")
         elif flags:
             mark = trust.MARK
         out.append(
