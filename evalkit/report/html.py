@@ -11,6 +11,7 @@ so in one line (`plotly_missing`).
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +46,7 @@ def _div(fig: Any, div_id: str) -> str:
     )
 
 
+@functools.cache  # a pure function of the installed plotly: compressed once a process (0.4 s)
 def plotly_bundle() -> str:
     """Plotly's own bundle, gzip-compressed (mtime 0: the same bytes every time) and base64-encoded: 4.8 MB of
     script in under 2 MB of page, unpacked in the browser (DecompressionStream) with no network."""
