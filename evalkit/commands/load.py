@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.commands.load_shaping import add_shaping_arguments, check_shaping, plan_fields, shaping_options
 from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
@@ -46,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--arrivals",
         choices=ARRIVALS,
         default="constant",
-        help="open loop: evenly spaced, or Poisson gaps drawn from the seed (default constant)",
+        help="open loop: evenly spaced, Poisson or gamma (--burstiness) gaps drawn from the seed (default constant)",
     )
     g.add_argument("--requests", type=positive_int, help="measured requests per point (default 50 unless --duration)")
     g.add_argument("--duration", type=positive_float, help="measured seconds per point, instead of --requests")
@@ -89,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.1,
         help="rate search: stop when the bracket is this fraction of the rate (default 0.1)",
     )
+    add_shaping_arguments(p)
 
 
 def _mode(args: argparse.Namespace) -> tuple[str, float]:
@@ -118,6 +120,7 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
         raise UsageError("--token-scale must be positive")
     if args.prefix_tokens < 0 or (args.warmup is not None and args.warmup < 0):
         raise UsageError("--prefix-tokens and --warmup cannot be negative")
+    check_shaping(args, mode)
 
 
 def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> PointPlan:
@@ -126,14 +129,15 @@ def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> Poin
     else:
         warmup = int(spec.load) if spec.mode == "concurrency" else max(2, math.ceil(spec.load))
     measured = None if args.duration is not None else (args.requests or 50)
+    fields: dict[str, Any] = {"measured": measured, **plan_fields(args)}
     return PointPlan(
         seed=args.seed,
         spec=spec,
         workload=workload,
         warmup=warmup,
-        measured=measured,
         duration_s=args.duration,
         arrivals=args.arrivals,
+        **fields,
     )
 
 
@@ -175,6 +179,7 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
         "timeout_s": args.timeout_s,
         "search_max": args.search_max,
         "resolution": args.resolution,
+        **shaping_options(args),
     }
 
 
@@ -212,6 +217,8 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
                         "finished": utc_now_iso(),
                         "valid": m["valid"],
                         "invalid_reasons": m["invalid_reasons"],
+                        "measured_requests": len(point.measured()),
+                        "stopped_on_precision": point.stopped_early,
                     },
                 )
             verdict = judge_point(reps, targets)

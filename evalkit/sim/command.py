@@ -139,6 +139,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="answer wrong whenever the batch holds more than one request",
     )
+    f.add_argument(
+        "--wrong-when-batched-rate",
+        type=fraction,
+        help="capability answers go wrong with this probability when the batch holds another request (default 0)",
+    )
     q = p.add_argument_group("real servers' quirks (for evalkit check and the client's fallbacks)")
     q.add_argument(
         "--uuid-request-ids",
@@ -314,7 +319,7 @@ def _check(s: SimSettings) -> None:
     for name, v in positive.items():
         if v <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    for name in ("accuracy", "fail_rate", "disconnect_rate", "stall_rate"):
+    for name in ("accuracy", "fail_rate", "disconnect_rate", "stall_rate", "wrong_when_batched_rate"):
         v = getattr(s, name)
         if not 0.0 <= v <= 1.0:
             raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")
