@@ -114,7 +114,8 @@ def question_changes(base: LabelledRun, other: LabelledRun) -> list[QuestionChan
     return sorted(out, key=lambda c: (rank.get(c.dataset, 99), c.change, c.qid))
 
 
-def _paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> noise.NoiseVerdict:
+def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> noise.NoiseVerdict:
+    """McNemar marks for two runs' per-question scores (the capability report's and `--under-load`'s)."""
     # McNemar's exact test on per-question means: with one sample a question it is the classic test; with
     # repeats it is the sign test of the questions whose mean moved.
     common = [q for q in a if q in b]
@@ -174,7 +175,7 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                     mine = [
                         {q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds} for x in (scores[0], sc)
                     ]
-                    text += f" {_paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
+                    text += f" {paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
             cells.append(text + _ambiguous_note(entry))
         rows.append((ds, cells))
     rows.append(("unparsed / truncated / error", [_outcome_counts(r.summary.get("total") or {}) for r in group]))
