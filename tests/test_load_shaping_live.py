@@ -61,7 +61,9 @@ def test_gamma_sends_follow_the_seeded_schedule(sim: SimProcess, tmp_path: Path)
 def test_rate_with_a_concurrency_cap_never_exceeds_it(sim: SimProcess, tmp_path: Path) -> None:
     run = load(sim, tmp_path, "capped", "--rate", "40", "--max-concurrency", "1", "--requests", "15", "--warmup", "0")
     got = lines(run)
-    ev = sorted((e for e in sim.events() if e["request_id"] in {r["request_id"] for r in got}), key=lambda e: e["arrived"])
+    ev = sorted(
+        (e for e in sim.events() if e["request_id"] in {r["request_id"] for r in got}), key=lambda e: e["arrived"]
+    )
     assert len(ev) == 15
     for a, b in zip(ev, ev[1:]):
         assert b["arrived"] >= a["done"] - 0.002, (a, b)  # the next goes only once the one before has ended
@@ -97,9 +99,21 @@ def test_first_answer_token_equals_the_sims_truth(fmt: str, tmp_path: Path) -> N
         ev = {e["request_id"]: e for e in sim.events()}
         bench = (
             evalkit(
-                "bench", "--base-url", sim.base_url, "--out", str(tmp_path), "--name", "b", "--no-metrics",
-                "--runs", "1", "--max-tokens", "200", "--concurrency", "1",
-            )  # fmt: skip
+                "bench",
+                "--base-url",
+                sim.base_url,
+                "--out",
+                str(tmp_path),
+                "--name",
+                "b",
+                "--no-metrics",
+                "--runs",
+                "1",
+                "--max-tokens",
+                "200",
+                "--concurrency",
+                "1",
+            )
             if fmt == "reasoning_content"
             else None
         )

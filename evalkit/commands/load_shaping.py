@@ -87,7 +87,9 @@ def check_shaping(args: argparse.Namespace, mode: str) -> None:
         parse_moe(args.target_moe)
         check_metric(args.moe_metric)
         if args.requests is not None or args.duration is not None or args.stages is not None:
-            raise UsageError("--target-moe sets the count: give --min-requests/--max-requests, not --requests/--duration")
+            raise UsageError(
+                "--target-moe sets the count: give --min-requests/--max-requests, not --requests/--duration"
+            )
         if args.min_requests > args.max_requests:
             raise UsageError("--min-requests is above --max-requests")
 
@@ -96,7 +98,9 @@ def precision(args: argparse.Namespace) -> PrecisionStop | None:
     """The precision stop the flags ask for."""
     if args.target_moe is None:
         return None
-    return PrecisionStop(parse_moe(args.target_moe), check_metric(args.moe_metric), args.min_requests, args.max_requests)
+    return PrecisionStop(
+        parse_moe(args.target_moe), check_metric(args.moe_metric), args.min_requests, args.max_requests
+    )
 
 
 def plan_fields(args: argparse.Namespace) -> dict[str, Any]:

@@ -150,11 +150,7 @@ class LoadRunner:
             phase = plan.phase(req.index)
             if phase == "measured" and point.precise_enough():
                 break
-            tasks.append(
-                asyncio.ensure_future(
-                    self._send(point, req, phase, at, stage=stage if plan.stages else None)
-                )
-            )
+            tasks.append(asyncio.ensure_future(self._send(point, req, phase, at, stage=stage if plan.stages else None)))
         await asyncio.gather(*tasks)
 
     async def _closed_loop(self, point: PointRun) -> None:

@@ -3,8 +3,9 @@
 Open-loop send times are offsets from the point's start on one absolute timeline (evalkit/load/arrivals.py:
 constant spacing 1/R, Poisson or gamma gaps drawn from the seed, bursts, a linear ramp-up, or stages), so a client
 that is late for one request is not late for the next: nothing drifts. Caps on requests in flight or in prefill
-(`max_concurrency`, `max_prefill`) hold a send back until a slot frees; the runner records that wait apart. A point is named by its key `<seed>:<mode>:<load>:<repeat>`; the same key gives the same plan, and
-`render_plan` prints it byte for byte the same (what `--dry-run` shows).
+(`max_concurrency`, `max_prefill`) hold a send back until a slot frees; the runner records that wait apart. A
+point is named by its key `<seed>:<mode>:<load>:<repeat>`; the same key gives the same plan, and `render_plan`
+prints it byte for byte the same (what `--dry-run` shows).
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ class PointPlan:
         if self.spec.mode != "rate":
             return []
         gaps = GapProcess(self.arrivals, self.burstiness, self.burst_size)
-        profile = stages_profile(list(self.stages)) if self.stages else RateProfile.constant(self.spec.load, self.ramp_up_s)
+        profile = (
+            stages_profile(list(self.stages)) if self.stages else RateProfile.constant(self.spec.load, self.ramp_up_s)
+        )
         out: list[tuple[float, int]] = []
         measured_start: float | None = None
         for i, (t, stage) in enumerate(send_times(profile, gaps, self.spec.key(self.seed))):

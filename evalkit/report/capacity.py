@@ -137,11 +137,7 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
                 [
                     _f(m["ttft_s"]["p50"]),
                     ttft99,
-                    *(
-                        [f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"]
-                        if reasoned
-                        else []
-                    ),
+                    *([f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"] if reasoned else []),
                     _f(m["itl_ms"]["p99"]),
                     _f(m["e2e_s"]["p99"]),
                     _f(m["goodput_rps"]),

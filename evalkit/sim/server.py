@@ -212,14 +212,16 @@ class SimServer:
                 correct = True
                 if question.kind == "capability":
                     correct = unit_draw(self.s.seed, question.qid + _sample_key(body), "wrong") >= 1.0 - self.s.accuracy
-                if self.s.wrong_when_batched and batched:
+                # The rate's draw is apart from the accuracy draw, so the same question at idle stays as it was.
+                if (self.s.wrong_when_batched and batched) or (
+                    batched
+                    and question.kind == "capability"
+                    and correct
+                    and unit_draw(self.s.seed, question.qid + _sample_key(body), "batched")
+                    < self.s.wrong_when_batched_rate
+                ):
                     correct = False
                     trace.fault = trace.fault or "wrong_when_batched"
-                elif batched and question.kind == "capability" and self.s.wrong_when_batched_rate > 0 and correct:
-                    # Drawn apart from the accuracy draw, so the same question at idle stays as it was.
-                    if unit_draw(self.s.seed, question.qid + _sample_key(body), "batched") < self.s.wrong_when_batched_rate:
-                        correct = False
-                        trace.fault = trace.fault or "wrong_when_batched"
                 trace.intended_correct = correct
                 answer = answer_text(question, correct, self.s.seed)
             return build_output(
