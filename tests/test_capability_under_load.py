@@ -109,3 +109,18 @@ def test_load_spec_from_toml(tmp_path: Path) -> None:
     s = parse_load_spec(str(f))
     assert (s.mode, s.load, s.arrivals, s.burstiness, s.max_prefill) == ("rate", 2.5, "gamma", 0.5, 2)
     assert parse_load_spec("concurrency=3, output_tokens=10:20").workload().output_tokens.hi == 20
+    example = Path(__file__).resolve().parent.parent / "examples" / "under-load.toml"
+    assert parse_load_spec(str(example)).max_concurrency == 8
+
+
+def test_report_shows_answers_under_load(runs: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    cmd = [sys.executable, "-m", "evalkit", "report", str(runs["degraded"][0]), str(runs["clean"][0]), "-o", str(out)]
+    r = subprocess.run([*cmd, "--labels", "degraded,clean"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = out.read_text()
+    assert "Answers under load" in text
+    row = next(x for x in text.splitlines() if x.startswith("| degraded") and "under load" not in x and "▼" in x)
+    lost = len(summary(runs["degraded"][0])["under_load"]["lost"])
+    assert f"{30 - lost}/30 ▼" in row and f"{lost} / 0" in row
+    assert any(x.startswith("| clean") and "30/30 ≈" in x for x in text.splitlines())

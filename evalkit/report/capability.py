@@ -346,7 +346,35 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
     out = []
     for mode, group in _modes(runs).items():
         out += score_tables(group, mode) + change_tables(group, mode) + answering_tables(group, mode)
-    return out
+    return out + under_load_tables(runs)
+
+
+def under_load_tables(runs: list[LabelledRun]) -> list[Table]:
+    """Runs with `--under-load`: the same questions idle and under load, per run (summary.json's `under_load`)."""
+    mine = [r for r in runs if isinstance(r.summary.get("under_load"), dict)]
+    if not mine:
+        return []
+
+    def cells(u: dict[str, Any]) -> list[str]:
+        bg = u.get("background") or {}
+        share, mif = u.get("changed_text_share"), bg.get("mean_in_flight")
+        return [
+            str((u.get("load") or {}).get("source") or "–"),
+            f"{u['idle']['correct']:g}/{u['idle']['total']}",
+            f"{u['loaded']['correct']:g}/{u['loaded']['total']} {u['mcnemar']['mark']}",
+            f"{len(u.get('lost') or [])} / {len(u.get('gained') or [])}",
+            "–" if share is None else f"{share:.0%}",
+            "–" if mif is None else f"{mif:.2f}",
+        ]
+
+    rows = [(r.label, cells(r.summary["under_load"])) for r in mine]
+    cols = ["load", "idle", "under load", "right→wrong / wrong→right", "answers changed", "background in flight"]
+    notes = [
+        "Each run asked its questions at idle, then again under its background load. Marks: McNemar's exact test "
+        f"on the paired questions ({noise.WORSE} worse beyond noise, {noise.WITHIN} within noise, {noise.BETTER} "
+        "better); answers changed counts any change of text; in flight is the background's mean over the pass."
+    ]
+    return [Table("capability-under-load", "Answers under load", cols, rows, notes, row_header="run")]
 
 
 def changed_lines(runs: list[LabelledRun]) -> list[dict[str, Any]]:
