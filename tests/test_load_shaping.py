@@ -142,3 +142,16 @@ def test_dry_run_shows_the_shaping(capsys: pytest.CaptureFixture[str]) -> None:
     offs = [float(x.split()[2]) for x in out.splitlines()[3:]]
     want = plan(rate=5.0, n=20, warmup=5, seed=42, arrivals="gamma", burstiness=0.5).send_offsets()
     assert offs == [round(t, 4) for t in want]
+
+
+def test_stress_reports_the_token_split_only_when_the_server_reasoned() -> None:
+    from evalkit_stress.metrics import compute_metrics
+
+    def line(reasoning: int, ttft: float, answer_at: float) -> dict[str, object]:
+        where = {"scenario": "short_insert", "role": "short", "cycle": 1, "status": "ok", "t_sent": 0.0, "t_done": 1.0}
+        return {**where, "ttft_s": ttft, "ttft_answer_s": answer_at, "reasoning_tokens": reasoning, "answer_tokens": 5}
+
+    plain = compute_metrics([line(0, 0.1, 0.1)])
+    assert "reasoning_tokens" not in plain and "short_insert_ttft_answer_s" not in plain
+    m = compute_metrics([line(40, 0.1, 0.5), line(60, 0.2, 0.9)])
+    assert m["short_insert_ttft_answer_s"]["max"] == 0.9 and m["reasoning_tokens"]["max"] == 60
