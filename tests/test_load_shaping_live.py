@@ -73,6 +73,25 @@ def test_rate_with_a_concurrency_cap_never_exceeds_it(sim: SimProcess, tmp_path:
     assert p["metrics"]["cap_wait_s"]["n"] == 15 and p["valid"], p["per_repeat"][0]["invalid_reasons"]
 
 
+def test_prefill_cap_and_stages(sim: SimProcess, tmp_path: Path) -> None:
+    # 2000-token prompts prefill in 1 s of the sim's time (50 ms here): with one in prefill at a time, each is sent
+    # only once the one before has its first token.
+    flags = ["--rate", "40", "--max-prefill", "1", "--requests", "6", "--warmup", "0", "--prompt-tokens", "2000"]
+    got = lines(load(sim, tmp_path, "prefill", *flags, "--output-tokens", "10", "--token-scale", "1"))
+    ev = sorted(
+        (e for e in sim.events() if e["request_id"] in {r["request_id"] for r in got}), key=lambda e: e["arrived"]
+    )
+    assert len(ev) == 6
+    for a, b in zip(ev, ev[1:]):
+        assert b["arrived"] >= a["first_token"] - 0.002, (a, b)
+    run = load(sim, tmp_path, "stages", "--stages", "20:0.5,40:0.5", "--warmup", "0", "--output-tokens", "10")
+    staged = lines(run)
+    assert sorted(sum(1 for r in staged if r["stage"] == k) for k in (0, 1)) == [10, 20]
+    st = json.loads((run / "summary.json").read_text())["points"][0]["stages"]
+    assert [x["requests"] for x in st] == [10, 20] and [x["rate"] for x in st] == [20.0, 40.0]
+    assert abs(st[1]["metrics"]["scheduled_rate"] / 40.0 - 1) < 0.01
+
+
 def test_target_moe_stops_tight_early_and_wide_at_the_maximum(sim: SimProcess, tmp_path: Path) -> None:
     moe = ["--concurrency", "1", "--warmup", "1", "--target-moe", "10%", "--moe-metric", "e2e_p50"]
     moe += ["--min-requests", "20", "--max-requests", "40", "--prompt-tokens", "20"]

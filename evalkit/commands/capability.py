@@ -318,5 +318,7 @@ async def _live(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit capability`."""
     if args.replay is not None:
+        if args.under_load is not None:
+            raise UsageError("--under-load asks a live server; it does not go with --replay")
         return _replay(args)
     return asyncio.run(_live(args))

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.commands.load_shaping import add_shaping_arguments, check_shaping, plan_fields, shaping_options
+from evalkit.commands.load_shaping import (
+    add_shaping_arguments,
+    check_shaping,
+    plan_fields,
+    shaping_options,
+    stage_rate,
+)
 from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
@@ -143,6 +149,7 @@ def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> Poin
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit load` (or print the first point's plan with `--dry-run`)."""
+    stage_rate(args)
     mode, load = _mode(args)
     _check(args, mode, load)
     targets = [parse_target(s) for s in args.slo]
@@ -276,14 +283,19 @@ def _table(s: dict[str, Any]) -> str:
         "meets",
         "valid",
     ]
+    reasoned = any((p["metrics"].get("reasoning_tokens") or {}).get("max") for p in s["points"])
+    if reasoned:
+        head.insert(2, "answer ttft p50/p99 s")
     rows = [head]
     for p in s["points"]:
         m = p["metrics"]
         late = m["send_lateness_s"]["p95"]
+        answer = [f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"] if reasoned else []
         rows.append(
             [
                 p["label"],
                 f"{_f(m['ttft_s']['p50'])}/{_f(m['ttft_s']['p99'])}",
+                *answer,
                 _f(m["itl_ms"]["p99"]),
                 _f(m["e2e_s"]["p99"]),
                 _f(m["goodput_rps"]),

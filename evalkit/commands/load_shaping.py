@@ -62,6 +62,12 @@ def add_shaping_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--max-requests", type=positive_int, default=1000, help="--target-moe: at most this many (1000)")
 
 
+def stage_rate(args: argparse.Namespace) -> None:
+    """`--stages` alone names an open-loop point: its rate is then the stages' highest (the point's label)."""
+    if args.stages is not None and args.rate is None and args.concurrency is None and not args.search:
+        args.rate = max(st.rate for st in parse_stages(args.stages))
+
+
 def check_shaping(args: argparse.Namespace, mode: str) -> None:
     """Refuse combinations that make no sense, naming the flag."""
     rate_only = {
