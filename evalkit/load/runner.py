@@ -39,6 +39,7 @@ class PointRun:
     lines: list[dict[str, Any]] = field(default_factory=list)
     caps: SendCaps = field(init=False)
     stopped_early: bool = False  # the precision stop ended the measured phase before its maximum
+    _checked: int = -1  # measured lines when the precision stop was last checked
 
     def __post_init__(self) -> None:
         self.caps = SendCaps(self.plan.max_concurrency, self.plan.max_prefill)
@@ -48,7 +49,10 @@ class PointRun:
         stop = self.plan.precision
         if stop is None or self.stopped_early:
             return self.stopped_early
-        self.stopped_early = stop.reached(self.measured())
+        measured = self.measured()
+        if len(measured) != self._checked:  # the interval moves only when an answer comes in
+            self._checked = len(measured)
+            self.stopped_early = stop.reached(measured)
         return self.stopped_early
 
     def measured(self) -> list[dict[str, Any]]:

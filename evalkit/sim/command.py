@@ -38,8 +38,10 @@ answers: capability questions (GSM8K, MATH-500, MuSR, HumanEval+ from --data-dir
 profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 54K prefill ~40 s) and
   dual-2080ti-after (2 slots, 116/186 tok/s, yield every 1536-token chunk ~1.15 s, cancel aborting);
   strict-transformers: a strict OpenAI-only server like `transformers serve` (422 on unknown fields, no [DONE],
-  usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings). Flags given
-  explicitly override the profile.
+  usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings);
+  degrade-under-batch: 4 slots, a capability answer spoilt with probability 0.5 when another request shares its
+  batch (--wrong-when-batched-rate); reasoning: thinks before every answer unless the request turns it off.
+  Flags given explicitly override the profile.
 """
 
 
