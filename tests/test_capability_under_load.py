@@ -26,10 +26,10 @@ value = 1
 """
 
 
-def capability(base_url: str, out: Path, name: str, data_dir: Path) -> Path:
+def capability(base_url: str, out: Path, name: str, data_dir: Path, *extra: str) -> Path:
     cmd = [sys.executable, "-m", "evalkit", "capability", "--base-url", base_url, "--out", str(out), "--name", name]
     cmd += ["--no-metrics", "--thinking", "off", "--datasets", "gsm8k", "--limit", "30", "--data-dir", str(data_dir)]
-    r = subprocess.run([*cmd, "--under-load", LOAD], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([*cmd, "--under-load", LOAD, *extra], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "under load (" in r.stdout
     return Path(r.stdout.strip().splitlines()[-1])
@@ -89,6 +89,28 @@ def test_clean_server_is_within_noise(runs: dict[str, Any], tmp_path: Path) -> N
     assert u["mcnemar"]["mark"] == "≈" and u["no_worse_beyond_noise"]
     assert u["background"]["requests"] > 0 and u["background"]["foreground_overlapped_share"] == 1.0
     assert gate(run, tmp_path) == 0
+
+
+def test_idle_answers_from_an_earlier_run(runs: dict[str, Any], tmp_path: Path, data_dir: Path) -> None:
+    sim = start_sim(["--profile", "degrade-under-batch", "--time-scale", "50", "--data-dir", str(data_dir)])
+    try:
+        run = capability(sim.base_url, tmp_path, "vs-clean", data_dir, "--idle-run", str(runs["clean"][0]))
+        events = sim.events()
+    finally:
+        sim.stop()
+    u = summary(run)["under_load"]
+    assert u["idle_source"] == str(runs["clean"][0]) and not (run / "graded-idle.jsonl").exists()
+    spoilt = [e for e in events if e["fault"]]
+    assert len(u["lost"]) == len(spoilt) > 0 and u["idle"]["correct"] == 30
+    assert sum(1 for e in events if e["kind"] == "capability") == 30  # only the loaded pass was asked
+
+
+@pytest.mark.parametrize(
+    "flags", [["--idle-run", "."], ["--under-load", "concurrency=1", "--idle-run", "/nonexistent"]]
+)
+def test_idle_run_misuse_exits_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capability", "--thinking", "off", *flags, "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "--idle-run" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
