@@ -43,6 +43,11 @@ def quantile_ci(values: Sequence[float], q: float, level: float = LEVEL) -> tupl
     return xs[lo_rank - 1], xs[hi_rank - 1]
 
 
+def warm() -> None:
+    """Import scipy's binomial now: done lazily inside a running point it stalls the client for a second or more."""
+    from scipy.stats import binom  # noqa: F401 - imported for its side effect (the module loaded)
+
+
 def relative_moe(values: Sequence[float], q: float, level: float = LEVEL) -> float | None:
     """Half the interval's width over the percentile's estimate; None when there is no interval or the estimate is 0."""
     ci = quantile_ci(values, q, level)

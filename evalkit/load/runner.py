@@ -21,6 +21,7 @@ from typing import Any
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.clock import Clock
 from evalkit.load.caps import SendCaps
+from evalkit.load.precision import warm
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
 from evalkit.runs.outcomes import judge
@@ -80,6 +81,8 @@ class LoadRunner:
 
     async def run_point(self, point: PointRun) -> PointRun:
         """Run one repeat of one point to its end; returns it with its lines."""
+        if point.plan.precision is not None:
+            warm()  # the stop's interval needs scipy: loaded before the clock starts, not between two sends
         if point.plan.spec.mode == "rate":
             await self._open_loop(point)
         else:
