@@ -105,6 +105,35 @@ def test_idle_answers_from_an_earlier_run(runs: dict[str, Any], tmp_path: Path, 
     assert sum(1 for e in events if e["kind"] == "capability") == 30  # only the loaded pass was asked
 
 
+def test_trace_as_the_background_load(tmp_path: Path, data_dir: Path) -> None:
+    trace = Path(__file__).resolve().parent.parent / "examples" / "traces" / "synthetic-mooncake.jsonl"
+    sim = start_sim(["--time-scale", "50", "--data-dir", str(data_dir)])
+    try:
+        cmd = [sys.executable, "-m", "evalkit", "capability", "--base-url", sim.base_url, "--out", str(tmp_path)]
+        cmd += [
+            "--no-metrics",
+            "--thinking",
+            "off",
+            "--datasets",
+            "gsm8k",
+            "--limit",
+            "10",
+            "--data-dir",
+            str(data_dir),
+        ]
+        load = f"trace={trace},speedup=20,warmup_s=0.2"
+        r = subprocess.run([*cmd, "--name", "trace", "--under-load", load], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+    finally:
+        sim.stop()
+    u = summary(Path(r.stdout.strip().splitlines()[-1]))["under_load"]
+    assert u["load"]["trace"] == str(trace) and u["load"]["speedup"] == 20
+    bg = u["background"]
+    assert bg["requests"] > 0 and bg["errors"] == 0 and bg["wrong_answers"] == 0
+    # A trace has quiet spells: a graded question may run in one (the share says so), most do not.
+    assert bg["foreground_overlapped_share"] >= 0.5 and u["lost"] == [] and u["no_worse_beyond_noise"]
+
+
 @pytest.mark.parametrize(
     "flags", [["--idle-run", "."], ["--under-load", "concurrency=1", "--idle-run", "/nonexistent"]]
 )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.commands import load_workloads
 from evalkit.commands.load_shaping import (
     add_shaping_arguments,
     check_shaping,
@@ -96,6 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.1,
         help="rate search: stop when the bracket is this fraction of the rate (default 0.1)",
     )
+    load_workloads.add_arguments(p)  # --trace, --conversations, --shared-prefix (issue 31)
     add_shaping_arguments(p)
 
 
@@ -149,6 +151,8 @@ def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> Poin
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit load` (or print the first point's plan with `--dry-run`)."""
+    if load_workloads.wanted(args):
+        return load_workloads.run(args)
     stage_rate(args)
     mode, load = _mode(args)
     _check(args, mode, load)

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import math
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
@@ -20,7 +21,7 @@ from evalkit.clock import Clock
 from evalkit.load.arrivals import RateProfile, parse_stages, send_times, stages_profile
 from evalkit.load.caps import SendCaps
 from evalkit.load.load_spec import LoadSpec
-from evalkit.load.workload import build_request, shared_prefix
+from evalkit.load.workload import LoadRequest, build_request, shared_prefix
 from evalkit.runs.outcomes import judge
 
 BACKGROUND = "background.jsonl"
@@ -61,9 +62,9 @@ class BackgroundLoad:
         self._stop.set()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _one(self, scheduled: float) -> None:
+    async def _one(self, scheduled: float, req: LoadRequest | None = None) -> None:
         i = next(self._indices)
-        req = build_request(self._workload, self._prefix, self._key, i)
+        req = req or build_request(self._workload, self._prefix, self._key, i)
         ticket = await self._caps.enter(self.clock)
         if self._stop.is_set():
             ticket.leave()
@@ -96,24 +97,38 @@ class BackgroundLoad:
             await self._one(scheduled)
             scheduled = self.clock.now()
 
-    def _times(self) -> Iterator[float]:
-        """Send offsets for ever: a stage profile repeats end to end."""
+    def _times(self) -> Iterator[tuple[float, LoadRequest | None]]:
+        """(send offset, request or None for the next synthetic one) for ever: stages and traces repeat end to end."""
         s = self.spec
-        if s.stages:
+        if s.trace is not None:
+            from evalkit.load.trace import TraceOptions, read_trace, trace_plan
+
+            plan = trace_plan(
+                read_trace(Path(s.trace)),
+                TraceOptions(speedup=s.speedup, block_tokens=s.block_tokens, seed=s.seed),
+                s.token_scale,
+            )
+            offs = plan.send_offsets()
+            # One replay after another, the next starting one mean gap after the last send.
+            period = offs[-1] + (offs[-1] / (len(offs) - 1) if len(offs) > 1 and offs[-1] > 0 else 1.0)
+            for cycle in itertools.count():
+                for i, t in enumerate(offs):
+                    yield cycle * period + t, plan.request(i)
+        elif s.stages:
             stages = parse_stages(s.stages)
             profile = stages_profile(stages)
             for cycle in itertools.count():
                 base = cycle * profile.duration_s
                 for t, _ in send_times(profile, s.gaps(), f"{self._key}:{cycle}"):
-                    yield base + t
+                    yield base + t, None
         else:
             for t, _ in send_times(RateProfile.constant(float(s.rate or 1.0)), s.gaps(), self._key):
-                yield t
+                yield t, None
 
     async def _open_loop(self) -> None:
         start = self.clock.now()
         running: set[asyncio.Task[Any]] = set()
-        for off in self._times():
+        for off, req in self._times():
             at = start + off
             delay = at - self.clock.now()
             if delay > 0:
@@ -123,7 +138,7 @@ class BackgroundLoad:
                     pass
             if self._stop.is_set():
                 break
-            task = asyncio.ensure_future(self._one(at))
+            task = asyncio.ensure_future(self._one(at, req))
             running.add(task)
             task.add_done_callback(running.discard)
         await asyncio.gather(*running, return_exceptions=True)

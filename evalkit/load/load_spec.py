@@ -4,8 +4,9 @@ LOAD is either `key=value,...` or a TOML file (`.toml`, the keys at the top leve
 being `evalkit load`'s options with underscores: `concurrency` or `rate` (exactly one), `arrivals`
 (constant|poisson|gamma), `burstiness`, `burst_size`, `stages` (a rate profile, repeated while the load runs),
 `max_concurrency`, `max_prefill`, `prompt_tokens`, `output_tokens` (N or LO:HI), `prefix_tokens`, `token_scale`,
-`reasoning_room`, `seed`, `warmup_s` (seconds of load before the graded questions start, default 1). A trace file
-(`.jsonl`) is refused until trace replay is in this build.
+`reasoning_room`, `seed`, `warmup_s` (seconds of load before the graded questions start, default 1). A Mooncake
+trace (evalkit/load/trace.py) is a load too: LOAD a `.jsonl` file, or `trace=FILE` with `speedup` and
+`block_tokens`; it is replayed on its own timeline, end to end again for as long as the graded pass runs.
 """
 
 from __future__ import annotations
@@ -20,9 +21,18 @@ from evalkit.errors import UsageError
 from evalkit.load.arrivals import ARRIVALS, GapProcess, parse_stages
 from evalkit.load.workload import Lengths, Workload
 
-_INT = ("concurrency", "burst_size", "max_concurrency", "max_prefill", "prefix_tokens", "reasoning_room", "seed")
-_FLOAT = ("rate", "burstiness", "token_scale", "warmup_s")
-_TEXT = ("arrivals", "prompt_tokens", "output_tokens", "stages")
+_INT = (
+    "concurrency",
+    "burst_size",
+    "max_concurrency",
+    "max_prefill",
+    "prefix_tokens",
+    "reasoning_room",
+    "seed",
+    "block_tokens",
+)
+_FLOAT = ("rate", "burstiness", "token_scale", "warmup_s", "speedup")
+_TEXT = ("arrivals", "prompt_tokens", "output_tokens", "stages", "trace")
 KEYS = (*_INT, *_FLOAT, *_TEXT)
 
 
@@ -45,16 +55,23 @@ class LoadSpec:
     reasoning_room: int = 0
     seed: int = 42
     warmup_s: float = 1.0
+    trace: str | None = None  # a Mooncake trace replayed on its timeline instead of synthetic arrivals
+    speedup: float = 1.0
+    block_tokens: int = 512
     source: str = ""
 
     @property
     def mode(self) -> str:
-        """`concurrency` or `rate`."""
+        """`concurrency`, `rate` or `trace`."""
+        if self.trace is not None:
+            return "trace"
         return "concurrency" if self.concurrency is not None else "rate"
 
     @property
     def load(self) -> float:
-        """The streams or the rate (a stage profile's first rate)."""
+        """The streams or the rate (a stage profile's first rate; 0 for a trace, which sets its own)."""
+        if self.trace is not None:
+            return 0.0
         if self.concurrency is not None:
             return float(self.concurrency)
         return float(self.rate) if self.rate is not None else parse_stages(self.stages or "")[0].rate
@@ -103,10 +120,8 @@ def parse_load_spec(text: str) -> LoadSpec:
     raw: dict[str, Any]
     path = Path(text)
     if text.endswith(".jsonl"):
-        raise UsageError(
-            f"{where}: trace replay as a background load is not in this build yet (give a load spec or a TOML file)"
-        )
-    if text.endswith(".toml"):
+        raw = {"trace": text}
+    elif text.endswith(".toml"):
         if not path.is_file():
             raise UsageError(f"{where}: no such file")
         data = read_toml(path)
@@ -128,8 +143,14 @@ def parse_load_spec(text: str) -> LoadSpec:
 
 
 def _check(s: LoadSpec, where: str) -> None:
-    if (s.concurrency is None) == (s.rate is None and s.stages is None):
-        raise UsageError(f"{where}: give exactly one of concurrency or rate (or stages)")
+    given = [s.concurrency is not None, s.rate is not None or s.stages is not None, s.trace is not None]
+    if sum(given) != 1:
+        raise UsageError(f"{where}: give exactly one of concurrency, rate (or stages) or a trace")
+    if s.trace is not None:
+        if not Path(s.trace).is_file():
+            raise UsageError(f"{where}: trace file {s.trace} not found")
+        if s.speedup <= 0 or s.block_tokens < 1:
+            raise UsageError(f"{where}: speedup must be positive and block_tokens at least 1")
     if s.concurrency is not None and s.concurrency < 1:
         raise UsageError(f"{where}: concurrency must be at least 1")
     if s.rate is not None and s.rate <= 0:

@@ -145,11 +145,13 @@ class LoadRunner:
 
     async def _open_loop(self, point: PointRun) -> None:
         plan = point.plan
-        schedule = plan.send_schedule()
-        reqs = [plan.request(i) for i in range(len(schedule))]  # built before the clock starts
+        # send_offsets, not send_schedule: a plan may fix its own times (evalkit/load/trace.py's TracePlan).
+        offsets = plan.send_offsets()
+        stages = plan.send_stages() if plan.stages else [0] * len(offsets)
+        reqs = [plan.request(i) for i in range(len(offsets))]  # built before the clock starts
         start = self.clock.now() + _LEAD_S
         tasks = []
-        for req, (off, stage) in zip(reqs, schedule):
+        for req, off, stage in zip(reqs, offsets, stages):
             at = start + off
             delay = at - self.clock.now()
             if delay > 0:

@@ -106,6 +106,10 @@ class PointPlan:
         """Open loop: each request's send time from the point's start (warm-up included); closed loop: empty."""
         return [t for t, _ in self.send_schedule()]
 
+    def send_stages(self) -> list[int]:
+        """Open loop: the stage each request is sent in (all 0 without stages)."""
+        return [st for _, st in self.send_schedule()]
+
     @property
     def shaping(self) -> str:
         """The arrivals and caps in words, for the plan's header."""
