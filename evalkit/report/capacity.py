@@ -109,9 +109,11 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
     """One run's load points as rows; TTFT p99 marked against the first run at the same load."""
     s = run.summary
     rate = s.get("mode") == "rate"
+    reasoned = any((p["metrics"].get("reasoning_tokens") or {}).get("max") for p in s.get("points") or [])
     cols = [
         "ttft p50 s",
         "ttft p99 s",
+        *(["answer ttft p50/p99 s"] if reasoned else []),
         "itl p99 ms",
         "e2e p99 s",
         "goodput/s",
@@ -137,6 +139,7 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
                 [
                     _f(m["ttft_s"]["p50"]),
                     ttft99,
+                    *([f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"] if reasoned else []),
                     _f(m["itl_ms"]["p99"]),
                     _f(m["e2e_s"]["p99"]),
                     _f(m["goodput_rps"]),

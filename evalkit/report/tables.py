@@ -138,6 +138,17 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             row_header="prompt",
         )
     ]
+    answer_rows = _answer_rows(runs, prompts)
+    if answer_rows:
+        tables.append(
+            Table(
+                "bench-reasoning",
+                "First token and first answer token (after reasoning), s, and reasoning / answer tokens (medians)",
+                cols,
+                answer_rows,
+                row_header="prompt",
+            )
+        )
     if request_rows:
         tables.append(
             Table(
@@ -180,6 +191,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
 STRESS_SAMPLES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "short_insert_ttft_s": (("short_insert",), "short", "ttft_s"),
     "short_insert_done_s": (("short_insert",), "short", "t_done-t_sent"),
+    "short_insert_ttft_answer_s": (("short_insert",), "short", "ttft_answer_s"),
     "double_insert_ttft_s": (("double_insert",), "short", "ttft_s"),
     "post_cancel_ttft_s": (("cancel_then_short",), "short", "ttft_s"),
     "short_alone_ttft_s": (("short_baseline",), "short", "ttft_s"),
@@ -197,6 +209,26 @@ HEADLINE_STAT = {
     "gen_alone_tok_s": "p50",
     "effective_concurrency": "p50",
 }
+
+
+def _answer_rows(runs: list[LabelledRun], prompts: list[str]) -> list[tuple[str, list[str]]]:
+    """Bench rows of TTFT, time to the first answer token and the token split, when any run's server reasoned."""
+    if not any((_get(r.summary, "prompts", n) or {}).get("reasoning_tokens") for r in runs for n in prompts):
+        return []
+    rows = []
+    for name in prompts:
+        entries = [_get(r.summary, "prompts", name) or {} for r in runs]
+        rows.append(
+            (
+                name,
+                [
+                    f"{_num(e.get('ttft_s'), 3)} / {_num(e.get('ttft_answer_s'), 3)} s; "
+                    f"{_num(e.get('reasoning_tokens'), 0)} / {_num(e.get('answer_tokens'), 0)} tok"
+                    for e in entries
+                ],
+            )
+        )
+    return rows
 
 
 def _empty_cells(

@@ -226,7 +226,14 @@ class SimServer:
                 correct = True
                 if question.kind == "capability":
                     correct = unit_draw(self.s.seed, question.qid + _sample_key(body), "wrong") >= 1.0 - self.s.accuracy
-                if self.s.wrong_when_batched and batched:
+                # The rate's draw is apart from the accuracy draw, so the same question at idle stays as it was.
+                if (self.s.wrong_when_batched and batched) or (
+                    batched
+                    and question.kind == "capability"
+                    and correct
+                    and unit_draw(self.s.seed, question.qid + _sample_key(body), "batched")
+                    < self.s.wrong_when_batched_rate
+                ):
                     correct = False
                     trace.fault = trace.fault or "wrong_when_batched"
                 trace.intended_correct = correct
@@ -333,6 +340,7 @@ class SimServer:
         tail = '},"finish_reason":null}]}\n\n'
         keys = {"content": '"content":', "reasoning": f'"{field}":'}
 
+        streamed = 0  # tokens handed to the socket so far
         try:
             await resp.prepare(request)
             while True:
@@ -351,6 +359,10 @@ class SimServer:
                     chunk = f"data: {head}{keys[channel]}{json.dumps(text)}{tail}".encode()
                     if trace.first_token is None:
                         trace.first_token = self.clock.now()
+                    if streamed == (job.output.answer_from if job.output is not None else 0):
+                        trace.first_answer_token = self.clock.now()
+                        trace.reasoning_tokens = streamed
+                    streamed += 1
                     await resp.write(chunk)
                     trace.completion_tokens = job.emitted
                     if (

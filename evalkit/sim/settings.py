@@ -34,6 +34,9 @@ class SimSettings:
     stall_rate: float = 0.0
     stall_s: float = 5.0
     wrong_when_batched: bool = False
+    # Answers that degrade when busy (FastLLM on the H200): a capability answer goes wrong with this probability
+    # (drawn per question and sample, from --seed) whenever another request shares its batch.
+    wrong_when_batched_rate: float = 0.0
     default_max_tokens: int = 4096  # a request without max_tokens stops here at the latest
     filler_tokens: int = 200  # filler length when the request names no max_tokens
     profile: str | None = None

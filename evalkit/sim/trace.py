@@ -28,6 +28,10 @@ class RequestTrace:
     prefill_start: float | None = None
     prefill_done: float | None = None
     first_token: float | None = None
+    # The first token after the reasoning (tags included) went to the socket, and how many reasoning tokens came
+    # before it: the truth time-to-first-answer-token is checked against (streamed requests).
+    first_answer_token: float | None = None
+    reasoning_tokens: int = 0
     done: float | None = None
     cancelled: bool = False
     status: str = "running"  # running | ok | error | cancelled | disconnected | killed
