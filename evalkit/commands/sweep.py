@@ -4,6 +4,7 @@ it, stop it, and go on; `evalkit report SWEEP_DIR` and `evalkit gate SWEEP_DIR` 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import shlex
 import sys
 from pathlib import Path
@@ -11,18 +12,19 @@ from pathlib import Path
 from evalkit.cli import add_output_options
 from evalkit.config.argtypes import build_info
 from evalkit.errors import UsageError
-from evalkit.runs.sweepdir import DONE, FAILED, is_sweep_dir, read_state
+from evalkit.runs.sweepdir import DONE, is_sweep_dir, read_state
 from evalkit.sweep.lock import hold_sweep_dir
 from evalkit.sweep.points import expand
 from evalkit.sweep.runner import SweepPlan, evalkit_argv, merge_state, new_state, run_name, run_sweep
 from evalkit.sweep.sweep_file import load_sweep_file
 
 EPILOG = """exit codes:
-  0  every point ran (each command left a finished run; a command's own exit 1, e.g. wrong answers, is in its run)
+  0  every point this invocation ran (all, or those --only picks) completed: each command left a finished run
+     (a command's own exit 1, e.g. wrong answers, is recorded in the state and its run, not a point failure)
   1  a point failed: its server did not start or crashed, a reset call failed, or a command left no finished run
      (the sweep goes on to the next point; sweep-state.json and the report say why, with the log's last lines)
   2  bad usage or input: the sweep file (one line naming the key), a placeholder no value fills, a sweep directory
-     started with other points
+     holding a point of the same name with other parameters
 
 The sweep directory (--out/--name, default results/<sweep file's name>) holds sweep-state.json, the sweep file as
 it started, and points/<point>/<run>/ run directories. Started again with the same --name it keeps the finished
@@ -44,6 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="set a template value of the file's [vars] (e.g. model=/models/x.gguf); repeatable",
     )
+    p.add_argument(
+        "--only",
+        metavar="PATTERNS",
+        help="run only the points whose names match one of these comma-separated shell patterns (np2-*,np1-b512)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the points and their commands; start nothing")
     add_output_options(p)
 
@@ -61,6 +68,11 @@ def plan_from_args(args: argparse.Namespace) -> SweepPlan:
         raise UsageError(
             f"{args.file}: baseline {baseline!r} is not a point (points: {', '.join(p.name for p in points)})"
         )
+    if args.only:
+        patterns = [x.strip() for x in args.only.split(",") if x.strip()]
+        points = [p for p in points if any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)]
+        if baseline not in {p.name for p in points}:
+            raise UsageError(f"--only {args.only}: the baseline point {baseline} must be among the points run")
     name = args.name or sweep.name or args.file.stem
     return SweepPlan(sweep, args.file, name, baseline, points, overrides)
 
@@ -71,7 +83,8 @@ def _dry_run(plan: SweepPlan, sweep_dir: Path) -> int:
         params = " ".join(f"{k}={v}" for k, v in point.params.items()) or "(no parameters)"
         print(f"point {point.name}{mark}: {params}")
         print(f"  server: {shlex.join(plan.server_command(sweep_dir, point, 'PORT'))}")
-        log = Path(sweep_dir) / "points" / point.name / "server.log"
+        tag = "{run}" if plan.sweep.reset.between == "restart" else "all"
+        log = Path(sweep_dir) / "points" / point.name / f"server-{tag}.log"
         for run in plan.sweep.run:
             print(f"  {run_name(run)}: {shlex.join(evalkit_argv(plan, run, sweep_dir, point, 'PORT', log))}")
     print(f"reset between commands: {plan.sweep.reset.between}")
@@ -103,4 +116,5 @@ def run(args: argparse.Namespace) -> int:
         line = f"{rec.name}: {rec.status}" + (f": {rec.failure}" if rec.failure else "")
         print(line, flush=True)
     print(sweep_dir, flush=True)
-    return 0 if all(p.status == DONE for p in state.points) and not any(p.status == FAILED for p in state.points) else 1
+    ran = {p.name for p in plan.points}
+    return 0 if all(p.status == DONE for p in state.points if p.name in ran) else 1

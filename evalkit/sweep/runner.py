@@ -250,17 +250,19 @@ def new_state(plan: SweepPlan) -> SweepState:
 
 
 def merge_state(plan: SweepPlan, old: SweepState, where: Path) -> SweepState:
-    """The state to resume from: the old one, refused when the sweep file's points changed since it started."""
-    wanted = {p.name: p.params for p in plan.points}
-    had = {p.name: p.params for p in old.points}
-    if wanted != had:
-        diff = sorted(set(wanted) ^ set(had)) or sorted(k for k in wanted if wanted[k] != had.get(k))
+    """The state to resume from: the old one with the plan's new points added (a point of the same name must have
+    the same parameters; points the plan leaves out, e.g. by `--only`, are kept as they are)."""
+    had = {p.name: p for p in old.points}
+    changed = sorted(p.name for p in plan.points if p.name in had and had[p.name].params != p.params)
+    if changed:
         raise UsageError(
-            f"{where} was started with other points (differ: {', '.join(diff)}); give the sweep another --name"
+            f"{where} holds point(s) {', '.join(changed)} with other parameters; give the sweep another --name"
         )
     for rec in old.points:
         names = [c.name for c in rec.commands]
         rec.commands += [CommandRecord(run_name(r), r.command) for r in plan.sweep.run if run_name(r) not in names]
+    fresh = new_state(plan)
+    old.points += [p for p in fresh.points if p.name not in had]
     old.baseline = plan.baseline
     return old
 
