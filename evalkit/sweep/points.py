@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evalkit.errors import UsageError
-from evalkit.sweep.sweep_file import Scalar, SweepFile
+from evalkit.sweep.sweep_file import NamedPoint, Scalar, SweepFile
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
 
@@ -41,21 +41,19 @@ def expand(sweep: SweepFile) -> list[Point]:
     gives `KEYVALUE-...` names; neither gives one point named `default`."""
     keys = list(sweep.grid)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(sweep.grid[k] for k in keys))] if keys else []
-    named = list(sweep.point)
-    out: list[Point] = []
-    if not named and not combos:
+    if not sweep.point and not combos:
         return [Point("default", {})]
-    for p in named or [None]:
+    named: list[NamedPoint | None] = list(sweep.point) or [None]
+    out: list[Point] = []
+    for p in named:
         for combo in combos or [{}]:
             if p is not None:
                 clash = sorted(set(p.params) & set(combo))
                 if clash:
                     raise UsageError(f"point {p.name!r} sets {', '.join(clash)}, which the grid also varies")
             parts = ([p.name] if p is not None else []) + [_part(k, v) for k, v in combo.items()]
-            params = {
-                **{k: text(v) for k, v in combo.items()},
-                **({k: text(v) for k, v in p.params.items()} if p else {}),
-            }
+            own = {k: text(v) for k, v in p.params.items()} if p is not None else {}
+            params = {**{k: text(v) for k, v in combo.items()}, **own}
             out.append(Point("-".join(parts)[:128], params))
     names = [p.name for p in out]
     twice = sorted({n for n in names if names.count(n) > 1})

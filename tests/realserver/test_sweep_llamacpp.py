@@ -36,7 +36,10 @@ model = "model.gguf"
 extra = ""
 
 [server]
-command = "{llama_server} -m {model} --host 127.0.0.1 --port {port} --alias smollm2 --metrics --no-webui -t 2 -tb 2 -np {np} -c {ctx} -b 128 -ub 128 {extra}"
+command = [
+    "{llama_server}", "-m", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--alias", "smollm2", "--metrics",
+    "--no-webui", "-t", "2", "-tb", "2", "-np", "{np}", "-c", "{ctx}", "-b", "128", "-ub", "128", "{extra}",
+]
 start_timeout_s = 60
 
 [reset]
