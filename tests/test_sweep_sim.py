@@ -192,3 +192,52 @@ def test_every_example_sweep_file_is_valid(example: str, capsys: pytest.CaptureF
     """The examples in examples/sweeps/ validate and expand: --dry-run prints their points."""
     assert main(["sweep", str(EXAMPLES / example), "--dry-run"]) == 0
     assert capsys.readouterr().out.count("(baseline)") == 1
+
+
+HALF = f"""
+name = "half"
+[server]
+command = ["{{python}}", "-m", "evalkit", "sim", "--port", "{{port}}", "--time-scale", "{TIME_SCALE}"]
+[reset]
+between = "none"
+[[run]]
+command = "bench"
+args = ["--runs", "1", "--max-tokens", "16", "--warmup", "0"]
+[[run]]
+command = "stress"
+args = ["--cycles", "2", "--seed", "7", "--long-tokens", "8000", "--time-scale", "{TIME_SCALE}", "--no-progress"]
+"""
+
+
+def test_a_killed_sweep_stops_its_server_and_resumes_the_half_run_point(tmp_path: Path) -> None:
+    """SIGTERM during the second command: the sweep stops the point's server (its port closes) and exits 130; started
+    again it keeps the finished bench run and resumes the stress run in the same run directory."""
+    import re
+    import signal
+    import socket
+    import time
+
+    (tmp_path / "sweep.toml").write_text(HALF)
+    cmd = [sys.executable, "-m", "evalkit", "sweep", "sweep.toml", "--out", "out"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = ""
+    while "evalkit stress" not in seen:
+        line = proc.stderr.readline()
+        assert line, seen
+        seen += line
+    time.sleep(1.0)  # inside the stress run
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 130, seen + rest
+    port = int(re.search(r"--port (\d+)", seen).group(1))  # type: ignore[union-attr]  # the sweep printed it
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, "the point's server still listens"
+    state = json.loads((tmp_path / "out" / "half" / "sweep-state.json").read_text())
+    assert state["points"][0]["status"] == "running"
+    again = evalkit("sweep", "sweep.toml", "--out", "out", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "point default: bench finished earlier, kept" in again.stderr
+    manifest = json.loads((tmp_path / "out" / "half" / "points" / "default" / "stress" / "manifest.json").read_text())
+    assert manifest["resumes"], manifest  # the cut-off stress run resumed, not started over
+    assert json.loads((tmp_path / "out" / "half" / "sweep-state.json").read_text())["points"][0]["status"] == "done"

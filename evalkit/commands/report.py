@@ -63,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
     """Run `evalkit report`."""
     if not args.runs and not args.bisect_log:
         raise UsageError("give at least one run directory or --bisect-log")
-    if len(args.runs) == 1 and is_sweep_dir(args.runs[0]):
+    if any(is_sweep_dir(r) for r in args.runs):
+        if len(args.runs) > 1 or args.labels or args.bisect_log or args.changed_only:
+            raise UsageError(
+                "a sweep directory is reported alone (its points are the columns): "
+                "no other runs, --labels, --bisect-log or --changed-only"
+            )
         return _sweep_report(args)
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
     loaded = load_runs(args.runs)

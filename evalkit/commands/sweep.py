@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import shlex
+import signal
 import sys
 from pathlib import Path
 
 from evalkit.cli import add_output_options
-from evalkit.config.argtypes import build_info
 from evalkit.errors import UsageError
 from evalkit.runs.sweepdir import DONE, is_sweep_dir, read_state
 from evalkit.sweep.lock import hold_sweep_dir
@@ -32,6 +32,18 @@ points and resumes a half-run one. See docs/sweep.md.
 """
 
 
+def key_value(text: str) -> str:
+    """`--set`: KEY=VALUE."""
+    if "=" not in text or not text.split("=", 1)[0].strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: write KEY=VALUE, e.g. model=/models/x.gguf")
+    return text
+
+
+def _stop_on_term(signum: int, frame: object) -> None:
+    # SIGTERM (a CI timeout, `timeout`) ends the sweep as Ctrl-C does: the point's server is stopped on the way out.
+    raise KeyboardInterrupt
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit sweep`."""
     p.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -42,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="overrides",
         action="append",
         default=[],
-        type=build_info,
+        type=key_value,
         metavar="KEY=VALUE",
         help="set a template value of the file's [vars] (e.g. model=/models/x.gguf); repeatable",
     )
@@ -58,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def plan_from_args(args: argparse.Namespace) -> SweepPlan:
     """The validated sweep file, its points and the run's overrides."""
     sweep = load_sweep_file(args.file)
-    overrides = dict(item.split("=", 1) for item in args.overrides)
+    overrides = dict(tuple(item.split("=", 1)) for item in args.overrides)
     unknown = sorted(set(overrides) - set(sweep.vars))
     if unknown:
         raise UsageError(f"--set {unknown[0]}: the sweep file's [vars] has no such key ({', '.join(sweep.vars)})")
@@ -100,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if sweep_dir.exists() and any(sweep_dir.iterdir()) and not is_sweep_dir(sweep_dir):
         raise UsageError(f"{sweep_dir} exists and is not a sweep directory; pick another --name")
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _stop_on_term)
     with hold_sweep_dir(sweep_dir):
         if is_sweep_dir(sweep_dir):
             state = merge_state(plan, read_state(sweep_dir), sweep_dir)
