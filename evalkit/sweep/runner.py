@@ -231,7 +231,8 @@ class _PointRun:
                     return
         finally:
             self.stop()
-        broken = [c for c in self.rec.commands if c.failure]
+        wanted = {run_name(r) for r in self.plan.sweep.run}
+        broken = [c for c in self.rec.commands if c.failure and c.name in wanted]
         if broken:
             self.fail(f"{broken[0].name}: {broken[0].failure}", [])
             return
