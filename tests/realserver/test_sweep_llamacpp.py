@@ -1,10 +1,11 @@
 """`evalkit sweep` over a real CPU llama-server (SmolLM2-135M): `-np 1` and `-np 2` with a point between them whose
 command fails (an unknown flag). Each point runs a tiny bench and one stress cycle; the report has one column per
-point, each point's cancel verdict agrees with its own server log (`compare-log`), the failed point is reported and
-the next one runs, and a second invocation keeps the finished points.
+point, each point's cancel verdict agrees with its own server log (llama.cpp's cancel and release lines), the failed
+point is reported and the next one runs, and a second invocation keeps the finished points.
 
-Sizes are tiny (500-token long prompts, 8-token bench, 24-token generations) so the sweep takes well under a
-minute on 2 cores; `-b 128` lets a cancel stop a prefill at a batch boundary.
+Sizes are tiny (500-token long prompts, 8-token bench, 24-token generations, the built-in cycle with its insert and
+cancel times brought inside such a prefill) so that the sweep takes about a minute on 2 idle cores (2-4 minutes were
+seen on a box shared with five other test runs); `-b 128` lets a cancel stop a prefill at a batch boundary.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ baseline = "np1"
 [vars]
 llama_server = "llama-server"
 model = "model.gguf"
+scenario = "cycle.toml"
 extra = ""
 
 [server]
@@ -63,8 +65,72 @@ args = ["--runs", "1", "--max-tokens", "8", "--warmup", "0", "--concurrency", "2
 
 [[run]]
 command = "stress"
-args = ["--cycles", "1", "--seed", "42", "--long-tokens", "500", "--long-max-tokens", "4", "--short-max-tokens", "8",
-        "--gen-tokens", "24", "--no-progress"]
+args = ["--scenario", "{scenario}", "--cycles", "1", "--seed", "42", "--long-tokens", "500", "--long-max-tokens", "4",
+        "--short-max-tokens", "8", "--gen-tokens", "24", "--no-progress"]
+"""
+
+
+# The built-in cycle (prompts/stress/default-cycle.toml) with its insert and cancel times brought inside a 500-token
+# prefill (2.6 s on 2 idle cores; the built-in cancel comes 1-4 s in, after such a prefill has ended).
+CYCLE = """
+[[scenario]]
+name = "long_alone"
+  [[scenario.request]]
+  id = "long"
+  prompt = "long"
+
+[[scenario]]
+name = "short_insert"
+  [[scenario.request]]
+  id = "long"
+  prompt = "long"
+  [[scenario.request]]
+  id = "short"
+  prompt = "short"
+  send = { offset = [0.3, 0.8] }
+
+[[scenario]]
+name = "double_insert"
+  [[scenario.request]]
+  id = "long"
+  prompt = "long"
+  [[scenario.request]]
+  id = "short"
+  prompt = "short"
+  repeat = 2
+  send = { offset = [0.3, 0.8] }
+
+[[scenario]]
+name = "cancel_then_short"
+  [[scenario.request]]
+  id = "long"
+  prompt = "long"
+  cancel = { offset = [0.5, 1.0] }
+  [[scenario.request]]
+  id = "short"
+  prompt = "short"
+  send = { after = "long", on = "done" }
+
+[[scenario]]
+name = "concurrent_gen"
+  [[scenario.request]]
+  id = "pair1"
+  role = "gen_pair"
+  prompt = "count"
+  [[scenario.request]]
+  id = "pair2"
+  role = "gen_pair"
+  prompt = "count"
+  [[scenario.request]]
+  id = "solo1"
+  role = "gen_solo"
+  same_as = "pair1"
+  send = { after = ["pair1", "pair2"], on = "done" }
+  [[scenario.request]]
+  id = "solo2"
+  role = "gen_solo"
+  same_as = "pair2"
+  send = { after = "solo1", on = "done" }
 """
 
 
@@ -92,7 +158,9 @@ def cpu_sweep(provisioned: Provisioned, tmp_path_factory: pytest.TempPathFactory
     """The sweep run once (and a second time, to resume)."""
     tmp = tmp_path_factory.mktemp("sweep-llamacpp")
     (tmp / "sweep.toml").write_text(SWEEP)
+    (tmp / "cycle.toml").write_text(CYCLE)
     sets = ["--set", f"llama_server={provisioned.binary}", "--set", f"model={provisioned.model}"]
+    sets += ["--set", f"scenario={tmp / 'cycle.toml'}"]
     first = run_evalkit(["sweep", "sweep.toml", "--out", "out", *sets], cwd=tmp, timeout_s=300)
     sweep_dir = tmp / "out" / "cpu-np"
     report = run_evalkit(["report", str(sweep_dir), "-o", str(tmp / "report.md")], cwd=tmp)
