@@ -199,7 +199,8 @@ name = "half"
 [server]
 command = ["{{python}}", "-m", "evalkit", "sim", "--port", "{{port}}", "--time-scale", "{TIME_SCALE}"]
 [reset]
-between = "none"
+between = "http"
+calls = [{{ method = "POST", path = "/sim/reset" }}]
 [[run]]
 command = "bench"
 args = ["--runs", "1", "--max-tokens", "16", "--warmup", "0"]
@@ -241,3 +242,19 @@ def test_a_killed_sweep_stops_its_server_and_resumes_the_half_run_point(tmp_path
     manifest = json.loads((tmp_path / "out" / "half" / "points" / "default" / "stress" / "manifest.json").read_text())
     assert manifest["resumes"], manifest  # the cut-off stress run resumed, not started over
     assert json.loads((tmp_path / "out" / "half" / "sweep-state.json").read_text())["points"][0]["status"] == "done"
+
+
+def test_a_reset_call_the_server_refuses_fails_the_point(tmp_path: Path) -> None:
+    """between = "http": a cache-clearing call that does not answer 2xx fails the point, naming the call."""
+    bench = '[[run]]\nname = "{}"\ncommand = "bench"\nargs = ["--runs", "1", "--max-tokens", "8", "--warmup", "0"]\n'
+    (tmp_path / "sweep.toml").write_text(
+        "[server]\n"
+        'command = ["{python}", "-m", "evalkit", "sim", "--port", "{port}", "--time-scale", "40"]\n'
+        '[reset]\nbetween = "http"\ncalls = [{ method = "POST", path = "/no/such/reset" }]\n'
+        + bench.format("first")
+        + bench.format("second")
+    )
+    swept = evalkit("sweep", "sweep.toml", "--out", "out", cwd=tmp_path)
+    assert swept.returncode == 1, swept.stderr
+    assert "default: failed: reset POST /no/such/reset answered HTTP 404" in swept.stdout, swept.stdout
+    assert (tmp_path / "out" / "sweep" / "points" / "default" / "first" / "summary.json").is_file()
