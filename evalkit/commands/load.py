@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.commands import load_workloads
 from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
@@ -89,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.1,
         help="rate search: stop when the bracket is this fraction of the rate (default 0.1)",
     )
+    load_workloads.add_arguments(p)  # --trace, --conversations, --shared-prefix (issue 31)
 
 
 def _mode(args: argparse.Namespace) -> tuple[str, float]:
@@ -139,6 +141,8 @@ def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> Poin
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit load` (or print the first point's plan with `--dry-run`)."""
+    if load_workloads.wanted(args):
+        return load_workloads.run(args)
     mode, load = _mode(args)
     _check(args, mode, load)
     targets = [parse_target(s) for s in args.slo]

@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write the capability questions that changed against the first run, one JSON line each",
     )
     p.add_argument(
+        "--no-html", dest="html", action="store_false", help="write report.md only, no report.html beside it"
+    )
+    p.add_argument(
         "--noise-floor",
         type=nonneg_float,
         default=DEFAULT_NOISE_FLOOR,
@@ -84,6 +87,15 @@ def run(args: argparse.Namespace) -> int:
     resolved = getattr(args, "resolved_profile", None)
     key = resolved.api_key if resolved is not None else os.environ.get("OPENAI_API_KEY")
     out.write_text(scrub(render(context, args.template), (key,)), encoding="utf-8")
+    if args.html:
+        from evalkit.report.html import plotly_missing, write_html
+
+        missing = plotly_missing()
+        if missing:
+            sys.stderr.write(f"{missing}\n")
+        else:
+            page = write_html(context, runs, out.with_suffix(".html"), args.cycle, lambda t: scrub(t, (key,)))
+            sys.stderr.write(f"wrote {page}\n")
     if args.changed_only is not None:
         from evalkit.report.capability import write_changed_lines
 

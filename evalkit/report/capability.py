@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import noise
+from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 from evalkit.stats import median
 from evalkit_evals import registry
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
@@ -276,7 +277,7 @@ def _fmt_seconds(v: float | None) -> str:
     """Two decimals from 0.1 s up; below that three significant digits, so a 4 ms TTFT is not shown as 0.00."""
     if v is None:
         return "–"
-    return f"{v:.2f}" if v >= 0.1 else f"{v:.3g}"
+    return f"{v:.2f}" if v >= 0.1 else num(v)
 
 
 def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
@@ -320,6 +321,15 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             + "; TTFT and decode rate as the client saw them "
             "during the run (requests.jsonl), a free performance signal, not a benchmark."
         ]
+        conc = r.run.manifest.get("concurrency")
+        if isinstance(conc, int) and conc > 1:
+            notes.append(
+                f"{r.label} sent {conc} requests at once (--concurrency {conc}): each request's decode rate is "
+                "its share of a server serving them together, below one stream alone (bench)."
+            )
+        flagged = trust.flag_text(r)
+        if flagged:
+            notes.append(f"⚠ {flagged}: its TTFT and decode figures here are the client's, not the server's.")
         out.append(
             Table(
                 f"capability_answering_{mode}_{r.label}",

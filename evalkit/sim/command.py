@@ -40,6 +40,10 @@ profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 
   strict-transformers: a strict OpenAI-only server like `transformers serve` (422 on unknown fields, no [DONE],
   usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings). Flags given
   explicitly override the profile.
+
+prefix cache: --prefix-cache-blocks N keeps a block-hash LRU of N blocks of --prefix-block-tokens; a request's cached
+  leading blocks are not prefilled again (timings.cache_n, /sim/events cached_tokens); POST /reset_prefix_cache
+  empties it.
 """
 
 
@@ -278,6 +282,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)",
+    )
+    c = p.add_argument_group("prefix cache (hits per request in /sim/events as cached_tokens)")
+    c.add_argument(
+        "--prefix-cache-blocks",
+        type=nonneg_int,
+        metavar="N",
+        help="a block-hash prefix cache holding N blocks, least recently used evicted first; a hit shortens "
+        "the prefill and is reported as timings.cache_n (default 0: no cache)",
+    )
+    c.add_argument(
+        "--prefix-block-tokens",
+        type=positive_int,
+        metavar="B",
+        help=f"tokens per prefix-cache block (default {d.prefix_block_tokens})",
     )
 
 

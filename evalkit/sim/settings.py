@@ -64,6 +64,9 @@ class SimSettings:
     idle_save_s_per_token: float = 0.0  # at a launch, idle slots' unsaved states are stored: s per token, silently
     trace_log: bool = False  # also write llama.cpp's trace-level lines (-lv 4): the idle-slot save
     log_timestamps: bool = False  # prefix each log line with llama.cpp's own stamp (M.SS.mmm.uuu since start)
+    # Issue 31: a block-hash prefix cache (evalkit/sim/prefix_cache.py); 0 blocks = no cache.
+    prefix_cache_blocks: int = 0  # LRU size in blocks
+    prefix_block_tokens: int = 16  # tokens per block (vLLM's default block size)
 
     @property
     def slots(self) -> int:
