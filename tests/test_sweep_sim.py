@@ -129,7 +129,8 @@ def test_report_verdicts_match_each_points_ground_truth(swept: dict[str, Any]) -
         assert hol[i].startswith("no" if yields else "yes"), (columns[i], hol[i])
         assert together[i].startswith("yes" if slots == 2 else "no"), (columns[i], together[i])
     _, stress = table_rows(swept["report"], "Latency under a long prefill (stress)")
-    assert all(c.endswith("▲") for c in stress["short_insert_ttft_s p95"][2:]), stress["short_insert_ttft_s p95"]
+    waits = [float(c.split()[0]) for c in stress["short_insert_ttft_s p95"]]  # baseline first, deltas against it
+    assert all(w < waits[0] / 2 for w in waits[2:]), waits  # the yielding points: a short request waits a chunk
 
 
 def test_a_second_invocation_keeps_the_finished_points(swept: dict[str, Any]) -> None:

@@ -113,9 +113,21 @@ def _sweep_report(args: argparse.Namespace) -> int:
 
     out = args.output
     out.parent.mkdir(parents=True, exist_ok=True)
-    text, files = write_sweep_report(args.runs[0], out, args.noise_floor, args.template, args.cycle)
-    out.write_text(scrub(text, (os.environ.get("OPENAI_API_KEY"),)), encoding="utf-8")
-    for f in files:
+    key = os.environ.get("OPENAI_API_KEY")
+    report = write_sweep_report(args.runs[0], out, args.noise_floor, args.template, args.cycle)
+    out.write_text(scrub(report.text, (key,)), encoding="utf-8")
+    if args.html:
+        from evalkit.report.html import plotly_missing, write_html
+
+        missing = plotly_missing()
+        if missing:
+            sys.stderr.write(f"{missing}\n")
+        else:
+            page = write_html(
+                report.context, report.runs, out.with_suffix(".html"), args.cycle, lambda t: scrub(t, (key,))
+            )
+            sys.stderr.write(f"wrote {page}\n")
+    for f in report.files:
         sys.stderr.write(f"wrote {out.with_name(f)}\n")
     print(out, flush=True)
     return 0

@@ -4,6 +4,7 @@ figure across the points. Tables come from the same builders as any report (`bui
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,9 @@ def points_table(state: SweepState) -> Table:
 
 def sweep_context(
     sweep_dir: Path, out_md: Path, noise_floor: float = noise.DEFAULT_NOISE_FLOOR, cycle: Any = None
-) -> dict[str, Any]:
-    """The report context of a sweep: `build_context` over every point's runs, plus the points and their plots."""
+) -> tuple[dict[str, Any], list[LabelledRun]]:
+    """The report context of a sweep (`build_context` over every point's runs, plus the points and their plots) and
+    the labelled runs it was built from."""
     state = read_state(sweep_dir)
     per_point = point_runs(sweep_dir, state)
     runs = [r for _, rs in per_point for r in rs]
@@ -70,7 +72,17 @@ def sweep_context(
     ]
     context["figure_plots"] = figure_plots(per_point, out_md, state.baseline)
     context["key_figures"] = [f.title for f in KEY_FIGURES]
-    return context
+    return context, runs
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """A rendered sweep report: its markdown, the plot files written beside it, and what report.html is built from."""
+
+    text: str
+    files: list[str]
+    context: dict[str, Any]
+    runs: list[LabelledRun]
 
 
 def write_sweep_report(
@@ -79,12 +91,12 @@ def write_sweep_report(
     noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
     template: Path | None = None,
     cycle: Any = None,
-) -> tuple[str, list[str]]:
-    """The rendered markdown and the plot files written beside `out_md`."""
-    context = sweep_context(sweep_dir, out_md, noise_floor, cycle)
+) -> SweepReport:
+    """The rendered markdown (the plots are written beside `out_md` now)."""
+    context, runs = sweep_context(sweep_dir, out_md, noise_floor, cycle)
     text = render(context, template) if template is not None else render_sweep(context)
     files = [p["file"] for p in context["plots"]] + [p["file"] for p in context["figure_plots"]]
-    return text, files
+    return SweepReport(text, files, context, runs)
 
 
 def render_sweep(context: dict[str, Any]) -> str:
