@@ -244,6 +244,10 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "request_tok_s": median(req),
             "request_runs": req,
             "ttft_s": median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
+            # After any reasoning: the first token of the answer itself, and the completion split in two.
+            "ttft_answer_s": median([x["ttft_answer_s"] for x in mine if x.get("ttft_answer_s") is not None]),
+            "reasoning_tokens": median([x["reasoning_tokens"] for x in mine if x.get("reasoning_tokens") is not None]),
+            "answer_tokens": median([x["answer_tokens"] for x in mine if x.get("answer_tokens") is not None]),
             "completion_tokens": [x.get("completion_tokens") for x in mine],
             # What the server says it did (None when it sends no timings), and evalkit's rate against it.
             "server_tok_s": server_rate(mine),

@@ -101,13 +101,17 @@ async def run_live(
     max_tokens: int,
     concurrency: int,
     sampling: Sampling = Sampling(),
+    graded: str = GRADED,
+    pass_tags: dict[str, Any] | None = None,
 ) -> None:
-    """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line."""
-    previous = read_jsonl(rundir.path / GRADED, GradedLine)  # a bad line exits 2 naming file and line
+    """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line.
+
+    `graded` names the file (`--under-load` keeps its idle pass in another), `pass_tags` label its request lines."""
+    previous = read_jsonl(rundir.path / graded, GradedLine)  # a bad line exits 2 naming file and line
     done_ok = _first_per_key([ln for ln in previous if ln["outcome"] != "error"])
     if len(done_ok) != len(previous):
         # One line per question: an error line is replaced by the retry's outcome, so it goes before the retry.
-        rundir.rewrite(GRADED, done_ok)
+        rundir.rewrite(graded, done_ok)
     done_keys = {_key(ln) for ln in done_ok}
     todo = [(it, k) for k in range(sampling.repeats) for it in items if (it.qid, k) not in done_keys]
     wanted = {(it.qid, k) for it in items for k in range(sampling.repeats)}
@@ -118,7 +122,7 @@ async def run_live(
 
     async def one(item: DatasetItem, repeat: int) -> None:
         prompt = render_prompt(item)
-        tags: dict[str, Any] = {"qid": item.qid, "dataset": item.dataset}
+        tags: dict[str, Any] = {"qid": item.qid, "dataset": item.dataset, **(pass_tags or {})}
         if sampling.repeats > 1:
             tags["repeat"] = repeat
         req = ChatRequest(
@@ -149,7 +153,7 @@ async def run_live(
             content=rec.content,
             reasoning=rec.reasoning,
         )
-        rundir.append(GRADED, line)
+        rundir.append(graded, line)
         progress.add(verdict.correct)
 
     try:

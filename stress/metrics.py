@@ -78,6 +78,19 @@ def compute_metrics(lines: list[Line]) -> dict[str, Any]:
         "gen_alone_tok_s": distribution(r.get("decode_tok_s") for s in solos.values() for r in s),
         "effective_concurrency": distribution(p["effective_concurrency"] for p in per_cycle),
         "concurrency_speedup": distribution(p["speedup"] for p in per_cycle),
+        **reasoning_metrics(lines, shorts_ins),
+    }
+
+
+def reasoning_metrics(lines: list[Line], shorts_ins: list[Line]) -> dict[str, Any]:
+    """With a server that reasoned: the inserted shorts' first answer token, and every answer's token split."""
+    ok = [r for r in lines if r.get("status") == "ok"]
+    if not any(r.get("reasoning_tokens") for r in ok):
+        return {}
+    return {
+        "short_insert_ttft_answer_s": distribution(r.get("ttft_answer_s") for r in shorts_ins),
+        "reasoning_tokens": distribution(r.get("reasoning_tokens") for r in ok),
+        "answer_tokens": distribution(r.get("answer_tokens") for r in ok),
     }
 
 

@@ -30,6 +30,27 @@ def data_dir() -> Path:
     return Path(os.environ.get("EVALKIT_DATA_DIR") or SHARED_DATASETS)
 
 
+@pytest.fixture(scope="session")
+def demo_report(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """The README's demo run once per session (1 cycle, 1 question a dataset, stress at 20x): its report.md path.
+    tests/test_demo.py checks the runs, tests/test_report_page.py the page in a browser."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("demo")
+    argv = ["demo", "--out", str(out), "--name", "d", "--cycles", "1", "--limit", "1", "--time-scale", "20"]
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", *argv, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = Path(p.stdout.strip().splitlines()[-1])
+    assert report == out / "d" / "report.md"
+    return report
+
+
 @pytest.fixture
 def sim() -> Iterator[Callable[..., SimProcess]]:
     """A factory: `sim("--time-scale", "50", ...)` starts an `evalkit sim` and returns its `SimProcess`

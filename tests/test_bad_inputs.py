@@ -298,6 +298,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("rules-metric-missing", ["gate", f"{R}/bench", "--rules", f"{B}/rules-missing.toml"], 2, "not found"),
     ("rules-relative-no-baseline", ["gate", f"{R}/bench", "--rules", f"{B}/rules-rel.toml"], 2, "--baseline"),
     # --- run directories that are not what they claim --------------------------------------------------------------
+    # --- sweep: the sweep file and its flags (tests/test_sweep_sim.py has the file's own checks) -------------------
+    ("sweep-no-file", ["sweep", "{tmp}/nope.toml", "--dry-run"], 2, "file not found"),
+    ("sweep-set-no-equals", ["sweep", "{tmp}/nope.toml", "--set", "model"], 2, "write KEY=VALUE"),
     ("gate-not-a-run", ["gate", f"{B}", "--rules", f"{B}/rules-ok.toml"], 2, "not a finished run"),
     ("gate-kind-mismatch", ["gate", f"{R}/liar", "--rules", f"{B}/rules-ok.toml"], 2, "manifest.json says"),
     ("gate-incomplete", ["gate", f"{R}/cut", "--rules", f"{B}/rules-ok.toml"], 2, "incomplete"),

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LIGHT = ROOT / "requirements" / "light.txt"
 # What the light set leaves out, each for a reason the README gives: none of it may be importable there.
-LEFT_OUT = ("datasets", "evalplus", "pandas", "openai", "gguf")
+LEFT_OUT = ("datasets", "evalplus", "pandas", "plotly", "openai", "gguf")
 
 pytestmark = [pytest.mark.light_install, pytest.mark.timeout(170)]
 
@@ -42,7 +42,7 @@ def test_light_set_is_the_default_install_less_the_demos_extras() -> None:
         import tomli as tomllib
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     light = light_requirements()
-    assert sorted(light) == sorted(d for d in deps if _name(d) not in ("datasets", "evalplus", "pandas"))
+    assert sorted(light) == sorted(d for d in deps if _name(d) not in ("datasets", "evalplus", "pandas", "plotly"))
     assert not {_name(r) for r in light} & set(LEFT_OUT)
 
 
@@ -125,7 +125,7 @@ def test_light_install_runs_bench_stress_capability_and_report(
         )
     for run in ("bench", "capability", "stress"):
         assert (out / run / "summary.json").is_file(), run
-    _evalkit(
+    rep = _evalkit(
         light_venv,
         tmp_path,
         "report",
@@ -134,3 +134,6 @@ def test_light_install_runs_bench_stress_capability_and_report(
         str(tmp_path / "report.md"),
     )
     assert "gsm8k" in (tmp_path / "report.md").read_text().lower()
+    # No plotly in the light set: the page is skipped with one line, the markdown written.
+    assert not (tmp_path / "report.html").exists()
+    assert "report.html skipped: plotly is not installed" in rep.stderr

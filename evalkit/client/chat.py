@@ -278,6 +278,7 @@ class ChatClient:
                 rec.content, rec.reasoning = text, "".join(reasoning)
             else:
                 rec.reasoning, rec.content = split_inline_reasoning(text)
+            split_answer_tokens(rec, content, bool(reasoning))
 
     def wire_id(self, request_id: str) -> str:
         """The id sent (and recorded as `request_id`) for a caller's id: a derived UUID for a server that takes
@@ -461,6 +462,35 @@ def _sse_data(line: bytes) -> bytes | None:
     if not line.startswith(b"data:"):
         return None
     return line[5:].strip()
+
+
+def split_answer_tokens(rec: RequestRecord, content: list[str], separate_reasoning: bool) -> None:
+    """Set the first answer token's time and the reasoning/answer token counts once the stream is done.
+
+    Reasoning in its own field: the answer starts with the first content chunk (set as chunks arrive). Inline
+    (`<think>...</think>` in the content): the answer starts in the chunk holding the first character after the
+    block, so the time and counts are found from the content chunks' lengths (one chunk per token on most servers).
+    """
+    if not separate_reasoning and rec.reasoning is not None:
+        # Content chunks and chunk_times align here: with no reasoning field every timed chunk carried content.
+        start = len("".join(content)) - len(rec.content)
+        rec.t_first_answer_token = None
+        pos, answer_chunk = 0, None
+        for i, piece in enumerate(content):
+            pos += len(piece)
+            if pos > start and rec.content:
+                answer_chunk = i
+                break
+        if answer_chunk is not None and answer_chunk < len(rec.chunk_times):
+            rec.t_first_answer_token = rec.chunk_times[answer_chunk]
+        reasoning_chunks = answer_chunk if answer_chunk is not None else len(content)
+    else:
+        reasoning_chunks = rec.reasoning_chunks
+    if rec.token_split_source != "server":
+        rec.reasoning_tokens = reasoning_chunks
+        rec.token_split_source = "chunks"
+    total = rec.completion_tokens if rec.completion_tokens is not None else rec.content_chunks + rec.reasoning_chunks
+    rec.answer_tokens = max(0, total - rec.reasoning_tokens) if rec.reasoning_tokens is not None else None
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -71,10 +71,7 @@ def take_payload(rec: RequestRecord, payload: bytes, now: float, content: list[s
     if chunk.timings is not None and isinstance(chunk.timings, dict):  # llama.cpp's own timing figures
         rec.server_timings = chunk.timings
     if chunk.usage is not None and isinstance(chunk.usage, dict):
-        usage = chunk.usage
-        rec.prompt_tokens = usage.get("prompt_tokens")
-        rec.completion_tokens = usage.get("completion_tokens")
-        rec.usage_source = "server"
+        _take_usage(rec, chunk.usage)
     for choice in chunk.choices or ():
         delta = choice.delta
         if delta is not None:
@@ -90,6 +87,8 @@ def take_payload(rec: RequestRecord, payload: bytes, now: float, content: list[s
             if isinstance(text, str) and text:
                 content.append(text)
                 rec.content_chunks += 1
+                if rec.t_first_answer_token is None:
+                    rec.t_first_answer_token = now
             else:
                 text = None
             if text or think:
@@ -98,6 +97,17 @@ def take_payload(rec: RequestRecord, payload: bytes, now: float, content: list[s
                     rec.t_first_token = now
         if choice.finish_reason:
             rec.finish_reason = choice.finish_reason
+
+
+def _take_usage(rec: RequestRecord, usage: dict[str, Any]) -> None:
+    """A chunk's `usage`: token counts, and the reasoning tokens where the server splits them out."""
+    rec.prompt_tokens = usage.get("prompt_tokens")
+    rec.completion_tokens = usage.get("completion_tokens")
+    rec.usage_source = "server"
+    details = usage.get("completion_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+        rec.reasoning_tokens = details["reasoning_tokens"]
+        rec.token_split_source = "server"
 
 
 def take_chunk(rec: RequestRecord, chunk: Any, now: float, content: list[str], reasoning: list[str]) -> None:
@@ -110,10 +120,7 @@ def take_chunk(rec: RequestRecord, chunk: Any, now: float, content: list[str], r
     if "timings" in chunk and isinstance(chunk["timings"], dict):
         rec.server_timings = chunk["timings"]
     if "usage" in chunk and isinstance(chunk["usage"], dict):
-        usage = chunk["usage"]
-        rec.prompt_tokens = usage.get("prompt_tokens")
-        rec.completion_tokens = usage.get("completion_tokens")
-        rec.usage_source = "server"
+        _take_usage(rec, chunk["usage"])
     choices = chunk.get("choices")
     for choice in choices if isinstance(choices, list) else ():
         if not isinstance(choice, dict):
@@ -130,6 +137,8 @@ def take_chunk(rec: RequestRecord, chunk: Any, now: float, content: list[str], r
         if isinstance(text, str) and text:
             content.append(text)
             rec.content_chunks += 1
+            if rec.t_first_answer_token is None:
+                rec.t_first_answer_token = now
         else:
             text = None
         if text or think:

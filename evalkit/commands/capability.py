@@ -74,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
     g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")
+    from evalkit.commands.under_load import add_under_load_arguments
+
+    add_under_load_arguments(g)
     g.add_argument(
         "--unsafe-exec",
         action="store_true",
@@ -150,6 +153,10 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
         )
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
+    if summary.get("under_load"):
+        from evalkit.commands.under_load import describe
+
+        print(describe(summary["under_load"]))
     if warning:
         sys.stderr.write(f"warning: {warning}\n")
         print(f"warning: {warning}")
@@ -204,6 +211,9 @@ async def _live(args: argparse.Namespace) -> int:
 
     if args.thinking is None:
         raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
+    from evalkit.commands.under_load import check_under_load
+
+    load_spec = check_under_load(args)
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
     user_names, user = _user_evals(args.evals)
@@ -231,6 +241,7 @@ async def _live(args: argparse.Namespace) -> int:
         "prompt_templates": template_hashes(datasets),
         "code_isolation": isolation,
         **({"user_evals": user} if user else {}),
+        **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
     }
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
@@ -238,23 +249,44 @@ async def _live(args: argparse.Namespace) -> int:
         extra_body = {**ctx.profile.extra_body, **body}
         ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body, system_prompt=system_prompt)
         grader = Grader(args.data_dir, judge)
+        wanted = {it.qid for it in items}
+        under: dict[str, Any] = {}
+
+        async def one_pass(graded: str = "graded.jsonl", tags: dict[str, Any] | None = None) -> None:
+            await run_live(
+                ctx.rundir,
+                ctx.client,
+                items,
+                grader,
+                short,
+                extra_body,
+                system_prompt,
+                max_tokens,
+                concurrency,
+                Sampling(args.repeats, temperature),
+                graded=graded,
+                pass_tags=tags,
+            )
+
         try:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
-                await run_live(
-                    ctx.rundir,
-                    ctx.client,
-                    items,
-                    grader,
-                    short,
-                    extra_body,
-                    system_prompt,
-                    max_tokens,
-                    concurrency,
-                    Sampling(args.repeats, temperature),
-                )
+                if load_spec is None:
+                    await one_pass()
+                else:
+                    from evalkit.commands.under_load import run_passes
+                    from evalkit.load.background import BackgroundLoad
+
+                    spec = load_spec
+                    under = await run_passes(
+                        ctx.rundir,
+                        spec,
+                        args.idle_run,
+                        one_pass,
+                        lambda write: BackgroundLoad(ctx.client, ctx.clock, spec, dict(ctx.profile.extra_body), write),
+                        wanted,
+                    )
         finally:
             grader.close()
-        wanted = {it.qid for it in items}
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
         await ctx.evidence.end()
         code = _finish(
@@ -268,6 +300,7 @@ async def _live(args: argparse.Namespace) -> int:
                 **evidence_summary(ctx.rundir.path),
                 "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
                 "client": client_lag(ctx.rundir.read("requests.jsonl")),
+                **({"under_load": under} if under else {}),
             },
         )
         reqs = ctx.rundir.read("requests.jsonl")
@@ -285,5 +318,7 @@ async def _live(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit capability`."""
     if args.replay is not None:
+        if args.under_load is not None:
+            raise UsageError("--under-load asks a live server; it does not go with --replay")
         return _replay(args)
     return asyncio.run(_live(args))

@@ -82,14 +82,31 @@ def _evalkit(argv: list[str], show_path: bool = True) -> Path:
     return Path(lines[-1])
 
 
+def _build_flags(profile: str) -> list[str]:
+    """The build label and settings of a sim profile, so the report names each build and says what differs."""
+    from evalkit.sim.profiles import PROFILES
+
+    p = PROFILES[profile]
+    info = {
+        "slots": p.get("max_batch"),
+        "prefill_yields": p.get("yield_prefill"),
+        "cancel_aborts": p.get("cancel_aborts"),
+        "decode_tok_s": p.get("decode_rate"),
+    }
+    flags = ["--build-label", profile]
+    for k, v in info.items():
+        flags += ["--build-info", f"{k}={v}"]
+    return flags
+
+
 def _datasets_reachable(data_dir: str | None) -> bool:
     """Whether the capability datasets load (from `data_dir`, else the Hub); says why not on stderr."""
     from evalkit.errors import UsageError
-    from evalkit_evals import registry
+    from evalkit_evals.registry import BUILTIN, get
 
     try:
-        for name in registry.BUILTIN:
-            registry.get(name).load(data_dir)
+        for name in BUILTIN:
+            get(name).load(data_dir)
     except UsageError as e:
         sys.stderr.write(f"evalkit demo: skipping capability: {e}\n")
         return False
@@ -116,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     runs: list[Path] = []
     labels: list[str] = []
     for label, profile, accuracy in BUILDS:
-        common = ["--out", str(folder)]
+        common = ["--out", str(folder), *_build_flags(profile)]
         print(f"== {label}: evalkit sim --profile {profile}", flush=True)
         with start_sim(["--profile", profile, "--accuracy", accuracy, *data]) as sim:
             url = ["--base-url", sim.base_url]

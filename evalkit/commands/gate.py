@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.gate import check, format_table, load_rules
+from evalkit.gate import Rule, check, format_table, load_rules
 from evalkit.gate.junit import write_junit
 from evalkit.runs.summaries import FinishedRun, load_runs, run_problems, run_warnings, runs_by_kind
+from evalkit.runs.sweepdir import is_sweep_dir
 
 EPILOG = """exit codes:
   0  every rule holds
@@ -41,7 +42,13 @@ needs --baseline) or offset (limit = the baseline's value + offset):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit gate`."""
     p.epilog = EPILOG
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories, one per kind")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run directories, one per kind; or one sweep directory (each point against its baseline point)",
+    )
     p.add_argument("--rules", type=Path, required=True, help="TOML file of [[rule]] tables")
     p.add_argument(
         "--baseline",
@@ -67,6 +74,8 @@ def _refuse_mismatched(runs: list[FinishedRun]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit gate`."""
     rules = load_rules(args.rules)
+    if len(args.runs) == 1 and is_sweep_dir(args.runs[0]):
+        return _sweep_gate(args, rules)
     given = load_runs(args.runs)
     base_given = load_runs(args.baseline) if args.baseline else []
     _refuse_mismatched(given + base_given)
@@ -77,3 +86,19 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(results, args.junit)
     return 0 if all(r.passed for r in results) else 1
+
+
+def _sweep_gate(args: argparse.Namespace, rules: list[Rule]) -> int:
+    """`evalkit gate SWEEP_DIR`: each point against the sweep's baseline point; exit 1 when any point fails."""
+    from evalkit.gate.junit import write_junit_suites
+    from evalkit.gate.sweep import format_gates, gate_sweep, sweep_runs
+
+    if args.baseline:
+        raise UsageError("--baseline does not go with a sweep directory: its baseline point is the baseline")
+    baseline, runs = sweep_runs(args.runs[0])
+    _refuse_mismatched([r for rs in runs.values() for r in rs])
+    gates = gate_sweep(args.runs[0], rules)
+    print(format_gates(gates, baseline))
+    if args.junit:
+        write_junit_suites({f"evalkit.gate.{g.point}": g.results for g in gates}, args.junit)
+    return 0 if all(g.passed for g in gates) else 1

@@ -19,6 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.commands import load_workloads
+from evalkit.commands.load_shaping import (
+    add_shaping_arguments,
+    check_shaping,
+    plan_fields,
+    shaping_options,
+    stage_rate,
+)
 from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
@@ -46,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--arrivals",
         choices=ARRIVALS,
         default="constant",
-        help="open loop: evenly spaced, or Poisson gaps drawn from the seed (default constant)",
+        help="open loop: evenly spaced, Poisson or gamma (--burstiness) gaps drawn from the seed (default constant)",
     )
     g.add_argument("--requests", type=positive_int, help="measured requests per point (default 50 unless --duration)")
     g.add_argument("--duration", type=positive_float, help="measured seconds per point, instead of --requests")
@@ -89,6 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.1,
         help="rate search: stop when the bracket is this fraction of the rate (default 0.1)",
     )
+    load_workloads.add_arguments(p)  # --trace, --conversations, --shared-prefix (issue 31)
+    add_shaping_arguments(p)
 
 
 def _mode(args: argparse.Namespace) -> tuple[str, float]:
@@ -118,6 +128,7 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
         raise UsageError("--token-scale must be positive")
     if args.prefix_tokens < 0 or (args.warmup is not None and args.warmup < 0):
         raise UsageError("--prefix-tokens and --warmup cannot be negative")
+    check_shaping(args, mode)
 
 
 def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> PointPlan:
@@ -126,19 +137,23 @@ def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> Poin
     else:
         warmup = int(spec.load) if spec.mode == "concurrency" else max(2, math.ceil(spec.load))
     measured = None if args.duration is not None else (args.requests or 50)
+    fields: dict[str, Any] = {"measured": measured, **plan_fields(args)}
     return PointPlan(
         seed=args.seed,
         spec=spec,
         workload=workload,
         warmup=warmup,
-        measured=measured,
         duration_s=args.duration,
         arrivals=args.arrivals,
+        **fields,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit load` (or print the first point's plan with `--dry-run`)."""
+    if load_workloads.wanted(args):
+        return load_workloads.run(args)
+    stage_rate(args)
     mode, load = _mode(args)
     _check(args, mode, load)
     targets = [parse_target(s) for s in args.slo]
@@ -175,6 +190,7 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
         "timeout_s": args.timeout_s,
         "search_max": args.search_max,
         "resolution": args.resolution,
+        **shaping_options(args),
     }
 
 
@@ -212,6 +228,8 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
                         "finished": utc_now_iso(),
                         "valid": m["valid"],
                         "invalid_reasons": m["invalid_reasons"],
+                        "measured_requests": len(point.measured()),
+                        "stopped_on_precision": point.stopped_early,
                     },
                 )
             verdict = judge_point(reps, targets)
@@ -269,14 +287,19 @@ def _table(s: dict[str, Any]) -> str:
         "meets",
         "valid",
     ]
+    reasoned = any((p["metrics"].get("reasoning_tokens") or {}).get("max") for p in s["points"])
+    if reasoned:
+        head.insert(2, "answer ttft p50/p99 s")
     rows = [head]
     for p in s["points"]:
         m = p["metrics"]
         late = m["send_lateness_s"]["p95"]
+        answer = [f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"] if reasoned else []
         rows.append(
             [
                 p["label"],
                 f"{_f(m['ttft_s']['p50'])}/{_f(m['ttft_s']['p99'])}",
+                *answer,
                 _f(m["itl_ms"]["p99"]),
                 _f(m["e2e_s"]["p99"]),
                 _f(m["goodput_rps"]),

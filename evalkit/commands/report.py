@@ -16,11 +16,18 @@ from evalkit.report.noise import DEFAULT_NOISE_FLOOR
 from evalkit.report.render import render
 from evalkit.report.runs import label_runs
 from evalkit.runs.summaries import load_runs, run_problems, run_warnings
+from evalkit.runs.sweepdir import is_sweep_dir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit report`."""
-    p.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR", help="run directories; the first is the baseline")
+    p.add_argument(
+        "runs",
+        nargs="*",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run directories, the first is the baseline; or one sweep directory (one column per point)",
+    )
     p.add_argument("--labels", help="comma-separated column labels, one per run (default: each run's build label)")
     p.add_argument(
         "-o",
@@ -45,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write the capability questions that changed against the first run, one JSON line each",
     )
     p.add_argument(
+        "--no-html", dest="html", action="store_false", help="write report.md only, no report.html beside it"
+    )
+    p.add_argument(
         "--noise-floor",
         type=nonneg_float,
         default=DEFAULT_NOISE_FLOOR,
@@ -56,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
     """Run `evalkit report`."""
     if not args.runs and not args.bisect_log:
         raise UsageError("give at least one run directory or --bisect-log")
+    if any(is_sweep_dir(r) for r in args.runs):
+        if len(args.runs) > 1 or args.labels or args.bisect_log or args.changed_only:
+            raise UsageError(
+                "a sweep directory is reported alone (its points are the columns): "
+                "no other runs, --labels, --bisect-log or --changed-only"
+            )
+        return _sweep_report(args)
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
     loaded = load_runs(args.runs)
     for problem in (p for r in loaded for p in run_problems(r) + run_warnings(r)):
@@ -70,6 +87,15 @@ def run(args: argparse.Namespace) -> int:
     resolved = getattr(args, "resolved_profile", None)
     key = resolved.api_key if resolved is not None else os.environ.get("OPENAI_API_KEY")
     out.write_text(scrub(render(context, args.template), (key,)), encoding="utf-8")
+    if args.html:
+        from evalkit.report.html import plotly_missing, write_html
+
+        missing = plotly_missing()
+        if missing:
+            sys.stderr.write(f"{missing}\n")
+        else:
+            page = write_html(context, runs, out.with_suffix(".html"), args.cycle, lambda t: scrub(t, (key,)))
+            sys.stderr.write(f"wrote {page}\n")
     if args.changed_only is not None:
         from evalkit.report.capability import write_changed_lines
 
@@ -77,5 +103,31 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"wrote {args.changed_only} ({n} changed question(s))\n")
     for p in context["plots"]:
         sys.stderr.write(f"wrote {out.with_name(p['file'])}\n")
+    print(out, flush=True)
+    return 0
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    """`evalkit report SWEEP_DIR`: one column per point, marks against the sweep's baseline point."""
+    from evalkit.report.sweep import write_sweep_report
+
+    out = args.output
+    out.parent.mkdir(parents=True, exist_ok=True)
+    key = os.environ.get("OPENAI_API_KEY")
+    report = write_sweep_report(args.runs[0], out, args.noise_floor, args.template, args.cycle)
+    out.write_text(scrub(report.text, (key,)), encoding="utf-8")
+    if args.html:
+        from evalkit.report.html import plotly_missing, write_html
+
+        missing = plotly_missing()
+        if missing:
+            sys.stderr.write(f"{missing}\n")
+        else:
+            page = write_html(
+                report.context, report.runs, out.with_suffix(".html"), args.cycle, lambda t: scrub(t, (key,))
+            )
+            sys.stderr.write(f"wrote {page}\n")
+    for f in report.files:
+        sys.stderr.write(f"wrote {out.with_name(f)}\n")
     print(out, flush=True)
     return 0

@@ -8,10 +8,8 @@ from pathlib import Path
 from evalkit.gate import RuleResult
 
 
-def write_junit(results: list[RuleResult], path: Path, suite: str = "evalkit.gate") -> None:
-    """Write one `<testsuite>` with a `<testcase>` per rule and a `<failure>` for each rule that did not hold."""
+def _suite(root: ET.Element, suite: str, results: list[RuleResult]) -> None:
     failures = sum(not r.passed for r in results)
-    root = ET.Element("testsuites", name=suite, tests=str(len(results)), failures=str(failures))
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)), failures=str(failures), errors="0")
     for r in results:
         tc = ET.SubElement(ts, "testcase", classname=f"{suite}.{r.rule.metric.split('.')[0]}", name=r.rule.describe())
@@ -22,5 +20,19 @@ def write_junit(results: list[RuleResult], path: Path, suite: str = "evalkit.gat
             ET.SubElement(tc, "system-out").text = msg
         else:
             ET.SubElement(tc, "failure", message=msg, type="GateRuleFailed").text = msg
+
+
+def write_junit_suites(suites: dict[str, list[RuleResult]], path: Path, name: str = "evalkit.gate") -> None:
+    """Write one `<testsuite>` per entry (e.g. per sweep point), a `<testcase>` per rule in each."""
+    tests = sum(len(rs) for rs in suites.values())
+    failures = sum(not r.passed for rs in suites.values() for r in rs)
+    root = ET.Element("testsuites", name=name, tests=str(tests), failures=str(failures))
+    for suite, results in suites.items():
+        _suite(root, suite, results)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_junit(results: list[RuleResult], path: Path, suite: str = "evalkit.gate") -> None:
+    """Write one `<testsuite>` with a `<testcase>` per rule and a `<failure>` for each rule that did not hold."""
+    write_junit_suites({suite: results}, path, suite)

@@ -4,7 +4,10 @@ Closed loop: each stream sends its next request as soon as its previous answer i
 "scheduled" is the previous answer's arrival and any delay after it is the client's lateness. Once the last
 measured request is sent, the streams keep sending cool-down requests so the measured ones finish under the same
 load; those are cancelled when the last measured one ends, and, like the warm-up, never counted. Open loop: every
-send time is fixed before the point starts, on one absolute timeline. Every answer is checked.
+send time is fixed before the point starts, on one absolute timeline. Every answer is checked. Caps on requests in
+flight or in prefill (evalkit/load/caps.py) hold a send until a slot frees: `cap_wait_s` is that wait, and
+`send_lateness_s` counts from the slot's release. A precision stop (`--target-moe`) ends the measured phase early:
+no more measured sends once the watched percentile is sure enough; those in flight finish and count.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.clock import Clock
+from evalkit.load.caps import SendCaps
+from evalkit.load.precision import warm
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
 from evalkit.runs.outcomes import judge
@@ -33,6 +38,23 @@ class PointRun:
     point_id: int
     plan: PointPlan
     lines: list[dict[str, Any]] = field(default_factory=list)
+    caps: SendCaps = field(init=False)
+    stopped_early: bool = False  # the precision stop ended the measured phase before its maximum
+    _checked: int = -1  # measured lines when the precision stop was last checked
+
+    def __post_init__(self) -> None:
+        self.caps = SendCaps(self.plan.max_concurrency, self.plan.max_prefill)
+
+    def precise_enough(self) -> bool:
+        """True once the plan's precision stop is reached by the measured lines so far."""
+        stop = self.plan.precision
+        if stop is None or self.stopped_early:
+            return self.stopped_early
+        measured = self.measured()
+        if len(measured) != self._checked:  # the interval moves only when an answer comes in
+            self._checked = len(measured)
+            self.stopped_early = stop.reached(measured)
+        return self.stopped_early
 
     def measured(self) -> list[dict[str, Any]]:
         """The lines that count."""
@@ -59,6 +81,8 @@ class LoadRunner:
 
     async def run_point(self, point: PointRun) -> PointRun:
         """Run one repeat of one point to its end; returns it with its lines."""
+        if point.plan.precision is not None:
+            warm()  # the stop's interval needs scipy: loaded before the clock starts, not between two sends
         if point.plan.spec.mode == "rate":
             await self._open_loop(point)
         else:
@@ -67,18 +91,29 @@ class LoadRunner:
         return point
 
     async def _send(
-        self, point: PointRun, req: LoadRequest, phase: str, scheduled: float, cancel: asyncio.Event | None = None
+        self,
+        point: PointRun,
+        req: LoadRequest,
+        phase: str,
+        scheduled: float,
+        cancel: asyncio.Event | None = None,
+        stage: int | None = None,
     ) -> dict[str, Any]:
         spec = point.plan.spec
+        ticket = await point.caps.enter(self.clock)
+        released = ticket.released_at
         chat = ChatRequest(
             messages=[{"role": "user", "content": req.prompt}],
-            max_tokens=req.max_tokens,
+            max_tokens=req.max_tokens + point.plan.reasoning_room,
             temperature=0.0,
             extra_body=dict(self.extra_body),
             request_id=new_request_id("load"),
             timeout_s=self.timeout_s,
         )
-        rec = await self.client.chat(chat, cancel_event=cancel)
+        try:
+            rec = await self.client.chat(chat, cancel_event=cancel, on_first_token=ticket.first_token)
+        finally:
+            ticket.leave()
         verdict = judge(rec, "generation", req.expected, planned_cancel=phase == "cooldown")
         line = rec.to_json(with_chunk_times=True)
         line.pop("content", None)
@@ -92,7 +127,9 @@ class LoadRunner:
                 "index": req.index,
                 "phase": phase,
                 "scheduled_send": scheduled,
-                "send_lateness_s": rec.t_sent - scheduled,
+                "send_lateness_s": rec.t_sent - max(scheduled, released or scheduled),
+                **({"cap_wait_s": max(0.0, released - scheduled)} if released is not None else {}),
+                **({"stage": stage} if stage is not None else {}),
                 "e2e_s": rec.t_done - rec.t_sent if rec.t_done is not None else None,
                 "planned_prompt_tokens": req.prompt_tokens,
                 "planned_output_tokens": req.output_tokens,
@@ -108,16 +145,21 @@ class LoadRunner:
 
     async def _open_loop(self, point: PointRun) -> None:
         plan = point.plan
+        # send_offsets, not send_schedule: a plan may fix its own times (evalkit/load/trace.py's TracePlan).
         offsets = plan.send_offsets()
+        stages = plan.send_stages() if plan.stages else [0] * len(offsets)
         reqs = [plan.request(i) for i in range(len(offsets))]  # built before the clock starts
         start = self.clock.now() + _LEAD_S
         tasks = []
-        for req, off in zip(reqs, offsets):
+        for req, off, stage in zip(reqs, offsets, stages):
             at = start + off
             delay = at - self.clock.now()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(self._send(point, req, plan.phase(req.index), at)))
+            phase = plan.phase(req.index)
+            if phase == "measured" and point.precise_enough():
+                break
+            tasks.append(asyncio.ensure_future(self._send(point, req, phase, at, stage=stage if plan.stages else None)))
         await asyncio.gather(*tasks)
 
     async def _closed_loop(self, point: PointRun) -> None:
@@ -132,7 +174,8 @@ class LoadRunner:
             if i < plan.warmup:
                 return "warmup"
             if plan.measured is not None:
-                return plan.phase(i)
+                phase = plan.phase(i)
+                return "cooldown" if phase == "measured" and point.precise_enough() else phase
             if state["deadline"] is None:
                 state["deadline"] = self.clock.now() + (plan.duration_s or 0.0)
             return "measured" if self.clock.now() < state["deadline"] else "cooldown"

@@ -1,20 +1,23 @@
 """The seeded plan of one load point: which requests, and for open loop when each is sent (computed in advance).
 
-Open-loop send times are offsets from the point's start on one absolute timeline (constant spacing 1/R, or
-Poisson gaps drawn from the seed), so a client that is late for one request is not late for the next: nothing
-drifts. A point is named by its key `<seed>:<mode>:<load>:<repeat>`; the same key gives the same plan, and
-`render_plan` prints it byte for byte the same (what `--dry-run` shows).
+Open-loop send times are offsets from the point's start on one absolute timeline (evalkit/load/arrivals.py:
+constant spacing 1/R, Poisson or gamma gaps drawn from the seed, bursts, a linear ramp-up, or stages), so a client
+that is late for one request is not late for the next: nothing drifts. Caps on requests in flight or in prefill
+(`max_concurrency`, `max_prefill`) hold a send back until a slot frees; the runner records that wait apart. A
+point is named by its key `<seed>:<mode>:<load>:<repeat>`; the same key gives the same plan, and `render_plan`
+prints it byte for byte the same (what `--dry-run` shows).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
+from evalkit.load.arrivals import ARRIVALS, GapProcess, RateProfile, Stage, send_times, stages_profile
+from evalkit.load.precision import PrecisionStop
 from evalkit.load.workload import LoadRequest, Workload, build_request, shared_prefix
 
 MODES = ("concurrency", "rate")
-ARRIVALS = ("constant", "poisson")
+__all__ = ["ARRIVALS", "MODES", "PointPlan", "PointSpec", "render_plan"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,14 @@ class PointPlan:
     measured: int | None  # None: as many as `duration_s` lets the point send
     duration_s: float | None
     arrivals: str = "constant"
+    burstiness: float = 1.0  # gamma arrivals: the shape (vLLM's --burstiness); gaps' CV = 1/sqrt(burstiness)
+    burst_size: int = 1  # requests sent at one instant; bursts spaced so the mean rate holds
+    ramp_up_s: float = 0.0  # the rate rises linearly from 0 over this many seconds
+    stages: tuple[Stage, ...] = ()  # a multi-stage profile instead of one rate: the point ends with its last stage
+    max_concurrency: int | None = None  # open loop: no more than this many requests in flight
+    max_prefill: int | None = None  # no more than this many requests sent and still without a first token
+    precision: PrecisionStop | None = None  # end the measured phase once the interval is tight enough
+    reasoning_room: int = 0  # tokens added to each request's max_tokens for a server that reasons first
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -64,17 +75,17 @@ class PointPlan:
             return "measured"
         return "cooldown"
 
-    def send_offsets(self) -> list[float]:
-        """Open loop: each request's send time from the point's start (warm-up included); closed loop: empty."""
+    def send_schedule(self) -> list[tuple[float, int]]:
+        """Open loop: (send time from the point's start, stage) of each request, warm-up included; closed: empty."""
         if self.spec.mode != "rate":
             return []
-        rate = self.spec.load
-        rng = random.Random(f"load-arrivals:{self.spec.key(self.seed)}:{self.arrivals}")
-        offsets: list[float] = []
-        t = 0.0
+        gaps = GapProcess(self.arrivals, self.burstiness, self.burst_size)
+        profile = (
+            stages_profile(list(self.stages)) if self.stages else RateProfile.constant(self.spec.load, self.ramp_up_s)
+        )
+        out: list[tuple[float, int]] = []
         measured_start: float | None = None
-        i = 0
-        while True:
+        for i, (t, stage) in enumerate(send_times(profile, gaps, self.spec.key(self.seed))):
             if self.measured is not None and i >= self.warmup + self.measured:
                 break
             if i == self.warmup:
@@ -86,11 +97,43 @@ class PointPlan:
                 and t >= measured_start + self.duration_s - 1e-9
             ):
                 break
-            offsets.append(t)
-            i += 1
-            # Constant spacing from the index, not by adding up gaps, so rounding never accumulates.
-            t = i / rate if self.arrivals == "constant" else t + rng.expovariate(rate)
-        return offsets
+            if self.measured is None and self.duration_s is None and not profile.finite:
+                raise ValueError("an open-ended rate needs a request count or a duration")
+            out.append((t, stage))
+        return out
+
+    def send_offsets(self) -> list[float]:
+        """Open loop: each request's send time from the point's start (warm-up included); closed loop: empty."""
+        return [t for t, _ in self.send_schedule()]
+
+    def send_stages(self) -> list[int]:
+        """Open loop: the stage each request is sent in (all 0 without stages)."""
+        return [st for _, st in self.send_schedule()]
+
+    @property
+    def shaping(self) -> str:
+        """The arrivals and caps in words, for the plan's header."""
+        parts = [f"arrivals {self.arrivals}"] if self.spec.mode == "rate" else []
+        if self.arrivals == "gamma" and self.spec.mode == "rate":
+            parts.append(f"burstiness {self.burstiness:g}")
+        if self.burst_size > 1:
+            parts.append(f"bursts of {self.burst_size}")
+        if self.ramp_up_s:
+            parts.append(f"ramp-up {self.ramp_up_s:g} s")
+        if self.stages:
+            parts.append("stages " + ",".join(_stage_text(st) for st in self.stages))
+        if self.max_concurrency:
+            parts.append(f"max concurrency {self.max_concurrency}")
+        if self.max_prefill:
+            parts.append(f"max in prefill {self.max_prefill}")
+        if self.precision:
+            parts.append(f"target moe {self.precision.describe()}")
+        return ", ".join(parts)
+
+
+def _stage_text(st: Stage) -> str:
+    rate = f"{st.start_rate:g}-{st.rate:g}" if st.start_rate is not None else f"{st.rate:g}"
+    return f"{rate}:{st.duration_s:g}"
 
 
 def render_plan(plan: PointPlan, limit: int | None = None) -> str:
@@ -107,8 +150,14 @@ def render_plan(plan: PointPlan, limit: int | None = None) -> str:
         f"# prompt_tokens {w.prompt_tokens}, output_tokens {w.output_tokens}, prefix_tokens {w.prefix_tokens}, "
         f"token_scale {w.token_scale:.4f}, "
         f"warmup {plan.warmup}, "
-        + (f"requests {plan.measured}" if plan.measured is not None else f"duration {plan.duration_s:g} s")
-        + (f", arrivals {plan.arrivals}" if s.mode == "rate" else ""),
+        + (
+            f"requests {plan.measured}"
+            if plan.measured is not None
+            else f"duration {plan.duration_s:g} s"
+            if plan.duration_s is not None
+            else "until the last stage ends"
+        )
+        + (f", {plan.shaping}" if plan.shaping else ""),
         "index  phase     send_at_s  prompt_tokens  output_tokens  count_to  prompt_sha",
     ]
     for i in range(shown):

@@ -1,9 +1,10 @@
 """Latency targets (`--slo ttft_p99_s<=2`): parsing, checking a point's metrics, and checking one request.
 
-Names: `<ttft|itl|e2e>_<p50|p90|p95|p99|max>_<s|ms>` read the point's latency distribution in that unit, and the
-counts `errors`, `wrong_answers`, `error_rate`, `goodput_rps`, `throughput_rps` read the point's figure. A request
-"met its targets" (goodput) when it finished, answered right and its own TTFT, end-to-end time and inter-token
-gaps (at the named percentile, in that request alone) meet every latency target.
+Names: `<ttft|ttft_answer|itl|e2e>_<p50|p90|p95|p99|max>_<s|ms>` read the point's latency distribution in that
+unit (`ttft_answer`: the first answer token, after any reasoning), and the counts `errors`, `wrong_answers`,
+`error_rate`, `goodput_rps`, `throughput_rps` read the point's figure. A request "met its targets" (goodput) when
+it finished, answered right and its own TTFT, end-to-end time and inter-token gaps (at the named percentile, in
+that request alone) meet every latency target.
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-LATENCY = {"ttft": "ttft_s", "itl": "itl_ms", "e2e": "e2e_s"}  # target name -> metric in summary.json
+LATENCY = {
+    "ttft": "ttft_s",
+    "ttft_answer": "ttft_answer_s",
+    "itl": "itl_ms",
+    "e2e": "e2e_s",
+}  # target name -> metric in summary.json
 STATS = ("p50", "p90", "p95", "p99", "max")
 SCALARS = ("errors", "wrong_answers", "error_rate", "goodput_rps", "throughput_rps")
 _SLO_RE = re.compile(r"\s*([a-z0-9_]+)\s*(<=|>=|==|!=|<|>)\s*([-+0-9.eE]+)\s*")
-_LAT_RE = re.compile(r"(ttft|itl|e2e)_(p50|p90|p95|p99|max)_(s|ms)")
+_LAT_RE = re.compile(r"(ttft_answer|ttft|itl|e2e)_(p50|p90|p95|p99|max)_(s|ms)")
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ def parse_target(text: str) -> Target:
     if name in SCALARS:
         return Target(text.strip(), name, None, 1.0, op, limit)
     raise UsageError(
-        f"--slo {text!r}: unknown target {name!r} (latency: ttft|itl|e2e _ p50|p90|p95|p99|max "
+        f"--slo {text!r}: unknown target {name!r} (latency: ttft|ttft_answer|itl|e2e _ p50|p90|p95|p99|max "
         f"_ s|ms; counts: {', '.join(SCALARS)})"
     )
 
@@ -101,8 +107,8 @@ def request_meets(line: dict[str, Any], targets: list[Target]) -> bool:
             continue
         if t.metric == "ttft_s":
             v = line.get("ttft_s")
-        elif t.metric == "e2e_s":
-            v = line.get("e2e_s")
+        elif t.metric in ("e2e_s", "ttft_answer_s"):
+            v = line.get(t.metric)
         else:
             gaps = itl_gaps_ms(line)
             v = (max(gaps) if t.stat == "max" else percentile(gaps, float(t.stat[1:]))) if gaps else None

@@ -12,6 +12,7 @@ from typing import Any
 
 from evalkit.client.lag import error_budget
 from evalkit.load.metrics import dist, judge_point, point_metrics
+from evalkit.load.precision import PrecisionStop
 from evalkit.load.slo import Target, parse_target
 from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 
@@ -31,9 +32,11 @@ def build_summary(path: Path) -> dict[str, Any]:
             by_point.setdefault(int(r["point"]), []).append(r)
     repeats: dict[float, list[dict[str, Any]]] = {}
     pooled: dict[float, list[dict[str, Any]]] = {}
+    stopped: dict[float, list[bool]] = {}
     for p in read_jsonl(path / POINTS):
         measured = by_point.get(int(p["point"]), [])
         load = float(p["load"])
+        stopped.setdefault(load, []).append(bool(p.get("stopped_on_precision")))
         repeats.setdefault(load, []).append(point_metrics(measured, mode, load, targets))
         pooled.setdefault(load, []).extend(measured)
     points = []
@@ -47,6 +50,8 @@ def build_summary(path: Path) -> dict[str, Any]:
                 **judged,
                 "metrics": point_metrics(pooled[load], mode, load, targets),
                 "per_repeat": repeats[load],
+                **_precision(opts.get("precision"), repeats[load], by_point_lines(pooled[load]), stopped[load]),
+                **_stages(opts.get("stages"), pooled[load], mode, load, targets),
             }
         )
     failing = [p["load"] for p in points if not p["meets_slo"]]
@@ -61,6 +66,10 @@ def build_summary(path: Path) -> dict[str, Any]:
         "seed": manifest.get("seed"),
         "mode": mode,
         "arrivals": opts.get("arrivals") if mode == "rate" else None,
+        "shaping": {
+            k: opts.get(k)
+            for k in ("burstiness", "burst_size", "ramp_up_s", "stages", "max_concurrency", "max_prefill", "precision")
+        },
         "search": opts.get("search"),
         "runs_per_point": opts.get("runs", 1),
         "slo": [t.to_json() for t in targets],
@@ -91,6 +100,47 @@ def build_summary(path: Path) -> dict[str, Any]:
     key = "max_concurrency_meeting_slo" if mode == "concurrency" else "max_rate_meeting_slo"
     summary[key] = int(best) if best is not None and mode == "concurrency" else best
     return summary
+
+
+def by_point_lines(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The pooled lines split back into their repeats (by `point`), in order."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in lines:
+        out.setdefault(int(r["point"]), []).append(r)
+    return [out[k] for k in sorted(out)]
+
+
+def _precision(
+    rule: dict[str, Any] | None, repeats: list[dict[str, Any]], lines: list[list[dict[str, Any]]], stopped: list[bool]
+) -> dict[str, Any]:
+    """`precision`: the target, each repeat's measured count, its margin at the end and whether it stopped early."""
+    if not rule:
+        return {}
+    stop = PrecisionStop(rule["target_moe"], rule["metric"], rule["min_requests"], rule["max_requests"])
+    return {
+        "precision": {
+            **rule,
+            "per_repeat": [
+                {"measured": len(ls), "moe": stop.moe(ls), "stopped_early": st, "reached": stop.reached(ls)}
+                for ls, st in zip(lines, stopped)
+            ],
+            "reached": all(stop.reached(ls) for ls in lines) if lines else False,
+        }
+    }
+
+
+def _stages(
+    stages: list[dict[str, Any]] | None, lines: list[dict[str, Any]], mode: str, load: float, targets: list[Target]
+) -> dict[str, Any]:
+    """`stages`: a multi-stage point's figures per stage (its requests by the stage they were sent in)."""
+    if not stages:
+        return {}
+    out = []
+    for i, st in enumerate(stages):
+        mine = [r for r in lines if r.get("stage") == i]
+        m = point_metrics(mine, mode, st["rate"], targets)
+        out.append({**st, "index": i, "requests": len(mine), "metrics": m})
+    return {"stages": out}
 
 
 def _label(mode: str, load: float) -> str:

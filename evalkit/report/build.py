@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalkit.report import answer as answer_report
 from evalkit.report import capability as capability_report
 from evalkit.report import capacity, noise, plots, stress_diagnoses, tables
 from evalkit.report.capacity_plot import latency_vs_load
@@ -55,7 +56,12 @@ def build_context(
     if "stress" in by_kind:
         p = plots.stress_timeline(by_kind["stress"], out_md.with_name(f"{stem}-stress-timeline.png"), cycle)
         if p:
-            made.append({"title": "One stress cycle: each request from sent to first token to done", "file": p.name})
+            made.append(
+                {
+                    "title": "One stress cycle, a lane per request: waiting, the server's prefill, decode, cancelled",
+                    "file": p.name,
+                }
+            )
     memory = memory_section(runs, noise_floor)
     if memory:
         p = gpu_memory_plot(runs, out_md.with_name(f"{stem}-gpu-memory.png"))
@@ -67,7 +73,12 @@ def build_context(
             made.append({"title": "Time to first token against load per run", "file": p.name})
     p = plots.ttft_distributions(runs, out_md.with_name(f"{stem}-ttft.png"))
     if p:
-        made.append({"title": "Time to first token per run", "file": p.name})
+        made.append(
+            {
+                "title": "Time to first token: a panel per time base, short requests apart from long prefills",
+                "file": p.name,
+            }
+        )
     return {
         "title": "evalkit report: " + " vs ".join(dict.fromkeys(r.label for r in runs)) if runs else "evalkit report",
         "runs": [
@@ -89,4 +100,5 @@ def build_context(
         "server_says": server_says_section(runs),
         "plots": made,
         "summaries": {r.label: r.summary for r in runs},
+        "answer": answer_report.context(runs, noise_floor),
     }

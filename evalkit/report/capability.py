@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import noise
+from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 from evalkit.stats import median
 from evalkit_evals import registry
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
@@ -114,7 +115,8 @@ def question_changes(base: LabelledRun, other: LabelledRun) -> list[QuestionChan
     return sorted(out, key=lambda c: (rank.get(c.dataset, 99), c.change, c.qid))
 
 
-def _paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> noise.NoiseVerdict:
+def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> noise.NoiseVerdict:
+    """McNemar marks for two runs' per-question scores (the capability report's and `--under-load`'s)."""
     # McNemar's exact test on per-question means: with one sample a question it is the classic test; with
     # repeats it is the sign test of the questions whose mean moved.
     common = [q for q in a if q in b]
@@ -174,7 +176,7 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                     mine = [
                         {q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds} for x in (scores[0], sc)
                     ]
-                    text += f" {_paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
+                    text += f" {paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
             cells.append(text + _ambiguous_note(entry))
         rows.append((ds, cells))
     rows.append(("unparsed / truncated / error", [_outcome_counts(r.summary.get("total") or {}) for r in group]))
@@ -276,7 +278,7 @@ def _fmt_seconds(v: float | None) -> str:
     """Two decimals from 0.1 s up; below that three significant digits, so a 4 ms TTFT is not shown as 0.00."""
     if v is None:
         return "–"
-    return f"{v:.2f}" if v >= 0.1 else f"{v:.3g}"
+    return f"{v:.2f}" if v >= 0.1 else num(v)
 
 
 def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
@@ -320,6 +322,15 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             + "; TTFT and decode rate as the client saw them "
             "during the run (requests.jsonl), a free performance signal, not a benchmark."
         ]
+        conc = r.run.manifest.get("concurrency")
+        if isinstance(conc, int) and conc > 1:
+            notes.append(
+                f"{r.label} sent {conc} requests at once (--concurrency {conc}): each request's decode rate is "
+                "its share of a server serving them together, below one stream alone (bench)."
+            )
+        flagged = trust.flag_text(r)
+        if flagged:
+            notes.append(f"⚠ {flagged}: its TTFT and decode figures here are the client's, not the server's.")
         out.append(
             Table(
                 f"capability_answering_{mode}_{r.label}",
@@ -345,7 +356,35 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
     out = []
     for mode, group in _modes(runs).items():
         out += score_tables(group, mode) + change_tables(group, mode) + answering_tables(group, mode)
-    return out
+    return out + under_load_tables(runs)
+
+
+def under_load_tables(runs: list[LabelledRun]) -> list[Table]:
+    """Runs with `--under-load`: the same questions idle and under load, per run (summary.json's `under_load`)."""
+    mine = [r for r in runs if isinstance(r.summary.get("under_load"), dict)]
+    if not mine:
+        return []
+
+    def cells(u: dict[str, Any]) -> list[str]:
+        bg = u.get("background") or {}
+        share, mif = u.get("changed_text_share"), bg.get("mean_in_flight")
+        return [
+            str((u.get("load") or {}).get("source") or "–"),
+            f"{u['idle']['correct']:g}/{u['idle']['total']}",
+            f"{u['loaded']['correct']:g}/{u['loaded']['total']} {u['mcnemar']['mark']}",
+            f"{len(u.get('lost') or [])} / {len(u.get('gained') or [])}",
+            "–" if share is None else f"{share:.0%}",
+            "–" if mif is None else f"{mif:.2f}",
+        ]
+
+    rows = [(r.label, cells(r.summary["under_load"])) for r in mine]
+    cols = ["load", "idle", "under load", "right→wrong / wrong→right", "answers changed", "background in flight"]
+    notes = [
+        "Each run asked its questions at idle, then again under its background load. Marks: McNemar's exact test "
+        f"on the paired questions ({noise.WORSE} worse beyond noise, {noise.WITHIN} within noise, {noise.BETTER} "
+        "better); answers changed counts any change of text; in flight is the background's mean over the pass."
+    ]
+    return [Table("capability-under-load", "Answers under load", cols, rows, notes, row_header="run")]
 
 
 def changed_lines(runs: list[LabelledRun]) -> list[dict[str, Any]]:

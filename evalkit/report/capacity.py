@@ -13,12 +13,14 @@ from typing import Any
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 
 UNIT = {"concurrency": "streams", "rate": "requests/s"}
 
 
 def _f(v: Any, digits: int = 3) -> str:
-    return "–" if v is None else (f"{v:.{digits}g}" if isinstance(v, float) else str(v))
+    # Significant digits, never in exponent form (a goodput of 2011.4 is "2011", not "2.01e+03").
+    return "–" if v is None else (num(v, digits, trim=True) if isinstance(v, float) else str(v))
 
 
 def _step(run: LabelledRun, best: float) -> float:
@@ -41,9 +43,9 @@ def max_verdict(before: LabelledRun, after: LabelledRun) -> tuple[str, str]:
     invalid = [r.label for r in (before, after) if (r.summary.get("client") or {}).get("invalid_points")]
     step = max(_step(before, bb), _step(after, ab))
     unit = UNIT.get(str(mode), "")
-    moved = f"{bb:g} -> {ab:g} {unit} ({ab - bb:+g})"
+    moved = f"{num(bb, 6, True)} -> {num(ab, 6, True)} {unit} ({'+' if ab >= bb else ''}{num(ab - bb, 6, True)})"
     if abs(ab - bb) <= step:
-        mark, what = noise.WITHIN, f"{moved}: within one search step ({step:.3g})"
+        mark, what = noise.WITHIN, f"{moved}: within one search step ({num(step, trim=True)})"
     else:
         higher = ab > bb
         # Only the lower maximum being unbounded spoils the verdict: its true maximum may lie above the other.
@@ -107,9 +109,11 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
     """One run's load points as rows; TTFT p99 marked against the first run at the same load."""
     s = run.summary
     rate = s.get("mode") == "rate"
+    reasoned = any((p["metrics"].get("reasoning_tokens") or {}).get("max") for p in s.get("points") or [])
     cols = [
         "ttft p50 s",
         "ttft p99 s",
+        *(["answer ttft p50/p99 s"] if reasoned else []),
         "itl p99 ms",
         "e2e p99 s",
         "goodput/s",
@@ -135,6 +139,7 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
                 [
                     _f(m["ttft_s"]["p50"]),
                     ttft99,
+                    *([f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"] if reasoned else []),
                     _f(m["itl_ms"]["p99"]),
                     _f(m["e2e_s"]["p99"]),
                     _f(m["goodput_rps"]),

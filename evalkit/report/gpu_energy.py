@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.report.runs import LabelledRun
+from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 
 
 def _cell(v: Any, fmt: str) -> str:
-    return "–" if v is None else format(v, fmt)
+    if v is None:
+        return "–"
+    return num(v) if fmt == ".3g" else format(v, fmt)  # significant digits, never in exponent form
 
 
 def _tok_s(s: dict[str, Any]) -> str:
@@ -73,4 +76,4 @@ def gpu_table(runs: list[LabelledRun]) -> Table | None:
         "tokens generated",
         *sources,
     ]
-    return Table("gpu_telemetry", "GPU power and energy", [r.label for r in runs], rows, notes, row_header="what")
+    return Table("gpu_telemetry", "GPU power and energy", columns(runs), rows, notes, row_header="what")

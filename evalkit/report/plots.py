@@ -9,10 +9,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
+from evalkit.report.lanes import lanes, time_axis_words, time_scale
 from evalkit.report.runs import LabelledRun
+from evalkit.report.words import num
 
 WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR = "#f2a541", "#3a6ea5", "#c0392b"
+PREFILL_COLOR = "#7fb069"
 
 
 def _cycle_requests(run: LabelledRun, cycle: Any) -> list[dict[str, Any]]:
@@ -28,79 +32,117 @@ def pick_cycle(runs: list[LabelledRun], wanted: Any = None) -> Any:
     for r in runs:
         cycles = {line.get("cycle") for line in r.requests() if line.get("cycle") is not None}
         common = cycles if common is None else common & cycles
-    return min(common) if common else None
+    if not common:
+        return None
+    # Cycle 0 holds the calibration requests, not a cycle of the scenario.
+    return min((c for c in common if isinstance(c, int) and c > 0), default=min(common))
 
 
 def stress_timeline(runs: list[LabelledRun], path: Path, cycle: Any = None) -> Path | None:
-    """One subplot per stress run: each request of the cycle a bar, sent→first token (waiting), →done (decoding)."""
+    """One subplot per stress run: a lane per request of the cycle, waiting (sent → the server's prefill start),
+    prefill (the server's window, from its timings or log), decode (first token → done), cancelled; every request
+    visible (a bar never narrower than half a percent of the axis, and a tick at its send), labels in words, the
+    legend beside, the time base (real, or sim time and its factor) on each axis."""
     cycle = pick_cycle(runs, cycle)
-    per_run = [(r, _cycle_requests(r, cycle)) for r in runs]
-    per_run = [(r, reqs) for r, reqs in per_run if reqs]
+    per_run = [(r, lanes(r, cycle)) for r in runs]
+    per_run = [(r, ls) for r, ls in per_run if ls]
     if not per_run:
         return None
-    height = sum(max(len(reqs), 2) * 0.35 + 1.0 for _, reqs in per_run)
-    fig, axes = plt.subplots(len(per_run), 1, figsize=(10, max(3.0, height)), squeeze=False, sharex=True)
-    for ax, (run, reqs) in zip(axes[:, 0], per_run):
-        t0 = reqs[0]["t_sent"]
-        labels = []
-        for i, r in enumerate(reqs):
-            sent = r["t_sent"] - t0
-            first = (r.get("t_first_token") or r.get("t_done") or r["t_sent"]) - t0
-            done = (r.get("t_done") or r.get("t_first_token") or r["t_sent"]) - t0
-            cancelled = r.get("status") == "cancelled"
-            # A request cancelled before its first token waited all its life: show that wait as cancelled.
-            wait_color = CANCEL_COLOR if cancelled and not r.get("t_first_token") else WAIT_COLOR
-            ax.barh(i, max(first - sent, 1e-3), left=sent, color=wait_color, height=0.6)
-            if done > first:
+    height = sum(max(len(ls), 2) * 0.32 + 1.1 for _, ls in per_run)
+    fig, axes = plt.subplots(len(per_run), 1, figsize=(12, max(3.0, height)), squeeze=False)
+    for ax, (run, ls) in zip(axes[:, 0], per_run):
+        span = max((x.done or x.first_token or x.sent) for x in ls) or 1.0
+        least = span * 0.005
+        for i, x in enumerate(ls):
+            first = x.first_token if x.first_token is not None else (x.done if x.done is not None else x.sent)
+            done = x.done if x.done is not None else first
+            start = x.server_start if x.server_start is not None and x.sent <= x.server_start <= first else None
+            wait_end = start if start is not None else first
+            color = CANCEL_COLOR if x.cancelled and x.first_token is None and start is None else WAIT_COLOR
+            ax.barh(i, max(wait_end - x.sent, least), left=x.sent, color=color, height=0.6)
+            if start is not None:
+                ax.barh(i, max(first - start, least), left=start, color=PREFILL_COLOR, height=0.6)
+            if done > first or x.first_token is not None:
                 ax.barh(
                     i,
-                    done - first,
+                    max(done - first, least),
                     left=first,
-                    color=CANCEL_COLOR if cancelled else DECODE_COLOR,
+                    color=CANCEL_COLOR if x.cancelled else DECODE_COLOR,
                     height=0.6,
-                    hatch="//" if cancelled else None,
+                    hatch="//" if x.cancelled else None,
                 )
-            labels.append(f"{r.get('scenario', '?')} {r.get('role') or str(r.get('request_id', ''))[-6:]}")
-        ax.set_yticks(range(len(reqs)))
-        ax.set_yticklabels(labels, fontsize=7)
+            ax.plot([x.sent], [i], marker="|", color="black", markersize=9)
+        ax.set_yticks(range(len(ls)))
+        ax.set_yticklabels([f"{x.words}" for x in ls], fontsize=7)
         ax.invert_yaxis()
-        ax.set_title(f"{run.label}: cycle {cycle}", fontsize=9)
+        ax.set_title(f"{run.label}: stress cycle {cycle}, {len(ls)} requests", fontsize=9)
+        ax.set_xlabel(time_axis_words(run), fontsize=8)
         ax.grid(axis="x", alpha=0.3)
-    axes[-1, 0].set_xlabel("seconds since the cycle's first request was sent")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in (WAIT_COLOR, PREFILL_COLOR, DECODE_COLOR, CANCEL_COLOR)]
     fig.legend(
-        handles, ["sent → first token", "first token → done", "cancelled"], loc="lower center", ncol=3, fontsize=8
+        handles,
+        ["sent → server starts (waiting)", "server's prefill (timings / log)", "first token → done", "cancelled"],
+        loc="center left",
+        bbox_to_anchor=(0.8, 0.5),
+        fontsize=8,
     )
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def ttft_distributions(runs: list[LabelledRun], path: Path) -> Path | None:
-    """Empirical CDF of every run's time to first token (log scale, so a blocked tail stands out)."""
-    series = []
+def ttft_groups(runs: list[LabelledRun]) -> list[tuple[str, list[tuple[str, list[float]]]]]:
+    """TTFT samples per panel, one time base and one kind of request each: real-time runs (bench, capability),
+    then per stress time base its short requests and its long prefills apart."""
+    panels: dict[str, list[tuple[str, list[float]]]] = {}
     for r in runs:
-        xs = sorted(
-            x["ttft_s"]
+        ok = [
+            x
             for x in r.requests()
-            if x.get("status", "ok") == "ok" and isinstance(x.get("ttft_s"), (int, float)) and x["ttft_s"] > 0
-        )
-        if xs:
-            series.append((f"{r.label} ({r.kind})", xs))
-    if not series:
+            if x.get("status", "ok") == "ok"
+            and isinstance(x.get("ttft_s"), (int, float))
+            and x["ttft_s"] > 0
+            and x.get("scenario") != "calibration"
+        ]
+        if r.kind == "stress":
+            f = time_scale(r)
+            base = "real time" if f == 1 else f"sim time, {f:g}× faster than real"
+            for name, keep in (
+                ("stress, short requests", lambda x: x.get("role") != "long"),
+                ("stress, long prefills", lambda x: x.get("role") == "long"),
+            ):
+                xs = sorted(x["ttft_s"] for x in ok if keep(x))
+                if xs:
+                    panels.setdefault(f"{name} ({base})", []).append((r.label, xs))
+        else:
+            xs = sorted(x["ttft_s"] for x in ok)
+            if xs:
+                panels.setdefault("bench and capability (real time)", []).append((f"{r.label} {r.kind}", xs))
+    return list(panels.items())
+
+
+def ttft_distributions(runs: list[LabelledRun], path: Path) -> Path | None:
+    """Empirical CDF of time to first token, one panel per time base and kind of request (log scale, so a blocked
+    tail stands out), legends beside each panel."""
+    groups = ttft_groups(runs)
+    if not groups:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for name, xs in series:
-        ys = [(i + 1) / len(xs) for i in range(len(xs))]
-        ax.step(xs, ys, where="post", label=f"{name}, n={len(xs)}")
-    ax.set_xscale("log")
-    ax.set_xlabel("time to first token, s (log)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    ax.set_title("TTFT distribution per run")
+    fig, axes = plt.subplots(len(groups), 1, figsize=(10, 3.2 * len(groups)), squeeze=False)
+    for ax, (title, series) in zip(axes[:, 0], groups):
+        for name, xs in series:
+            ys = [(i + 1) / len(xs) for i in range(len(xs))]
+            ax.step(xs, ys, where="post", label=f"{name}, n={len(xs)}")
+        ax.set_xscale("log")
+        plain = FuncFormatter(lambda v, _pos: num(v, 2))  # 0.001, 2.01: never 10^-3 or 2×10^0
+        ax.xaxis.set_major_formatter(plain)
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+        ax.set_xlabel("time to first token, seconds (log scale)", fontsize=8)
+        ax.set_ylabel("share of requests", fontsize=8)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.set_title(f"Time to first token: {title}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

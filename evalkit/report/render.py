@@ -15,7 +15,7 @@ DEFAULT_TEMPLATE = "report.md.j2"
 
 def _md_cell(value: Any) -> str:
     # A pipe inside a cell would split the markdown table.
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return str(value).replace("|", "\\|").replace("\n", "<br>")
 
 
 def environment(template_dir: Path | None = None) -> jinja2.Environment:

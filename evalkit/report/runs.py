@@ -65,3 +65,9 @@ def _distinct_labels(runs: list[LabelledRun]) -> list[LabelledRun]:
         key = (r.kind, r.label)
         seen[key] = seen.get(key, 0) + 1
     return [LabelledRun(f"{r.label} ({r.run.path.name})", r.run) if seen[(r.kind, r.label)] > 1 else r for r in runs]
+
+
+def columns(runs: list[LabelledRun]) -> list[str]:
+    """Column labels: the build label, with the run's kind beside it where one label has several runs."""
+    labels = [r.label for r in runs]
+    return [f"{r.label} {r.kind}" if labels.count(r.label) > 1 else r.label for r in runs]

@@ -16,9 +16,11 @@ from evalkit.evidence.server_identity import identity_label
 from evalkit.evidence.server_log import DEFAULT_PATTERNS
 from evalkit.report import noise
 from evalkit.report.gpu_energy import gpu_table
-from evalkit.report.runs import LabelledRun
+from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
+from evalkit.report.words import num
 
+RARE_SCRAPES = 2  # scrapes before and after a run only: too few for a gauge's maximum
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
 # Counter families worth a row, by server: (row name, series name, how to show it).
 _COUNTER_ROWS = (
@@ -49,6 +51,18 @@ def _evidence(run: LabelledRun) -> dict[str, Any]:
     return {**s, **evidence_summary(run.run.path)}
 
 
+def _edges_only(run: LabelledRun) -> bool:
+    """Whether every /metrics scrape of the run was taken before or after requests (bench, capability), never
+    while one was in flight."""
+    path = run.run.path / "metrics.jsonl"
+    if not path.exists():
+        return False
+    from evalkit.runs.rundir import read_jsonl
+
+    labels = [str(x.get("label") or "") for x in read_jsonl(path)]
+    return bool(labels) and all(lb.split(":", 1)[0] in ("before", "after") for lb in labels)
+
+
 def _sum(series: dict[str, Any], name: str) -> float | None:
     vals = [v for k, v in series.items() if k.split("{", 1)[0] == name and isinstance(v, (int, float))]
     return sum(vals) if vals else None
@@ -59,8 +73,18 @@ def _gauge_max(gauges: dict[str, Any], name: str) -> float | None:
     return max(vals) if vals else None
 
 
+def one_per_build(runs: list[LabelledRun]) -> list[LabelledRun]:
+    """The first run of each label (a build's identity is the same over its runs of one server)."""
+    seen: dict[str, LabelledRun] = {}
+    for r in runs:
+        seen.setdefault(r.label, r)
+    return list(seen.values())
+
+
 def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
-    """Who each run measured, and a warning when the runs served different models."""
+    """Who each build measured (one column per build), and a warning when the runs served different models."""
+    all_runs = runs
+    runs = one_per_build(runs)
     cols = [r.label for r in runs]
     rows: list[tuple[str, list[str]]] = []
 
@@ -89,12 +113,15 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
             for i in idents
         ],
     )
-    row("context per request (log)", [_context_from_log(r) for r in runs])
+    row(
+        "context per request (log)",
+        [next((c for x in all_runs if x.label == r.label and (c := _context_from_log(x))), None) for r in runs],
+    )
     keys = sorted({k for r in runs for k in (r.run.manifest.get("build") or {})})
     for k in keys:
         row(f"build.{k}", [(r.run.manifest.get("build") or {}).get(k) for r in runs])
     warnings = []
-    models = {r.run.manifest.get("model") for r in runs if r.run.manifest.get("model")}
+    models = {r.run.manifest.get("model") for r in all_runs if r.run.manifest.get("model")}
     if len(models) > 1:
         warnings.append(
             "the runs served different models (" + ", ".join(sorted(models)) + "): their figures "
@@ -184,7 +211,7 @@ def acceptance_table(runs: list[LabelledRun]) -> Table | None:
     return Table(
         "spec_acceptance",
         "Draft acceptance per position",
-        [r.label for r in runs],
+        columns(runs),
         rows,
         notes,
         row_header="prompt / position",
@@ -203,7 +230,7 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
             c = m.get("counters") or {}
             vals = [_sum(c, s) for s in series]
             if name.startswith("mean"):
-                cells.append(f"{vals[0] / vals[1]:.3g}" if vals[0] is not None and vals[1] else "–")
+                cells.append(num(vals[0] / vals[1]) if vals[0] is not None and vals[1] else "–")
             elif name.startswith("prefix"):
                 cells.append(f"{vals[0]:.0f} / {vals[1]:.0f}" if None not in vals else "–")
             else:
@@ -211,21 +238,35 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
                 cells.append(f"{v:.0f}" if v is not None else "–")
         if any(c != "–" for c in cells):
             rows.append((name, cells))
+    rare = False
+    edges = [_edges_only(r) for r in runs]
     for name, series in _GAUGE_ROWS:
         cells = []
-        for m in mets:
+        for m, edge in zip(mets, edges):
             v = next((x for x in (_gauge_max(m.get("gauges") or {}, s) for s in series) if x is not None), None)
-            cells.append(f"{v:.0f}" if v is not None else "–")
+            scrapes = m.get("ok", m.get("scrapes"))
+            if v is not None and (edge or (isinstance(scrapes, int) and scrapes <= RARE_SCRAPES)):
+                # Scraped only before and after the run (or each request): a gauge's maximum then never saw a
+                # request in flight and says nothing of the run itself.
+                rare = True
+                cells.append(f"⚠ – ({scrapes} scrapes, all before or after requests)")
+            else:
+                cells.append(f"{v:.0f}" if v is not None else "–")
         if any(c != "–" for c in cells):
             rows.append((name, cells))
-    notes = [
+    notes = (
+        [
+            "⚠ a gauge (requests running or waiting) scraped only before and after the run or its requests never "
+            "saw a request in flight: no maximum is shown for it (a stress run scrapes during its cycles)."
+        ]
+        if rare
+        else []
+    ) + [
         f"{r.label}: /metrics unavailable ({m.get('first_error')})"
         for r, m in zip(runs, mets)
         if m and not m.get("available")
     ]
-    return Table(
-        "server_counters", "Server counters over the run", [r.label for r in runs], rows, notes, row_header="what"
-    )
+    return Table("server_counters", "Server counters over the run", columns(runs), rows, notes, row_header="what")
 
 
 def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.report import noise
+from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
+from evalkit.report.words import time_scale_words
 from evalkit_evals import registry
 
 STRESS_ORDER = (
@@ -103,6 +104,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
             for e in entries[1:]
         ]
+        verdicts = trust.suppress(runs, verdicts)
         decode_rows.append(
             (name, _empty_cells(_cells(values, 1, verdicts), values, [e.get("failed") for e in entries]))
         )
@@ -114,7 +116,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 )
                 for e in entries[1:]
             ]
-            request_rows.append((name, _cells(req, 1, rverdicts)))
+            request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts))))
     for r in runs:
         if r.summary.get("length_forced") is False:
             notes.append(
@@ -132,10 +134,21 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             "Decode throughput, tok/s (completion tokens after the first over first→last token)",
             cols,
             decode_rows,
-            notes + [_legend(noise_floor)],
+            notes + trust.notes(runs) + [_legend(noise_floor)],
             row_header="prompt",
         )
     ]
+    answer_rows = _answer_rows(runs, prompts)
+    if answer_rows:
+        tables.append(
+            Table(
+                "bench-reasoning",
+                "First token and first answer token (after reasoning), s, and reasoning / answer tokens (medians)",
+                cols,
+                answer_rows,
+                row_header="prompt",
+            )
+        )
     if request_rows:
         tables.append(
             Table(
@@ -154,6 +167,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         verdicts = [None] + [
             noise.samples_verdict(conc[0].get("runs") or [], c.get("runs") or [], True, noise_floor) for c in conc[1:]
         ]
+        verdicts = trust.suppress(runs, verdicts)
         per_stream = [" / ".join(_num(x, 1) for x in (c.get("per_stream_tok_s") or [])) or "–" for c in conc]
         rows = [
             ("streams", [_num(s, 0) for s in streams]),
@@ -177,6 +191,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
 STRESS_SAMPLES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "short_insert_ttft_s": (("short_insert",), "short", "ttft_s"),
     "short_insert_done_s": (("short_insert",), "short", "t_done-t_sent"),
+    "short_insert_ttft_answer_s": (("short_insert",), "short", "ttft_answer_s"),
     "double_insert_ttft_s": (("double_insert",), "short", "ttft_s"),
     "post_cancel_ttft_s": (("cancel_then_short",), "short", "ttft_s"),
     "short_alone_ttft_s": (("short_baseline",), "short", "ttft_s"),
@@ -194,6 +209,26 @@ HEADLINE_STAT = {
     "gen_alone_tok_s": "p50",
     "effective_concurrency": "p50",
 }
+
+
+def _answer_rows(runs: list[LabelledRun], prompts: list[str]) -> list[tuple[str, list[str]]]:
+    """Bench rows of TTFT, time to the first answer token and the token split, when any run's server reasoned."""
+    if not any((_get(r.summary, "prompts", n) or {}).get("reasoning_tokens") for r in runs for n in prompts):
+        return []
+    rows = []
+    for name in prompts:
+        entries = [_get(r.summary, "prompts", name) or {} for r in runs]
+        rows.append(
+            (
+                name,
+                [
+                    f"{_num(e.get('ttft_s'), 3)} / {_num(e.get('ttft_answer_s'), 3)} s; "
+                    f"{_num(e.get('reasoning_tokens'), 0)} / {_num(e.get('answer_tokens'), 0)} tok"
+                    for e in entries
+                ],
+            )
+        )
+    return rows
 
 
 def _empty_cells(
@@ -287,6 +322,7 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 verdicts.append(noise.samples_verdict(base_samples, samples, higher, noise_floor))
             else:
                 verdicts.append(noise.distribution_verdict(dists[0], d, higher, noise_floor))
+        verdicts = trust.suppress(runs, verdicts)
         stat = HEADLINE_STAT.get(m, "p95" if m.endswith("_s") and not m.endswith("tok_s") else "p50")
         digits = 1 if m.endswith("tok_s") else 2
         values = [d.get(stat) for d in dists]
@@ -300,21 +336,20 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         "runs' summary.json. Marks: bootstrap over each metric's raw samples in requests.jsonl (>= 3 a run), "
         "else beyond noise only when one run's median lies past the other's maximum."
     ]
+    notes += trust.notes(runs)
     scaled = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
     scaled = {label: f for label, f in scaled.items() if f not in (None, 1, 1.0)}
-    if scaled:
-        notes.append(
-            "Run against a sped-up server ("
-            + ", ".join(f"{k}: --time-scale {v:g}" for k, v in scaled.items())
-            + "): its seconds are 1/F of real ones and its tok/s F times real."
-        )
+    for factor in sorted(set(scaled.values())):
+        who = ", ".join(k for k, v in scaled.items() if v == factor)
+        notes.append(f"Run against a sped-up server ({who}: --time-scale {factor:g}): {time_scale_words(factor)}.")
     return Table("stress", "Latency under a long prefill (stress)", cols, rows, notes, row_header="metric")
 
 
 def _count_delta(value: float | None, base: float | None) -> str:
     if value is None or base is None:
         return ""
-    return f" ({value - base:+g})"
+    d = value - base
+    return f" ({d:+d})" if isinstance(d, int) else f" ({d:+.3f}".rstrip("0").rstrip(".") + ")"
 
 
 def _correct_by_id(run: LabelledRun) -> dict[str, bool]:

@@ -16,6 +16,8 @@ class RequestRecord:
     t_sent: float
     t_first_byte: float | None = None
     t_first_token: float | None = None
+    # The first token of the answer itself, after any reasoning (a reasoning field, or an inline <think> block).
+    t_first_answer_token: float | None = None
     t_done: float | None = None
     status: str = "ok"
     error: str | None = None
@@ -31,6 +33,11 @@ class RequestRecord:
     chunk_times: list[float] = field(default_factory=list)
     reasoning_chunks: int = 0
     content_chunks: int = 0
+    # Completion tokens split into reasoning and answer: the server's `completion_tokens_details.reasoning_tokens`
+    # where it sends one (`token_split_source` "server"), else counted from the chunks ("chunks").
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    token_split_source: str | None = None
     # Times the request was sent again because the server closed a pooled connection before answering.
     connection_retries: int = 0
     # How late the client read this answer's bytes after the kernel received them, at worst (plain http on Linux,
@@ -53,6 +60,13 @@ class RequestRecord:
         if self.t_first_token is None:
             return None
         return self.t_first_token - self.t_sent
+
+    @property
+    def ttft_answer_s(self) -> float | None:
+        """Time to the first answer token (after reasoning), from the moment the request was sent."""
+        if self.t_first_answer_token is None:
+            return None
+        return self.t_first_answer_token - self.t_sent
 
     @property
     def decode_tok_s(self) -> float | None:
@@ -78,6 +92,7 @@ class RequestRecord:
         if not with_chunk_times:
             d.pop("chunk_times")
         d["ttft_s"] = self.ttft_s
+        d["ttft_answer_s"] = self.ttft_answer_s
         d["decode_tok_s"] = self.decode_tok_s
         d["request_tok_s"] = self.request_tok_s
         d["t_last_token"] = self.chunk_times[-1] if self.chunk_times else None

@@ -38,8 +38,14 @@ answers: capability questions (GSM8K, MATH-500, MuSR, HumanEval+ from --data-dir
 profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 54K prefill ~40 s) and
   dual-2080ti-after (2 slots, 116/186 tok/s, yield every 1536-token chunk ~1.15 s, cancel aborting);
   strict-transformers: a strict OpenAI-only server like `transformers serve` (422 on unknown fields, no [DONE],
-  usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings). Flags given
-  explicitly override the profile.
+  usage in the finish chunk, 404 on /metrics /tokenize /props, one pinned model, no timings);
+  degrade-under-batch: 4 slots, a capability answer spoilt with probability 0.5 when another request shares its
+  batch (--wrong-when-batched-rate); reasoning: thinks before every answer unless the request turns it off.
+  Flags given explicitly override the profile.
+
+prefix cache: --prefix-cache-blocks N keeps a block-hash LRU of N blocks of --prefix-block-tokens; a request's cached
+  leading blocks are not prefilled again (timings.cache_n, /sim/events cached_tokens); POST /reset_prefix_cache
+  empties it.
 """
 
 
@@ -138,6 +144,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="answer wrong whenever the batch holds more than one request",
+    )
+    f.add_argument(
+        "--wrong-when-batched-rate",
+        type=fraction,
+        help="capability answers go wrong with this probability when the batch holds another request (default 0)",
     )
     q = p.add_argument_group("real servers' quirks (for evalkit check and the client's fallbacks)")
     q.add_argument(
@@ -279,6 +290,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)",
     )
+    c = p.add_argument_group("prefix cache (hits per request in /sim/events as cached_tokens)")
+    c.add_argument(
+        "--prefix-cache-blocks",
+        type=nonneg_int,
+        metavar="N",
+        help="a block-hash prefix cache holding N blocks, least recently used evicted first; a hit shortens "
+        "the prefill and is reported as timings.cache_n (default 0: no cache)",
+    )
+    c.add_argument(
+        "--prefix-block-tokens",
+        type=positive_int,
+        metavar="B",
+        help=f"tokens per prefix-cache block (default {d.prefix_block_tokens})",
+    )
 
 
 def _accept(text: str) -> tuple[float, ...]:
@@ -314,7 +339,7 @@ def _check(s: SimSettings) -> None:
     for name, v in positive.items():
         if v <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    for name in ("accuracy", "fail_rate", "disconnect_rate", "stall_rate"):
+    for name in ("accuracy", "fail_rate", "disconnect_rate", "stall_rate", "wrong_when_batched_rate"):
         v = getattr(s, name)
         if not 0.0 <= v <= 1.0:
             raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")

@@ -32,6 +32,9 @@ Model (every duration is divided by `--time-scale`):
   idle slot's state not yet stored, S x its tokens, doing nothing else and writing no line (`--trace-log` writes
   the trace-level `saving idle slot to prompt cache`); stamped on the launched request as `idle_save_start`/`_end`.
   Slots are then picked least recently used, as llama.cpp does.
+- `--prefix-cache-blocks N` (evalkit/sim/prefix_cache.py): when the engine starts a request it looks its prompt's
+  blocks up; the hit tokens count as prefilled already, so only the rest is prefilled (`cached_tokens` in the
+  request's event). Its prompt's blocks are stored when its prefill ends, prompt and answer when the answer ends.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.client.tokens import tokenize
 from evalkit.clock import Clock
 from evalkit.sim.faults import Fault
 from evalkit.sim.metrics import SpecDecoder
 from evalkit.sim.output import Output
+from evalkit.sim.prefix_cache import PrefixCache, block_hashes
 from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.trace import RequestTrace
@@ -80,6 +85,7 @@ class Job:
     stall_until: float = 0.0
     stalled: bool = False
     write_failed: bool = False
+    cache_tokens: list[str] | None = None  # the prompt's token sequence, when the prefix cache is on
 
     def gone(self) -> bool:
         """The client has left (connection closed or a write failed)."""
@@ -94,6 +100,11 @@ class Engine:
         self.clock = clock
         self.log = log or SimLog(None)
         self.spec = SpecDecoder(settings.spec_accept, settings.seed)
+        self.prefix_cache = (
+            PrefixCache(settings.prefix_cache_blocks, settings.prefix_block_tokens)
+            if settings.prefix_cache_blocks > 0
+            else None
+        )
         self._housekeeping: list[tuple[Job, int]] = []  # finished requests whose state is still to be stored
         self._slot_state: dict[int, list[Any]] = {}  # slot -> [tokens it holds, stored yet, when released]
         self._idle_saves: list[tuple[Job, int, int]] = []  # (launched job, idle slot, its tokens) still to store
@@ -284,11 +295,24 @@ class Engine:
                 self.queue.remove(job)
                 self.long_job = job
                 job.state = "prefill"
+                self._cache_lookup(job)
             # else: a second long prompt waits; short ones behind it may still be admitted
 
     def _start(self, job: Job) -> None:
         job.state = "prefill"
         self.active.append(job)
+        self._cache_lookup(job)
+
+    def _cache_lookup(self, job: Job) -> None:
+        """The prompt's cached blocks count as prefilled (a hit is never the whole prompt)."""
+        if self.prefix_cache is None or job.cache_tokens is None:
+            return
+        hit = self.prefix_cache.lookup(block_hashes(job.cache_tokens, self.s.prefix_block_tokens), job.prompt_tokens)
+        job.prefilled = job.trace.cached_tokens = hit
+
+    def _cache_store(self, job: Job, answer: list[str]) -> None:
+        if self.prefix_cache is not None and job.cache_tokens is not None:
+            self.prefix_cache.store(block_hashes(job.cache_tokens + answer, self.s.prefix_block_tokens))
 
     # -- the loop ------------------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -368,6 +392,7 @@ class Engine:
 
     def _prefill_done(self, job: Job) -> None:
         job.trace.prefill_done = self._timeline_epoch()
+        self._cache_store(job, [])
         if job.gone():  # also reached when the cancelled prefill was allowed to run on
             self._remove(job)
             self._cancel(job)
@@ -465,6 +490,8 @@ class Engine:
                 job.outbox.put_nowait((TOKEN, channel, text))
             if job.emitted >= len(job.output.tokens):
                 job.state = "done"
+                if self.prefix_cache is not None:
+                    self._cache_store(job, tokenize(job.output.content_text))
                 self._remove(job)
                 self._released(job, self._timeline_epoch())
                 job.outbox.put_nowait((END, job.output.finish_reason))

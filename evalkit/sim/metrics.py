@@ -4,7 +4,8 @@ Served: `vllm:num_requests_running` / `_waiting` gauges, `vllm:request_queue_tim
 arrived) and `vllm:request_prefill_time_seconds` (prefill_done - prefill_start) histograms, `vllm:prompt_tokens_total`
 (prompts whose prefill finished), `vllm:generation_tokens_total` (tokens emitted), and with `--spec-accept` the
 speculative-decoding counters `vllm:spec_decode_num_drafts_total`, `_num_draft_tokens_total`,
-`_num_accepted_tokens_total` and `_num_accepted_tokens_per_pos_total{position=}`.
+`_num_accepted_tokens_total` and `_num_accepted_tokens_per_pos_total{position=}`; with `--prefix-cache-blocks`
+`vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total` (prompt tokens looked up, and hit).
 
 Speculative decoding model: each verify pass (one decode step, as long as a plain step) drafts `len(accept)`
 tokens for each running request; position i is accepted with probability `accept[i]` (non-increasing, and an
@@ -121,6 +122,7 @@ def render(
     traces: Sequence[RequestTrace],
     spec: SpecDecoder | None,
     spec_names: str = "vllm",
+    prefix_cache: tuple[int, int] | None = None,
 ) -> bytes:
     """Prometheus exposition text of the sim's state now; `spec_names="llamacpp"` names the speculative-decoding
     counters as llama.cpp does (`llamacpp:spec_decode_*`, no labels)."""
@@ -161,6 +163,11 @@ def render(
             labels,
         ),
     ]
+    if prefix_cache is not None:  # vLLM V1's counters, in tokens: (prompt tokens looked up, tokens hit)
+        families += [
+            counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", prefix_cache[0]),
+            counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", prefix_cache[1]),
+        ]
     if spec is not None and spec.enabled:
         pre = "llamacpp:" if spec_names == "llamacpp" else "vllm:"
         if pre == "llamacpp:":

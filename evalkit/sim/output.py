@@ -23,6 +23,7 @@ class Output:
 
     tokens: tuple[Token, ...]
     finish_reason: str
+    answer_from: int = 0  # index of the first answer token (the reasoning, tags included, comes before it)
 
     @property
     def reasoning_text(self) -> str:
@@ -68,15 +69,16 @@ def build_output(
     if head and body and fmt in ("think_tags", "think_close_only"):
         body[0] = "\n\n" + body[0].lstrip()
     seq = head + [("content", t) for t in body]
+    n = len(head)
     if len(seq) > limit:
-        return Output(tuple(seq[:limit]), "length")
+        return Output(tuple(seq[:limit]), "length", n)
     if ignore_eos and max_tokens is not None and len(seq) < limit:
         pad = filler_tokens(limit - len(seq), offset=1)
-        return Output(tuple(seq + [("content", t) for t in pad]), "length")
+        return Output(tuple(seq + [("content", t) for t in pad]), "length", n)
     if min_tokens > len(seq):  # vLLM's min_tokens: no end of sequence before that many tokens
         want = min(min_tokens, limit)
         pad = filler_tokens(want - len(seq), offset=1)
-        return Output(tuple(seq + [("content", t) for t in pad]), "length" if want == limit else "stop")
+        return Output(tuple(seq + [("content", t) for t in pad]), "length" if want == limit else "stop", n)
     if answer is None and max_tokens is not None:
-        return Output(tuple(seq), "length")
-    return Output(tuple(seq), "stop")
+        return Output(tuple(seq), "length", n)
+    return Output(tuple(seq), "stop", n)

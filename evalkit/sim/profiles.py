@@ -51,6 +51,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         "pin_model": True,
         "timings": False,
     },
+    # Not a write-up build (issue 31): answers that go wrong under batching, as FastLLM's did on the H200 once two
+    # requests shared a batch; alone every answer is as the accuracy draw makes it.
+    "degrade-under-batch": {"max_batch": 4, "wrong_when_batched_rate": 0.5},
+    # Not a write-up build (issue 31): a reasoning model that thinks (reasoning_content) before every answer unless
+    # the request turns thinking off; /sim/events has each request's first_answer_token and reasoning_tokens.
+    "reasoning": {"default_thinking": "on"},
 }
 
 

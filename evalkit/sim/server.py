@@ -2,17 +2,18 @@
 
 Routes: `GET /v1/models`, `POST /v1/chat/completions` (streaming and not; usage in a final `choices: []` chunk only
 with `stream_options.include_usage`), `GET /health`, `POST /tokenize`, `GET /sim/events`, `POST /sim/reset`,
-`GET /sim/config`. With `--openai-only` only the OpenAI routes (and the sim's own `/sim/*`, which a client under
-test never calls) are served. Headers go out at once; the role-only chunk follows when the prefill ends, then one
-chunk per token. `arrived` is when the kernel received the request's first bytes (on Linux; elsewhere as the
-handler starts,
-before the body is read), and `first_token` is stamped as the first token's chunk is handed to the socket, so
-`first_token - arrived` is what a client should measure as TTFT.
+`GET /sim/config`, and `POST /reset_prefix_cache` (vLLM's name) to empty the prefix cache. With `--openai-only`
+only the OpenAI routes (and the sim's own `/sim/*`, which a client under test never calls) are served. Headers go
+out at once; the role-only chunk follows when the prefill ends, then one chunk per token. `arrived` is when the
+kernel received the request's first bytes (on Linux; elsewhere as the handler starts, before the body is read),
+and `first_token` is stamped as the first token's chunk is handed to the socket, so `first_token - arrived` is
+what a client should measure as TTFT.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import uuid
@@ -21,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from evalkit.client.tokens import prompt_tokens, tokenize
+from evalkit.client.tokens import message_text, prompt_tokens, tokenize
 from evalkit.clock import Clock
 from evalkit.sim.answers import answer_text
 from evalkit.sim.compat import refusal
@@ -31,6 +32,7 @@ from evalkit.sim.faults import choose_fault
 from evalkit.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from evalkit.sim.metrics import render as render_metrics
 from evalkit.sim.output import Output, build_output
+from evalkit.sim.prefix_cache import chat_token_sequence
 from evalkit.sim.questions import Question, QuestionIndex, indexed_names, recognise, stress_question, user_texts
 from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
@@ -68,6 +70,7 @@ class SimServer:
         app.router.add_get("/sim/events", self.events)
         app.router.add_post("/sim/reset", self.reset)
         app.router.add_get("/sim/config", self.config)
+        app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         if self.s.metrics and not self.s.openai_only:
             app.router.add_get("/metrics", self.metrics)
         app.on_startup.append(self._on_startup)
@@ -111,6 +114,7 @@ class SimServer:
             self.traces,
             e.spec if e else None,
             spec_names=self.s.spec_metric_names,
+            prefix_cache=(e.prefix_cache.queries_tokens, e.prefix_cache.hits_tokens) if e and e.prefix_cache else None,
         )
         return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
@@ -122,6 +126,15 @@ class SimServer:
         self._arrivals = 0
         if self.engine:
             self.engine.clear()
+            if self.engine.prefix_cache is not None:
+                self.engine.prefix_cache.clear()
+        return web.json_response({"ok": True})
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        cache = self.engine.prefix_cache if self.engine else None
+        if cache is None:
+            return _error(400, "no prefix cache (start the sim with --prefix-cache-blocks N)")
+        cache.clear()
         return web.json_response({"ok": True})
 
     async def tokenize(self, request: web.Request) -> web.Response:
@@ -194,6 +207,7 @@ class SimServer:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         trace.max_tokens = max_tokens if isinstance(max_tokens, int) else None
         trace.prompt_tokens = prompt_tokens(messages)
+        trace.message_digests = [_digest(f"{m.get('role')}\n{message_text(m.get('content'))}") for m in messages]
         thinking = decide(body, self.s.default_thinking == "on")
         trace.thinking = thinking.on
         fault = choose_fault(self.s, header_id or f"#{arrival_index}")
@@ -212,12 +226,19 @@ class SimServer:
                 correct = True
                 if question.kind == "capability":
                     correct = unit_draw(self.s.seed, question.qid + _sample_key(body), "wrong") >= 1.0 - self.s.accuracy
-                if self.s.wrong_when_batched and batched:
+                # The rate's draw is apart from the accuracy draw, so the same question at idle stays as it was.
+                if (self.s.wrong_when_batched and batched) or (
+                    batched
+                    and question.kind == "capability"
+                    and correct
+                    and unit_draw(self.s.seed, question.qid + _sample_key(body), "batched")
+                    < self.s.wrong_when_batched_rate
+                ):
                     correct = False
                     trace.fault = trace.fault or "wrong_when_batched"
                 trace.intended_correct = correct
                 answer = answer_text(question, correct, self.s.seed)
-            return build_output(
+            out = build_output(
                 answer,
                 thinking,
                 self.s.reasoning_format,
@@ -227,6 +248,9 @@ class SimServer:
                 self.s.filler_tokens,
                 min_tokens,
             )
+            # In the form the answer takes as the next turn's history, so the two digests compare directly.
+            trace.answer_digest = _digest(f"assistant\n{out.content_text}")
+            return out
 
         # A disconnect or stall is recorded when it strikes (a client may leave before it does).
         job = Job(
@@ -237,6 +261,7 @@ class SimServer:
             make_output,
             lambda: request.transport is None or request.transport.is_closing(),
             fault,
+            cache_tokens=chat_token_sequence(messages) if self.s.prefix_cache_blocks > 0 else None,
         )
         assert self.engine is not None
         self.engine.submit(job)
@@ -315,6 +340,7 @@ class SimServer:
         tail = '},"finish_reason":null}]}\n\n'
         keys = {"content": '"content":', "reasoning": f'"{field}":'}
 
+        streamed = 0  # tokens handed to the socket so far
         try:
             await resp.prepare(request)
             while True:
@@ -333,6 +359,10 @@ class SimServer:
                     chunk = f"data: {head}{keys[channel]}{json.dumps(text)}{tail}".encode()
                     if trace.first_token is None:
                         trace.first_token = self.clock.now()
+                    if streamed == (job.output.answer_from if job.output is not None else 0):
+                        trace.first_answer_token = self.clock.now()
+                        trace.reasoning_tokens = streamed
+                    streamed += 1
                     await resp.write(chunk)
                     trace.completion_tokens = job.emitted
                     if (
@@ -375,16 +405,18 @@ class SimServer:
 
 
 def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
-    """llama.cpp's `timings`: prompt processing from its start until the first token, then generation."""
+    """llama.cpp's `timings`: prompt processing from its start until the first token, then generation; `cache_n`
+    prompt tokens came from the prefix cache and `prompt_n` were computed."""
     start = trace.prefill_start if trace.prefill_start is not None else trace.arrived
     first = trace.first_token if trace.first_token is not None else now
     prompt_ms, predicted_ms = (first - start) * 1000, (now - first) * 1000
+    computed = trace.prompt_tokens - trace.cached_tokens
     return {
-        "cache_n": 0,
-        "prompt_n": trace.prompt_tokens,
+        "cache_n": trace.cached_tokens,
+        "prompt_n": computed,
         "prompt_ms": prompt_ms,
-        "prompt_per_token_ms": prompt_ms / max(1, trace.prompt_tokens),
-        "prompt_per_second": trace.prompt_tokens / prompt_ms * 1000 if prompt_ms > 0 else None,
+        "prompt_per_token_ms": prompt_ms / max(1, computed),
+        "prompt_per_second": computed / prompt_ms * 1000 if prompt_ms > 0 else None,
         "predicted_n": predicted,
         "predicted_ms": predicted_ms,
         "predicted_per_token_ms": predicted_ms / max(1, predicted),
@@ -404,6 +436,10 @@ def _sample_key(body: dict[str, Any]) -> str:
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _token_ids(text: str) -> list[int]:

@@ -34,6 +34,9 @@ class SimSettings:
     stall_rate: float = 0.0
     stall_s: float = 5.0
     wrong_when_batched: bool = False
+    # Answers that degrade when busy (FastLLM on the H200): a capability answer goes wrong with this probability
+    # (drawn per question and sample, from --seed) whenever another request shares its batch.
+    wrong_when_batched_rate: float = 0.0
     default_max_tokens: int = 4096  # a request without max_tokens stops here at the latest
     filler_tokens: int = 200  # filler length when the request names no max_tokens
     profile: str | None = None
@@ -64,6 +67,9 @@ class SimSettings:
     idle_save_s_per_token: float = 0.0  # at a launch, idle slots' unsaved states are stored: s per token, silently
     trace_log: bool = False  # also write llama.cpp's trace-level lines (-lv 4): the idle-slot save
     log_timestamps: bool = False  # prefix each log line with llama.cpp's own stamp (M.SS.mmm.uuu since start)
+    # Issue 31: a block-hash prefix cache (evalkit/sim/prefix_cache.py); 0 blocks = no cache.
+    prefix_cache_blocks: int = 0  # LRU size in blocks
+    prefix_block_tokens: int = 16  # tokens per block (vLLM's default block size)
 
     @property
     def slots(self) -> int:

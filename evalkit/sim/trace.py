@@ -6,7 +6,7 @@ the request's life; `/sim/events` serves snapshots of it. Times are epoch second
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -28,6 +28,10 @@ class RequestTrace:
     prefill_start: float | None = None
     prefill_done: float | None = None
     first_token: float | None = None
+    # The first token after the reasoning (tags included) went to the socket, and how many reasoning tokens came
+    # before it: the truth time-to-first-answer-token is checked against (streamed requests).
+    first_answer_token: float | None = None
+    reasoning_tokens: int = 0
     done: float | None = None
     cancelled: bool = False
     status: str = "running"  # running | ok | error | cancelled | disconnected | killed
@@ -50,6 +54,12 @@ class RequestTrace:
     idle_save_tokens: int = 0
     draft_n: int = 0  # speculative decoding (--spec-accept): tokens drafted for it, and accepted
     draft_n_accepted: int = 0
+    # The prefix cache (--prefix-cache-blocks): prompt tokens served from it (llama.cpp's `timings.cache_n`).
+    cached_tokens: int = 0
+    # What the sim received and answered, so a test can check a conversation's history against the sim's own
+    # answers: sha256 of each message's role and content, and of the answer's content.
+    message_digests: list[str] = field(default_factory=list)
+    answer_digest: str | None = None
 
     def end(self, status: str, at: float) -> bool:
         """Mark the request ended (once); True when this call ended it."""

@@ -1,0 +1,425 @@
+"""The answer first: per candidate build against the baseline, in a few lines with their figures — faster or slower,
+answers worse or not, does a short request wait, does a cancel stop the engine, memory and energy where measured —
+and the builds themselves: what each is called, which runs of which kind it has, and what differs between them.
+
+A build is a column label (`--labels`, else the build label): its bench, capability, stress and load runs. The
+baseline is the first label. Every line keeps its metric key for scripts; a line whose runs flag their own figures
+(trust.py) carries `⚠` and never a beyond-noise mark.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.evidence.server_identity import identity_label
+from evalkit.report import noise, trust, words
+from evalkit.report.capability import comparability, question_changes
+from evalkit.report.runs import LabelledRun
+from evalkit_stress.verdicts import CANT, NOT_EXERCISED, VerdictReading
+
+
+@dataclass(frozen=True)
+class AnswerLine:
+    """One line of a build's summary: the topic, the sentence with its figures, the mark and the metric key."""
+
+    topic: str
+    text: str
+    mark: str = ""
+    key: str = ""
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BuildAnswer:
+    """A candidate build's summary against the baseline."""
+
+    label: str
+    baseline: str
+    lines: list[AnswerLine]
+
+
+@dataclass(frozen=True)
+class Build:
+    """A build as the report names it: its label, its identity line, its runs' kinds and its settings."""
+
+    label: str
+    identity: str
+    kinds: list[str]
+    settings: dict[str, str]
+
+
+def _d(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _ident(manifest: dict[str, Any]) -> dict[str, Any]:
+    ident = manifest.get("server_identity")
+    if isinstance(ident, str):  # an older run wrote it as a JSON string
+        try:
+            ident = json.loads(ident)
+        except ValueError:
+            ident = {}
+    return _d(ident)
+
+
+def _settings(run: LabelledRun) -> dict[str, str]:
+    m = run.run.manifest
+    ident = _ident(m)
+    props = _d(ident.get("props"))
+    out: dict[str, str] = {}
+    if m.get("model"):
+        out["model"] = str(m["model"])
+    if m.get("build_label"):
+        out["build label"] = str(m["build_label"])
+    for k, v in _d(m.get("build")).items():
+        out[f"build {k}"] = str(v)
+    if ident.get("server_type"):
+        out["server"] = str(ident["server_type"])
+    ver = ident.get("version") or props.get("build_info")
+    if ver:
+        out["server version"] = str(ver)
+    if isinstance(m.get("concurrency"), int):
+        out[f"{run.kind} requests at once"] = str(m["concurrency"])
+    for k in ("total_slots", "n_ctx"):
+        if props.get(k) is not None:
+            out[f"/props {k}"] = str(props[k])
+    return out
+
+
+def builds(runs: list[LabelledRun]) -> list[Build]:
+    """Each label's build in order of first appearance."""
+    out: dict[str, Build] = {}
+    for r in runs:
+        b = out.get(r.label)
+        if b is None:
+            out[r.label] = Build(r.label, identity_label(r.run.manifest) or r.label, [r.kind], _settings(r))
+        else:
+            b.kinds.append(r.kind)
+            for k, v in _settings(r).items():
+                b.settings.setdefault(k, v)
+    return list(out.values())
+
+
+def differences(bs: list[Build]) -> tuple[list[tuple[str, list[str]]], dict[str, str]]:
+    """(settings that differ between the builds, one value per build; settings all builds share)."""
+    keys = list(dict.fromkeys(k for b in bs for k in b.settings))
+    differ, same = [], {}
+    for k in keys:
+        vals = [b.settings.get(k, "–") for b in bs]
+        if len(set(vals)) > 1:
+            differ.append((k, vals))
+        else:
+            same[k] = vals[0]
+    return differ, same
+
+
+def _of(runs: list[LabelledRun], label: str, kind: str) -> LabelledRun | None:
+    return next((r for r in runs if r.label == label and r.kind == kind), None)
+
+
+def _flags(*rs: LabelledRun | None) -> list[str]:
+    return [f"{r.label} {r.kind}: {f.short}" for r in rs if r is not None for f in trust.run_flags(r)]
+
+
+def _rate(v: Any) -> str:
+    return f"{v:.1f}" if isinstance(v, (int, float)) else "–"
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{(b - a) / abs(a) * 100:+.1f}%" if a else "–"
+
+
+def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLine]:
+    flags = _flags(base, other)
+    out = []
+    pa, pb = _d(base.summary.get("prompts")), _d(other.summary.get("prompts"))
+    names = [n for n in pa if n in pb and _d(pa[n]).get("tok_s") and _d(pb[n]).get("tok_s")]
+    if names:
+        marks, parts = [], []
+        for n in names:
+            a, b = _d(pa[n]), _d(pb[n])
+            v = noise.samples_verdict(a.get("runs") or [], b.get("runs") or [], True, floor)
+            marks.append(v)
+            parts.append(f"{n} {_rate(a['tok_s'])} → {_rate(b['tok_s'])} ({_pct(a['tok_s'], b['tok_s'])})")
+        ups = sum(v.mark == noise.BETTER for v in marks)
+        downs = sum(v.mark == noise.WORSE for v in marks)
+        if flags:
+            mark, head = trust.MARK, "not judged (a run flags its own figures)"
+        elif ups and not downs:
+            mark, head = noise.BETTER, f"faster, beyond noise in {ups} of {len(marks)} prompts"
+        elif downs and not ups:
+            mark, head = noise.WORSE, f"slower, beyond noise in {downs} of {len(marks)} prompts"
+        elif ups and downs:
+            mark, head = noise.UNKNOWN, f"mixed: faster in {ups}, slower in {downs} prompts"
+        elif all(v.mark == noise.UNKNOWN for v in marks):
+            mark, head = noise.UNKNOWN, "too few runs to tell"
+        else:
+            mark, head = noise.WITHIN, "no change beyond noise"
+        out.append(
+            AnswerLine("decode speed", f"{head}: decode tok/s " + ", ".join(parts), mark, "prompts.*.tok_s", flags)
+        )
+    ca, cb = _d(base.summary.get("concurrent")), _d(other.summary.get("concurrent"))
+    if ca.get("combined_tok_s") and cb.get("combined_tok_s"):
+        v = noise.samples_verdict(ca.get("runs") or [], cb.get("runs") or [], True, floor)
+        mark = trust.MARK if flags else v.mark
+        per = " / ".join(_rate(x) for x in cb.get("per_stream_tok_s") or [])
+        out.append(
+            AnswerLine(
+                "streams at once",
+                f"{cb.get('streams', 2)} streams at once: {_rate(ca['combined_tok_s'])} → "
+                f"{_rate(cb['combined_tok_s'])} tok/s combined ({_pct(ca['combined_tok_s'], cb['combined_tok_s'])})"
+                + (f"; each stream {per} tok/s" if per else ""),
+                mark,
+                "concurrent.combined_tok_s",
+                flags,
+            )
+        )
+    return out
+
+
+def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerLine]:
+    out = []
+    bases = [r for r in runs if r.label == baseline and r.kind == "capability"]
+    for base in bases:
+        mode = base.summary.get("thinking")
+        other = next(
+            (r for r in runs if r.label == label and r.kind == "capability" and r.summary.get("thinking") == mode),
+            None,
+        )
+        if other is None:
+            continue
+        ta, tb = _d(base.summary.get("total")), _d(other.summary.get("total"))
+        score = f"{ta.get('correct', '–')}/{ta.get('total', '–')} → {tb.get('correct', '–')}/{tb.get('total', '–')}"
+        why = comparability(base, other)
+        flags: list[str] = []  # a slow client bends times, not grades
+        if why:
+            out.append(
+                AnswerLine(
+                    f"answers (thinking {mode})",
+                    f"not comparable: {score} correct; " + "; ".join(why),
+                    noise.UNKNOWN,
+                    "total.correct",
+                    flags,
+                )
+            )
+            continue
+        if not (base.graded() and other.graded()):
+            out.append(
+                AnswerLine(
+                    f"answers (thinking {mode})",
+                    f"{score} correct; "
+                    + ("neither run has" if not (base.graded() or other.graded()) else "one run has no")
+                    + " per-question grades (graded.jsonl) to pair, so no verdict",
+                    noise.UNKNOWN,
+                    "total.correct",
+                )
+            )
+            continue
+        changes = question_changes(base, other)
+        lost = sum(c.change == "right_to_wrong" for c in changes)
+        gained = len(changes) - lost
+        p = noise.mcnemar_exact_p(lost, gained)
+        if lost + gained == 0 and not changes:
+            mark = noise.WITHIN
+        elif p < noise.ALPHA:
+            mark = noise.BETTER if gained > lost else noise.WORSE
+        else:
+            mark = noise.WITHIN
+        head = {noise.WORSE: "worse, beyond chance", noise.BETTER: "better, beyond chance"}.get(mark, "not worse")
+        if mark == noise.WITHIN and lost > gained:
+            head = "not worse beyond chance"
+        out.append(
+            AnswerLine(
+                f"answers (thinking {mode})",
+                f"{head}: {score} correct; {lost} question(s) went right→wrong, {gained} wrong→right "
+                f"(McNemar's exact test p={words.num(p, 2)})",
+                mark,
+                "total.correct",
+                flags,
+            )
+        )
+    return out
+
+
+def _metric(run: LabelledRun, key: str, stat: str) -> Any:
+    return _d(_d(run.summary.get("metrics")).get(key)).get(stat)
+
+
+def _verdict(run: LabelledRun, key: str) -> VerdictReading | None:
+    return VerdictReading.from_json(_d(run.summary.get("diagnoses")).get(key))
+
+
+def _verdict_word(v: VerdictReading | None) -> str:
+    if v is None:
+        return "not judged"
+    return {"yes": "yes", "no": "no", CANT: "can't tell", NOT_EXERCISED: "not exercised"}.get(v.verdict, v.verdict)
+
+
+def _stress_mark(base: LabelledRun, other: LabelledRun, metric: str) -> str:
+    """The mark the stress table gives the metric (tables.stress_table): bootstrap over raw samples, else ranges."""
+    from evalkit.report.tables import _stress_samples
+
+    a, b = _stress_samples(base, metric), _stress_samples(other, metric)
+    if len(a) >= noise.MIN_BOOTSTRAP_SAMPLES and len(b) >= noise.MIN_BOOTSTRAP_SAMPLES:
+        return noise.samples_verdict(a, b, False).mark
+    return noise.distribution_verdict(
+        _d(_d(base.summary.get("metrics")).get(metric)), _d(_d(other.summary.get("metrics")).get(metric)), False
+    ).mark
+
+
+def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
+    flags = _flags(base, other)
+    out = []
+    a, b = _metric(base, "short_insert_ttft_s", "p95"), _metric(other, "short_insert_ttft_s", "p95")
+    va, vb = _verdict(base, "head_of_line_blocking"), _verdict(other, "head_of_line_blocking")
+    if a is not None or b is not None or va or vb:
+        long_tokens = _d(other.summary.get("options")).get("long_tokens")
+        during = f"a {long_tokens / 1000:g}K-token prefill" if long_tokens else "a long prefill"
+        mark = ""
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not flags:
+            mark = _stress_mark(base, other, "short_insert_ttft_s")
+        elif flags:
+            mark = trust.MARK
+        out.append(
+            AnswerLine(
+                "short request during a long prefill",
+                f"waits out the long prefill (head-of-line blocking): {base.label} {_verdict_word(va)}, "
+                f"{other.label} {_verdict_word(vb)}; its first token (p95) during {during}: "
+                f"{words.seconds(a)} → {words.seconds(b)}",
+                mark,
+                "metrics.short_insert_ttft_s.p95",
+                flags,
+            )
+        )
+    a, b = _metric(base, "post_cancel_ttft_s", "max"), _metric(other, "post_cancel_ttft_s", "max")
+    va, vb = _verdict(base, "cancel_aborts"), _verdict(other, "cancel_aborts")
+    if a is not None or b is not None or va or vb:
+
+        def stop(v: VerdictReading | None) -> str:
+            w = _verdict_word(v)
+            if v is not None and v.stop_after_cancel_s_max is not None:
+                w += f" (stopped within {words.seconds(v.stop_after_cancel_s_max)})"
+            return w
+
+        out.append(
+            AnswerLine(
+                "cancel",
+                f"a cancel stops the engine: {base.label} {stop(va)}, {other.label} {stop(vb)}; the next request's "
+                f"first token (worst): {words.seconds(a)} → {words.seconds(b)}",
+                trust.MARK if flags else "",
+                "metrics.post_cancel_ttft_s.max",
+                flags,
+            )
+        )
+    ea = _d(base.summary.get("diagnoses")).get("effective_concurrency_raw")
+    eb = _d(other.summary.get("diagnoses")).get("effective_concurrency_raw")
+    if isinstance(ea, (int, float)) and isinstance(eb, (int, float)):
+        out.append(
+            AnswerLine(
+                "two generations at once",
+                f"streams served at once: {ea:.2f} → {eb:.2f} (effective concurrency)",
+                trust.MARK if flags else "",
+                "diagnoses.effective_concurrency_raw",
+                flags,
+            )
+        )
+    return out
+
+
+def _memory_energy(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerLine]:
+    out = []
+    for kind in ("bench", "stress", "capability"):
+        a, b = _of(runs, baseline, kind), _of(runs, label, kind)
+        if a is None or b is None:
+            continue
+        ja = _d(_d(a.summary.get("gpu_telemetry")).get("run")).get("j_per_output_token")
+        jb = _d(_d(b.summary.get("gpu_telemetry")).get("run")).get("j_per_output_token")
+        if isinstance(ja, (int, float)) and isinstance(jb, (int, float)):
+            out.append(
+                AnswerLine(
+                    f"energy ({kind})",
+                    f"energy per output token {words.num(ja)} → {words.num(jb)} J ({_pct(ja, jb)})",
+                    key="gpu_telemetry.run.j_per_output_token",
+                )
+            )
+        ma, mb = _d(a.summary.get("gpu_memory")), _d(b.summary.get("gpu_memory"))
+        peaks = [
+            (g, _d(ma.get(g)).get("peak_mib"), _d(mb.get(g)).get("peak_mib"))
+            for g in sorted(set(ma) & set(mb))
+            if _d(ma.get(g)).get("peak_mib") is not None and _d(mb.get(g)).get("peak_mib") is not None
+        ]
+        if peaks:
+            verdict = _d(b.summary.get("gpu_memory_verdict")).get("verdict")
+            leak = f"; memory over the run: {verdict.replace('_', ' ')}" if verdict else ""
+            out.append(
+                AnswerLine(
+                    f"GPU memory ({kind})",
+                    "peak "
+                    + ", ".join(f"GPU {g} {words.num(x, 4)} → {words.num(y, 4)} MiB" for g, x, y in peaks)
+                    + leak,
+                    key="gpu_memory.*.peak_mib",
+                )
+            )
+    return out
+
+
+def answers(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> list[BuildAnswer]:
+    """One summary per candidate build (every label after the first) against the baseline."""
+    labels = list(dict.fromkeys(r.label for r in runs))
+    if len(labels) < 2:
+        return []
+    baseline = labels[0]
+    out = []
+    for label in labels[1:]:
+        lines: list[AnswerLine] = []
+        a, b = _of(runs, baseline, "bench"), _of(runs, label, "bench")
+        if a and b:
+            lines += _speed(a, b, noise_floor)
+        lines += _answers(runs, baseline, label)
+        a, b = _of(runs, baseline, "stress"), _of(runs, label, "stress")
+        if a and b:
+            lines += _stress(a, b)
+        a, b = _of(runs, baseline, "load"), _of(runs, label, "load")
+        if a and b:
+            from evalkit.report.capacity import max_verdict
+
+            mark, sentence = max_verdict(a, b)
+            lines.append(AnswerLine("capacity", sentence, mark, "max_load_meeting_slo", _flags(a, b)))
+        lines += _memory_energy(runs, baseline, label)
+        out.append(BuildAnswer(label, baseline, lines))
+    return out
+
+
+def kinds_line(b: Build) -> str:
+    """The run kinds of a build in words ("bench, capability, stress")."""
+    return ", ".join(dict.fromkeys(b.kinds))
+
+
+def time_bases(runs: list[LabelledRun]) -> list[str]:
+    """One sentence per run kind that did not run in real time (a sped-up sim), naming the factor."""
+    by_factor: dict[float, list[str]] = {}
+    for r in runs:
+        f = _d(r.summary.get("options")).get("time_scale") or _d(r.run.manifest.get("stress")).get("time_scale")
+        if isinstance(f, (int, float)) and f not in (1, 1.0):
+            by_factor.setdefault(float(f), []).append(f"{r.label} {r.kind}")
+    real = [f"{r.label} {r.kind}" for r in runs if not any(f"{r.label} {r.kind}" in v for v in by_factor.values())]
+    out = [f"{', '.join(who)} ran {words.time_scale_words(f)}" for f, who in by_factor.items()]
+    if out and real:
+        out.append(f"{', '.join(real)} ran in real time")
+    return out
+
+
+def context(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> dict[str, Any]:
+    """The template's `answer`: builds, what differs, the per-build summaries, flagged runs and time bases."""
+    bs = builds(runs)
+    differ, same = differences(bs)
+    return {
+        "builds": bs,
+        "differ": differ,
+        "same": same,
+        "answers": answers(runs, noise_floor),
+        "flagged": [t for t in (trust.flag_text(r) for r in runs) if t],
+        "time_bases": time_bases(runs),
+    }

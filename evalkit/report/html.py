@@ -1,0 +1,165 @@
+"""`report.html` beside `report.md`, from the same context: one file that opens offline (Plotly's bundle, the styles
+and the few lines of filter script inlined), every table plain HTML that reads without JavaScript, and with it the
+interactive figures: a lane per request of each stress cycle, TTFT distributions per build, load curves with the
+targets, and the capability questions that changed, filterable, with both answers and their extraction rule and
+reasoning folded.
+
+Plotly is a default dependency (not in the light set): without it `evalkit report` writes report.md alone and says
+so in one line (`plotly_missing`).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from evalkit.report import html_figures, lanes
+from evalkit.report.capability import _modes, comparability, question_changes
+from evalkit.report.plots import pick_cycle
+from evalkit.report.runs import LabelledRun
+
+HTML_TEMPLATE = "report.html.j2"
+MAX_BYTES = 5_000_000  # the page's own limit: one file, small enough to mail
+
+
+def plotly_missing() -> str | None:
+    """None when plotly imports; else the one line `evalkit report` prints instead of writing report.html."""
+    try:
+        import plotly  # noqa: F401  # only whether it imports
+    except ImportError:
+        return "report.html skipped: plotly is not installed (pip install plotly, or the default install of evalkit)"
+    return None
+
+
+def _div(fig: Any, div_id: str) -> str:
+    """A figure's place on the page and its JSON beside it; the loader draws it once Plotly is unpacked."""
+    spec = str(fig.to_json()).replace("</", "<\\/")
+    return (
+        f'<div class="plot" id="{div_id}"></div>'
+        f'<script type="application/json" class="figure" data-target="{div_id}">{spec}</script>'
+    )
+
+
+@functools.cache  # a pure function of the installed plotly: compressed once a process (0.4 s)
+def plotly_bundle() -> str:
+    """Plotly's own bundle, gzip-compressed (mtime 0: the same bytes every time) and base64-encoded: 4.8 MB of
+    script in under 2 MB of page, unpacked in the browser (DecompressionStream) with no network."""
+    from plotly.offline import get_plotlyjs
+
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 9, mtime=0)).decode("ascii")
+
+
+def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
+    stress = [r for r in runs if r.kind == "stress"]
+    out = []
+    first = pick_cycle(stress, wanted) if stress else None
+    for k, r in enumerate(stress):
+        cycles = sorted({int(x["cycle"]) for x in r.requests() if isinstance(x.get("cycle"), int) and x["cycle"] > 0})
+        for c in cycles:
+            ls = lanes.lanes(r, c)
+            if not ls:
+                continue
+            fig = html_figures.timeline(r, c, ls)
+            out.append(
+                {
+                    "label": r.label,
+                    "cycle": c,
+                    "first": c == first,
+                    "id": f"timeline-{k}-{c}",
+                    "div": _div(fig, f"timeline-{k}-{c}-plot"),
+                    "lanes": [
+                        {"name": html_figures.lane_name(i, x), "lane": x, "phases": html_figures._segments(x)}
+                        for i, x in enumerate(ls)
+                    ],
+                    "axis": lanes.time_axis_words(r),
+                }
+            )
+    return out
+
+
+def _side(g: dict[str, Any] | None) -> dict[str, Any]:
+    g = g or {}
+    return {
+        "extracted": g.get("extracted"),
+        "outcome": g.get("outcome"),
+        "rule": g.get("rule"),
+        "why": g.get("why"),
+        "content": g.get("content"),
+        "reasoning": g.get("reasoning"),
+    }
+
+
+def _flips(runs: list[LabelledRun]) -> list[dict[str, Any]]:
+    out = []
+    for mode, group in _modes([r for r in runs if r.kind == "capability"]).items():
+        base = group[0]
+        base_lines = {g["id"]: g for g in base.graded() if "id" in g}
+        for r in group[1:]:
+            lines = {g["id"]: g for g in r.graded() if "id" in g}
+            why = comparability(base, r)
+            for c in question_changes(base, r):
+                out.append(
+                    {
+                        "mode": mode,
+                        "id": c.qid,
+                        "dataset": c.dataset,
+                        "change": "right→wrong" if c.change == "right_to_wrong" else "wrong→right",
+                        "before_label": base.label,
+                        "after_label": r.label,
+                        "before": _side(base_lines.get(c.qid)),
+                        "after": _side(lines.get(c.qid)),
+                        "comparable": not why,
+                    }
+                )
+    return out
+
+
+def _environment() -> jinja2.Environment:
+    from evalkit.report.render import environment
+
+    env = environment()
+    env.autoescape = True
+    return env
+
+
+BUNDLE_SLOT = "@@evalkit-plotly-bundle@@"
+
+
+def render_html(
+    context: dict[str, Any],
+    runs: list[LabelledRun],
+    cycle: Any = None,
+    scrub_text: Callable[[str], str] = lambda text: text,
+) -> str:
+    """The page as one string (Plotly's bundle inlined once, compressed). `scrub_text` (evalkit.redact.scrub with
+    the run's key) passes over the page before the bundle goes in: the bundle is not server text, and a short key
+    could occur in 2 MB of base64 by chance."""
+    dists = [{"title": t, "div": _div(f, f"ttft-{i}")} for i, (t, f) in enumerate(html_figures.distributions(runs))]
+    load = html_figures.load_curves([r for r in runs if r.kind == "load"])
+    page = {
+        "timelines": _timelines(runs, cycle),
+        "distributions": dists,
+        "load_curve": _div(load, "load-curve") if load is not None else None,
+        "flips": _flips(runs),
+        "plotly_gz": BUNDLE_SLOT,
+    }
+    text = scrub_text(_environment().get_template(HTML_TEMPLATE).render(**context, page=page))
+    return text.replace(BUNDLE_SLOT, plotly_bundle(), 1)
+
+
+def write_html(
+    context: dict[str, Any],
+    runs: list[LabelledRun],
+    path: Path,
+    cycle: Any = None,
+    scrub_text: Callable[[str], str] = lambda text: text,
+) -> Path:
+    """Write report.html (scrubbed as the markdown is, by `scrub_text`)."""
+    path.write_text(render_html(context, runs, cycle, scrub_text), encoding="utf-8")
+    return path

@@ -1,0 +1,1 @@
+"""`evalkit sweep`: start a server per launch configuration, run evalkit commands against it, one report across."""

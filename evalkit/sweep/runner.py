@@ -1,0 +1,280 @@
+"""Running a sweep: for each point not yet done, start the server, run each evalkit command against it (as its own
+`python -m evalkit` process, so each run is the command a user would type), reset between commands, stop it.
+
+The state file is written after every step, so a killed sweep started again keeps its finished points and resumes
+the half-run one (its commands' runs resume by name, as every evalkit run does).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.redact import scrub
+from evalkit.runs.rundir import read_json_object
+from evalkit.runs.sweepdir import (
+    DONE,
+    FAILED,
+    RUNNING,
+    CommandRecord,
+    PointRecord,
+    SweepState,
+    point_dir,
+    write_state,
+)
+from evalkit.sweep.points import Point, command_line, fill, point_values
+from evalkit.sweep.server_process import ServerProcess, ServerStartError, free_port, log_tail, start_server
+from evalkit.sweep.sweep_file import ResetCall, RunSpec, SweepFile
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class SweepPlan:
+    """A validated sweep file with its points, where it came from and the `--set` overrides."""
+
+    sweep: SweepFile
+    source: Path
+    name: str
+    baseline: str
+    points: list[Point]
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def builtins(self, sweep_dir: Path, point: Point, port: str) -> dict[str, str]:
+        """The placeholders the sweep fills itself."""
+        return {
+            "port": port,
+            "point": point.name,
+            "point_dir": str(point_dir(sweep_dir, point.name).resolve()),
+            "sweep_dir": str(Path(sweep_dir).resolve()),
+            "python": sys.executable,
+        }
+
+    def values(self, sweep_dir: Path, point: Point, port: str) -> dict[str, str]:
+        """Everything a point's templates may name."""
+        return point_values(self.sweep, point, self.overrides, self.builtins(sweep_dir, point, port))
+
+    def server_command(self, sweep_dir: Path, point: Point, port: str) -> list[str]:
+        """The server's argv at this point."""
+        return command_line(self.sweep.server.command, self.values(sweep_dir, point, port), "[server] command")
+
+    def run_args(self, run: RunSpec, sweep_dir: Path, point: Point, port: str) -> list[str]:
+        """A [[run]]'s own options at this point."""
+        return command_line(run.args, self.values(sweep_dir, point, port), f"[[run]] {run_name(run)} args")
+
+
+def run_name(run: RunSpec) -> str:
+    """The run directory's name in a point's folder."""
+    return run.name or run.command
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def evalkit_argv(
+    plan: SweepPlan, run: RunSpec, sweep_dir: Path, point: Point, port: str, server_log: Path
+) -> list[str]:
+    """The evalkit command line of one [[run]] at one point: the server's URL and log, the run's place in the
+    sweep directory, and the point's identity for the manifest (`build_label` = the point, `build` = its flags)."""
+    values = plan.values(sweep_dir, point, port)
+    base_url = fill(plan.sweep.server.base_url, values, "[server] base_url")
+    server_cmd = plan.server_command(sweep_dir, point, port)
+    info = [f"sweep={plan.name}", f"sweep_point={point.name}", f"server_command={shlex.join(server_cmd)}"]
+    info += [f"param.{k}={v}" for k, v in point.params.items()]
+    argv = [sys.executable, "-m", "evalkit", run.command, "--base-url", base_url]
+    argv += ["--out", str(point_dir(sweep_dir, point.name)), "--name", run_name(run), "--server-log", str(server_log)]
+    argv += ["--build-label", point.name]
+    for item in info:
+        argv += ["--build-info", item]
+    return argv + plan.run_args(run, sweep_dir, point, port)
+
+
+def _finished(run_dir: Path) -> bool:
+    """Whether a run directory holds a finished, complete run."""
+    try:
+        man = read_json_object(run_dir / "manifest.json")
+        summ = read_json_object(run_dir / "summary.json")
+    except UsageError:
+        return False
+    return bool(man.get("finished")) and not man.get("incomplete") and not summ.get("incomplete")
+
+
+def reset_calls(root_url: str, calls: list[ResetCall], timeout_s: float = 30.0) -> str | None:
+    """Make each cache-clearing call; None when all answered 2xx, else one line saying which did not."""
+    for c in calls:
+        data = c.body.encode() if c.body is not None else (b"" if c.method == "POST" else None)
+        req = urllib.request.Request(root_url + c.path, data=data, method=c.method)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                if not 200 <= r.status < 300:
+                    return f"reset {c.method} {c.path} answered HTTP {r.status}"
+        except urllib.error.HTTPError as e:
+            return f"reset {c.method} {c.path} answered HTTP {e.code}"
+        except (urllib.error.URLError, OSError) as e:
+            return f"reset {c.method} {c.path} failed: {scrub(str(e))}"
+    return None
+
+
+class _PointRun:
+    """One point's servers and commands; the state is written after every step."""
+
+    def __init__(self, plan: SweepPlan, sweep_dir: Path, state: SweepState, point: Point, say: Say) -> None:
+        self.plan, self.sweep_dir, self.state, self.point, self.say = plan, sweep_dir, state, point, say
+        self.rec = state.point(point.name)
+        self.dir = point_dir(sweep_dir, point.name)
+        self.server: ServerProcess | None = None
+        self.server_log: Path | None = None
+        self.port = ""
+        self.used = False  # a command has run against the current server
+
+    def save(self) -> None:
+        write_state(self.sweep_dir, self.state)
+
+    def fail(self, reason: str, tail: list[str]) -> None:
+        self.rec.status, self.rec.failure, self.rec.log_tail, self.rec.finished = FAILED, reason, tail, _now()
+        self.save()
+        self.say(f"point {self.point.name}: FAILED: {reason}")
+        for ln in tail[-5:]:
+            self.say(f"  | {ln}")
+
+    def start(self, tag: str) -> bool:
+        spec = self.plan.sweep.server
+        self.port = str(free_port())
+        values = self.plan.values(self.sweep_dir, self.point, self.port)
+        cmd = self.plan.server_command(self.sweep_dir, self.point, self.port)
+        self.rec.server_command = cmd
+        out_log = self.dir / f"server-{tag}.log"
+        own_log = Path(fill(spec.log, {**values, "start": tag}, "[server] log")) if spec.log else None
+        self.server_log = own_log or out_log
+        root = fill(spec.base_url, values, "[server] base_url").rstrip("/").removesuffix("/v1")
+        cwd = (self.plan.source.parent / fill(spec.cwd, values, "[server] cwd")) if spec.cwd else None
+        env = {k: fill(v, values, f"[server] env.{k}") for k, v in spec.env.items()}
+        self.say(f"point {self.point.name}: starting {shlex.join(cmd)}")
+        try:
+            self.server = start_server(
+                cmd, root, spec.health, out_log, spec.start_timeout_s, env, cwd, spec.stop_timeout_s, own_log
+            )
+        except ServerStartError as e:
+            self.fail(f"did not start: {e.reason}", e.tail)
+            return False
+        self.used = False
+        self.say(f"point {self.point.name}: healthy after {self.server.startup_s:.1f} s")
+        return True
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop(self.plan.sweep.server.stop_timeout_s)
+            self.server = None
+
+    def prepare(self, run: RunSpec) -> bool:
+        """A server ready for the next command: started, restarted, or its caches cleared."""
+        reset = self.plan.sweep.reset
+        if self.server is not None and self.used and reset.between == "restart":
+            self.stop()
+        if self.server is None:
+            return self.start(run_name(run) if reset.between == "restart" else "all")
+        if self.used and reset.between == "http":
+            problem = reset_calls(self.server.root_url, reset.calls)
+            if problem:
+                self.fail(problem, self.server.tail())
+                return False
+        return True
+
+    def run_command(self, run: RunSpec, crec: CommandRecord) -> bool:
+        assert self.server is not None and self.server_log is not None
+        argv = evalkit_argv(self.plan, run, self.sweep_dir, self.point, self.port, self.server_log)
+        out_path = self.dir / f"{run_name(run)}.out"
+        self.say(f"point {self.point.name}: evalkit {run.command} --name {run_name(run)}")
+        t0 = time.monotonic()
+        with open(out_path, "ab") as out:
+            code = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.used = True
+        crec.exit_code = code
+        if not self.server.alive:
+            exit_code = self.server.process.returncode
+            crec.failure = f"the server exited (code {exit_code}) during the run"
+            self.fail(f"crashed during {run_name(run)}: the server exited with code {exit_code}", self.server.tail())
+            self.server = None
+            return False
+        if not _finished(self.dir / run_name(run)):
+            last = log_tail(out_path, 3)
+            crec.failure = f"exit {code} without a finished run" + (f": {last[-1]}" if last else "")
+        else:
+            crec.failure = None
+        self.say(f"point {self.point.name}: {run_name(run)} exit {code} ({time.monotonic() - t0:.1f} s)")
+        self.save()
+        return True
+
+    def go(self) -> None:
+        self.rec.status, self.rec.started, self.rec.failure, self.rec.log_tail = RUNNING, _now(), None, []
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.save()
+        try:
+            for run in self.plan.sweep.run:
+                crec = next(c for c in self.rec.commands if c.name == run_name(run))
+                if crec.exit_code is not None and _finished(self.dir / crec.name):
+                    crec.failure = None
+                    self.say(f"point {self.point.name}: {crec.name} finished earlier, kept")
+                    continue
+                if not self.prepare(run) or not self.run_command(run, crec):
+                    return
+        finally:
+            self.stop()
+        wanted = {run_name(r) for r in self.plan.sweep.run}
+        broken = [c for c in self.rec.commands if c.failure and c.name in wanted]
+        if broken:
+            self.fail(f"{broken[0].name}: {broken[0].failure}", [])
+            return
+        self.rec.status, self.rec.finished = DONE, _now()
+        self.save()
+        self.say(f"point {self.point.name}: done")
+
+
+def new_state(plan: SweepPlan) -> SweepState:
+    """The state of a sweep not started yet: every point pending, every command not run."""
+    points = [
+        PointRecord(p.name, dict(p.params), commands=[CommandRecord(run_name(r), r.command) for r in plan.sweep.run])
+        for p in plan.points
+    ]
+    return SweepState(plan.name, plan.baseline, points)
+
+
+def merge_state(plan: SweepPlan, old: SweepState, where: Path) -> SweepState:
+    """The state to resume from: the old one with the plan's new points added (a point of the same name must have
+    the same parameters; points the plan leaves out, e.g. by `--only`, are kept as they are)."""
+    had = {p.name: p for p in old.points}
+    changed = sorted(p.name for p in plan.points if p.name in had and had[p.name].params != p.params)
+    if changed:
+        raise UsageError(
+            f"{where} holds point(s) {', '.join(changed)} with other parameters; give the sweep another --name"
+        )
+    for rec in old.points:
+        names = [c.name for c in rec.commands]
+        rec.commands += [CommandRecord(run_name(r), r.command) for r in plan.sweep.run if run_name(r) not in names]
+    fresh = new_state(plan)
+    old.points += [p for p in fresh.points if p.name not in had]
+    old.baseline = plan.baseline
+    return old
+
+
+def run_sweep(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say) -> SweepState:
+    """Run every point not done yet, in order; a point that fails is recorded and the next one runs."""
+    write_state(sweep_dir, state)
+    for point in plan.points:
+        rec = state.point(point.name)
+        if rec.status == DONE:
+            say(f"point {point.name}: done earlier, kept")
+            continue
+        _PointRun(plan, sweep_dir, state, point, say).go()
+    return state
