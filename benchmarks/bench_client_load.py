@@ -10,22 +10,32 @@ reads late,
 while its stamps, the kernel's, stay true). The sim is pinned to core 0 and the client to the other cores
 (`os.sched_setaffinity`); the machine is a shared VM, so each row prints the load average and the share of the
 client cores' time the host took away (steal, from /proc/stat). `--client-procs K` spreads the streams over K
-processes, each with its own loop, all stamping on one clock. `--repeat R` runs each row R times and prints each.
+processes, each with its own loop, all stamping on one clock, each pinned to a core of its own where there are enough;
+`--sims S` serves them from S sims on S cores of their own (a sim is one process: past ~512 streams of 50 tok/s one
+sim core is the limit, not the client), client process k talking to sim k mod S. `--repeat R` runs each row R
+times. `--floor` also runs benchmarks/bench_read_floor.py at the same stream count right after each row (the sim's
+first core sends, the first client core reads) and prints the client's CPU a chunk over that floor. Each row also
+counts the first tokens whose read held later bytes too (their stamp may be a later token's: "shared") and the
+error budget, p99 of `first_token_stamp_bound_s` (evalkit.client.lag).
 
     python benchmarks/bench_client_load.py [--streams 1,64,256,512] [--tokens 128] [--rate 50] [--per-stream 2]
-                                           [--client-procs 1] [--loop uvloop|asyncio]
+                                           [--client-procs 1] [--sims 1] [--floor] [--loop uvloop|asyncio]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
 import resource
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
+from evalkit.client import http_stream
 from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.clock import Clock
 from evalkit.eventloop import fast_loop, loop_name
@@ -78,6 +88,7 @@ async def _drive(share: Share) -> dict:
                         "ttft_s": rec.ttft_s,
                         "chunks": len(rec.chunk_times),
                         "read_lag_s": rec.read_lag_s,
+                        "first_token_stamp_bound_s": getattr(rec, "first_token_stamp_bound_s", None),  # not on main
                     }
                 )
             return out
@@ -131,26 +142,28 @@ def measure(
     loop: str,
     sim_cpus: set[int] | None,
     client_cpus: tuple[int, ...],
+    sims: int = 1,
 ) -> dict:
-    """One row: start a sim sized for `streams`, drive it from `procs` processes, match records to the sim's events."""
-    flags = [
-        "--max-batch",
-        str(max(streams, 1)),
-        "--decode-rate",
-        str(rate),
-        "--batch-decode-rate",
-        str(rate * max(streams, 1)),
-        "--seed",
-        "1",
-    ]
+    """One row: start `sims` sims sized for `streams`, drive them from `procs` processes, match records to the sims'
+    events."""
+    procs = max(1, min(procs, streams))
+    sims = max(1, min(sims, procs))
+    each = -(-max(streams, 1) // sims)
+    flags = ["--max-batch", str(each), "--decode-rate", str(rate), "--batch-decode-rate", str(rate * each)]
+    flags += ["--seed", "1"]
     clock = Clock()
-    with start_sim(flags, clock=clock) as sim:  # the sim stamps on this clock: arrived - t_sent is exact
-        if sim_cpus:
-            os.sched_setaffinity(sim.proc.pid, sim_cpus)
-        procs = max(1, min(procs, streams))
+    sim_cores = sorted(sim_cpus) if sim_cpus else []
+    with contextlib.ExitStack() as stack:
+        # the sims stamp on this clock: arrived - t_sent is exact
+        servers = [stack.enter_context(start_sim(flags, clock=clock)) for _ in range(sims)]
+        for i, sim in enumerate(servers):
+            if sim_cores:
+                os.sched_setaffinity(sim.proc.pid, {sim_cores[i % len(sim_cores)]} if sims > 1 else set(sim_cores))
+        # a core of its own for each client process where there are enough, else all of them shared
+        own = len(client_cpus) >= procs
         shares = [
             Share(
-                sim.base_url,
+                servers[k % sims].base_url,
                 streams,
                 tuple(range(k, streams, procs)),
                 per_stream,
@@ -159,7 +172,7 @@ def measure(
                 clock.anchor,
                 clock.now() + 0.5 + 0.2 * procs,
                 loop,
-                client_cpus,
+                (client_cpus[k],) if own and procs > 1 else client_cpus,
             )
             for k in range(procs)
         ]
@@ -170,13 +183,15 @@ def measure(
             with multiprocessing.get_context("fork").Pool(procs) as pool:
                 parts = pool.map(_run_share, shares)
         ticks1 = _cpu_ticks(client_cpus)
-        events = {e["request_id"]: e for e in sim.events()}
-    err, up, down, lags, bad, chunks = [], [], [], [], 0, 0
+        events = {e["request_id"]: e for sim in servers for e in sim.events()}
+    err, up, down, lags, bad, chunks, bounds = [], [], [], [], 0, 0, []
     for r in (r for part in parts for r in part["records"]):
         ev = events.get(r["request_id"])
         chunks += r["chunks"]
         if r["read_lag_s"] is not None:
             lags.append(r["read_lag_s"])
+        if r["first_token_stamp_bound_s"] is not None:
+            bounds.append(r["first_token_stamp_bound_s"])
         if r["status"] != "ok" or ev is None or ev.get("first_token") is None or r["t_first_token"] is None:
             bad += 1
             continue
@@ -201,6 +216,10 @@ def measure(
         "down_p99_ms": _num(down, 99),
         "read_lag_p99_ms": _num(lags, 99),
         "read_lag_max_ms": max(lags) * 1000 if lags else None,
+        "first_tokens_shared": sum(1 for b in bounds if b > 0),
+        "error_budget_p99_ms": _num(bounds, 99),
+        "negative_up": sum(1 for u in up if u < 0),
+        "sims": sims,
         "cpu_us_per_chunk": cpu / chunks * 1e6 if chunks else None,
         "cpu_user_us_per_chunk": user / chunks * 1e6 if chunks else None,
         "cpu_sys_us_per_chunk": system / chunks * 1e6 if chunks else None,
@@ -211,6 +230,19 @@ def measure(
         "_up": up,
         "_down": down,
         "_lags": lags,
+        "_bounds": bounds,
+    }
+
+
+def _floor(streams: int, send_cpu: int, recv_cpu: int, seconds: float) -> dict:
+    """benchmarks/bench_read_floor.py at this stream count: its CPU a read (user + system, µs)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_read_floor
+
+    row = bench_read_floor.floor_row(streams, max(3.0, seconds), send_cpu, recv_cpu)
+    return {
+        "floor_us_per_read": row["user_us"] + row["sys_us"],
+        "floor_reads_per_batch": row["reads"] / max(1, row["batches"]),
     }
 
 
@@ -233,33 +265,48 @@ def main() -> None:
         default="uvloop",
         help="the client's event loop (uvloop where installed, as evalkit's commands use)",
     )
+    ap.add_argument(
+        "--sims", type=int, default=1, help="sims, each on a core of its own (client process k -> sim k mod S)"
+    )
+    ap.add_argument("--floor", action="store_true", help="run bench_read_floor at each row's stream count after it")
+    ap.add_argument("--hold-ms", type=float, help="the batch reader's hold between polls (A/B; default its own)")
     ap.add_argument("--no-pin", action="store_true", help="leave the sim and the client unpinned")
     ap.add_argument("--repeat", type=int, default=1, help="rows per stream count (a shared machine's noise)")
     args = ap.parse_args()
+    if args.hold_ms is not None:
+        http_stream.BATCH_HOLD_S = args.hold_ms / 1000
     cores = sorted(os.sched_getaffinity(0))
     pin = not args.no_pin and len(cores) >= 2
-    sim_cpus = {cores[0]} if pin else None
-    client_cpus = tuple(cores[1:]) if pin else ()
+    sims = max(1, args.sims)
+    sim_cpus = set(cores[:sims]) if pin else None
+    client_cpus = tuple(cores[sims:]) if pin else ()
     print(
         f"client load: {args.tokens} tokens at {args.rate:g} tok/s a stream, {args.per_stream} requests a stream, "
-        f"{args.client_procs} client process(es), {args.loop} loop, "
-        f"{f'sim on core {cores[0]}, client on {list(client_cpus)}' if pin else 'unpinned'}; "
+        f"{args.client_procs} client process(es), {args.loop} loop, hold {http_stream.BATCH_HOLD_S * 1000:g} ms, "
+        f"{f'{sims} sim(s) on cores {sorted(sim_cpus or ())}, client on {list(client_cpus)}' if pin else 'unpinned'}; "
         f"{os.cpu_count()} cores, shared machine (load average printed per row)"
     )
     print(
         "| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | read lag p99 | "
-        "CPU/chunk (user+sys) | failed | load avg | steal |"
+        "CPU/chunk (user+sys) | failed | shared first tokens | error budget p99 | load avg | steal | floor | x floor |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
-        row = measure(n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus, client_cpus)
+        row = measure(
+            n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus, client_cpus, sims
+        )
+        if args.floor:
+            row.update(_floor(n, min(sim_cpus or {0}), client_cpus[0] if client_cpus else 0, args.tokens / args.rate))
         steal = "-" if row["steal_pct"] is None else f"{row['steal_pct']:.1f}%"
+        floor = row.get("floor_us_per_read")
+        ratio = f"{row['cpu_us_per_chunk'] / floor:.2f}" if floor else "-"
         print(
             f"| {n} | {_ms(row['_err'], 99)} ms | {_ms(row['_up'], 50)} ms | {_ms(row['_up'], 99)} ms | "
             f"{row['up_min_ms']:+8.2f} ms | {_ms(row['_down'], 50)} ms | {_ms(row['_down'], 99)} ms | "
             f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs ({row['cpu_user_us_per_chunk']:.1f}"
-            f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | "
-            f"{row['load_avg_1m']:.2f} | {steal} |",
+            f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | {row['first_tokens_shared']} | "
+            f"{_ms(row['_bounds'], 99)} ms | {row['load_avg_1m']:.2f} | {steal} | "
+            f"{f'{floor:.1f} µs' if floor else '-'} | {ratio} |",
             flush=True,
         )
         print(

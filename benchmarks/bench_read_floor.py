@@ -116,6 +116,22 @@ def _receive(port: int, streams: int, cpu: int) -> dict:
     }
 
 
+def floor_row(streams: int, seconds: float, send_cpu: int, recv_cpu: int) -> dict:
+    """One measurement: a sender process on `send_cpu`, the reader here on `recv_cpu` (put back afterwards)."""
+    port = 20000 + (os.getpid() * 7 + streams) % 20000
+    ready = multiprocessing.get_context("fork").Event()
+    sender = multiprocessing.get_context("fork").Process(target=_send, args=(port, streams, seconds, ready, send_cpu))
+    sender.start()
+    ready.wait()
+    before = os.sched_getaffinity(0)
+    try:
+        row = _receive(port, streams, recv_cpu)
+    finally:
+        os.sched_setaffinity(0, before)
+    sender.join()
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default="64,512")
@@ -131,15 +147,7 @@ def main() -> None:
     print("| streams | reads | reads/batch | CPU/read (user+sys) |")
     print("|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
-        port = 20000 + (os.getpid() * 7 + n) % 20000
-        ready = multiprocessing.get_context("fork").Event()
-        sender = multiprocessing.get_context("fork").Process(
-            target=_send, args=(port, n, args.seconds, ready, send_cpu)
-        )
-        sender.start()
-        ready.wait()
-        row = _receive(port, n, recv_cpu)
-        sender.join()
+        row = floor_row(n, args.seconds, send_cpu, recv_cpu)
         print(
             f"| {n} | {row['reads']} | {row['reads'] / max(1, row['batches']):.1f} | "
             f"{row['user_us'] + row['sys_us']:.1f} µs ({row['user_us']:.1f}+{row['sys_us']:.1f}) |",

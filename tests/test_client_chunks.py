@@ -82,3 +82,19 @@ def test_reasoning_fields(delta, content, reasoning):
 def test_error_event_inside_the_stream_raises():
     with pytest.raises(StreamError, match="out of memory"):
         fold(['data: {"error": {"message": "out of memory", "code": 500}}'])
+
+
+def test_chunks_the_typed_decoder_does_not_take_are_folded_as_plain_json():
+    # msgspec's structs take the usual chunk; these odd ones go to the dictionary fold and still count right
+    lines = [
+        'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}',  # the usual shape
+        'data: {"choices":[{"index":0,"delta":"not an object","finish_reason":null}]}',  # skipped, not an error
+        'data: {"choices":[{"index":0,"delta":{"content":7},"finish_reason":null}]}',  # not text: no token
+        'data: {"choices":"none","usage":{"prompt_tokens":3,"completion_tokens":2}}',  # choices not a list
+        'data: {"choices":[{"index":0,"delta":{"reasoning":"hm","content":"b"},"finish_reason":"stop"}]}',
+    ]
+    rec, content, reasoning = fold(lines)
+    assert (content, reasoning) == ("ab", "hm")
+    assert (rec.content_chunks, rec.reasoning_chunks, rec.finish_reason) == (2, 1, "stop")
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.usage_source) == (3, 2, "server")
+    assert rec.chunk_times == [0.0, 4.0] and rec.t_first_token == 0.0

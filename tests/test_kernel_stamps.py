@@ -108,6 +108,25 @@ async def test_a_token_written_while_the_client_is_blocked_keeps_its_arrival_tim
     # stamped when it arrived (within a generous 50 ms of the write), not when the blocked loop read it
     assert abs(rec.chunk_times[1] - written["second"]) < 0.05, rec.chunk_times[1] - written["second"]
     assert rec.read_lag_s is not None and rec.read_lag_s > BLOCK_S / 2
+    assert rec.first_token_stamp_bound_s == 0.0  # the first token was read on its own: its stamp is its own
+
+
+async def test_a_first_token_read_together_with_a_later_one_is_counted_in_the_error_budget() -> None:
+    # Both tokens arrive while the client's loop is blocked: the kernel merges them and keeps the later stamp, so
+    # the first token's stamp may be the second's. The record says by how much at most; the summary counts it.
+    script = [(0.05, HEAD + _event({"content": "first"}), "first"), (0.05, _event({"content": " second"}), "second")]
+    script.append((BLOCK_S, END, "end"))
+    rec, written = await _run(script, block_at_s=0.02, block_s=BLOCK_S, after_first_token=False)
+    assert rec.status == "ok", rec.error
+    bound = rec.first_token_stamp_bound_s
+    assert bound is not None and bound > 0
+    # the bound holds the truth: the first token came no earlier than the stamp minus the bound
+    assert rec.t_first_token - bound <= written["first"] + 0.005 <= rec.t_first_token + 0.005
+    line = rec.to_json()
+    budget = client_lag([line, {**line, "first_token_stamp_bound_s": 0.0}])
+    assert budget["first_tokens_maybe_shared_stamp"] == 1
+    assert budget["error_budget_s"] > 0.001 and budget["over_error_budget"] is True
+    assert budget["read_lag_p99_s"] == pytest.approx(rec.read_lag_s)
 
 
 def test_client_lag_says_when_the_client_was_the_bottleneck() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.client.chunk_parse import StreamError, take_payload
 from evalkit.client.http_errors import describe, is_uuid
 from evalkit.client.http_stream import APIConnectionError, ClosedBeforeAnswering, HttpPool, build_request
 from evalkit.client.thinking_text import split_inline_reasoning
@@ -229,6 +230,8 @@ class ChatClient:
                 events = _EventStream(rec, content, reasoning, on_first_token)
                 try:
                     rec.read_lag_s = await self._pool.request(wire, events, _stamp(rec))
+                    if rec.read_lag_s is None:  # stamped when read, not by the kernel: no bound to give
+                        rec.first_token_stamp_bound_s = None
                     rec.t_done = clock.now()  # the answer is in; parsing what was kept is not part of it
                     events.flush()
                     break
@@ -293,19 +296,6 @@ class ChatClient:
         return [m["id"] for m in json.loads(text).get("data") or []]
 
 
-def _json_loads() -> Callable[[bytes], Any]:
-    """orjson's parser where it is installed (4x faster on a chunk), else the standard library's."""
-    try:
-        import orjson
-    except ImportError:
-        decode = json.JSONDecoder().decode
-        # decoded to text first: json's own sniffing of a byte string's encoding costs more than the decode
-        return lambda payload: decode(payload.decode("utf-8", "surrogatepass"))
-    return orjson.loads
-
-
-_loads = _json_loads()
-
 # llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s: a
 # request sent on a connection the server is closing at that moment fails though the server is fine. Dropping
 # idle connections sooner avoids the race.
@@ -357,7 +347,7 @@ class _EventStream:
     held the loop for 100+ ms (seen at 512 streams), and tokens that wait unread share one kernel stamp.
     A non-2xx answer's body is kept instead (`error_body`), to be described once it is complete."""
 
-    __slots__ = ("_kept", "_now", "_pending", "content", "error_body", "on_first_token", "reasoning", "rec")
+    __slots__ = ("_kept", "_now", "_pending", "_prev", "content", "error_body", "on_first_token", "reasoning", "rec")
 
     def __init__(
         self,
@@ -370,6 +360,7 @@ class _EventStream:
         self.error_body: list[bytes] | None = None
         self._pending = b""
         self._now = 0.0
+        self._prev = 0.0  # until the first token: the stamp of the read before the one in hand (0.0: none yet)
         self._kept: list[tuple[bytes, float]] | None = None  # (line, arrival) after the first token
 
     def on_head(self, status: int, headers: dict[str, str], now: float) -> None:
@@ -384,15 +375,39 @@ class _EventStream:
             self.error_body.append(data)
             return
         self._now = now
+        if self._kept is not None:  # after the first token: the common case
+            if self._pending:
+                data = self._pending + data
+            elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
+                self._line(data, now)  # one whole event, as a server sends a token: no split
+                return
+            lines = data.split(b"\n")
+            self._pending = lines.pop()
+            for line in lines:
+                self._line(line, now)
+            return
+        self._before_first(data, now)
+
+    def _before_first(self, data: bytes, now: float) -> None:
+        """`on_data` until the first token: also notes whether the read that carried it held later bytes too (then
+        its stamp may be theirs: `first_token_stamp_bound_s`)."""
+        prev, self._prev = self._prev, now
+        if not prev:  # the body's first bytes: before them, the head's read (if it was another) or the send
+            first_byte = self.rec.t_first_byte
+            prev = first_byte if first_byte is not None and first_byte < now else self.rec.t_sent
         if self._pending:
             data = self._pending + data
-        elif data.endswith(b"\n\n") and data.count(b"\n") == 2:
-            self._line(data, now)  # one whole event, as a server sends a token: no split
-            return
         lines = data.split(b"\n")
         self._pending = lines.pop()
-        for line in lines:
+        rec = self.rec
+        for i, line in enumerate(lines):
             self._line(line, now)
+            if rec.t_first_token is not None and self._kept is not None:
+                later = self._pending or any(lines[i + 1 :])
+                rec.first_token_stamp_bound_s = max(0.0, now - prev) if later else 0.0
+                for rest in lines[i + 1 :]:
+                    self._line(rest, now)
+                return
 
     @property
     def got_data(self) -> bool:
@@ -419,7 +434,7 @@ class _EventStream:
             if line.startswith(b"data:"):  # _sse_data, inline: this loop runs once per token
                 payload = line[5:].strip()
                 if payload and payload != b"[DONE]":
-                    _take_chunk(rec, _loads(payload), now, content, reasoning)
+                    take_payload(rec, payload, now, content, reasoning)
 
     def _line(self, line: bytes, now: float) -> None:
         kept = self._kept
@@ -434,7 +449,7 @@ class _EventStream:
         if not payload or payload == b"[DONE]":
             return  # read on to the end of the body, so the connection goes back to the pool
         rec = self.rec
-        _take_chunk(rec, _loads(payload), now, self.content, self.reasoning)
+        take_payload(rec, payload, now, self.content, self.reasoning)
         if rec.t_first_token is not None:
             self._kept = []
             if self.on_first_token is not None:
@@ -442,60 +457,11 @@ class _EventStream:
                 callback(rec.t_first_token)
 
 
-class StreamError(Exception):
-    """An error event inside an event stream (the server gave up after the HTTP status was sent)."""
-
-
 def _sse_data(line: bytes) -> bytes | None:
     """The payload of an SSE `data:` line; None for comments, blank lines and other fields."""
     if not line.startswith(b"data:"):
         return None
     return line[5:].strip()
-
-
-def _take_chunk(
-    rec: RequestRecord, chunk: dict[str, Any], now: float, content: list[str], reasoning: list[str]
-) -> None:
-    """Fold one parsed `chat.completion.chunk` into the record."""
-    # `in` before a look-up: most chunks carry none of these keys, and a membership test is the cheaper miss.
-    if "error" in chunk and chunk["error"] and not chunk.get("choices"):
-        err = chunk["error"]
-        raise StreamError(err.get("message", str(err)) if isinstance(err, dict) else str(err))
-    if "timings" in chunk and isinstance(chunk["timings"], dict):  # llama.cpp's own timing figures
-        rec.server_timings = chunk["timings"]
-    if "usage" in chunk and isinstance(chunk["usage"], dict):
-        usage = chunk["usage"]
-        rec.prompt_tokens = usage.get("prompt_tokens")
-        rec.completion_tokens = usage.get("completion_tokens")
-        rec.usage_source = "server"
-        details = usage.get("completion_tokens_details")
-        if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
-            rec.reasoning_tokens = details["reasoning_tokens"]
-            rec.token_split_source = "server"
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") or {}
-        text = delta.get("content")
-        # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and
-        # OpenRouter-style servers use `reasoning`.
-        think = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(think, str) and think:
-            reasoning.append(think)
-            rec.reasoning_chunks += 1
-        else:
-            think = None
-        if isinstance(text, str) and text:
-            content.append(text)
-            rec.content_chunks += 1
-            if rec.t_first_answer_token is None:
-                rec.t_first_answer_token = now
-        else:
-            text = None
-        if text or think:
-            rec.chunk_times.append(now)
-            if rec.t_first_token is None:
-                rec.t_first_token = now
-        if choice.get("finish_reason"):
-            rec.finish_reason = choice["finish_reason"]
 
 
 def split_answer_tokens(rec: RequestRecord, content: list[str], separate_reasoning: bool) -> None:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+import httptools
+
 from evalkit.client import kernel_stamps
 from evalkit.clock import Clock
 
@@ -92,7 +94,8 @@ def build_request(origin: Origin, method: str, path: str, headers: dict[str, str
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection; parses the response framing in `data_received` and feeds the sink."""
+    """One keep-alive connection; its response's framing (status line, headers, `Content-Length` or chunked) is
+    parsed by llhttp (`httptools`), and the body is handed to the sink one piece per read, stamped with that read."""
 
     def __init__(self, clock: Clock, on_reusable: Callable[[_Connection], None]) -> None:
         self._clock = clock
@@ -102,11 +105,15 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self._sink: BodySink | None = None
         self._done: asyncio.Future[None] | None = None
-        self._buf = b""
-        self._mode = "idle"  # idle, head, length, chunk-size, chunk-data, chunk-crlf, trailer, close
-        self._left = 0
+        self._parser: httptools.HttpResponseParser | None = None
+        self._mode = "idle"  # idle, head, body, chunked, close (read until the server closes), complete
+        self._headers: dict[str, str] = {}
+        self._header_name = ""
+        self._now = 0.0
+        self._body: list[bytes] = []
         self._keep_alive = True
         self._got_bytes = False
+        self._extra = False  # bytes after the end of the response: this connection is not reused
         # How late the bytes of the exchange in progress were read after the kernel had them (longest; None where
         # the transport has no receive stamps).
         self.read_lag: float | None = None
@@ -120,28 +127,64 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.received(data, self._clock.now())
 
-    def received(self, data: bytes, now: float) -> None:
-        """Bytes of the response, which arrived at `now`."""
-        if self._done is None or self._done.done():
+    def received(self, data: bytes | memoryview, now: float) -> None:
+        """Bytes of the response, which arrived at `now` (a view is read at once, not kept)."""
+        if self._done is None or self._done.done() or self._parser is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted again
             return
         self._got_bytes = True
+        self._now = now
         try:
-            if self._mode == "chunk-size" and not self._buf:
-                # One whole chunk in one read is what a streaming server sends per event: hand it over in one slice.
-                eol = data.find(b"\r\n", 0, 18)
-                if eol > 0:
-                    try:
-                        size = int(data[:eol], 16)
-                    except ValueError:
-                        size = 0  # an extension or junk: the general path decides
-                    if size and len(data) == eol + size + 4 and data.endswith(b"\r\n"):
-                        self._sink.on_data(data[eol + 2 : eol + 2 + size], now)  # type: ignore[union-attr]  # a sink is set before any body arrives
-                        return
-            self._feed(data, now)
+            try:
+                self._parser.feed_data(data)
+            except httptools.HttpParserError as e:
+                raise RemoteProtocolError(f"not valid HTTP/1.1: {e}") from None
+            body = self._body
+            if body:  # one piece a read: what arrived together is handed over together, with its one stamp
+                self._body = []
+                self._sink.on_data(body[0] if len(body) == 1 else b"".join(body), now)  # type: ignore[union-attr]  # a sink is set before any body arrives
+            if self._mode == "complete":
+                self._finish()
         except Exception as e:  # noqa: BLE001 - a framing error or the sink's own; either ends this exchange
             self._fail(e)
             self._close()
+
+    # llhttp's callbacks (httptools), called from inside `feed_data`
+    def on_message_begin(self) -> None:
+        if self._mode == "complete":
+            self._extra = True  # a second response to one request
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name:
+            self._header_name = name.decode("latin-1").strip().lower()
+        key, text = self._header_name, value.decode("latin-1").strip()
+        headers = self._headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        parser, headers = self._parser, self._headers
+        assert parser is not None
+        self._headers = {}
+        status = parser.get_status_code()
+        if 100 <= status < 200 or self._mode != "head":
+            return  # an interim response (100 Continue): the real one follows
+        headers[":version"] = f"HTTP/{parser.get_http_version()}"
+        self._keep_alive = parser.should_keep_alive()
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._mode = "chunked"
+        elif "content-length" in headers or status in (204, 304):
+            self._mode = "body"
+        else:
+            self._mode, self._keep_alive = "close", False
+        self._sink.on_head(status, headers, self._now)  # type: ignore[union-attr]  # set by start()
+
+    def on_body(self, body: bytes) -> None:
+        if self._mode != "complete":
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._mode in ("body", "chunked", "close"):
+            self._mode = "complete"
 
     def eof_received(self) -> bool | None:
         if self._mode == "close" and self._done is not None and not self._done.done():
@@ -158,7 +201,7 @@ class _Connection(asyncio.Protocol):
                 err = ClosedBeforeAnswering("Connection error.")
                 err.__cause__ = RemoteProtocolError("Server disconnected without sending a response.")
                 self._done.set_exception(err)
-            elif self._mode.startswith("chunk") or self._mode == "trailer":
+            elif self._mode == "chunked":
                 self._done.set_exception(
                     RemoteProtocolError(
                         "peer closed connection without sending complete message body (incomplete chunked read)"
@@ -173,7 +216,8 @@ class _Connection(asyncio.Protocol):
     def start(self, request: bytes, sink: BodySink) -> tuple[float, asyncio.Future[None]]:
         """Write the request now; returns the send stamp (taken with no await before the write) and the end."""
         assert self.transport is not None
-        self._sink, self._buf, self._mode, self._got_bytes = sink, b"", "head", False
+        self._sink, self._mode, self._got_bytes, self._body, self._headers = sink, "head", False, [], {}
+        self._parser = httptools.HttpResponseParser(self)
         if self.read_lag is not None:
             self.read_lag = 0.0
         self._done = asyncio.get_running_loop().create_future()
@@ -197,136 +241,15 @@ class _Connection(asyncio.Protocol):
     def _finish(self) -> None:
         self._mode = "idle"
         self._sink = None
+        self._parser = None
         done = self._done
-        if self._keep_alive and not self.closed and not self._buf:
+        if self._keep_alive and not self.closed and not self._extra:
             self._on_reusable(self)
         else:
             self._close()
+        self._extra = False
         if done is not None and not done.done():
             done.set_result(None)
-
-    def _feed(self, data: bytes, now: float) -> None:
-        sink = self._sink
-        assert sink is not None
-        mode = self._mode
-        if mode == "length":  # the common cases first, without copying
-            if len(data) < self._left:
-                self._left -= len(data)
-                sink.on_data(data, now)
-                return
-        elif mode == "close":
-            sink.on_data(data, now)
-            return
-        buf = self._buf + data if self._buf else data
-        pos = 0
-        out: list[bytes] = []
-        while True:
-            mode = self._mode
-            if mode == "chunk-data":
-                take = min(self._left, len(buf) - pos)
-                if take <= 0:
-                    break
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._left -= take
-                if self._left == 0:
-                    self._mode = "chunk-crlf"
-            elif mode == "chunk-crlf":
-                if len(buf) - pos < 2:
-                    break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise RemoteProtocolError("malformed chunked body")
-                pos += 2
-                self._mode = "chunk-size"
-            elif mode == "chunk-size":
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    if len(buf) - pos > 1024:
-                        raise RemoteProtocolError("malformed chunk size line")
-                    break
-                try:
-                    size = int(buf[pos:eol].split(b";", 1)[0], 16)
-                except ValueError:
-                    raise RemoteProtocolError("malformed chunk size line") from None
-                pos = eol + 2
-                self._left = size
-                self._mode = "chunk-data" if size else "trailer"
-            elif mode == "trailer":
-                if buf.startswith(b"\r\n", pos):
-                    pos += 2
-                else:
-                    end = buf.find(b"\r\n\r\n", pos)
-                    if end < 0:
-                        break
-                    pos = end + 4
-                self._buf = buf[pos:]
-                if out:
-                    sink.on_data(b"".join(out), now)
-                self._finish()
-                return
-            elif mode == "length":
-                take = min(self._left, len(buf) - pos)
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._left -= take
-                self._buf = buf[pos:]
-                if out:
-                    sink.on_data(b"".join(out), now)
-                if self._left == 0:
-                    self._finish()
-                return
-            elif mode == "close":
-                out.append(buf[pos:])
-                pos = len(buf)
-                break
-            elif mode == "head":
-                end = buf.find(b"\r\n\r\n", pos)
-                if end < 0:
-                    if len(buf) > 65536:
-                        raise RemoteProtocolError("response head too large")
-                    break
-                status, headers = _parse_head(buf[pos:end])
-                pos = end + 4
-                if 100 <= status < 200:
-                    continue  # an interim response (100 Continue): the real one follows
-                self._head(status, headers, now, sink)
-            else:
-                raise RemoteProtocolError("bytes after the end of the response")
-        self._buf = buf[pos:]
-        if out:
-            sink.on_data(b"".join(out), now)
-
-    def _head(self, status: int, headers: dict[str, str], now: float, sink: BodySink) -> None:
-        conn = headers.get("connection", "").lower()
-        self._keep_alive = ("close" not in conn and headers.get(":version") != "HTTP/1.0") or "keep-alive" in conn
-        sink.on_head(status, headers, now)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._mode = "chunk-size"
-        elif "content-length" in headers:
-            self._left = int(headers["content-length"])
-            self._mode = "length"
-        elif status in (204, 304):
-            self._left, self._mode = 0, "length"
-        else:
-            self._mode, self._keep_alive = "close", False
-        if self._mode == "length" and self._left == 0:
-            self._finish()
-
-
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    """Status code and lower-cased headers of a response head (the version under `:version`)."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise RemoteProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
-    headers = {":version": parts[0]}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            key = name.strip().lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return int(parts[1]), headers
 
 
 class _SocketTransport:
@@ -402,10 +325,10 @@ class _BatchReader:
     loop's watch. A busy set costs one timer per batch, not a reader taken off the loop and put back per batch (each
     of which cost uvloop a poll handle and two to five epoll_ctl calls)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, hold_s: float = BATCH_HOLD_S) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, hold_s: float | None = None) -> None:
         self.loop = loop
         self._clock = clock
-        self._hold = hold_s
+        self._hold = BATCH_HOLD_S if hold_s is None else hold_s
         self._epoll = select.epoll()
         self._fd = self._epoll.fileno()
         self._conns: dict[int, _SocketTransport] = {}
@@ -483,9 +406,9 @@ class _BatchReader:
                 lag = wall() - stamp
                 if lag > protocol.read_lag:
                     protocol.read_lag = lag
-                protocol.received(bytes(view[:n]), stamp + offset)
+                protocol.received(view[:n], stamp + offset)  # parsed in place: the body pieces come out as bytes
             else:
-                protocol.received(bytes(view[:n]), wall() + offset)
+                protocol.received(view[:n], wall() + offset)
 
     def close(self) -> None:
         if self._closed:

@@ -15,9 +15,30 @@ from collections.abc import Iterable
 from statistics import median
 from typing import Any
 
-from evalkit.stats import distribution
+from evalkit.stats import distribution, percentile
 
 AGREE = 0.01  # client and server decode rates within 1% (median): the client kept up, whatever its read lag
+# A run whose client error budget (below) exceeds this is marked in the report: its TTFTs may be off by more.
+ERROR_BUDGET_LIMIT_S = 0.001
+
+
+def error_budget(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client's own error budget of a run, from `requests.jsonl` lines: `read_lag_p99_s` (how late it read
+    answers after the kernel had them, p99), `first_tokens_maybe_shared_stamp` (first tokens whose read also held
+    later bytes, so their stamp may be a later token's) and `error_budget_s` (p99 over requests of
+    `first_token_stamp_bound_s`: how far a first token's stamp may lie after its true arrival; 0 when every first
+    token was read on its own). All None without receive stamps (https, not Linux)."""
+    lags = [ln["read_lag_s"] for ln in lines if isinstance(ln.get("read_lag_s"), (int, float))]
+    bounds = [
+        ln["first_token_stamp_bound_s"] for ln in lines if isinstance(ln.get("first_token_stamp_bound_s"), (int, float))
+    ]
+    budget = percentile(bounds, 99) if bounds else None
+    return {
+        "read_lag_p99_s": percentile(lags, 99) if lags else None,
+        "first_tokens_maybe_shared_stamp": sum(1 for b in bounds if b > 0) if bounds else None,
+        "error_budget_s": budget,
+        "over_error_budget": None if budget is None else budget > ERROR_BUDGET_LIMIT_S,
+    }
 
 
 def _rate_gap(lines: list[dict[str, Any]]) -> float | None:
@@ -39,8 +60,9 @@ def client_lag(lines: Iterable[dict[str, Any]]) -> dict[str, Any]:
     - 1|, llama.cpp timings), `client_bound` and a one-line `note` naming the figure (None when fine), from
     `requests.jsonl` lines; `client_bound` is None without receive stamps (https, or not Linux). The client is never
     called the bottleneck when its decode rates agree with the server's own (within 1%): tokens it read late still
-    came at the server's pace."""
+    came at the server's pace. The error budget's keys (`error_budget`) are merged in."""
     lines = list(lines)
+    budget = error_budget(lines)
     lags = [ln["read_lag_s"] for ln in lines if isinstance(ln.get("read_lag_s"), (int, float))]
     gaps = [
         1.0 / ln["decode_tok_s"]
@@ -56,6 +78,7 @@ def client_lag(lines: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "decode_vs_server_p50": agree,
             "client_bound": None,
             "note": None,
+            **budget,
         }
     dist = distribution(lags)
     p95 = dist["p95"] or 0.0
@@ -75,4 +98,5 @@ def client_lag(lines: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "decode_vs_server_p50": agree,
         "client_bound": bound,
         "note": note,
+        **budget,
     }

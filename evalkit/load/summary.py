@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalkit.client.lag import error_budget
 from evalkit.load.metrics import dist, judge_point, point_metrics
 from evalkit.load.precision import PrecisionStop
 from evalkit.load.slo import Target, parse_target
@@ -87,6 +88,7 @@ def build_summary(path: Path) -> dict[str, Any]:
         "goodput_rps_at_max": at_best["metrics"]["goodput_rps"] if at_best else None,
         "client": {
             "send_lateness_s": dist(r.get("send_lateness_s") for r in measured_all),
+            **error_budget(measured_all),  # the client's own error budget (docs/client-timing.md)
             "invalid_points": [
                 {"load": p["load"], "reasons": sorted({x for r in p["per_repeat"] for x in r["invalid_reasons"]})}
                 for p in points

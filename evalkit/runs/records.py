@@ -44,6 +44,11 @@ class RequestRecord:
     # where chunk times are the kernel's receive stamps; None elsewhere). Large values mean a busy client: its
     # stamps stay true, but what it does on a token (cancel, send the next request) happens that much later.
     read_lag_s: float | None = None
+    # How far the first token's stamp may lie after the token truly arrived: 0.0 when the read that carried it held
+    # nothing after it (the stamp is its own); else the time since the piece before it, because bytes that wait
+    # unread are merged and keep the newest stamp (the first token may share a later one's). None without receive
+    # stamps or without a first token.
+    first_token_stamp_bound_s: float | None = None
     # Server-specific timing extras (llama.cpp `timings`), kept verbatim.
     server_timings: dict[str, Any] | None = None
     # Caller-supplied labels: cycle, scenario, question id, run number ...
