@@ -82,8 +82,9 @@ def test_a_distorted_run_is_marked_and_never_beyond_noise(tmp_path: Path) -> Non
 
 
 def test_a_client_error_budget_over_a_millisecond_is_marked(tmp_path: Path) -> None:
-    """The client's error budget (read lag p99, first tokens that may share a stamp), read defensively: a run whose
-    budget exceeds 1 ms is flagged, one within it is not."""
+    """The client's error budget as the client writes it (`client.error_budget_s`, the p99 of how far a first
+    token's stamp may lie after its arrival; `first_tokens_maybe_shared_stamp`): over 1 ms is flagged, within it
+    is not, and a summary from before the budget existed is not."""
     from evalkit.report.runs import LabelledRun
     from evalkit.report.trust import run_flags
     from evalkit.runs.summaries import load_runs
@@ -91,10 +92,12 @@ def test_a_client_error_budget_over_a_millisecond_is_marked(tmp_path: Path) -> N
     dst = tmp_path / "np2"
     shutil.copytree(H200 / "np2-noidle" / "stress", dst, ignore=shutil.ignore_patterns("gpu_memory.jsonl"))
     summary = json.loads((dst / "summary.json").read_text())
-    for lag, flagged in ((0.0004, False), (0.0025, True)):
-        summary["client"]["error_budget"] = {"read_lag_p99_s": lag, "first_tokens_shared_stamp": 3}
+    assert "error_budget_s" not in summary["client"]  # written before the budget existed
+    assert run_flags(LabelledRun("np2", load_runs([dst])[0])) == []
+    for budget, flagged in ((0.0004, False), (0.0025, True)):
+        summary["client"].update(error_budget_s=budget, first_tokens_maybe_shared_stamp=3, read_lag_p99_s=0.02)
         (dst / "summary.json").write_text(json.dumps(summary))
         flags = run_flags(LabelledRun("np2", load_runs([dst])[0]))
         assert [f.key for f in flags] == (["client_error_budget"] if flagged else [])
         if flagged:
-            assert "2.5 ms late (p99); 3 first token(s) may have shared an arrival stamp" in flags[0].words
+            assert "up to 2.5 ms after its true arrival (p99) (3 first token(s)" in flags[0].words

@@ -47,19 +47,16 @@ def _ms(v: Any) -> str:
 
 
 def _budget(summary: dict[str, Any]) -> tuple[float | None, int | None]:
-    """(read lag p99 in s, first tokens that may have shared a stamp) from the client's error budget, if any."""
+    """(the client's error budget in s, first tokens that may have shared a stamp), from the summary's `client`
+    block (`error_budget_s`: p99 over requests of how far a first token's stamp may lie after its arrival;
+    `first_tokens_maybe_shared_stamp`); (None, None) from a client that did not record them."""
     client = _d(summary.get("client"))
-    b = _d(client.get("error_budget") or client.get("budget") or summary.get("client_error_budget"))
-    if not b:
-        return None, None
-    lag = b.get("read_lag_p99_s")
-    if lag is None:
-        lag = _d(b.get("read_lag_s")).get("p99", b.get("read_lag_s_p99"))
-    shared = next(
-        (v for k, v in b.items() if "shared" in k and isinstance(v, int) and not isinstance(v, bool)),
-        None,
+    budget = client.get("error_budget_s")
+    shared = client.get("first_tokens_maybe_shared_stamp")
+    return (
+        float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else None,
+        shared if isinstance(shared, int) and not isinstance(shared, bool) else None,
     )
-    return (float(lag) if isinstance(lag, (int, float)) else None), shared
 
 
 def run_flags(run: LabelledRun) -> list[TrustFlag]:
@@ -85,13 +82,14 @@ def run_flags(run: LabelledRun) -> list[TrustFlag]:
             else ""
         )
         out.append(TrustFlag("client_bound", "the client, not the server, was the bottleneck" + figures))
-    lag99, shared = _budget(s)
-    if lag99 is not None and lag99 > BUDGET_LIMIT_S:
-        extra = f"; {shared} first token(s) may have shared an arrival stamp" if shared else ""
+    budget, shared = _budget(s)
+    if budget is not None and budget > BUDGET_LIMIT_S:
+        extra = f" ({shared} first token(s) read together with later bytes)" if shared else ""
         out.append(
             TrustFlag(
                 "client_error_budget",
-                f"the client's error budget exceeds 1 ms: it read answers up to {_ms(lag99)} late (p99){extra}",
+                f"the client's error budget exceeds 1 ms: a first token's arrival stamp may lie up to "
+                f"{_ms(budget)} after its true arrival (p99){extra}",
             )
         )
     return out
