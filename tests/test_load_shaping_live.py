@@ -98,7 +98,9 @@ def test_target_moe_stops_tight_early_and_wide_at_the_maximum(sim: SimProcess, t
     tight = json.loads((load(sim, tmp_path, "tight", *moe, "--output-tokens", "60") / "summary.json").read_text())
     wide = json.loads((load(sim, tmp_path, "wide", *moe, "--output-tokens", "2:200") / "summary.json").read_text())
     tp, wp = tight["points"][0]["precision"], wide["points"][0]["precision"]
-    assert tp["per_repeat"][0]["stopped_early"] and tp["per_repeat"][0]["measured"] == 20, tp
+    # A tight point stops once the interval is tight: at the minimum on a quiet machine, a few later when timing
+    # noise widens it (the stop is judged as answers come in), and in any case well before the maximum.
+    assert tp["per_repeat"][0]["stopped_early"] and 20 <= tp["per_repeat"][0]["measured"] < 40, tp
     assert tp["per_repeat"][0]["moe"] <= 0.10 and tp["reached"]
     assert not wp["per_repeat"][0]["stopped_early"] and wp["per_repeat"][0]["measured"] == 40, wp
     assert wp["per_repeat"][0]["moe"] > 0.10 and not wp["reached"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock
 from evalkit.load.arrivals import RateProfile, parse_stages, send_times, stages_profile
 from evalkit.load.caps import SendCaps
@@ -69,14 +69,7 @@ class BackgroundLoad:
         if self._stop.is_set():
             ticket.leave()
             return
-        chat = ChatRequest(
-            messages=[{"role": "user", "content": req.prompt}],
-            max_tokens=req.max_tokens + self.spec.reasoning_room,
-            temperature=0.0,
-            extra_body=dict(self.extra_body),
-            request_id=new_request_id("bg"),
-            timeout_s=self.timeout_s,
-        )
+        chat = req.chat_request("bg", self.spec.reasoning_room, self.extra_body, self.timeout_s)
         try:
             rec = await self.client.chat(chat, cancel_event=self._stop, on_first_token=ticket.first_token)
         finally:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock
 from evalkit.load.caps import SendCaps
 from evalkit.load.precision import warm
@@ -102,14 +102,7 @@ class LoadRunner:
         spec = point.plan.spec
         ticket = await point.caps.enter(self.clock)
         released = ticket.released_at
-        chat = ChatRequest(
-            messages=[{"role": "user", "content": req.prompt}],
-            max_tokens=req.max_tokens + point.plan.reasoning_room,
-            temperature=0.0,
-            extra_body=dict(self.extra_body),
-            request_id=new_request_id("load"),
-            timeout_s=self.timeout_s,
-        )
+        chat = req.chat_request("load", point.plan.reasoning_room, self.extra_body, self.timeout_s)
         try:
             rec = await self.client.chat(chat, cancel_event=cancel, on_first_token=ticket.first_token)
         finally:
