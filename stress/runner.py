@@ -106,6 +106,7 @@ class StressRunner:
         # One writer thread: an fsync in the event loop would delay the next planned send (and it did, by ~50 ms).
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stress-writer")
         self._inflight: dict[str, float] = {}  # request id -> clock time sent, for requests not yet returned
+        self._cancel_at: dict[str, float] = {}  # plan id -> when a cancel timed from an event was due
 
     @property
     def cycles_done(self) -> int:
@@ -203,7 +204,9 @@ class StressRunner:
         # A cancel timed from another request's event (or this one's first token) sets `cancel` at that time.
         base = await tl.latest(r.cancel_refs or (r.plan_id,), r.cancel_on)
         if base is not None:
-            await self._until(base + (r.cancel_after_s or 0.0) / self.opts.time_scale)
+            at = base + (r.cancel_after_s or 0.0) / self.opts.time_scale
+            self._cancel_at[r.plan_id] = at
+            await self._until(at)
         cancel.set()
 
     async def _one(self, r: PlannedRequest, start: float, tl: Timeline, bar: tqdm) -> None:
@@ -243,7 +246,9 @@ class StressRunner:
             if watcher is not None:
                 watcher.cancel()
                 stop_watch.cancel()
-        tl.stamp(r.plan_id, "done", self.clock.now())
+        # When it ended (its last byte read, or the cancel done), not when this task resumed: requests sent on its
+        # end are then planned from the true moment, and their send lateness counts any delay of this loop.
+        tl.stamp(r.plan_id, "done", rec.t_done if rec.t_done is not None else self.clock.now())
         tl.skip(r.plan_id)  # a request that ended before its first token sets that event without a stamp
         interrupted = self.stop.is_set() and rec.status == "cancelled"
         # A request that finished before its planned cancel was never cancelled: judged as any other, not
@@ -284,6 +289,13 @@ class StressRunner:
         if r.cancel_after_s is not None and not interrupted:
             # A planned cancel is sent only while the request runs: one that ended first was never cancelled.
             line["cancel_sent"] = rec.status == "cancelled"
+            planned_cancel = self._cancel_at.pop(r.plan_id, None)
+            if planned_cancel is None and cancel_after is not None:
+                planned_cancel = sent_at + cancel_after
+            if line["cancel_sent"] and planned_cancel is not None and rec.t_done is not None:
+                # How late the client closed the stream against its plan: a busy loop cancels late, and the
+                # engine then stops late (the next request's wait grows with it).
+                line.update(t_cancel_planned=planned_cancel, cancel_lateness_s=rec.t_done - planned_cancel)
         await self._write(REQUESTS, line)
         bar.update(1)
 

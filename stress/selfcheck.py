@@ -50,31 +50,47 @@ class LoopLagSampler:
 def client_health(
     lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]
 ) -> dict[str, Any]:
-    """Send lateness and loop lag distributions, `distorted` with its reasons, and the client's read lag
-    (`evalkit.client.lag`: `read_lag_s`, `client_bound`, `note`)."""
+    """Send and cancel lateness and loop lag distributions, `distorted` with its reasons, and the client's read lag
+    and error budget (`evalkit.client.lag`).
+
+    What a busy client can bend, and how each is judged against 10% of the smallest latency metric's p50:
+    - a send or a cancel that goes out late: measured directly (`send_lateness_s` p95, `cancel_lateness_s` max;
+      requests sent on another's end are planned from that end's own stamp, so their lateness counts the delay);
+    - a first token whose bytes queued unread behind a busy loop and took a later token's stamp: bounded by the
+      client's error budget (`error_budget_s`, p99 of each first token's stamp bound) where the client records
+      it. Then the event loop's lag is reported but is no reason of its own: a lag during which nothing was due
+      and no first token arrived bends no figure.
+    Without those bounds (no kernel receive stamps, or a run from a client that did not record them) nothing tells
+    what a long lag delayed, so the lag itself is judged."""
     lateness = [r["t_sent"] - r["t_planned"] for r in lines if r.get("t_planned") is not None and r.get("t_sent")]
+    cancel_late = [r["cancel_lateness_s"] for r in lines if isinstance(r.get("cancel_lateness_s"), (int, float))]
     lag_p95 = [row["lag_p95_s"] for row in lag_rows if row.get("lag_p95_s") is not None]
     lag_max = [row["lag_max_s"] for row in lag_rows if row.get("lag_max_s") is not None]
     late = distribution(lateness)
+    cancels = distribution(cancel_late)
+    read = client_lag(lines)
+    budget = read.get("error_budget_s")
     smallest = min((metrics[m]["p50"] for m in LATENCY_METRICS if (metrics.get(m) or {}).get("p50")), default=None)
     reasons = []
     if smallest is not None:
         limit = DISTORTION_SHARE * smallest
+        against = f"exceeds 10% of the smallest latency metric's p50 ({smallest * 1000:.1f} ms)"
         if late["p95"] is not None and late["p95"] > limit:
-            reasons.append(
-                f"send lateness p95 {late['p95'] * 1000:.1f} ms exceeds 10% of the smallest latency "
-                f"metric's p50 ({smallest * 1000:.1f} ms)"
-            )
-        if lag_max and max(lag_max) > limit:
-            reasons.append(
-                f"event-loop lag max {max(lag_max) * 1000:.1f} ms exceeds 10% of the smallest latency "
-                f"metric's p50 ({smallest * 1000:.1f} ms)"
-            )
+            reasons.append(f"send lateness p95 {late['p95'] * 1000:.1f} ms {against}")
+        if cancels["max"] is not None and cancels["max"] > limit:
+            reasons.append(f"a cancel went out {cancels['max'] * 1000:.1f} ms late, which {against}")
+        if budget is not None:
+            if budget > limit:
+                reasons.append(f"first-token stamps may lie {budget * 1000:.1f} ms late (p99), which {against}")
+        elif lag_max and max(lag_max) > limit:
+            reasons.append(f"event-loop lag max {max(lag_max) * 1000:.1f} ms {against}")
     return {
         "send_lateness_s": late,
+        "cancel_lateness_s": cancels,
         "loop_lag_p95_s": max(lag_p95) if lag_p95 else None,
         "loop_lag_max_s": max(lag_max) if lag_max else None,
+        "loop_lag_judged": budget is None,
         "distorted": bool(reasons),
         "distortion_reasons": reasons,
-        **client_lag(lines),
+        **read,
     }

@@ -192,3 +192,15 @@ def test_client_self_check_is_recorded(runs: dict[str, dict[str, Any]]) -> None:
         assert c["send_lateness_s"]["n"] == len(r["lines"])
         assert c["loop_lag_max_s"] is not None and isinstance(c["distorted"], bool)
         assert all(x["t_sent"] >= x["t_planned"] - 1e-3 for x in r["lines"])
+
+
+def test_each_planned_cancel_records_how_late_it_went_out(runs: dict[str, dict[str, Any]]) -> None:
+    """A cancel's plan and its lateness against it are on its line and in the summary; on an unloaded sim the
+    stream closes within a generous 0.5 s of its plan (a timer may fire a few ms early: uvloop's are ms-grained)."""
+    for r in runs.values():
+        cancelled = [x for x in r["lines"] if x.get("cancel_sent")]
+        assert cancelled and all(x["t_cancel_planned"] >= x["t_sent"] - 0.01 for x in cancelled)
+        late = [x["cancel_lateness_s"] for x in cancelled]
+        assert all(-0.01 <= v < 0.5 for v in late), late
+        assert all(abs(x["t_done"] - x["t_cancel_planned"] - x["cancel_lateness_s"]) < 1e-9 for x in cancelled)
+        assert r["summary"]["client"]["cancel_lateness_s"]["n"] == len(cancelled)

@@ -69,7 +69,7 @@ def run_flags(run: LabelledRun) -> list[TrustFlag]:
         out.append(
             TrustFlag(
                 "client_distorted",
-                "the client distorted this run (it sent requests late or its event loop lagged)"
+                "the client distorted this run (it sent or cancelled requests late, or its stamps may be late)"
                 + (": " + "; ".join(reasons) if reasons else ""),
             )
         )
