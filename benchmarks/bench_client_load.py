@@ -309,10 +309,10 @@ def main() -> None:
     )
     print(
         "| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | read lag p99 | "
-        "CPU/chunk (user+sys) | failed | shared first tokens | error budget p99 | load avg | steal | floor | x floor |"
+        "CPU/chunk (user+sys) | failed | shared first tokens | error budget p99 | load avg | steal | floor | x floor | "
+        "sim floor | x sim floor |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    # with --floor-sim, the JSON line has sim_floor_us_per_read and x_sim_floor (client CPU a chunk over it)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
         row = measure(
             n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus, client_cpus, sims
@@ -335,7 +335,8 @@ def main() -> None:
             f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs ({row['cpu_user_us_per_chunk']:.1f}"
             f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | {row['first_tokens_shared']} | "
             f"{_ms(row['_bounds'], 99)} ms | {row['load_avg_1m']:.2f} | {steal} | "
-            f"{f'{floor:.1f} µs' if floor else '-'} | {ratio} |",
+            f"{f'{floor:.1f} µs' if floor else '-'} | {ratio} | "
+            + (f"{row['sim_floor_us_per_read']:.1f} µs | {row['x_sim_floor']:.2f} |" if args.floor_sim else "- | - |"),
             flush=True,
         )
         print(

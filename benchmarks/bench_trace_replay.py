@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -63,6 +64,11 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--pin",
+        metavar="SIM,CLIENT,FLOOR",
+        help="cores for the sim, the replaying client and the floor process, one each (a quiet machine's figure)",
+    )
     args = ap.parse_args()
     if args.floor:
         wake_floor(args.rate, args.seconds)
@@ -82,7 +88,13 @@ def main() -> int:
         "--prefix-block-tokens",
         str(block),
     ]
+    pins = [{int(c)} for c in args.pin.split(",")] if args.pin else []
+    if pins and len(pins) != 3:
+        ap.error("--pin takes three cores: SIM,CLIENT,FLOOR")
     with tempfile.TemporaryDirectory() as tmp, start_sim(sim_flags) as sim:
+        if pins:
+            os.sched_setaffinity(sim.proc.pid, pins[0])
+            print(f"pinned: sim on core {min(pins[0])}, client on {min(pins[1])}, floor on {min(pins[2])}")
         trace = Path(tmp) / "trace.jsonl"
         n = write_trace(trace, args.rate, args.seconds, block)
         cmd = [
@@ -106,7 +118,12 @@ def main() -> int:
         ]
         floor_cmd = [sys.executable, __file__, "--floor", "--rate", f"{args.rate:g}", "--seconds", f"{args.seconds:g}"]
         floor = subprocess.Popen(floor_cmd, stdout=subprocess.PIPE, text=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds * 4 + 120)
+        load = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if pins:  # before either has read its trace or started its timeline
+            os.sched_setaffinity(floor.pid, pins[2])
+            os.sched_setaffinity(load.pid, pins[1])
+        out, err_text = load.communicate(timeout=args.seconds * 4 + 120)
+        proc = subprocess.CompletedProcess(cmd, load.returncode, out, err_text)
         floor_late = sorted(json.loads(floor.communicate(timeout=args.seconds * 2 + 60)[0]))
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-3000:])
