@@ -2,6 +2,7 @@
 
     python benchmarks/bench_trace_replay.py                     # 10 s at 200 requests/s (issue 31's acceptance)
     python benchmarks/bench_trace_replay.py --rate 400 --seconds 5
+    python benchmarks/bench_trace_replay.py --pin 8,9,10           # sim, client and floor on cores of their own
 
 Prints how far each send was from its scheduled time (client stamps against the trace's timeline: p50, p99, max
 and the share within 5 ms), how late the sim saw them arrive, and the prefix-cache hit rate the client read from
