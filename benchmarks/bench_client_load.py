@@ -13,7 +13,10 @@ client cores' time the host took away (steal, from /proc/stat). `--client-procs 
 processes, each with its own loop, all stamping on one clock, each pinned to a core of its own where there are enough;
 `--sims S` serves them from S sims on S cores of their own (a sim is one process: past ~512 streams of 50 tok/s one
 sim core is the limit, not the client), client process k talking to sim k mod S. `--repeat R` runs each row R
-times. `--floor` also runs benchmarks/bench_read_floor.py at the same stream count right after each row (the sim's
+times. `--floor-sim` also runs bench_read_floor.py --sim after each row: the same reader fed by a sim with this
+row's load (one client process's share of the streams), the like-for-like floor (same sockets, bytes and arrival
+pattern); its figures are in the row's JSON line (`sim_floor_us_per_read`, `x_sim_floor`). `--floor` also runs
+benchmarks/bench_read_floor.py at the same stream count right after each row (the sim's
 first core sends, the first client core reads) and prints the client's CPU a chunk over that floor. Each row also
 counts the first tokens whose read held later bytes too (their stamp may be a later token's: "shared") and the
 error budget, p99 of `first_token_stamp_bound_s` (evalkit.client.lag).
@@ -246,6 +249,19 @@ def _floor(streams: int, send_cpu: int, recv_cpu: int, seconds: float) -> dict:
     }
 
 
+def _sim_floor(streams: int, sim_cpus: set[int] | None, recv_cpu: int, tokens: int, rate: float, per: int) -> dict:
+    """bench_read_floor.py --sim at this stream count: the reader fed by a sim with this row's load."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_read_floor
+
+    row = bench_read_floor.sim_floor_row(streams, recv_cpu, sim_cpus, tokens, rate, per)
+    return {
+        "sim_floor_us_per_read": row["user_us"] + row["sys_us"],
+        "sim_floor_us_per_event": row["cpu_us_per_event"],
+        "sim_floor_reads_per_batch": row["reads"] / max(1, row["batches"]),
+    }
+
+
 def _num(values: list[float], q: float) -> float | None:
     v = percentile(values, q)
     return None if v is None else v * 1000
@@ -269,6 +285,11 @@ def main() -> None:
         "--sims", type=int, default=1, help="sims, each on a core of its own (client process k -> sim k mod S)"
     )
     ap.add_argument("--floor", action="store_true", help="run bench_read_floor at each row's stream count after it")
+    ap.add_argument(
+        "--floor-sim",
+        action="store_true",
+        help="run bench_read_floor --sim (the reader alone, fed by a sim with this row's load) after each row",
+    )
     ap.add_argument("--hold-ms", type=float, help="the batch reader's hold between polls (A/B; default its own)")
     ap.add_argument("--no-pin", action="store_true", help="leave the sim and the client unpinned")
     ap.add_argument("--repeat", type=int, default=1, help="rows per stream count (a shared machine's noise)")
@@ -288,15 +309,23 @@ def main() -> None:
     )
     print(
         "| streams | TTFT err p99 | up p50 | up p99 | up worst (min) | down p50 | down p99 | read lag p99 | "
-        "CPU/chunk (user+sys) | failed | shared first tokens | error budget p99 | load avg | steal | floor | x floor |"
+        "CPU/chunk (user+sys) | failed | shared first tokens | error budget p99 | load avg | steal | floor | x floor | "
+        "sim floor | x sim floor |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.streams.split(",") for _ in range(max(1, args.repeat))]:
         row = measure(
             n, args.per_stream, args.tokens, args.rate, args.client_procs, args.loop, sim_cpus, client_cpus, sims
         )
         if args.floor:
             row.update(_floor(n, min(sim_cpus or {0}), client_cpus[0] if client_cpus else 0, args.tokens / args.rate))
+        if args.floor_sim:
+            first_sim = {min(sim_cpus)} if sim_cpus else None
+            recv = client_cpus[0] if client_cpus else 0
+            # one client process's share: with --client-procs K each process reads n / K streams from a sim of its own
+            share = max(1, n // max(1, min(args.client_procs, n)))
+            row.update(_sim_floor(share, first_sim, recv, args.tokens, args.rate, args.per_stream))
+            row["x_sim_floor"] = row["cpu_us_per_chunk"] / row["sim_floor_us_per_read"]
         steal = "-" if row["steal_pct"] is None else f"{row['steal_pct']:.1f}%"
         floor = row.get("floor_us_per_read")
         ratio = f"{row['cpu_us_per_chunk'] / floor:.2f}" if floor else "-"
@@ -306,7 +335,8 @@ def main() -> None:
             f"{_ms(row['_lags'], 99)} ms | {row['cpu_us_per_chunk']:6.1f} µs ({row['cpu_user_us_per_chunk']:.1f}"
             f"+{row['cpu_sys_us_per_chunk']:.1f}) | {row['failed']}/{row['requests']} | {row['first_tokens_shared']} | "
             f"{_ms(row['_bounds'], 99)} ms | {row['load_avg_1m']:.2f} | {steal} | "
-            f"{f'{floor:.1f} µs' if floor else '-'} | {ratio} |",
+            f"{f'{floor:.1f} µs' if floor else '-'} | {ratio} | "
+            + (f"{row['sim_floor_us_per_read']:.1f} µs | {row['x_sim_floor']:.2f} |" if args.floor_sim else "- | - |"),
             flush=True,
         )
         print(

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_trace_replay.py                     # 10 s at 200 requests/s (issue 31's acceptance)
     python benchmarks/bench_trace_replay.py --rate 400 --seconds 5
+    python benchmarks/bench_trace_replay.py --pin 8,9,10           # sim, client and floor on cores of their own
 
 Prints how far each send was from its scheduled time (client stamps against the trace's timeline: p50, p99, max
 and the share within 5 ms), how late the sim saw them arrive, and the prefix-cache hit rate the client read from
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -63,6 +65,11 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--pin",
+        metavar="SIM,CLIENT,FLOOR",
+        help="cores for the sim, the replaying client and the floor process, one each (a quiet machine's figure)",
+    )
     args = ap.parse_args()
     if args.floor:
         wake_floor(args.rate, args.seconds)
@@ -82,7 +89,13 @@ def main() -> int:
         "--prefix-block-tokens",
         str(block),
     ]
+    pins = [{int(c)} for c in args.pin.split(",")] if args.pin else []
+    if pins and len(pins) != 3:
+        ap.error("--pin takes three cores: SIM,CLIENT,FLOOR")
     with tempfile.TemporaryDirectory() as tmp, start_sim(sim_flags) as sim:
+        if pins:
+            os.sched_setaffinity(sim.proc.pid, pins[0])
+            print(f"pinned: sim on core {min(pins[0])}, client on {min(pins[1])}, floor on {min(pins[2])}")
         trace = Path(tmp) / "trace.jsonl"
         n = write_trace(trace, args.rate, args.seconds, block)
         cmd = [
@@ -106,7 +119,12 @@ def main() -> int:
         ]
         floor_cmd = [sys.executable, __file__, "--floor", "--rate", f"{args.rate:g}", "--seconds", f"{args.seconds:g}"]
         floor = subprocess.Popen(floor_cmd, stdout=subprocess.PIPE, text=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds * 4 + 120)
+        load = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if pins:  # before either has read its trace or started its timeline
+            os.sched_setaffinity(floor.pid, pins[2])
+            os.sched_setaffinity(load.pid, pins[1])
+        out, err_text = load.communicate(timeout=args.seconds * 4 + 120)
+        proc = subprocess.CompletedProcess(cmd, load.returncode, out, err_text)
         floor_late = sorted(json.loads(floor.communicate(timeout=args.seconds * 2 + 60)[0]))
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-3000:])
