@@ -56,7 +56,9 @@ params = {{ slots = 0, yield_flag = "--yield" }}   # the sim refuses --max-batch
 
 [[run]]
 command = "stress"
-args = ["--cycles", "1", "--seed", "7", "--long-tokens", "8000", "--gen-tokens", "64", "--time-scale", "{TIME_SCALE}",
+# 400-token generations: ~0.1 s each at 40x, so a few ms between the two streams' starts (a loaded box) leaves their
+# overlap near 1 or 2 (64 tokens, 16 ms, gave 1.59 once: "can't tell").
+args = ["--cycles", "1", "--seed", "7", "--long-tokens", "8000", "--gen-tokens", "400", "--time-scale", "{TIME_SCALE}",
         "--no-progress"]
 """
 
