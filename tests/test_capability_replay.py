@@ -31,6 +31,24 @@ def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict],
     return graded, json.loads((run / "summary.json").read_text()), proc
 
 
+def _replay_at_once(tmp_path: Path, parts: list[list[dict]], name: str) -> list[tuple[list[dict], dict]]:
+    """`_replay` of each part, all started together; (graded lines, summary) per part, in order."""
+    procs = []
+    for i, part in enumerate(parts):
+        src = tmp_path / f"{name}-{i}.jsonl"
+        src.write_text("".join(json.dumps(a) + "\n" for a in part), encoding="utf-8")
+        cmd = [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", f"{name}-{i}"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=1500)
+        assert proc.returncode == 0, stderr[-2000:]
+        run = Path(stdout.strip().splitlines()[-1])
+        graded = [json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()]
+        out.append((graded, json.loads((run / "summary.json").read_text())))
+    return out
+
+
 def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
     he = {it.qid: it.row for it in load_items("humanevalplus", data_dir)}
     cases = GSM8K + MATH500 + MUSR + HUMANEVALPLUS
@@ -75,17 +93,29 @@ def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
     for it in load_items("humanevalplus", data_dir):
         code = it.row["prompt"] + it.row["canonical_solution"]
         answers.append({"id": it.qid, "content": f"```python\n{code}\n```", "reasoning": "not graded"})
-    graded, summary, _ = _replay(tmp_path, answers, "reference")
+    # Two replays at once, one per core (grading is CPU-bound): the HumanEval+ solutions and their sandboxes in one,
+    # the other datasets in the other. Each summary counts its own items; together they are every item.
+    halves = [
+        [a for a in answers if not a["id"].startswith("humanevalplus:")],
+        [a for a in answers if a["id"].startswith("humanevalplus:")],
+    ]
+    graded, summaries = [], []
+    for got, summary in _replay_at_once(tmp_path, halves, "reference"):
+        graded += got
+        summaries.append(summary)
     failed = [(g["id"], g["outcome"], g["why"][:200]) for g in graded if not g["correct"]]
     assert not failed, failed[:20]
-    items = len({a["id"] for a in answers})  # the summary counts each id once (its last line)
+    items = len({a["id"] for a in answers})  # a summary counts each id once (its last line)
     assert items == 1319 + 500 + 756 + 164 == 2739
-    assert summary["total"] == {
-        "correct": items,
-        "total": items,
-        "ambiguous": 0,
-        "outcomes": {"correct": items, "wrong": 0, "unparsed": 0, "truncated": 0, "error": 0},
-    }
+    for half, summary in zip(halves, summaries):
+        n = len({a["id"] for a in half})
+        assert summary["total"] == {
+            "correct": n,
+            "total": n,
+            "ambiguous": 0,
+            "outcomes": {"correct": n, "wrong": 0, "unparsed": 0, "truncated": 0, "error": 0},
+        }
+    assert sum(s["total"]["total"] for s in summaries) == items
     assert any(g["id"] == "humanevalplus:HumanEval/32" and g["correct"] for g in graded)
 
 
