@@ -78,25 +78,32 @@ def take_payload(rec: RequestRecord, payload: bytes, now: float, content: list[s
             text = delta.content
             # Servers disagree on the field: vLLM/SGLang/llama.cpp use `reasoning_content`, newer vLLM and
             # OpenRouter-style servers use `reasoning`.
-            think = delta.reasoning_content or delta.reasoning
-            if isinstance(think, str) and think:
-                reasoning.append(think)
-                rec.reasoning_chunks += 1
-            else:
-                think = None
-            if isinstance(text, str) and text:
-                content.append(text)
-                rec.content_chunks += 1
-                if rec.t_first_answer_token is None:
-                    rec.t_first_answer_token = now
-            else:
-                text = None
-            if text or think:
-                rec.chunk_times.append(now)
-                if rec.t_first_token is None:
-                    rec.t_first_token = now
+            _take_delta(rec, text, delta.reasoning_content or delta.reasoning, now, content, reasoning)
         if choice.finish_reason:
             rec.finish_reason = choice.finish_reason
+
+
+def _take_delta(
+    rec: RequestRecord, text: Any, think: Any, now: float, content: list[str], reasoning: list[str]
+) -> None:
+    """One choice's delta: its reasoning and its answer text kept apart, each counted, and the chunk's arrival
+    stamp kept when it carried either (the first such is the first token; the first answer text, the first answer
+    token)."""
+    got = False
+    if isinstance(think, str) and think:
+        reasoning.append(think)
+        rec.reasoning_chunks += 1
+        got = True
+    if isinstance(text, str) and text:
+        content.append(text)
+        rec.content_chunks += 1
+        if rec.t_first_answer_token is None:
+            rec.t_first_answer_token = now
+        got = True
+    if got:
+        rec.chunk_times.append(now)
+        if rec.t_first_token is None:
+            rec.t_first_token = now
 
 
 def _take_usage(rec: RequestRecord, usage: dict[str, Any]) -> None:
@@ -127,23 +134,7 @@ def take_chunk(rec: RequestRecord, chunk: Any, now: float, content: list[str], r
             continue
         delta = choice.get("delta")
         delta = delta if isinstance(delta, dict) else {}
-        text = delta.get("content")
         think = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(think, str) and think:
-            reasoning.append(think)
-            rec.reasoning_chunks += 1
-        else:
-            think = None
-        if isinstance(text, str) and text:
-            content.append(text)
-            rec.content_chunks += 1
-            if rec.t_first_answer_token is None:
-                rec.t_first_answer_token = now
-        else:
-            text = None
-        if text or think:
-            rec.chunk_times.append(now)
-            if rec.t_first_token is None:
-                rec.t_first_token = now
+        _take_delta(rec, delta.get("content"), think, now, content, reasoning)
         if choice.get("finish_reason"):
             rec.finish_reason = choice["finish_reason"]
