@@ -286,10 +286,10 @@ class StressRunner:
             line[metric] = rec.decode_tok_s
         if r.prompt == "count":
             line.update(length_mode=self.opts.length_mode, length_forced=self.opts.length_mode != "prompt")
+        planned_cancel = self._cancel_at.pop(r.plan_id, None)
         if r.cancel_after_s is not None and not interrupted:
             # A planned cancel is sent only while the request runs: one that ended first was never cancelled.
             line["cancel_sent"] = rec.status == "cancelled"
-            planned_cancel = self._cancel_at.pop(r.plan_id, None)
             if planned_cancel is None and cancel_after is not None:
                 planned_cancel = sent_at + cancel_after
             if line["cancel_sent"] and planned_cancel is not None and rec.t_done is not None:

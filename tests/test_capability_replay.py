@@ -16,23 +16,13 @@ from evalkit_evals.musr import musr_choices
 EVALKIT = [sys.executable, "-m", "evalkit"]
 
 
-def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict, subprocess.CompletedProcess]:
-    src = tmp_path / f"{name}.jsonl"
-    src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
-    proc = subprocess.run(
-        [*EVALKIT, "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    run = Path(proc.stdout.strip().splitlines()[-1])
-    graded = [json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines()]
-    return graded, json.loads((run / "summary.json").read_text()), proc
+def _replay(tmp_path: Path, answers: list[dict], name: str) -> tuple[list[dict], dict]:
+    """`evalkit capability --replay` of `answers`: (graded lines, summary)."""
+    return _replay_at_once(tmp_path, [answers], name)[0]
 
 
 def _replay_at_once(tmp_path: Path, parts: list[list[dict]], name: str) -> list[tuple[list[dict], dict]]:
-    """`_replay` of each part, all started together; (graded lines, summary) per part, in order."""
+    """A replay of each part (run `{name}-{i}`), all started together; (graded lines, summary) per part, in order."""
     procs = []
     for i, part in enumerate(parts):
         src = tmp_path / f"{name}-{i}.jsonl"
@@ -62,7 +52,7 @@ def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
         answers.append(
             {"id": qid, "content": content, "reasoning": None, **({"finish_reason": case[4]} if len(case) > 4 else {})}
         )
-    graded, summary, _ = _replay(tmp_path, answers, "hard")
+    graded, summary = _replay(tmp_path, answers, "hard")
     assert [g["id"] for g in graded] == [a["id"] for a in answers]  # one line per input line, in order
     mismatches = [(c[0], c[3], c[2], g["outcome"], g["why"]) for c, g in zip(cases, graded) if g["outcome"] != c[2]]
     assert not mismatches, "\n".join(map(str, mismatches))
@@ -129,7 +119,7 @@ def test_reasoning_is_never_graded(tmp_path: Path) -> None:
             "reasoning": "```python\ndef strlen(string):\n    return len(string)\n```",
         },
     ]
-    graded, _, _ = _replay(tmp_path, answers, "reasoning")
+    graded, _ = _replay(tmp_path, answers, "reasoning")
     assert [g["outcome"] for g in graded] == ["unparsed", "unparsed", "unparsed"]
 
 

@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.client.lag import ERROR_BUDGET_LIMIT_S
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import num
 
 MARK = "⚠"
-BUDGET_LIMIT_S = 0.001
 SHORT = {
     "client_distorted": "the client distorted this run",
     "client_bound": "the client was the bottleneck",
     "client_error_budget": "the client's error budget exceeds 1 ms",
-}  # the client's error budget above which its first-token stamps are not trusted to a ms
+}
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def run_flags(run: LabelledRun) -> list[TrustFlag]:
         )
         out.append(TrustFlag("client_bound", "the client, not the server, was the bottleneck" + figures))
     budget, shared = _budget(s)
-    if budget is not None and budget > BUDGET_LIMIT_S:
+    if budget is not None and budget > ERROR_BUDGET_LIMIT_S:
         extra = f" ({shared} first token(s) read together with later bytes)" if shared else ""
         out.append(
             TrustFlag(
