@@ -216,6 +216,17 @@ def test_report_on_real_bench_runs(sim, tmp_path: Path) -> None:
     assert planted["code"][1].endswith("▲"), planted
     aa = table(parse_tables(report(tmp_path, str(a), str(a_again), "--labels", "A,A2")), "Decode throughput")
     assert aa["code"][1].endswith("≈"), aa
+    # The client's error budget is weighed against the decode window it can shorten: a budget that could inflate
+    # B's rate by 19% of its shortest first→last window makes the +20% unjudgeable (⚠); one of 2% of it cannot
+    # explain the change (▲ stays); the send→done request rate uses no first-token stamp and keeps its ▲ throughout.
+    entry = summary_b["prompts"]["code"]
+    window = min((t - 1) / r for t, r in zip(entry["completion_tokens"], entry["runs"]))
+    for share, mark in ((0.19, "⚠"), (0.02, "▲")):
+        summary_b["client"].update(error_budget_s=share * window, first_tokens_maybe_shared_stamp=1)
+        (b / "summary.json").write_text(json.dumps(summary_b))
+        tables = parse_tables(report(tmp_path / f"budget-{share}", str(a), str(b), "--labels", "A,B"))
+        assert table(tables, "Decode throughput")["code"][1].endswith(mark), (share, tables)
+        assert table(tables, "Request throughput")["code"][1].endswith("▲"), (share, tables)
 
 
 def test_resumed_stress_run_samples_only_the_attempts_that_completed_cycles(tmp_path):

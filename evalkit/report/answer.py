@@ -119,8 +119,16 @@ def _of(runs: list[LabelledRun], label: str, kind: str) -> LabelledRun | None:
     return next((r for r in runs if r.label == label and r.kind == kind), None)
 
 
-def _flags(*rs: LabelledRun | None) -> list[str]:
-    return [f"{r.label} {r.kind}: {f.short}" for r in rs if r is not None for f in trust.run_flags(r)]
+def _flags(*rs: LabelledRun | None, budget_weighed: bool = False) -> list[str]:
+    """Each run's flags in a few words; `budget_weighed`: the figure was weighed against the runs' error budgets
+    (trust.budget_cannot_explain) and they cannot explain it, so that flag is left out."""
+    return [
+        f"{r.label} {r.kind}: {f.short}"
+        for r in rs
+        if r is not None
+        for f in trust.run_flags(r)
+        if not (budget_weighed and f.key == "client_error_budget")
+    ]
 
 
 def _rate(v: Any) -> str:
@@ -137,15 +145,21 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
     pa, pb = _d(base.summary.get("prompts")), _d(other.summary.get("prompts"))
     names = [n for n in pa if n in pb and _d(pa[n]).get("tok_s") and _d(pb[n]).get("tok_s")]
     if names:
-        marks, parts = [], []
+        marks, parts, weighed = [], [], []
         for n in names:
             a, b = _d(pa[n]), _d(pb[n])
             v = noise.samples_verdict(a.get("runs") or [], b.get("runs") or [], True, floor)
             marks.append(v)
+            weighed.append(
+                trust.budget_cannot_explain(
+                    v, (a["tok_s"], b["tok_s"]), (base, other), (trust.rate_window_s(a), trust.rate_window_s(b)), floor
+                )
+            )
             parts.append(f"{n} {_rate(a['tok_s'])} → {_rate(b['tok_s'])} ({_pct(a['tok_s'], b['tok_s'])})")
         ups = sum(v.mark == noise.BETTER for v in marks)
         downs = sum(v.mark == noise.WORSE for v in marks)
-        if flags:
+        decode_flags = _flags(base, other, budget_weighed=all(weighed))
+        if decode_flags:
             mark, head = trust.MARK, "not judged (a run flags its own figures)"
         elif ups and not downs:
             mark, head = noise.BETTER, f"faster, beyond noise in {ups} of {len(marks)} prompts"
@@ -158,7 +172,9 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
         else:
             mark, head = noise.WITHIN, "no change beyond noise"
         out.append(
-            AnswerLine("decode speed", f"{head}: decode tok/s " + ", ".join(parts), mark, "prompts.*.tok_s", flags)
+            AnswerLine(
+                "decode speed", f"{head}: decode tok/s " + ", ".join(parts), mark, "prompts.*.tok_s", decode_flags
+            )
         )
     ca, cb = _d(base.summary.get("concurrent")), _d(other.summary.get("concurrent"))
     if ca.get("combined_tok_s") and cb.get("combined_tok_s"):

@@ -104,7 +104,14 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
             for e in entries[1:]
         ]
-        verdicts = trust.suppress(runs, verdicts)
+        windows = [trust.rate_window_s(e) for e in entries]
+        weighed = [False] + [
+            trust.budget_cannot_explain(
+                v, (values[0], values[i]), (runs[0], runs[i]), (windows[0], windows[i]), noise_floor
+            )
+            for i, v in enumerate(verdicts[1:], 1)
+        ]
+        verdicts = trust.suppress(runs, verdicts, weighed)
         decode_rows.append(
             (name, _empty_cells(_cells(values, 1, verdicts), values, [e.get("failed") for e in entries]))
         )
@@ -116,7 +123,9 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 )
                 for e in entries[1:]
             ]
-            request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts))))
+            # send→done rates use no first-token stamp: the error budget cannot touch them
+            untouched = [True] * len(runs)
+            request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts, untouched))))
     for r in runs:
         if r.summary.get("length_forced") is False:
             notes.append(

@@ -2,8 +2,12 @@
 client's error budget exceeded a millisecond), read from its summary.json, and how a table shows them.
 
 A figure the run itself flags gets `⚠` where a beyond-noise mark would stand: a change measured by a distorted
-client is not called beyond noise, however large. Summaries are read defensively (any evalkit version; a key added
-by a newer client, such as the client's error budget, is used when present and ignored when absent).
+client is not called beyond noise, however large. The error budget is a bound in seconds on first-token stamps, so it
+is weighed against each rate it can touch: a decode rate over a first→last window W moves by at most budget / W, and
+a rate's mark stands when the change passes the noise floor even with every stamp off by the whole budget
+(`budget_cannot_explain`). Rates over send→done never use a first-token stamp, so the budget leaves them alone.
+Summaries are read defensively (any evalkit version; a key added by a newer client, such as the client's error
+budget, is used when present and ignored when absent).
 """
 
 from __future__ import annotations
@@ -95,20 +99,71 @@ def run_flags(run: LabelledRun) -> list[TrustFlag]:
     return out
 
 
+def rate_window_s(entry: dict[str, Any]) -> float | None:
+    """The shortest first→last-token window (s) behind a bench prompt's decode rates: (completion tokens - 1) / rate
+    of each run; None when the entry does not say (then the budget is not weighed, and its flag stands)."""
+    tokens, rates = entry.get("completion_tokens") or [], entry.get("runs") or []
+    windows = [
+        (t - 1) / r
+        for t, r in zip(tokens, rates)
+        if isinstance(t, (int, float)) and isinstance(r, (int, float)) and r > 0 and t > 1
+    ]
+    return min(windows) if windows and len(windows) == len(rates) else None
+
+
+def budget_cannot_explain(
+    verdict: noise.NoiseVerdict | None,
+    values: tuple[Any, Any],
+    runs: tuple[LabelledRun, LabelledRun],
+    windows: tuple[float | None, float | None],
+    noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
+) -> bool:
+    """Whether a rate's beyond-noise change (higher is better) survives the worst the two runs' error budgets can
+    do: a first-token stamp late by up to the budget shortens a window W and inflates its rate by up to budget / W,
+    so the better run's rate is taken that much lower. True for a verdict that calls no change, a run with no
+    budget, or a change that still passes the floor; False when a window is unknown."""
+    if verdict is None or not verdict.beyond:
+        return True
+    errors = []
+    for run, window in zip(runs, windows):
+        budget = _budget(run.summary)[0]
+        if budget is None or budget <= ERROR_BUDGET_LIMIT_S:
+            errors.append(0.0)
+        elif window is None or window <= 0:
+            return False
+        else:
+            errors.append(min(1.0, budget / window))
+    a, b = values
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
+        return False
+    if b >= a:
+        return b * (1 - errors[1]) / a - 1 >= noise_floor
+    return 1 - b / (a * (1 - errors[0])) >= noise_floor
+
+
 def flag_text(run: LabelledRun) -> str | None:
     """The run's flags as one sentence, or None."""
     flags = run_flags(run)
     return f"{run.label} ({run.kind}): " + "; ".join(f.words for f in flags) if flags else None
 
 
+def _weighed(run: LabelledRun, budget_weighed: bool) -> list[TrustFlag]:
+    flags = run_flags(run)
+    return [f for f in flags if f.key != "client_error_budget"] if budget_weighed else flags
+
+
 def suppress(
-    runs: Sequence[LabelledRun], verdicts: Sequence[noise.NoiseVerdict | None]
+    runs: Sequence[LabelledRun],
+    verdicts: Sequence[noise.NoiseVerdict | None],
+    budget_weighed: Sequence[bool] | None = None,
 ) -> list[noise.NoiseVerdict | None]:
-    """The verdicts with `⚠` in place of any mark whose pair (the run or the first column) flags itself."""
-    base_flagged = bool(runs and run_flags(runs[0]))
+    """The verdicts with `⚠` in place of any mark whose pair (the run or the first column) flags itself.
+    `budget_weighed[i]`: column i's figure was weighed against both runs' error budgets and the budgets cannot
+    explain its mark (or cannot touch it), so only the other flags count there."""
     out: list[noise.NoiseVerdict | None] = []
-    for r, v in zip(runs, verdicts):
-        if v is not None and (base_flagged or run_flags(r)):
+    for i, (r, v) in enumerate(zip(runs, verdicts)):
+        weighed = bool(budget_weighed[i]) if budget_weighed is not None and i < len(budget_weighed) else False
+        if v is not None and (_weighed(runs[0], weighed) or _weighed(r, weighed)):
             out.append(noise.NoiseVerdict(MARK, "trust", "a run of the pair flags its own figures"))
         else:
             out.append(v)
