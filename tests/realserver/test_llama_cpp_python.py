@@ -24,8 +24,8 @@ from evalkit.realserver.provisioning import model_path
 
 pytestmark = pytest.mark.realserver
 
-LONG_TOKENS = 2000  # an ~11 s prefill on 2 cores: the cancel, 1-4 s in, lands well inside it
-N_CTX = 8192  # a 2000-token prompt and its answer, with room to spare
+LONG_TOKENS = 1500  # an ~8 s prefill on 2 idle cores: the cancel, 1-4 s in, lands inside it
+N_CTX = 8192  # a 1500-token prompt and its answer, with room to spare
 
 
 @pytest.fixture(scope="module")

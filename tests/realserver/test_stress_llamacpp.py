@@ -1,8 +1,9 @@
 """`evalkit stress --cycles 1` against a real llama-server, with one slot and with two slots and 512-token batches.
 
-SmolLM2 prefills ~190 tok/s on 2 cores, so a 3000-token long prompt takes ~16 s: long enough that a short request
-stuck behind it is unmistakable, short enough for two runs to fit in a few minutes. Long requests generate only 16
-tokens: decoding after a 3000-token prompt is ~10-20x slower than after a short one on this CPU.
+SmolLM2 prefills ~190 tok/s on 2 cores, so a 2500-token long prompt takes ~13 s: long enough that a short request
+stuck behind it is unmistakable (the -np 1 one waits 10-13 s, the -np 2 one that gets in 2-5 s), short enough for
+two runs to fit in a few minutes. Long requests generate only 16 tokens: decoding after a 2500-token prompt is
+~10-20x slower than after a short one on this CPU. The two generations run 128 tokens each, ~2 s apiece.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from realserver_support import read_jsonl, run_dir_from, run_evalkit
 
 pytestmark = pytest.mark.realserver
 
-LONG_TOKENS = 3000
+LONG_TOKENS = 2500
 SERVERS = {
     "np1": {"parallel": 1, "ctx": 8192},
     "np2-b512": {"parallel": 2, "ctx": 16384, "batch": 512, "ubatch": 512},
@@ -46,7 +47,7 @@ def stress_run(llama_server, tmp_path_factory: pytest.TempPathFactory):
                     "--long-max-tokens",
                     "16",
                     "--gen-tokens",
-                    "256",
+                    "128",
                     "--server-log",
                     str(srv.log_path),
                     "--no-progress",
@@ -186,7 +187,7 @@ def test_what_llama_cpp_does_with_a_cancelled_prefill(stress_run) -> None:
             f"diagnosis {ca}; server log says 'cancel task': {'cancel task' in log}"
         )
         assert ca["aborts"] is not None, ca
-    # With 512-token batches the abort lands within ~3 s, far inside a 3000-token prefill.
+    # With 512-token batches the abort lands within ~3 s, far inside a 2500-token prefill.
     assert _diagnoses(stress_run("np2-b512")[0])["cancel_aborts"]["aborts"] is True
 
 
