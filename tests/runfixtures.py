@@ -12,6 +12,11 @@ from typing import Any
 DATASETS = {"gsm8k": 50, "math500": 30, "musr": 20, "humanevalplus": 40}
 
 
+def bench_args(base_url: str, out: Path | str, name: str, *flags: str) -> list[str]:
+    """`evalkit bench` argv against `base_url`, writing the run `name` under `out`, then the test's own flags."""
+    return ["bench", "--base-url", base_url, "--out", str(out), "--name", name, *flags]
+
+
 def write_run(
     path: Path,
     kind: str,

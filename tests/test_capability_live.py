@@ -109,57 +109,19 @@ def test_thinking_ignored_is_warned_and_resume_continues(sim, tmp_path: Path) ->
     s = sim("--port", "0", "--time-scale", "1000", "--default-thinking", "on")
     cfg = tmp_path / "evalkit.toml"
     cfg.write_text(f'[servers.deaf]\nbase_url = "{s.base_url}"\nthinking = "none"\n')
-    proc = subprocess.run(
-        [
-            *EVALKIT,
-            "capability",
-            "--config",
-            str(cfg),
-            "--server",
-            "deaf",
-            "--thinking",
-            "off",
-            "--datasets",
-            "gsm8k,musr",
-            "--limit",
-            "3",
-            "--out",
-            str(tmp_path),
-            "--name",
-            "r",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def capability(limit: int) -> subprocess.CompletedProcess[str]:
+        argv = ["capability", "--config", str(cfg), "--server", "deaf", "--thinking", "off", "--datasets"]
+        argv += ["gsm8k,musr", "--limit", str(limit), "--out", str(tmp_path), "--name", "r"]
+        return subprocess.run([*EVALKIT, *argv], capture_output=True, text=True, timeout=300)
+
+    proc = capability(3)
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "r"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["total"]["total"] == 6 and "asked off" in summary["thinking_warning"]
     # Resume with a larger limit: only the new questions are asked.
-    proc = subprocess.run(
-        [
-            *EVALKIT,
-            "capability",
-            "--config",
-            str(cfg),
-            "--server",
-            "deaf",
-            "--thinking",
-            "off",
-            "--datasets",
-            "gsm8k,musr",
-            "--limit",
-            "5",
-            "--out",
-            str(tmp_path),
-            "--name",
-            "r",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = capability(5)
     assert proc.returncode == 0, proc.stderr
     graded = _graded(run)
     assert len(graded) == 10 and len({g["id"] for g in graded}) == 10

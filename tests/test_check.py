@@ -12,6 +12,7 @@ from evalkit.cli import main
 from evalkit.client.http_errors import describe
 from evalkit.client.probe import ESSENTIAL_TRIES
 from evalkit.runs.rundir import read_jsonl
+from runfixtures import bench_args
 
 
 def _check(s, tmp_path: Path, *flags: str, name: str = "c") -> tuple[int, dict[str, dict]]:
@@ -79,13 +80,7 @@ def test_uuid_request_ids(sim, tmp_path: Path) -> None:
     assert (
         main(
             [
-                "bench",
-                "--base-url",
-                s.base_url,
-                "--out",
-                str(tmp_path),
-                "--name",
-                "b",
+                *bench_args(s.base_url, tmp_path, "b"),
                 "--runs",
                 "1",
                 "--max-tokens",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.evidence.gpu_telemetry import energy_between, parse_smi, summarize_telemetry
+from runfixtures import bench_args
 
 FAKE = Path(__file__).parent / "fake_nvml"
 
@@ -29,13 +30,7 @@ def test_energy_per_token_from_a_bench_over_nvml(sim, tmp_path: Path) -> None:
             sys.executable,
             "-m",
             "evalkit",
-            "bench",
-            "--base-url",
-            s.base_url,
-            "--out",
-            str(tmp_path),
-            "--name",
-            "b",
+            *bench_args(s.base_url, tmp_path, "b"),
             "--runs",
             "1",
             "--max-tokens",

@@ -46,6 +46,22 @@ def read_run(proc: subprocess.CompletedProcess[str]) -> tuple[dict[str, Any], li
     return json.loads((run / "summary.json").read_text()), lines
 
 
+def report_rows(tmp_path: Path, run: Path, title: str) -> dict[str, list[str]]:
+    """`evalkit report RUN`'s table under `### title...`: {row name: cells}."""
+    from evalkit.cli import main
+
+    out = tmp_path / "report" / "report.md"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert f"### {title}" in text, text[:3000]
+    rows = {}
+    for line in text.split(f"### {title}", 1)[1].split("\n### ", 1)[0].splitlines():
+        if line.startswith("| ") and not line.startswith("| ---"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
 def truth_rate(events: list[dict[str, Any]], ids: set[str]) -> float:
     mine = [e for e in events if e["request_id"] in ids]
     return sum(e["cached_tokens"] for e in mine) / sum(e["prompt_tokens"] for e in mine)
@@ -214,6 +230,15 @@ def test_conversation_histories_are_the_servers_answers(sim: Any, tmp_path: Path
     for t in c["per_turn"]:
         ids_t = {x["request_id"] for x in lines if x["turn"] == t["turn"]}
         assert t["prefix_cache"]["hit_rate"] == pytest.approx(truth_rate(list(events.values()), ids_t))
+    # The report's table shows each turn's hit rate and latencies as the summary has them.
+    rows = report_rows(tmp_path, tmp_path / "conv", "Conversations, per turn")
+    for t in c["per_turn"]:
+        hit = rows[f"turn {t['turn'] + 1}: hit rate (cache_n) of requests"][0]
+        assert hit.startswith(f"{t['prefix_cache']['hit_rate']:.1%} of 3 (0 errors"), hit
+        ttft = rows[f"turn {t['turn'] + 1}: TTFT p50 / p95, answer p50 (s)"][0]
+        assert ttft.startswith(f"{t['ttft_s']['p50']:.3f} / {t['ttft_s']['p95']:.3f}"), ttft
+    assert rows["sessions completed / users"] == ["3 / 3"]
+    assert rows["hit rate over the run (cache_n)"] == [f"{c['prefix_cache']['hit_rate']:.1%}"]
 
 
 # -- shared-prefix groups --------------------------------------------------------------------------------------------
@@ -236,3 +261,10 @@ def test_shared_prefix_cold_then_warm(sim: Any, tmp_path: Path) -> None:
     hit = (160 // BLOCK) * BLOCK
     assert all(abs(x["cache_n"] - hit) <= BLOCK for x in lines if x.get("run") == "warm")
     assert 0 < cold["prefix_cache"]["hit_rate"] < warm["prefix_cache"]["hit_rate"]
+    rows = report_rows(tmp_path, tmp_path / "sp", "Shared-prefix groups, cold and warm")
+    assert rows["cold: first user's cache_n per group"] == ["0, 0"]
+    assert rows["cold: cache reset before"] == ["/reset_prefix_cache; cold held"]
+    assert rows["warm: cache reset before"] == ["none"]
+    for run in (cold, warm):
+        hit = rows[f"{run['run']}: hit rate (cache_n) of requests"][0]
+        assert hit.startswith(f"{run['prefix_cache']['hit_rate']:.1%} of 6 (0 errors"), hit

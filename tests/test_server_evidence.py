@@ -22,6 +22,7 @@ from evalkit.evidence.server_metrics import (
     window_pairs,
 )
 from evalkit.runs.rundir import read_jsonl
+from runfixtures import bench_args
 
 VLLM_TEXT = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -177,13 +178,7 @@ def test_bench_without_metrics_warns_once_and_goes_on(sim, tmp_path: Path) -> No
     s = sim("--time-scale", "20", "--no-metrics")
     log = tmp_path / "missing.log"
     p = _cli(
-        "bench",
-        "--base-url",
-        s.base_url,
-        "--out",
-        str(tmp_path),
-        "--name",
-        "b",
+        *bench_args(s.base_url, tmp_path, "b"),
         "--runs",
         "1",
         "--max-tokens",

@@ -13,6 +13,7 @@ import pytest
 
 from evalkit.evidence.server_metrics import parse_metrics
 from evalkit.runs.rundir import read_jsonl
+from runfixtures import bench_args
 
 BEFORE = (0.872, 0.744, 0.609)  # the write-up's draft acceptance per position before d4b04876
 AFTER = (0.839, 0.612, 0.435)  # and after
@@ -32,13 +33,7 @@ def _bench_code(sim, tmp_path: Path, name: str, accept: tuple[float, ...]) -> di
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a long commented Python module."\n')
     p = _cli(
-        "bench",
-        "--base-url",
-        s.base_url,
-        "--out",
-        str(tmp_path),
-        "--name",
-        name,
+        *bench_args(s.base_url, tmp_path, name),
         "--runs",
         "2",
         "--max-tokens",
@@ -69,13 +64,7 @@ def test_llamacpp_spec_counters_and_per_request_drafts_equal_the_servers_deltas(
     prompts = tmp_path / "code.toml"
     prompts.write_text('[[prompt]]\nname = "code"\ntext = "Write a long commented Python module."\n')
     p = _cli(
-        "bench",
-        "--base-url",
-        s.base_url,
-        "--out",
-        str(tmp_path),
-        "--name",
-        "lc",
+        *bench_args(s.base_url, tmp_path, "lc"),
         "--runs",
         "2",
         "--max-tokens",
@@ -109,13 +98,7 @@ def test_llamacpp_spec_counters_and_per_request_drafts_equal_the_servers_deltas(
 def test_token_counters_equal_evalkit_counts(sim, tmp_path: Path) -> None:
     s = sim("--time-scale", "20")
     p = _cli(
-        "bench",
-        "--base-url",
-        s.base_url,
-        "--out",
-        str(tmp_path),
-        "--name",
-        "b",
+        *bench_args(s.base_url, tmp_path, "b"),
         "--runs",
         "1",
         "--max-tokens",

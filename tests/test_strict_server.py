@@ -15,6 +15,7 @@ import pytest
 from evalkit.cli import main
 from evalkit.runs.rundir import read_jsonl
 from evalkit.sim.launch import SimProcess, start_sim
+from runfixtures import bench_args
 
 REFUSED = {"ignore_eos", "min_tokens", "chat_template_kwargs"}
 
@@ -138,13 +139,7 @@ def test_min_tokens_when_ignore_eos_is_refused(sim, tmp_path: Path) -> None:
     assert (
         main(
             [
-                "bench",
-                "--base-url",
-                s.base_url,
-                "--out",
-                str(tmp_path),
-                "--name",
-                "b",
+                *bench_args(s.base_url, tmp_path, "b"),
                 "--runs",
                 "1",
                 "--max-tokens",
@@ -173,13 +168,7 @@ def test_bench_whose_every_request_fails_exits_1(sim, tmp_path: Path, capsys: py
     s = sim("--time-scale", "20", "--context-tokens", "120")
     code = main(
         [
-            "bench",
-            "--base-url",
-            s.base_url,
-            "--out",
-            str(tmp_path),
-            "--name",
-            "b",
+            *bench_args(s.base_url, tmp_path, "b"),
             "--runs",
             "2",
             "--prompts",
@@ -270,13 +259,7 @@ def test_field_support_is_cached_per_server(
         assert (
             main(
                 [
-                    "bench",
-                    "--base-url",
-                    strict.base_url,
-                    "--out",
-                    str(tmp_path),
-                    "--name",
-                    name,
+                    *bench_args(strict.base_url, tmp_path, name),
                     "--runs",
                     "1",
                     "--max-tokens",

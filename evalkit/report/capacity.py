@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.report import noise
+from evalkit.report import noise, sessions
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.report.words import num
@@ -171,8 +171,10 @@ def capacity_tables(runs: list[LabelledRun]) -> list[Table]:
 
 def capacity_section(runs: list[LabelledRun], heading: str) -> dict[str, Any]:
     """The report section of load runs: the verdict of each run against the first, and the tables."""
+    pointed = [r for r in runs if r.summary.get("points")]  # conversation and shared-prefix runs have none
     verdicts = []
-    for r in runs[1:]:
-        mark, sentence = max_verdict(runs[0], r)
-        verdicts.append({"label": f"{r.label} vs {runs[0].label}:", "mark": mark, "sentence": sentence})
-    return {"kind": "load", "heading": heading, "tables": capacity_tables(runs), "verdicts": verdicts}
+    for r in pointed[1:]:
+        mark, sentence = max_verdict(pointed[0], r)
+        verdicts.append({"label": f"{r.label} vs {pointed[0].label}:", "mark": mark, "sentence": sentence})
+    tables = (capacity_tables(pointed) if pointed else []) + sessions.session_tables(runs)
+    return {"kind": "load", "heading": heading, "tables": tables, "verdicts": verdicts}
