@@ -52,7 +52,9 @@ def light_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     where = tmp_path_factory.mktemp("light-venv")
     venv.create(where / "venv", with_pip=True, clear=True)
     py = where / "venv" / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # --no-compile: no .pyc for every file of numpy, scipy, sympy and matplotlib up front (what the commands import
+    # is compiled as they import it); the install is what takes this fixture's time.
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
     # The light set first, then evalkit without its dependencies (so pip never resolves the default install).
     subprocess.run([*pip, *light_requirements()], check=True, timeout=150, cwd=where)
     subprocess.run([*pip, "--no-deps", str(ROOT)], check=True, timeout=60, cwd=where)
