@@ -77,9 +77,11 @@ def no_gc_pauses() -> Iterator[None]:
 
     A collection walks every live object of the generations it takes, all at once, with the loop stopped. With the
     young threshold at 50,000 (`calm_gc`) a 200 requests/s trace replay (2,000 requests) had two young collections
-    of 44-57 ms and a full one of 6-10 ms on a loaded 2-core box (1.5-8 ms middle ones with CPython's defaults):
-    those are the sends found late by 5-13 ms. The same replay left 515 unreachable objects in all (about one
-    for every four requests), so a run of a million requests keeps a few hundred thousand small objects at most.
+    of 24-57 ms and a full one of 6-10 ms on a loaded 2-core box (1.5-8 ms middle ones with CPython's defaults).
+    On quiet cores the replay's few late sends were no fewer without them (benchmarks/results/
+    trace-replay-gc-h200-2026-12-02.txt): those have another cause. The same replay left 515 unreachable objects in
+    all (about one for every four requests), so a run of a million requests keeps a few hundred thousand small
+    objects at most.
     Leaves a collector that is already off (a nested block, a caller's choice) alone."""
     if not gc.isenabled():
         yield

@@ -120,14 +120,9 @@ def _of(runs: list[LabelledRun], label: str, kind: str) -> LabelledRun | None:
 
 
 def _flags(*rs: LabelledRun | None, budget_weighed: bool = False) -> list[str]:
-    """Each run's flags in a few words; `budget_weighed`: the figure was weighed against the runs' error budgets
-    (trust.budget_cannot_explain) and they cannot explain it, so that flag is left out."""
+    """Each run's flags that count against the figure (trust.figure_flags), in a few words."""
     return [
-        f"{r.label} {r.kind}: {f.short}"
-        for r in rs
-        if r is not None
-        for f in trust.run_flags(r)
-        if not (budget_weighed and f.key == "client_error_budget")
+        f"{r.label} {r.kind}: {f.short}" for r in rs if r is not None for f in trust.figure_flags(r, budget_weighed)
     ]
 
 
@@ -150,11 +145,7 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
             a, b = _d(pa[n]), _d(pb[n])
             v = noise.samples_verdict(a.get("runs") or [], b.get("runs") or [], True, floor)
             marks.append(v)
-            weighed.append(
-                trust.budget_cannot_explain(
-                    v, (a["tok_s"], b["tok_s"]), (base, other), (trust.rate_window_s(a), trust.rate_window_s(b)), floor
-                )
-            )
+            weighed.append(trust.budget_cannot_explain(v, (a, b), (base, other), floor))
             parts.append(f"{n} {_rate(a['tok_s'])} → {_rate(b['tok_s'])} ({_pct(a['tok_s'], b['tok_s'])})")
         ups = sum(v.mark == noise.BETTER for v in marks)
         downs = sum(v.mark == noise.WORSE for v in marks)

@@ -38,6 +38,11 @@ def _counts(row: dict[str, Any]) -> str:
     return f"{row.get('requests', '–')} ({row.get('errors', 0)} errors, {row.get('wrong_answers', 0)} wrong)"
 
 
+def _notes(reading: str, shapes: set[str]) -> list[str]:
+    """Under a table: how to read it, then the workload shape(s) of its runs."""
+    return [reading, "Shape: " + "; ".join(sorted(shapes)) + "."]
+
+
 def conversation_table(runs: list[LabelledRun]) -> Table | None:
     """Per turn: latencies and the hit rate by `cache_n`; then the sessions and the run's hit rate both ways."""
     have = [(r, _d(r.summary.get("conversation"))) for r in runs if r.summary.get("conversation")]
@@ -69,13 +74,12 @@ def conversation_table(runs: list[LabelledRun]) -> Table | None:
     )
     rows.append(("hit rate over the run (cache_n)", [_rate(c.get("prefix_cache")) for _, c in have]))
     rows.append(("hit rate over the run (server metrics)", [_rate(c.get("prefix_cache_metrics")) for _, c in have]))
-    shape = {f"{c.get('users')} users x {c.get('turns')} turns, think {c.get('think_s')} s" for _, c in have}
-    notes = [
+    notes = _notes(
         "Each turn carries the conversation so far, with the server's own earlier answers; the hit rate is prompt "
         "tokens the server says it served from its cache (`cache_n` / `cached_tokens`) over prompt tokens; the "
         "server-metrics row is the same from its counters over the whole run (– where it exposes none).",
-        "Shape: " + "; ".join(sorted(shape)) + ".",
-    ]
+        {f"{c.get('users')} users x {c.get('turns')} turns, think {c.get('think_s')} s" for _, c in have},
+    )
     return Table("conversation", "Conversations, per turn", [r.label for r, _ in have], rows, notes, "")
 
 
@@ -117,16 +121,16 @@ def shared_prefix_table(runs: list[LabelledRun]) -> Table | None:
             )
         )
     rows.append(("hit rate over the run (server metrics)", [_rate(sp.get("prefix_cache_metrics")) for _, sp in have]))
-    shape = {
-        f"{sp.get('groups')} groups x {sp.get('users_per_group')} users, {sp.get('system_tokens')}-token system prompts"
-        for _, sp in have
-    }
-    notes = [
+    notes = _notes(
         "cold: the server's prefix cache reset first where it allows one; warm: the same requests again. A "
         "group's first user pays for its system prompt when the cache is cold, and its `cache_n` shows whether "
         "it did ('cold held': each first user found under half its system prompt cached).",
-        "Shape: " + "; ".join(sorted(shape)) + ".",
-    ]
+        {
+            f"{sp.get('groups')} groups x {sp.get('users_per_group')} users, "
+            f"{sp.get('system_tokens')}-token system prompts"
+            for _, sp in have
+        },
+    )
     return Table("shared-prefix", "Shared-prefix groups, cold and warm", [r.label for r, _ in have], rows, notes, "")
 
 

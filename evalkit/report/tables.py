@@ -104,11 +104,8 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
             for e in entries[1:]
         ]
-        windows = [trust.rate_window_s(e) for e in entries]
         weighed = [False] + [
-            trust.budget_cannot_explain(
-                v, (values[0], values[i]), (runs[0], runs[i]), (windows[0], windows[i]), noise_floor
-            )
+            trust.budget_cannot_explain(v, (entries[0], entries[i]), (runs[0], runs[i]), noise_floor)
             for i, v in enumerate(verdicts[1:], 1)
         ]
         verdicts = trust.suppress(runs, verdicts, weighed)

@@ -113,27 +113,27 @@ def rate_window_s(entry: dict[str, Any]) -> float | None:
 
 def budget_cannot_explain(
     verdict: noise.NoiseVerdict | None,
-    values: tuple[Any, Any],
+    entries: tuple[dict[str, Any], dict[str, Any]],
     runs: tuple[LabelledRun, LabelledRun],
-    windows: tuple[float | None, float | None],
     noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
 ) -> bool:
-    """Whether a rate's beyond-noise change (higher is better) survives the worst the two runs' error budgets can
-    do: a first-token stamp late by up to the budget shortens a window W and inflates its rate by up to budget / W,
-    so the better run's rate is taken that much lower. True for a verdict that calls no change, a run with no
-    budget, or a change that still passes the floor; False when a window is unknown."""
+    """Whether a bench prompt's beyond-noise decode-rate change (`tok_s` of the two runs' prompt entries) survives
+    the worst the two runs' error budgets can do: a first-token stamp late by up to the budget shortens a window W
+    (`rate_window_s`) and inflates its rate by up to budget / W, so the better run's rate is taken that much lower.
+    True for a verdict that calls no change, a run with no budget, or a change that still passes the floor; False
+    when a window is unknown."""
     if verdict is None or not verdict.beyond:
         return True
     errors = []
-    for run, window in zip(runs, windows):
-        budget = _budget(run.summary)[0]
+    for run, entry in zip(runs, entries):
+        budget, window = _budget(run.summary)[0], rate_window_s(entry)
         if budget is None or budget <= ERROR_BUDGET_LIMIT_S:
             errors.append(0.0)
         elif window is None or window <= 0:
             return False
         else:
             errors.append(min(1.0, budget / window))
-    a, b = values
+    a, b = (e.get("tok_s") for e in entries)
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
         return False
     if b >= a:
@@ -147,7 +147,9 @@ def flag_text(run: LabelledRun) -> str | None:
     return f"{run.label} ({run.kind}): " + "; ".join(f.words for f in flags) if flags else None
 
 
-def _weighed(run: LabelledRun, budget_weighed: bool) -> list[TrustFlag]:
+def figure_flags(run: LabelledRun, budget_weighed: bool = False) -> list[TrustFlag]:
+    """The run's flags that count against one figure: all of them, or without the error budget's when the figure
+    was weighed against the budgets and they cannot explain it (`budget_cannot_explain`) or cannot touch it."""
     flags = run_flags(run)
     return [f for f in flags if f.key != "client_error_budget"] if budget_weighed else flags
 
@@ -163,7 +165,7 @@ def suppress(
     out: list[noise.NoiseVerdict | None] = []
     for i, (r, v) in enumerate(zip(runs, verdicts)):
         weighed = bool(budget_weighed[i]) if budget_weighed is not None and i < len(budget_weighed) else False
-        if v is not None and (_weighed(runs[0], weighed) or _weighed(r, weighed)):
+        if v is not None and (figure_flags(runs[0], weighed) or figure_flags(r, weighed)):
             out.append(noise.NoiseVerdict(MARK, "trust", "a run of the pair flags its own figures"))
         else:
             out.append(v)
