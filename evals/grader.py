@@ -1,7 +1,8 @@
 """One entry point for judging an answer to any item: ask the item's eval (`registry`), apply the truncation rule,
 and build the `graded.jsonl` line. Reasoning is never given to a grader: an inline `<think>...</think>` block in the
 content is split off here, for every dataset and in both live runs and `--replay`, so only the text after the last
-`</think>` is graded."""
+`</think>` is graded, and of that the gpt-oss `final` channel when the channels arrive as plain text
+(`reading_order.py` documents the order every reader follows)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.protocol import Judges
+from evalkit_evals.reading_order import final_channel
 from evalkit_evals.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ class Grader:
         """Judge the answer text after the last `</think>` (never the reasoning). A cut-off answer that is not
         right is `truncated`."""
         _, answer = split_inline_reasoning(content or "")
+        answer = final_channel(answer)  # step 1 of `reading_order`: the final channel, never the analysis
         try:
             verdict = self._grade(item, answer)
         except Exception as e:  # noqa: BLE001 - a grader failure is this question's `error`, not the run's

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from evalkit_evals import number_words, quantity_units
+from evalkit_evals import number_words, quantity_units, reading_order
 from evalkit_evals.datasets import DatasetItem, HubSource
 from evalkit_evals.protocol import HubEval, Judges
 from evalkit_evals.sample_answers import plus_one, with_commas
@@ -36,32 +36,38 @@ from evalkit_evals.verdict import Reading, Verdict, disagreeing
 
 # Spaces as separators only between whole groups, and never before a unit glued on with a hyphen ("3 500-gram").
 _SPACES = "[ \u2009\u202f\u00a0]"
+# A dot between thousands groups with a decimal comma after them (`1.234,00`, as several European locales write).
+_EU = r"\d{1,3}(?:\.\d{3})+,\d{1,2}(?![\d,])"
+# Scientific notation after the digits: `2.88e6`, `2.88 × 10^6`, `2.88 \times 10^{6}`.
+_SCI = r"(?:[eE][+]?\d+(?!\w)|\s*(?:[×x*·]|\\times|\\cdot)\s*10\s*\^\s*\{?[+]?\d+\}?)?"
 _NUM = (
-    r"[-−–+]?\$?\s?[-−–]?(?:\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])|\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)"
-    r"|\d+)(?:\.\d+)?|[-−–]?\.\d+"
+    r"[-−–+]?\$?\s?[-−–]?(?:" + _EU + r"|\d{1,3}(?:" + _SPACES + r"\d{3})+(?![\d-])"
+    r"|\d{1,3}(?:(?:,|\{,\}|['’])\d{3})+(?!\d)|\d+)(?:\.\d+)?" + _SCI + r"|[-−–]?\.\d+"
 )
+_EU_RE = re.compile(r"[-−–+]?\$?\s?[-−–]?" + _EU)
+_SCI_TAIL = re.compile(r"\s*(?:[×x*·]|\\times|\\cdot)\s*10\s*\^\s*\{?[+]?(\d+)\}?$")
+# A magnitude word after the digits: `$1.45 million`.
+_MAGNITUDE = re.compile(r"\s*(thousand|million|billion)\b", re.IGNORECASE)
+_SCALE = {"thousand": 1000, "million": 10**6, "billion": 10**9}
 _NUM_RE = re.compile(_NUM)
 # Two candidates in the final answer: the read number followed (or preceded) by "or" / "/" and another number.
 _HEDGE_AFTER = re.compile(r"\s*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?\d")
 _HEDGE_BEFORE = re.compile(r"\d[^\S\n]*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?$")
 # What may stand between a marker and its number: markup, math delimiters, a dollar, "is", "either".
 _LEAD = re.compile(
-    r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=]|\bis\b|\beither\b)*", re.IGNORECASE
+    r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=|\"#]|\bis\b|\beither\b)*",
+    re.IGNORECASE
 )
 _HASH = re.compile(r"####([^\n]*)")
-_LABEL = re.compile(r"\b(?:final answer|answer)\b\s*(?:is|:|=|would be|will be)?([^\n]*)", re.IGNORECASE)
+# Overlapping (a lookahead): "Final Answer: The final answer is $42$" holds two labels, the second one the answer.
+_LABEL = re.compile(
+    r"(?=\b(?:final answer|answer)\b[\"*_]*\s*(?:is|:|=|would be|will be)?([^\n]*)(\n\s*[^\n]*)?)", re.IGNORECASE
+)
+_BARE_LABEL = re.compile(r"^[\s*_#:|\"]*$")
 _BOXED = re.compile(r"\\boxed\s*\{")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 # A calculation written where the answer goes: digits, operators, brackets and `=`, the result after the last `=`.
 _CALC = re.compile(r"[\s\d.,$()+\-−–*/×x÷·=]*(?:(?:\\cdot|\\times|\\div|\\\$)[\s\d.,$()+\-−–*/×x÷·=]*)*")
-_CHECK_LINE = re.compile(
-    r"^\W*(?:check(?:ing)?|verif(?:y|ication|ied)|double[- ]check|sanity check|proof)\b", re.IGNORECASE
-)
-_PLEASANTRY = re.compile(
-    r"^\W*(?:i hope|hope (?:this|that)|let me know|feel free|happy to|glad to|good luck|"
-    r"thanks?\b|thank you|enjoy|have a (?:great|nice|good)|if you have any)",
-    re.IGNORECASE,
-)
 # After an answer given first: an explanation header. A plain first line needs an explicit one ("Here's how"), since
 # a first line that restates the problem is often followed by "First, ..." or "Step 1".
 _EXPLAIN = re.compile(
@@ -69,7 +75,7 @@ _EXPLAIN = re.compile(
 )
 _EXPLAIN_AFTER_BOLD = re.compile(r"^\W*(?:step\s*1|solution|working|to (?:find|get|solve)|first\b)", re.IGNORECASE)
 _RETRACT = re.compile(
-    r"\b(?:that(?:['’]s| is) (?:not right|wrong|incorrect|not correct)|"
+    r"\b(?:(?:that|this)(?:\s+(?:draft|attempt|guess|answer))?(?:['’]s| is| was) (?:not right|wrong|incorrect|not correct)|"
     r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
     r"actually,? no\b)",
     re.IGNORECASE,
@@ -83,8 +89,14 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 
 def to_decimal(text: str) -> Decimal | None:
     """A number as written (`$1,234.00`, `−5`, `5{,}000`) as a Decimal, or None."""
-    t = text.replace("{,}", "").replace("−", "-").replace("–", "-").replace("$", "").replace(",", "")
-    t = re.sub(_SPACES, "", t).rstrip(".")
+    t = text.strip()
+    if _EU_RE.fullmatch(t):
+        t = t.replace(".", "").replace(",", ".")
+    sci = _SCI_TAIL.search(t)
+    if sci:
+        t = t[: sci.start()] + "E" + sci.group(1)
+    t = t.replace("{,}", "").replace("−", "-").replace("–", "-").replace("$", "").replace(",", "")
+    t = re.sub(_SPACES, "", t.replace("'", "").replace("’", "")).rstrip(".")
     try:
         return Decimal(t)
     except InvalidOperation:
@@ -147,7 +159,7 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
         compound = quantity_units.compound_at(seg, m.start())
         if compound and not hedged:
             return _compound(compound, question)
-        return FinalAnswer(to_decimal(m.group().strip()), how, raw, hedged)
+        return FinalAnswer(_scaled(seg, m), how, raw, hedged)
     words = number_words.parse_at(seg, start)
     if words is not None:
         value, end = words
@@ -156,6 +168,13 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
             return _compound(compound, question)
         return FinalAnswer(value, how, seg[start:end].strip(), bool(_HEDGE_AFTER.match(seg, end)), "in words")
     return None
+
+
+def _scaled(text: str, m: re.Match[str]) -> Decimal | None:
+    """The number `m` read in `text`, times the magnitude word after it (`$1.45 million`)."""
+    value = to_decimal(m.group().strip())
+    scale = _MAGNITUDE.match(text, m.end())
+    return value * _SCALE[scale.group(1).lower()] if value is not None and scale else value
 
 
 def _compound(c: quantity_units.Compound, question: str) -> FinalAnswer:
@@ -188,7 +207,7 @@ def _last_boxed(text: str) -> str | None:
 def _statement_lines(answer: str) -> list[str]:
     """The answer's non-empty lines without the trailing checks and pleasantries (they never replace an answer)."""
     lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
-    while len(lines) > 1 and (_CHECK_LINE.search(lines[-1]) or _PLEASANTRY.match(lines[-1])):
+    while len(lines) > 1 and reading_order.closing_line(lines[-1]):
         lines.pop()
     return lines
 
@@ -208,7 +227,8 @@ def _markers(answer: str, question: str) -> list[FinalAnswer]:
         if read:
             found.append(read)
     for m in reversed(list(_LABEL.finditer(answer))):
-        read = _quantity(m.group(1), "gsm8k.answer_label", question)
+        text = m.group(1) if not _BARE_LABEL.match(m.group(1)) or not m.group(2) else m.group(2).strip()
+        read = _quantity(text, "gsm8k.answer_label", question)
         if read:
             found.append(read)
             break
@@ -244,7 +264,7 @@ def _last_line(line: str, question: str) -> FinalAnswer | None:
                 return _compound(c, question)
         hedged = bool(_HEDGE_BEFORE.search(line[: m.start()]) or _HEDGE_AFTER.match(line, m.end()))
         raw = line.strip().rstrip(".") if hedged else m.group().strip()
-        return FinalAnswer(to_decimal(m.group()), "gsm8k.last_line_number", raw, hedged)
+        return FinalAnswer(_scaled(line, m), "gsm8k.last_line_number", raw, hedged)
     words = number_words.last_in(line)
     if words is not None:
         value, start, end = words
@@ -264,7 +284,24 @@ def _read(answer: str, question: str) -> FinalAnswer:
 
 def read_final(answer: str, question: str = "") -> FinalAnswer:
     """The final answer's number, with `hedged` set when another candidate stands beside it ("15 or 20"); an
-    answer retracted with no new one after is no answer."""
+    answer retracted with no new one after is no answer; an answer corrected to another number after it
+    ("Wait — it is 12") reads the correction, with both readings kept (`reading_order`)."""
+    fix = reading_order.correction(answer)
+    if fix is not None:
+        corrected = _quantity(fix.group("value"), "gsm8k.corrected", question)
+        before = _read_retracted(answer[: fix.start()], question)
+        if corrected and corrected.value is not None and before.value is not None and not before.hedged:
+            if corrected.value == before.value:
+                return before
+            return replace(
+                corrected,
+                note=f"{_fmt(before.value)} ({before.how}) corrected after it to {_fmt(corrected.value)}",
+                readings=(Reading(before.how, _fmt(before.value)), Reading("gsm8k.corrected", _fmt(corrected.value))),
+            )
+    return _read_retracted(answer, question)
+
+
+def _read_retracted(answer: str, question: str) -> FinalAnswer:
     retractions = list(_RETRACT.finditer(answer))
     if retractions:
         cut = retractions[-1]

@@ -22,14 +22,16 @@ def inline(s: Subject, v: str) -> str:
 
 def in_box(v: str) -> str:
     """The value as it stands inside `\\boxed{}` (a LaTeX-delimited number loses its dollars)."""
-    return v[1:-1] if v.startswith("$") and v.endswith("$") and len(v) > 1 else v
+    if v.startswith("$") and v.endswith("$") and len(v) > 1:
+        return v[1:-1]
+    return "\\" + v if v.startswith("$") else v  # a currency sign inside LaTeX is `\$`
 
 
 def _json(s: Subject, v: str) -> str:
     value: object = v
     if s.kind == "number" and v.lstrip("-").isdigit():
         value = int(v)
-    return f"{work(s)}\n\n```json\n{json.dumps({'answer': value})}\n```"
+    return f"{work(s)}\n\n```json\n{json.dumps({'answer': value}, ensure_ascii=False)}\n```"
 
 
 NUM_MATH = kinds("number", "math")
