@@ -74,12 +74,7 @@ _EXPLAIN = re.compile(
     r"^\W*(?:explanation|here['’]?s (?:how|why)|here is (?:how|why)|reasoning|why\b|because)", re.IGNORECASE
 )
 _EXPLAIN_AFTER_BOLD = re.compile(r"^\W*(?:step\s*1|solution|working|to (?:find|get|solve)|first\b)", re.IGNORECASE)
-_RETRACT = re.compile(
-    r"\b(?:(?:that|this)(?:\s+(?:draft|attempt|guess|answer))?(?:['’]s| is| was) (?:not right|wrong|incorrect|not correct)|"
-    r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
-    r"actually,? no\b)",
-    re.IGNORECASE,
-)
+_RETRACT = reading_order.RETRACTION
 
 
 _SIGN_WORD = re.compile(r"(?:negative|minus)\s+", re.IGNORECASE)

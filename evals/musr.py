@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalkit_evals import team_allocation
+from evalkit_evals import reading_order, team_allocation
 from evalkit_evals.datasets import DatasetItem, HubSource
 from evalkit_evals.protocol import HubEval, Judges
 from evalkit_evals.verdict import Reading, Verdict, disagreeing
@@ -41,7 +41,7 @@ def musr_choices(row: dict[str, Any]) -> list[str]:
     return list(ast.literal_eval(value)) if isinstance(value, str) else list(value)
 
 
-_ANSWER = re.compile(r"answer\s*[:：]\s*(?:\*\*|__)?\s*\(?\s*([^\n]*?)\s*$", re.IGNORECASE | re.MULTILINE)
+_ANSWER = re.compile(r"answer\s*[:：][ \t]*(?:\*\*|__)?[ \t]*\(?[ \t]*([^\n]*?)[ \t]*$", re.IGNORECASE | re.MULTILINE)
 # A line that states the answer without the asked-for label: "The answer is X", "My final answer is X".
 _STATED = re.compile(r"\banswer\s+(?:is|would be|must be|will be)\s*[:：]?\s*(.+)$", re.IGNORECASE)
 _RESTATED = re.compile(
@@ -66,7 +66,10 @@ _CONCLUDES = re.compile(
     r"^\W*(?:so|therefore|thus|hence|in conclusion|in summary|to conclude|overall|ultimately|"
     r"all things considered|putting (?:it|this|everything) (?:all )?together|based on|given|"
     r"considering|the evidence (?:points|suggests))\b|\bmust (?:have )?be(?:en)?\b|"
-    r"\bmost (?:likely|probably)\b|\bi(?:['’]ll| will)? (?:choose|pick|select|go with)\b",
+    r"\bmost (?:likely|probably)\b|\bi(?:['’]ll| will)? (?:choose|pick|select|go with)\b|"
+    # a conclusion with no connective: "Mia is the option that fits every clue."
+    r"\b(?:is|was) the (?:\w+ )?(?:option|answer|choice|one|culprit|killer|murderer|suspect|location|place|spot)\b|"
+    r"\bfits (?:every|all|each|the)\b",
     re.IGNORECASE,
 )
 _PLEASANTRY = re.compile(
@@ -123,10 +126,19 @@ def _same(choices: list[str], a: int, b: int) -> bool:
     return a == b or fold(choices[a - 1].strip()) == fold(choices[b - 1].strip())
 
 
+def _squash(text: str) -> str:
+    return re.sub(r"[\W_]+", "", fold(text))
+
+
 def _by_text(text: str, choices: list[str], where: str, rule: str) -> ChoiceRead:
     exact = [i for i, c in enumerate(choices, 1) if fold(c.strip()) == fold(text)]
     if len(exact) == 1:
         return ChoiceRead(exact[0], f"exact choice text {where}", text, rule=rule)
+    # Another spelling or spacing of one choice ("toybox", "toy-box" for "toy box").
+    spelled = {_squash(c) for i, c in enumerate(choices, 1) if _squash(c) == _squash(text) and _squash(text)}
+    alike = [i for i, c in enumerate(choices, 1) if _squash(c) in spelled]
+    if spelled and len({_squash(choices[i - 1]) for i in alike}) == 1:
+        return ChoiceRead(alike[0], f"choice text {where}, spelled or spaced otherwise", text, rule=rule)
     team = team_allocation.match(text, choices)
     if team is not None:
         return ChoiceRead(
@@ -209,15 +221,66 @@ def _conclusion(answer: str, choices: list[str]) -> ChoiceRead | None:
     return None
 
 
+_BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
+_NEXT_LINE = re.compile(r"[ \t]*\n\s*(?:[-*•][ \t]+)?([^\n]+)")
+
+
+def _answer_lines(answer: str, choices: list[str]) -> list[tuple[int, str]]:
+    """(end, text) of each explicit answer, in order: an `ANSWER:` line (one left empty holds its answer on the
+    next line, often a bullet; one whose next line names no choice is a heading) or a `\boxed{}`."""
+    hits = []
+    for m in _ANSWER.finditer(answer):
+        text, end = m.group(1), m.end()
+        if not _clean(text):
+            nxt = _NEXT_LINE.match(answer, end)
+            if nxt is None:
+                continue
+            text, end = nxt.group(1), nxt.end()
+            read = _read_text(text, choices, "", "")
+            if read.choice is None and not read.hedged:
+                continue
+        hits.append((m.start(), end, text))
+    hits += [(m.start(), m.end(), m.group(1)) for m in _BOXED.finditer(answer)]
+    return [(end, text) for _, end, text in sorted(hits)]
+
+
 def extract(answer: str, choices: list[str]) -> ChoiceRead:
-    """The choice the answer's last `ANSWER:` line names (or a later restatement), else its last line when that
-    states the answer, else its concluding sentence."""
-    hits = list(_ANSWER.finditer(answer))
+    """The choice read in `reading_order`: the last explicit answer (or a later restatement), else a last line
+    that states it, else the concluding sentence; a correction after it names a second reading, a retraction
+    with no new answer leaves none."""
+    fix = reading_order.correction(answer)
+    if fix is not None:
+        before = _extract(answer[: fix.start()], choices)
+        new = _read_text(fix.group("value"), choices, "in a correction after the answer", "musr.corrected")
+        if before.choice is not None and new.choice is not None and not before.readings:
+            if _same(choices, before.choice, new.choice):
+                return before
+            return replace(
+                new,
+                rule="musr.corrected",
+                readings=(Reading(before.rule, str(before.choice)), Reading("musr.corrected", str(new.choice))),
+            )
+    cut = list(reading_order.RETRACTION.finditer(answer))
+    if cut:
+        after = _extract(answer[cut[-1].end() :], choices)
+        if after.choice is not None or after.hedged:
+            return after
+        before = _extract(answer[: cut[-1].start()], choices)
+        if before.choice is not None:
+            return ChoiceRead(
+                None, f"choice {before.choice} was retracted and no new answer follows", before.raw,
+                rule="musr.retracted",
+            )
+    return _extract(answer, choices)
+
+
+def _extract(answer: str, choices: list[str]) -> ChoiceRead:
+    hits = _answer_lines(answer, choices)
     if hits:
-        read = _read_text(hits[-1].group(1), choices, "after ANSWER:", "musr.answer_line")
+        read = _read_text(hits[-1][1], choices, "after ANSWER:", "musr.answer_line")
         later = [
             _read_text(m.group(1), choices, "in a later restatement", "musr.reconsidered")
-            for m in _RESTATED.finditer(answer, hits[-1].end())
+            for m in _RESTATED.finditer(answer, hits[-1][0])
             if _names_first(m.group(1), choices)
         ]
         later = [x for x in later if x.choice is not None or x.hedged]

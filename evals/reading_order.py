@@ -38,6 +38,13 @@ CORRECTION = re.compile(
     r"it should be)\s+(?P<value>[^\n]+)",
     re.IGNORECASE,
 )
+# Words that withdraw the answer just given ("wait, that's not right", "scratch that").
+RETRACTION = re.compile(
+    r"\b(?:(?:that|this)(?:\s+(?:draft|attempt|guess|answer))?(?:['’]s| is| was) (?:not right|wrong|incorrect|not correct)|"
+    r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
+    r"actually,? no\b)",
+    re.IGNORECASE,
+)
 
 
 def final_channel(text: str) -> str:
