@@ -49,6 +49,9 @@ def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
         ) from None
 
 
+_DEFINES_NAMES = re.compile(r"^(?:def|class|import|from)\s+\w", re.MULTILINE)
+
+
 def _prompt_imports(prompt: str) -> list[str]:
     return [ln for ln in prompt.splitlines() if re.match(r"^(import|from)\s+\w", ln)]
 
@@ -78,6 +81,11 @@ def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None
             if with_def
             else (max(blocks, key=len), "longest fenced block")
         )
+        helpers = [b for b in blocks if with_def and not defines.search(b) and _DEFINES_NAMES.search(b)]
+        if helpers:
+            # One solution over several blocks (helpers in one, the function in another): the blocks that define
+            # other names go before it; the sanitizer keeps only what the entry point uses.
+            text, how = "\n\n".join([*helpers, text]), how + " with the helpers of the other blocks"
     else:
         text, how = answer, "bare code"
     if not text.strip():

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit_evals import reading_order
 from evalkit_evals.datasets import DatasetItem, HubSource
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.math_normalize import as_latex, normalize
@@ -29,9 +30,14 @@ from evalkit_evals.sample_answers import WRONG_MATH, plus_one
 from evalkit_evals.verdict import Reading, Verdict
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# Overlapping (a lookahead), and a label alone on its line labels the next line ("## Final Answer\n\n$x$").
 _LABEL = re.compile(
-    r"(?:\bfinal answer\b|\banswer\b)\s*(?:is|:|=)?\s*(?:\*\*|__)?\s*(?:is|:)?\s*([^\n]+)", re.IGNORECASE
+    r"(?=(?:\bfinal answer\b|\banswer\b)[\"*_]*[ \t]*(?:is|:|=)?[ \t]*(?:\*\*|__)?[ \t]*(?:is|:)?[ \t]*([^\n]*)"
+    r"(\n\s*[^\n]*)?)",
+    re.IGNORECASE,
 )
+_BARE = re.compile(r"^[\s*_#:|\"]*$")
+_EDGES = re.compile(r"^[\s|\":]+|[\s|\"]+$")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _END = re.compile(r"(?<!\\)\.\s|[,;]\s+(?=[A-Za-z]{3})|\s(?:because|since|which|as)\b")
 
@@ -95,18 +101,25 @@ def _multi_boxed(answer: str, gold: str) -> str | None:
 
 def _answer_like(text: str) -> str | None:
     """The stated text cut at its sentence's end, when it reads as an answer: math, or a few words."""
-    t = _END.split(re.sub(r"\*\*|__", "", text).strip(), 1)[0].strip().rstrip(".").strip()
+    t = _END.split(_EDGES.sub("", re.sub(r"\*\*|__", "", text)), 1)[0].strip().rstrip(".").strip()
+    t = _EDGES.sub("", t)
     if re.match(r"^(?:\$|\\\(|\\\[|[-−\d(\\])", t):
         return t
     return t if t and re.match(r"^[A-Za-z][A-Za-z \-'()]*$", t) and len(t.split()) <= 4 else None
 
 
 def _stated(answer: str) -> str | None:
+    in_json = reading_order.json_answer(answer)
+    if in_json is not None and _answer_like(in_json):
+        return _answer_like(in_json)
     for m in reversed(list(_LABEL.finditer(answer))):
-        text = _answer_like(m.group(1))
+        text = _answer_like(m.group(2) if _BARE.match(m.group(1)) and m.group(2) else m.group(1))
         if text:
             return text
     lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
+    first = _BOLD.fullmatch(lines[0].strip()) if len(lines) > 1 else None
+    if first and reading_order.EXPLANATION.match(lines[1]):
+        return _answer_like(first.group(1))  # an answer given first, explained after
     for bold in reversed(_BOLD.findall(lines[-1]) if lines else []):
         text = _answer_like(bold)
         if text:
@@ -116,6 +129,7 @@ def _stated(answer: str) -> str | None:
 
 def _read(row: dict, answer: str) -> tuple[str, str | None, str]:
     """(rule, extracted text, what math-verify is given) for an answer."""
+    answer = reading_order.without_closing(answer)
     boxed = last_boxed(answer)
     if boxed is not None:
         multi = _multi_boxed(answer, row["answer"])
@@ -129,7 +143,43 @@ def _read(row: dict, answer: str) -> tuple[str, str | None, str]:
 
 
 def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
-    """Read the final answer and ask math-verify whether it equals the gold `answer`."""
+    """Read the final answer and ask math-verify whether it equals the gold `answer`, in `reading_order`: a
+    correction after it that grades otherwise is a second reading (the grade follows the correction); a retraction
+    with no new answer is `unparsed`."""
+    fix = reading_order.correction(answer)
+    if fix is not None:
+        verdict = _grade(row, answer[: fix.start()], judge)
+        value = _answer_like(fix.group("value"))
+        other = judge.check(f"${row['answer'].strip()}$", as_latex(value)) if value else {}
+        if other.get("pred") is not None and verdict.outcome in ("correct", "wrong"):
+            if bool(other["ok"]) == verdict.correct:
+                return verdict
+            return Verdict(
+                "correct" if other["ok"] else "wrong",
+                value,
+                f"math500.corrected: {verdict.extracted!r} ({verdict.rule}) corrected after it to {value!r}, "
+                f"{'' if other['ok'] else 'not '}equivalent to the gold",
+                rule="math500.corrected",
+                readings=(Reading(verdict.rule, verdict.extracted), Reading("math500.corrected", value)),
+            )
+    cut = list(reading_order.RETRACTION.finditer(answer))
+    if cut:
+        # The rest of the retracting sentence explains it; a new answer comes after it.
+        rest = answer[cut[-1].end() :]
+        end = re.search(r"[.!?](?=\s|$)|\n", rest)
+        rest = rest[end.end() :] if end else ""
+        if re.search(r"[\d$\\]", rest):
+            return _grade(row, rest, judge)
+        before = _grade(row, answer[: cut[-1].start()], judge)
+        if before.outcome in ("correct", "wrong"):
+            return Verdict(
+                "unparsed", before.extracted, f"math500.retracted: {before.extracted!r} was retracted and no new "
+                "answer follows", rule="math500.retracted",
+            )
+    return _grade(row, answer, judge)
+
+
+def _grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
     gold = f"${row['answer'].strip()}$"
     rule, extracted, given = _read(row, answer)
     result = judge.check(gold, given)

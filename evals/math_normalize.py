@@ -1,6 +1,6 @@
 """What math-verify's normalisation leaves out, added before an answer reaches it: `°` as `^\\circ`, repeating
 decimals (`0.\\overline{6}` is 2/3), a thin space between digit groups (`10\\,080`), `\\lor` as "or", articles
-inside `\\text{}` ("an ellipse"), and a text answer written without LaTeX ("ellipse", "(C)") wrapped in `\\text{}`."""
+inside `\\text{}` ("an ellipse"), Unicode math (`√3`, `∞`, `−`, `×`), and a text answer written without LaTeX ("ellipse", "(C)") wrapped in `\\text{}`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fractions import Fraction
 _REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\(?:overline|bar)\s*\{(\d+)\}")
 _THIN_GROUP = re.compile(r"(?<=\d)\\[,;: ]\s*(?=\d{3}(?!\d))")
 _ARTICLE = re.compile(r"\\text\s*\{\s*(?:an?|the)\s+", re.IGNORECASE)
+_SQRT = re.compile(r"√\s*(?:\{([^{}]*)\}|([\w.]+))")
 _WORDS = re.compile(r"^\(?[A-Za-z][A-Za-z \-']*\)?$")
 
 
@@ -25,7 +26,8 @@ def repeating_to_fraction(m: re.Match[str]) -> str:
 
 def normalize(latex: str) -> str:
     """The answer's LaTeX with the forms above rewritten for math-verify."""
-    out = latex.replace("°", "^\\circ").replace("\\lor", "\\text{ or }").replace("\\vee", "\\text{ or }")
+    out = _SQRT.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", latex).replace("∞", "\\infty").replace("−", "-").replace("×", "\\times")
+    out = out.replace("°", "^\\circ").replace("\\lor", "\\text{ or }").replace("\\vee", "\\text{ or }")
     out = _THIN_GROUP.sub("", _REPEATING.sub(repeating_to_fraction, out))
     return _ARTICLE.sub(r"\\text{", out)
 

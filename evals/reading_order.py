@@ -14,6 +14,7 @@ no new answer ("Wait, that's not right.") leaves no answer (`unparsed`).
 
 from __future__ import annotations
 
+import json
 import re
 
 # gpt-oss's harmony channels as plain text: with its special tokens, or with them stripped by the server.
@@ -35,7 +36,7 @@ PLEASANTRY = re.compile(
 CORRECTION = re.compile(
     r"(?:^|\n)\W*(?:wait|actually|correction|oops|hmm+|no)\b[\s,.:;!—–-]*"
     r"(?:(?:it|that)(?:['’]s| is| should be)|the (?:correct |right |real )?answer is|make that|i mean|"
-    r"it should be)\s+(?P<value>[^\n]+)",
+    r"it should be)\s+(?!not\b|wrong\b|incorrect\b|right\b|correct\b)(?P<value>[^\n]+)",
     re.IGNORECASE,
 )
 # Words that withdraw the answer just given ("wait, that's not right", "scratch that").
@@ -64,3 +65,29 @@ def correction(text: str) -> re.Match[str] | None:
     """The last correction line in `text` ("Wait — it is 12."), or None."""
     hits = list(CORRECTION.finditer(text))
     return hits[-1] if hits else None
+
+
+_JSON_ANSWER = re.compile(r'"(?:final_?)?answer"\s*:\s*("(?:[^"\\]|\\.)*"|-?[\d.]+)', re.IGNORECASE)
+# The line after an answer given first that says the rest explains it.
+EXPLANATION = re.compile(
+    r"^\W*(?:explanation|here['’]?s (?:how|why)|here is (?:how|why)|reasoning|why\b|because)", re.IGNORECASE
+)
+
+
+def json_answer(text: str) -> str | None:
+    """The value of the last JSON `"answer"` key in the text (`{"answer": 42}`), as text, or None."""
+    hits = list(_JSON_ANSWER.finditer(text))
+    if not hits:
+        return None
+    try:
+        return str(json.loads(hits[-1].group(1)))
+    except ValueError:
+        return None
+
+
+def without_closing(text: str) -> str:
+    """The text without its trailing check, verification and pleasantry lines."""
+    lines = text.rstrip().splitlines()
+    while len(lines) > 1 and (not lines[-1].strip() or closing_line(lines[-1])):
+        lines.pop()
+    return "\n".join(lines)

@@ -343,6 +343,8 @@ class UserEval:
                 )
             if read.value is None:
                 return Verdict("unparsed", read.raw, read.how, rule=self._rule("number"))
+            if read.readings:  # two readings disagree (a correction after the answer): both stay on the line
+                return replace(self._score(item, _fmt(read.value), gold, judges), readings=read.readings)
             extracted = _fmt(read.value)
         elif kind == "code":
             code = _last_fenced(answer)
@@ -377,10 +379,11 @@ class UserEval:
             return Verdict("unparsed", read.raw, read.how, rule=rule)
         ok = choices[read.choice - 1].strip() == choices[right - 1].strip()
         return Verdict(
-            "correct" if ok else "wrong",
+            "correct" if ok and read.rule != "musr.number_text_conflict" else "wrong",
             str(read.choice),
             f"{read.how}: {read.choice} ({choices[read.choice - 1].strip()!r}), gold {right}",
             rule=rule,
+            readings=read.readings,
         )
 
     def _score(self, item: DatasetItem, extracted: str, gold: Any, judges: Judges) -> Verdict:
