@@ -55,8 +55,7 @@ _HEDGE_AFTER = re.compile(r"\s*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\
 _HEDGE_BEFORE = re.compile(r"\d[^\S\n]*(?:,\s*)?\b(?:or|and/or)\b\s*(?:maybe\s+|perhaps\s+)?(?:\\?\$)?\s?$")
 # What may stand between a marker and its number: markup, math delimiters, a dollar, "is", "either".
 _LEAD = re.compile(
-    r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=|\"#]|\bis\b|\beither\b)*",
-    re.IGNORECASE
+    r"(?:\s|\*\*|__|\\\(|\\\[|\$\\boxed\{|\\boxed\{|\\text\{|\\\$|\$|[:=|\"#]|\bis\b|\beither\b)*", re.IGNORECASE
 )
 _HASH = re.compile(r"####([^\n]*)")
 # Overlapping (a lookahead): "Final Answer: The final answer is $42$" holds two labels, the second one the answer.

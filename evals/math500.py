@@ -173,8 +173,10 @@ def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
         before = _grade(row, answer[: cut[-1].start()], judge)
         if before.outcome in ("correct", "wrong"):
             return Verdict(
-                "unparsed", before.extracted, f"math500.retracted: {before.extracted!r} was retracted and no new "
-                "answer follows", rule="math500.retracted",
+                "unparsed",
+                before.extracted,
+                f"math500.retracted: {before.extracted!r} was retracted and no new answer follows",
+                rule="math500.retracted",
             )
     return _grade(row, answer, judge)
 

@@ -26,7 +26,12 @@ def repeating_to_fraction(m: re.Match[str]) -> str:
 
 def normalize(latex: str) -> str:
     """The answer's LaTeX with the forms above rewritten for math-verify."""
-    out = _SQRT.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", latex).replace("∞", "\\infty").replace("−", "-").replace("×", "\\times")
+    out = (
+        _SQRT.sub(lambda m: "\\sqrt{" + (m.group(1) or m.group(2)) + "}", latex)
+        .replace("∞", "\\infty")
+        .replace("−", "-")
+        .replace("×", "\\times")
+    )
     out = out.replace("°", "^\\circ").replace("\\lor", "\\text{ or }").replace("\\vee", "\\text{ or }")
     out = _THIN_GROUP.sub("", _REPEATING.sub(repeating_to_fraction, out))
     return _ARTICLE.sub(r"\\text{", out)

@@ -268,7 +268,9 @@ def extract(answer: str, choices: list[str]) -> ChoiceRead:
         before = _extract(answer[: cut[-1].start()], choices)
         if before.choice is not None:
             return ChoiceRead(
-                None, f"choice {before.choice} was retracted and no new answer follows", before.raw,
+                None,
+                f"choice {before.choice} was retracted and no new answer follows",
+                before.raw,
                 rule="musr.retracted",
             )
     return _extract(answer, choices)

@@ -136,3 +136,22 @@ def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path
     assert rows["musr"] == ["0/1 · 1 ambiguous"]
     assert rows["gsm8k"] == ["2/2"] and rows["total"] == ["3/4 · 1 ambiguous"]
     assert rows["ambiguous (two readings disagree)"] == ["1"]
+
+
+def test_report_answer_line_gives_the_ambiguous_count_beside_the_score(tmp_path: Path) -> None:
+    """Issue 38: the answer a person reads first says how many grades were ambiguous, beside each build's score."""
+    base = [{"id": "gsm8k:0", "content": "#### 18"}, {"id": "gsm8k:1", "content": "The answer is 3."}]
+    after = [{"id": "gsm8k:0", "content": "The answer is 18.\n\nWait — it is 20."}, base[1]]
+    _, s1, run1 = _replay(tmp_path, base, "before")
+    _, s2, run2 = _replay(tmp_path, after, "after")
+    assert (s1["total"]["ambiguous"], s2["total"]["ambiguous"]) == (0, 1)
+    out = tmp_path / "report.md"
+    proc = subprocess.run(
+        [*EVALKIT, "report", str(run1), str(run2), "--labels", "before,after", "-o", str(out), "--no-html"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answer = out.read_text().split("## Builds compared", 1)[0]
+    assert f"{s1['total']['correct']}/2 → {s2['total']['correct']}/2 (1 ambiguous) correct" in answer, answer

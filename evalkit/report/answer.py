@@ -186,6 +186,12 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
     return out
 
 
+def _score(total: dict[str, Any]) -> str:
+    """`correct/total`, with the ambiguous grades beside it when there are any (`49/50 (2 ambiguous)`)."""
+    n = total.get("ambiguous")
+    return f"{total.get('correct', '–')}/{total.get('total', '–')}" + (f" ({n} ambiguous)" if n else "")
+
+
 def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerLine]:
     out = []
     bases = [r for r in runs if r.label == baseline and r.kind == "capability"]
@@ -198,7 +204,7 @@ def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerL
         if other is None:
             continue
         ta, tb = _d(base.summary.get("total")), _d(other.summary.get("total"))
-        score = f"{ta.get('correct', '–')}/{ta.get('total', '–')} → {tb.get('correct', '–')}/{tb.get('total', '–')}"
+        score = f"{_score(ta)} → {_score(tb)}"
         why = comparability(base, other)
         flags: list[str] = []  # a slow client bends times, not grades
         if why:
