@@ -1,6 +1,7 @@
 """What math-verify's normalisation leaves out, added before an answer reaches it: `°` as `^\\circ`, repeating
 decimals (`0.\\overline{6}` is 2/3), a thin space between digit groups (`10\\,080`), `\\lor` as "or", articles
-inside `\\text{}` ("an ellipse"), Unicode math (`√3`, `∞`, `−`, `×`), and a text answer written without LaTeX ("ellipse", "(C)") wrapped in `\\text{}`."""
+inside `\\text{}` ("an ellipse"), Unicode math (`√3`, `∞`, `−`, `×`),
+and a text answer written without LaTeX ("ellipse", "(C)") wrapped in `\\text{}`."""
 
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ CORRECTION = re.compile(
 )
 # Words that withdraw the answer just given ("wait, that's not right", "scratch that").
 RETRACTION = re.compile(
-    r"\b(?:(?:that|this)(?:\s+(?:draft|attempt|guess|answer))?(?:['’]s| is| was) (?:not right|wrong|incorrect|not correct)|"
+    r"\b(?:(?:that|this)(?:\s+(?:draft|attempt|guess|answer))?(?:['’]s| is| was) "
+    r"(?:not right|wrong|incorrect|not correct)|"
     r"that can(?:['’]|no)t be right|i made (?:a|an) (?:mistake|error)|scratch that|no,? wait|"
     r"actually,? no\b)",
     re.IGNORECASE,
