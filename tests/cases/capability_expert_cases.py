@@ -1028,9 +1028,69 @@ REASONING = [  # inline <think> in content: only the text after the last </think
     ),
 ]
 
-GSM8K = GSM8K_MARKERS + GSM8K_AFTER + GSM8K_WORDS + GSM8K_COMPOUND + GSM8K_RETRACTED
+GSM8K_FORMS = [  # issue 38: forms the answer-form generator found the grader misreading
+    (None, "2000", "The answer is 2.000,00.", "correct", "gsm8k.answer_label", "a dot between groups, a decimal comma"),
+    (None, "2000", "So the result is 2'000.", "correct", "gsm8k.last_line_number", "an apostrophe between groups"),
+    (None, "2000", "Final answer: 2e3", "correct", "gsm8k.answer_label", "scientific, e"),
+    (None, "3160", "ANSWER: 3.16 × 10^3", "correct", "gsm8k.answer_label", "scientific, × 10^"),
+    (None, "262500", "The answer is $262.5 thousand.", "correct", "gsm8k.answer_label", "a magnitude word"),
+    (None, "72", 'Working.\n\n```json\n{"answer": 72}\n```', "correct", "gsm8k.answer_label", "a JSON answer key"),
+    (None, "4", "| groups | 108 |\n| **Final answer** | 4 |", "correct", "gsm8k.answer_label", "a table row"),
+    (
+        None,
+        "7",
+        "So it is **seven**.\n\nLet me double-check: 9 × 15 = 135.",
+        "correct",
+        "gsm8k.bold_final",
+        "'Let me double-check' is a check line",
+    ),
+    (None, "3", "## Final Answer\n\n3", "correct", "gsm8k.answer_label", "a heading labels the next line"),
+    (
+        None,
+        "10",
+        "Final Answer: The final answer is $10$. I hope it is correct.",
+        "correct",
+        "gsm8k.answer_label",
+        "Minerva's closing line",
+    ),
+    (
+        None,
+        "15",
+        "The answer is 15.\n\nWait — it is 16.",
+        "wrong",
+        "gsm8k.corrected",
+        "a correction after the answer: graded by it, ambiguous",
+    ),
+]
+
+MUSR_FORMS = [  # issue 38
+    (["Ana", "Mia"], 1, "Both had motives.\n\n$\\boxed{2}$", "correct", "musr.answer_line", "a boxed number"),
+    (
+        ["Ana", "Mia"],
+        1,
+        "Mia is the option that fits every clue.",
+        "correct",
+        "musr.prose_conclusion",
+        "a conclusion with no connective",
+    ),
+    (["Ana", "Mia"], 1, "ANSWER:\n- Mia\n- she had the key", "correct", "musr.answer_line", "empty ANSWER:, bullets"),
+    (["toy box", "shelf"], 0, "ANSWER: toybox", "correct", "musr.answer_line", "another spacing of the choice"),
+    (["Ana", "Mia"], 1, "ANSWER: 2\n\nWait — it is Ana.", "wrong", "musr.corrected", "a correction: ambiguous"),
+    (["Ana", "Mia"], 1, "ANSWER: 2\n\nWait, that's not right.", "unparsed", "musr.retracted", "retracted"),
+    (
+        ["Ana", "Mia"],
+        1,
+        "Answer:\nThe clues point one way.\n\nThe answer is Mia.",
+        "correct",
+        "musr.stated_answer",
+        "an 'Answer:' heading over prose",
+    ),
+    (["Ana", "Mia"], 1, "ANSWER: Option 2: Mia", "correct", "musr.option_number", "an option number and its text"),
+]
+
+GSM8K = GSM8K_MARKERS + GSM8K_AFTER + GSM8K_WORDS + GSM8K_COMPOUND + GSM8K_RETRACTED + GSM8K_FORMS
 MATH500 = MATH_INEQUALITY + MATH_DEGREES + MATH_THOUSANDS + MATH_REPEATING + MATH_TEXT + MATH_MULTI
-MUSR = MUSR_PROSE + MUSR_NOT + MUSR_RECONSIDERED + MUSR_TEAM + MUSR_OPTION + MUSR_CONFLICT
+MUSR = MUSR_PROSE + MUSR_NOT + MUSR_RECONSIDERED + MUSR_TEAM + MUSR_OPTION + MUSR_CONFLICT + MUSR_FORMS
 CLASSES = {
     "gsm8k markers": GSM8K_MARKERS,
     "gsm8k after the answer": GSM8K_AFTER,
@@ -1050,4 +1110,6 @@ CLASSES = {
     "musr option": MUSR_OPTION,
     "musr conflict": MUSR_CONFLICT,
     "reasoning": REASONING,
+    "gsm8k forms (issue 38)": GSM8K_FORMS,
+    "musr forms (issue 38)": MUSR_FORMS,
 }
