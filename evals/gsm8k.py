@@ -1,8 +1,8 @@
 """GSM8K: the prompt is `prompts/gsm8k.j2`; this module loads the test split, reads the final number out of an
 answer and scores it, and writes the sim's answers (`EVAL`, registered in `registry.py`).
 
-The final answer as a person reads it, never a stray number in the working. Rules, first that fires wins (each has
-a stable name recorded in `graded.jsonl`):
+The final answer as a person reads it, never a stray number in the working, in the order of `reading_order.py`.
+Rules, first that fires wins (each has a stable name recorded in `graded.jsonl`):
 - `gsm8k.hash_line`: the last `#### X`; `gsm8k.boxed`: the last `\\boxed{X}`; `gsm8k.answer_label`: the last
   "answer is X" / "Answer: X" / "**Answer:** X" / "final answer: X";
 - `gsm8k.bold_final`: a bold number in the final statement (`**42 marbles**`);
@@ -17,8 +17,10 @@ Numbers: thousands separators only in well-formed groups (`1,234,567`, `5{,}000`
 A compound quantity ("2 hours and 10 minutes") is converted to the unit the question asks for
 (`gsm8k.compound_converted`), else it is `unparsed` (`gsm8k.compound_no_unit`). A final answer that names two
 candidates (`15 or 20`) is `wrong` (`gsm8k.hedge`). An answer stated then retracted ("wait, that's not right")
-with no new answer after is `unparsed` (`gsm8k.retracted`). When two markers read different numbers, the grade
-is `ambiguous` and both readings are recorded.
+with no new answer after is `unparsed` (`gsm8k.retracted`); one corrected after it ("Wait — it is 12") reads the
+correction (`gsm8k.corrected`). When two markers read different numbers, or a correction differs from the answer,
+the grade is `ambiguous` and both readings are recorded. Also read: a JSON `answer` key, a table row or heading
+labelled "answer", `1.234,00` and `1'234`, `2.88e6` and `2.88 × 10^6`, `$1.45 million`.
 """
 
 from __future__ import annotations

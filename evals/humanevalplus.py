@@ -5,10 +5,11 @@ only when both pass.
 Task data comes from evalplus's own data API (`get_human_eval_plus`), pointed at the local native file
 `evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz` when a data directory is given.
 
-Extraction: the fenced block that defines the entry point (the last such), else the longest fenced block, else the
-whole answer; then `evalplus.sanitize.sanitize`. An answer holding only a function body is completed onto the
-prompt (evalplus's completion style). Import lines of the prompt (`from typing import List`) are prepended
-when the answer omits them.
+Extraction: the fenced block that defines the entry point (the last such; other blocks that define names go before
+it, for a solution split over several blocks), else the longest fenced block, else the whole answer; then
+`evalplus.sanitize.sanitize`. An answer holding only a function body is completed onto the prompt
+(evalplus's completion style). Import lines of the prompt (`from typing import List`) are prepended when the answer
+omits them.
 """
 
 from __future__ import annotations

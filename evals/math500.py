@@ -7,7 +7,11 @@ Where the answer is read (each a stable rule name in `graded.jsonl`):
   (`x = \\boxed{8}, y = \\boxed{-2}`): the last boxes, joined in order;
 - `math500.answer_label`: no box, an answer stated after "Answer:" / "final answer is" / "answer is", or in bold
   on the final line (a conic's name, a word, a number);
-- `math500.math_verify_fallback`: else math-verify's own final-answer extraction; nothing read is `unparsed`.
+- `math500.math_verify_fallback`: else math-verify's own final-answer extraction; nothing read is `unparsed`;
+- `math500.corrected`: a correction after the answer that grades otherwise (ambiguous, both readings);
+  `math500.retracted`: an answer retracted with no new one (`unparsed`).
+The order is `reading_order.py`'s (the final channel; checks and pleasantries after the answer never read; a JSON
+`answer` key, a table row or heading labelled "answer", an answer given first).
 Equivalence is by value (math-verify's symbolic and numeric comparison): `\\frac{2}{4}` for `\\frac12`, `0.5` for
 `\\frac{1}{2}`, `\\sqrt{50}` for `5\\sqrt{2}` count as correct; intervals and sets compare as such, and an
 inequality equals the interval it describes (`x > 2` is `(2, \\infty)`); `\\text{}` units, `^\\circ`, `°`, `\\$`

@@ -1,8 +1,11 @@
 """MuSR: the three splits, the MuSR authors' numbered-choice prompt (`prompts/musr.j2`), a final-answer parse a
 careful human would agree with, and the sim's answers (`EVAL`).
 
-Where the answer is read (each a stable rule name in `graded.jsonl`):
-- `musr.answer_line`: the last `ANSWER:` line (any case, markdown bold allowed);
+Where the answer is read, in the order of `reading_order.py` (each a stable rule name in `graded.jsonl`):
+- `musr.answer_line`: the last `ANSWER:` line (any case, markdown bold allowed; an empty one reads the next line,
+  a bullet) or `\\boxed{n}`;
+- `musr.corrected`: a correction after the answer ("Wait — it is Ana"), both readings kept (ambiguous);
+  `musr.retracted`: an answer retracted with no new one, `unparsed`;
 - `musr.reconsidered`: a statement after that line that changes it ("... so my final answer is 1") wins;
 - `musr.stated_answer`: with no `ANSWER:` line, a last line that states the answer ("The answer is the kitchen
   drawer.");
