@@ -4,9 +4,12 @@ currency and magnitude words, units and percentages, Unicode math, LaTeX variant
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
 from evalkit_evals.forms.form import Form, Subject, kinds
+
+Writer = Callable[[Subject, str], "str | None"]
 
 _ONES = [
     "zero",
@@ -61,7 +64,8 @@ def _grouped(n: int, sep: str) -> str:
     return f"{n:,}".replace(",", sep)
 
 
-def _big(fn):
+def _big(fn: Callable[[int], str]) -> Writer:
+    # The form applies to whole numbers of 1,000 or more.
     def write(s: Subject, v: str) -> str | None:
         n = _int(v)
         return fn(n) if n is not None and abs(n) >= 1000 else None
@@ -94,12 +98,13 @@ def _dozen(v: str) -> str | None:
     return "a dozen" if n == 12 else f"{words(n // 12)} dozen"
 
 
-def _negative(v: str, fn) -> str | None:
+def _negative(v: str, fn: Callable[[int], str]) -> str | None:
     n = _int(v)
     return fn(abs(n)) if n is not None and n < 0 else None
 
 
-def _math_sub(pattern: str, repl: str):
+def _math_sub(pattern: str, repl: str) -> Writer:
+    # A LaTeX rewrite that applies only where it matches.
     rx = re.compile(pattern)
 
     def write(s: Subject, v: str) -> str | None:
@@ -108,7 +113,8 @@ def _math_sub(pattern: str, repl: str):
     return write
 
 
-def _math_number(template: str):
+def _math_number(template: str) -> Writer:
+    # A plain-number value written inside a LaTeX template.
     def write(s: Subject, v: str) -> str | None:
         if not re.fullmatch(r"-?\d+(?:\.\d+)?", v):
             return None
