@@ -14,16 +14,16 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
-from evalkit.client.connect import discover_model
 from evalkit.client.thinking_text import split_inline_reasoning
-from evalkit.config.profiles import ServerProfile
 from evalkit.errors import UsageError
 from evalkit.redact import scrub
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
+
+if TYPE_CHECKING:  # the client is imported when a judge is opened: the report and the sim read lines only
+    from evalkit.client.chat import ChatClient
 
 VERDICTS = ("correct", "wrong", "unsure", "error")
 # Room for a reasoning judge to think before its one word; its words are kept whole in graded.jsonl.
@@ -133,6 +133,10 @@ class ModelJudge:
     @classmethod
     async def connect(cls, settings: JudgeSettings, concurrency: int = 4) -> ModelJudge:
         """Check that the judge answers `GET /models` (one line, exit 2, before any grading when it does not)."""
+        from evalkit.client.chat import ChatClient
+        from evalkit.client.connect import discover_model
+        from evalkit.config.profiles import ServerProfile
+
         profile = ServerProfile(base_url=settings.base_url, model=settings.model, api_key=settings.api_key)
         try:
             await discover_model(profile)
@@ -142,6 +146,8 @@ class ModelJudge:
 
     async def ask(self, item: DatasetItem, content: str) -> JudgeVerdict | None:
         """The judge's verdict on one answer (its text after any reasoning); None when the item has no reference."""
+        from evalkit.client.chat import ChatRequest, new_request_id
+
         reference = reference_answer(item)
         if reference is None:
             return None

@@ -309,7 +309,7 @@ async def _live(args: argparse.Namespace) -> int:
     datasets += [n for n in user_names if n not in datasets]
     qset = load_manifest(args.manifest)
     items = select_items(qset, datasets, args.limit, args.data_dir)
-    judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
+    code_judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
     max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
     if args.repeats < 1:
@@ -341,7 +341,7 @@ async def _live(args: argparse.Namespace) -> int:
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
         extra_body = {**ctx.profile.extra_body, **body}
         ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body, system_prompt=system_prompt)
-        grader = Grader(args.data_dir, judge)
+        grader = Grader(args.data_dir, code_judge)
         wanted = {it.qid for it in items}
         under: dict[str, Any] = {}
 
