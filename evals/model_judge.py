@@ -11,6 +11,7 @@ The judge's key is sent in its Authorization header only; the client scrubs it f
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -38,6 +39,7 @@ _WORD = re.compile(r"[a-z]+")
 _WORDS = {"yes": "correct", "no": "wrong", "unsure": "unsure"}
 
 
+@functools.cache  # read once: the sim checks every prompt it is sent against its first line
 def template() -> str:
     """The judge's prompt (`prompts/judge-equality.txt`), with `{reference}` and `{response}` to fill."""
     return (files("evalkit_prompts") / "judge-equality.txt").read_text(encoding="utf-8")

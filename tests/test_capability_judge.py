@@ -252,3 +252,15 @@ def test_the_sim_judge_reads_its_prompt_and_flips_at_its_error_rate(sim) -> None
 )
 def test_read_verdict(words: str, verdict: str) -> None:
     assert read_verdict(words) == verdict
+
+
+def test_a_judge_that_fails_later_marks_its_lines_and_leaves_the_rules_grades(sim, tmp_path: Path) -> None:
+    s = sim("--port", "0", "--time-scale", "1000", "--fail-rate", "1.0")  # /v1/models answers, every chat is a 500
+    src = _write(tmp_path / "answers.jsonl", ANSWERS)
+    run, proc = _replay(src, tmp_path, "failing", *_judge_flags(s))
+    judged = [g for g in _lines(run) if "judge" in g]
+    assert judged and len(judged) == sum(needs_judge(g) for g in _lines(run))
+    assert all(g["judge"]["verdict"] == "error" and "500" in g["judge"]["words"] for g in judged)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["judge"]["verdicts"]["error"] == len(judged) and summary["judge"]["disagree"] == 0
+    assert f"the judge could not be asked about {len(judged)} line(s)" in proc.stderr
