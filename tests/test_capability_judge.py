@@ -167,7 +167,7 @@ def test_report_lists_ambiguous_grades_with_both_readings(tmp_path: Path) -> Non
     assert f"{len(ambiguous)} ambiguous grade(s)" in section
 
 
-def test_a_stopped_replay_resumes_without_counting_a_line_twice(tmp_path: Path) -> None:
+def test_a_stopped_replay_resumes_without_counting_a_line_twice(sim, tmp_path: Path) -> None:
     src = _write(tmp_path / "answers.jsonl", ANSWERS)
     run, _ = _replay(src, tmp_path, "r")
     whole = _lines(run)
@@ -180,6 +180,10 @@ def test_a_stopped_replay_resumes_without_counting_a_line_twice(tmp_path: Path) 
     other = _write(tmp_path / "other.jsonl", ANSWERS[:2])
     proc = _capability("--replay", str(other), "--out", str(tmp_path), "--name", "r")
     assert proc.returncode == 2 and "another file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert json.loads((run / "manifest.json").read_text())["finished"]  # the refused resume left the run as it was
+    s = sim("--port", "0", "--time-scale", "1000")
+    proc = _capability("--replay", str(src), "--out", str(tmp_path), "--name", "r", *_judge_flags(s), key=KEY)
+    assert proc.returncode == 2 and "was graded with judge None, not 'evalkit-sim'" in proc.stderr
 
 
 @pytest.mark.parametrize(

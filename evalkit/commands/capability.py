@@ -167,13 +167,27 @@ def _judge_settings(args: argparse.Namespace) -> Any:
     return JudgeSettings(args.judge_url, args.judge_model, key)
 
 
-def _same_judge(rundir: RunDir, judge: Any) -> None:
-    """A resumed run keeps the judge it started with: its lines' verdicts would otherwise mix two judges."""
-    before = rundir.manifest.get("judge")
-    now = judge.manifest() if judge is not None else None
-    if rundir.resumed and before != now:
+def _check_resume(args: argparse.Namespace, fields: dict[str, Any]) -> None:
+    """A run started again under its `--name` resumes only with the same `fields` (the replay file's hash, the
+    judge): checked before the run directory is reopened, so a refused resume leaves the old run as it was."""
+    if args.name is None:
+        return
+    path = Path(args.out) / args.name / "manifest.json"
+    if not path.is_file():
+        return
+    from evalkit.runs.rundir import read_json_object
+
+    old = read_json_object(path)
+    if old.get("kind") != "capability":
+        return  # RunDir.create says whose run it is
+    for key, now in fields.items():
+        before = old.get(key)
+        if before == now:
+            continue
+        if key == "replay_sha256":
+            raise UsageError(f"{path.parent} holds the replay of another file; pick a new --name")
         raise UsageError(
-            f"{rundir.path} was graded with judge {before and before.get('model')!r}, not "
+            f"{path.parent} was graded with judge {before and before.get('model')!r}, not "
             f"{now and now.get('model')!r}; resume it with the same --judge-url/--judge-model, or pick a new --name"
         )
 
@@ -265,11 +279,9 @@ async def _replay_async(args: argparse.Namespace) -> int:
         **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
     try:
+        _check_resume(args, {"replay_sha256": manifest["replay_sha256"], "judge": manifest.get("judge")})
         secrets = (judge_settings.api_key,) if judge_settings is not None else ()
         rundir = RunDir.create(args.out, name, "capability", manifest, secrets)
-        if rundir.resumed and rundir.manifest.get("replay_sha256") != manifest["replay_sha256"]:
-            raise UsageError(f"{rundir.path} holds the replay of another file; pick a new --name")
-        _same_judge(rundir, judge_settings)
         grader = Grader(args.data_dir, code_judge)
         try:
             lines = await run_replay(rundir, answers, items, grader, short, judge)
@@ -332,9 +344,9 @@ async def _live(args: argparse.Namespace) -> int:
         **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
         **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
+    _check_resume(args, {"judge": manifest.get("judge")})
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
-        _same_judge(ctx.rundir, judge_settings)
         if judge_settings is not None and judge_settings.api_key:
             ctx.rundir.secrets += known_forms((judge_settings.api_key,))
         judge = await _open_judge(judge_settings, concurrency)
