@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit.errors import UsageError
 from evalkit.redact import scrub
+from evalkit.runs.schemas import JUDGE_VERDICTS
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 
 if TYPE_CHECKING:  # the client is imported when a judge is opened: the report and the sim read lines only
     from evalkit.client.chat import ChatClient
 
-VERDICTS = ("correct", "wrong", "unsure", "error")
+VERDICTS = JUDGE_VERDICTS
 # Room for a reasoning judge to think before its one word; its words are kept whole in graded.jsonl.
 MAX_TOKENS = 4096
 TIMEOUT_S = 300.0
