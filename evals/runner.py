@@ -22,8 +22,10 @@ from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import RunDir, read_jsonl
 from evalkit.runs.schemas import GradedLine, ReplayLine, validate
+from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.grader import Grader, graded_line, inline_reasoning, token_counts
+from evalkit_evals.model_judge import ModelJudge, needs_judge
 from evalkit_evals.prompting import build_messages, render_prompt
 from evalkit_evals.verdict import Verdict
 
@@ -103,10 +105,12 @@ async def run_live(
     sampling: Sampling = Sampling(),
     graded: str = GRADED,
     pass_tags: dict[str, Any] | None = None,
+    judge: ModelJudge | None = None,
 ) -> None:
     """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line.
 
-    `graded` names the file (`--under-load` keeps its idle pass in another), `pass_tags` label its request lines."""
+    `graded` names the file (`--under-load` keeps its idle pass in another), `pass_tags` label its request lines;
+    with a `judge`, a line the rules are unsure of also carries the judge's verdict."""
     previous = read_jsonl(rundir.path / graded, GradedLine)  # a bad line exits 2 naming file and line
     done_ok = _first_per_key([ln for ln in previous if ln["outcome"] != "error"])
     if len(done_ok) != len(previous):
@@ -153,6 +157,7 @@ async def run_live(
             content=rec.content,
             reasoning=rec.reasoning,
         )
+        await _second_opinion(judge, item, rec.content, line)
         rundir.append(graded, line)
         progress.add(verdict.correct)
 
@@ -163,8 +168,30 @@ async def run_live(
         pool.shutdown(wait=True)
 
 
-def read_replay(path: Path) -> list[dict[str, Any]]:
-    """The replay file's lines (contract: id, content, reasoning); a malformed line is a usage error."""
+async def _second_opinion(judge: ModelJudge | None, item: DatasetItem, content: str, line: dict[str, Any]) -> None:
+    """Add the judge's verdict as `judge` to a line the rules are unsure of (never touching the rule's grade)."""
+    if judge is None or not needs_judge(line):
+        return
+    verdict = await judge.ask(item, content)
+    if verdict is not None:
+        line["judge"] = verdict.to_json()
+
+
+@dataclass(frozen=True)
+class ReplayAnswer:
+    """One recorded answer of a replay file: its 1-based line number there, and the line (contract fields)."""
+
+    line: int
+    record: dict[str, Any]
+
+    @property
+    def qid(self) -> str:
+        """The question id it answers."""
+        return str(self.record["id"])
+
+
+def read_replay(path: Path) -> list[ReplayAnswer]:
+    """The replay file's answers (contract: id, content, reasoning); a malformed line is a usage error."""
     if not path.exists():
         raise UsageError(f"replay file not found: {path}")
     if path.is_dir():
@@ -186,55 +213,88 @@ def read_replay(path: Path) -> list[dict[str, Any]]:
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or not isinstance(obj.get("content"), str):
             raise UsageError(f"{path}:{n}: needs a string 'id' and a string 'content'")
         validate(ReplayLine, obj, f"{path}:{n}")
-        out.append(obj)
+        out.append(ReplayAnswer(n, obj))
     if not out:
         raise UsageError(f"{path}: the replay file holds no answers")
     return out
 
 
-def run_replay(
+def check_replay_datasets(path: Path, answers: list[ReplayAnswer]) -> None:
+    """Exit 2 at the first answer whose id names no registered dataset (nothing could grade it)."""
+    known = registry.names()
+    for ans in answers:
+        dataset = ans.qid.split(":", 1)[0]
+        if ":" not in ans.qid or dataset not in known:
+            raise UsageError(
+                f"{path}:{ans.line}: id {ans.qid!r} names no known dataset (ids are <dataset>:<id>; "
+                f"known: {', '.join(known)})"
+            )
+
+
+def check_replay_ids(path: Path, answers: list[ReplayAnswer], items: dict[str, DatasetItem]) -> None:
+    """Exit 2 at the first answer whose id is not a question of its dataset."""
+    for ans in answers:
+        if ans.qid not in items:
+            raise UsageError(f"{path}:{ans.line}: no question {ans.qid!r} in {ans.qid.split(':', 1)[0]}")
+
+
+def _graded_before(rundir: RunDir, answers: list[ReplayAnswer]) -> list[dict[str, Any]]:
+    """The lines a stopped replay of the same file already wrote (a prefix of its answers, in order)."""
+    previous = read_jsonl(rundir.path / GRADED, GradedLine)
+    for k, ln in enumerate(previous):
+        if k >= len(answers) or ln["id"] != answers[k].qid or ln.get("replay_line") != answers[k].line:
+            raise UsageError(
+                f"{rundir.path / GRADED} line {k + 1} is not the grade of this file's answer at that place; "
+                "pick a new --name"
+            )
+    return previous
+
+
+async def run_replay(
     rundir: RunDir,
-    answers: list[dict[str, Any]],
+    answers: list[ReplayAnswer],
     items: dict[str, DatasetItem],
     grader: Grader,
     revisions: dict[str, str],
+    judge: ModelJudge | None = None,
     render: Callable[[DatasetItem], str] = render_prompt,
 ) -> list[dict[str, Any]]:
-    """Grade each recorded answer; one `graded.jsonl` line per input line, in input order."""
-    progress = _Progress(len(answers), [])
+    """Grade each recorded answer as its own case (several may answer one question): one `graded.jsonl` line per
+    input line, in input order, each naming its `replay_line`. A stopped replay resumes after its last line."""
+    previous = _graded_before(rundir, answers)
+    todo = answers[len(previous) :]
+    progress = _Progress(len(answers), previous)
+    pool = ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade")
+    loop = asyncio.get_running_loop()
 
-    def one(ans: dict[str, Any]) -> dict[str, Any]:
-        item = items.get(ans["id"])
-        if item is None:
-            return {
-                "id": ans["id"],
-                "dataset": ans["id"].split(":", 1)[0],
-                "correct": False,
-                "outcome": "error",
-                "extracted": None,
-                "why": "unknown question id",
-                "rule": "replay.unknown_id",
-                "ambiguous": False,
-            }
-        verdict = grader.grade(item, ans["content"], ans.get("finish_reason"))
-        return graded_line(
+    async def one(ans: ReplayAnswer) -> dict[str, Any]:
+        item, rec = items[ans.qid], ans.record
+        verdict = await loop.run_in_executor(pool, grader.grade, item, rec["content"], rec.get("finish_reason"))
+        line = graded_line(
             item,
             verdict,
             revisions.get(item.dataset),
-            finish_reason=ans.get("finish_reason"),
-            thinking=bool(ans.get("reasoning") or inline_reasoning(ans["content"])),
+            replay_line=ans.line,
+            finish_reason=rec.get("finish_reason"),
+            thinking=bool(rec.get("reasoning") or inline_reasoning(rec["content"])),
             prompt=render(item),
-            content=ans["content"],
-            reasoning=ans.get("reasoning"),
+            content=rec["content"],
+            reasoning=rec.get("reasoning"),
         )
+        await _second_opinion(judge, item, rec["content"], line)
+        return line
 
-    lines = []
+    tasks = [asyncio.ensure_future(one(a)) for a in todo]
+    lines = list(previous)
     try:
-        with ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade") as pool:
-            for line in pool.map(one, answers):
-                rundir.append(GRADED, line)
-                lines.append(line)
-                progress.add(line["correct"])
+        for task in tasks:  # graded two at a time, written in input order
+            line = await task
+            rundir.append(GRADED, line)
+            lines.append(line)
+            progress.add(line["correct"])
     finally:
+        for task in tasks:
+            task.cancel()
         progress.close()
+        pool.shutdown(wait=True, cancel_futures=True)
     return lines

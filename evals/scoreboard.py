@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit_evals import registry
+from evalkit_evals.model_judge import judge_counts
 from evalkit_evals.question_scores import latest_per_sample, pass_at_1, question_scores
 from evalkit_evals.verdict import OUTCOMES
 
@@ -29,7 +30,8 @@ def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
     """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes, ambiguous}}, "total": {...}}`
-    + extras (`ambiguous`: grades whose readings disagree, see graded.jsonl's `readings`);
+    + extras (`ambiguous`: grades whose readings disagree, see graded.jsonl's `readings`; `judge`: lines sent to
+    a judge model and how often it disagrees with the rules, `model_judge.judge_counts`);
     with repeats, `correct` is the sum of per-question mean scores and each entry carries `pass_at_1`."""
     repeats = max((int(ln.get("repeat") or 0) + 1 for ln in lines), default=1)
     scores: dict[str, dict[str, Any]] = {}
@@ -54,6 +56,9 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
                 pass_at_1=p1,
             )
         entry.update(registry.get(ds).score_extra(mine))
+        judged = judge_counts(mine)
+        if judged is not None:
+            entry["judge"] = {"sent": judged["sent"], "disagree": judged["disagree"]}
         scores[ds] = entry
     correct = sum(s["correct"] for s in scores.values())
     total = sum(s["total"] for s in scores.values())
@@ -66,12 +71,14 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
     }
     if repeats > 1:
         overall.update(correct=round(correct, 4), samples=len(lines), pass_at_1=_pass_at_1(lines))
+    judged = judge_counts(lines)
     return {
         "kind": "capability",
         "thinking": thinking,
         "scores": scores,
         "total": overall,
         **({"repeats": repeats} if repeats > 1 else {}),
+        **({"judge": judged} if judged is not None else {}),
         **extra,
     }
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.lag import client_lag
-from evalkit.config.argtypes import nonneg_float, positive_int
+from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int
 from evalkit.config.profiles import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
+from evalkit.redact import known_forms
 from evalkit.runs.context import open_run, print_run_path
 from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.rundir import RunDir, default_run_name
@@ -73,7 +75,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="sampling temperature (default 0, or 0.7 with --repeats above 1; sampled repeats send seed 0..K-1)",
     )
     g.add_argument("--manifest", default="capability-140-v1", help="pinned question manifest (default %(default)s)")
-    g.add_argument("--replay", type=Path, help="grade recorded answers from a JSONL file; no server needed")
+    g.add_argument(
+        "--replay",
+        type=Path,
+        help="grade recorded answers from a JSONL file, each line its own case; no server needed",
+    )
+    j = p.add_argument_group("judge (a second opinion on the lines the rules are unsure of)")
+    j.add_argument(
+        "--judge-url",
+        type=base_url,
+        metavar="URL",
+        help="an OpenAI-compatible server asked, line by line, whether an ambiguous or unparsed answer equals the "
+        "reference; its verdict is stored as `judge` beside the rule's grade, never replacing it",
+    )
+    j.add_argument("--judge-model", metavar="NAME", help="the judge's model id (required with --judge-url)")
+    j.add_argument(
+        "--judge-api-key-env",
+        type=env_name,
+        metavar="NAME",
+        help="name of the environment variable holding the judge's API key (default: none sent)",
+    )
     from evalkit.commands.under_load import add_under_load_arguments
 
     add_under_load_arguments(g)
@@ -128,10 +149,58 @@ def _revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any
     return full, short
 
 
-def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, extra: dict[str, Any]) -> int:
+def _judge_settings(args: argparse.Namespace) -> Any:
+    """`--judge-url`, `--judge-model` and the key from `--judge-api-key-env` (never echoed); None without a judge."""
+    if args.judge_url is None:
+        if args.judge_model is not None or args.judge_api_key_env is not None:
+            raise UsageError("--judge-model and --judge-api-key-env go with --judge-url")
+        return None
+    if not args.judge_model:
+        raise UsageError("--judge-url needs --judge-model NAME (the judge's model id)")
+    key = None
+    if args.judge_api_key_env is not None:
+        key = os.environ.get(args.judge_api_key_env)
+        if not key:
+            raise UsageError(f"--judge-api-key-env {args.judge_api_key_env}: that environment variable is not set")
+    from evalkit_evals.model_judge import JudgeSettings
+
+    return JudgeSettings(args.judge_url, args.judge_model, key)
+
+
+def _check_resume(args: argparse.Namespace, fields: dict[str, Any]) -> None:
+    """A run started again under its `--name` resumes only with the same `fields` (the replay file's hash, the
+    judge): checked before the run directory is reopened, so a refused resume leaves the old run as it was."""
+    if args.name is None:
+        return
+    path = Path(args.out) / args.name / "manifest.json"
+    if not path.is_file():
+        return
+    from evalkit.runs.rundir import read_json_object
+
+    old = read_json_object(path)
+    if old.get("kind") != "capability":
+        return  # RunDir.create says whose run it is
+    for key, now in fields.items():
+        before = old.get(key)
+        if before == now:
+            continue
+        if key == "replay_sha256":
+            raise UsageError(f"{path.parent} holds the replay of another file; pick a new --name")
+        raise UsageError(
+            f"{path.parent} was graded with judge {before and before.get('model')!r}, not "
+            f"{now and now.get('model')!r}; resume it with the same --judge-url/--judge-model, or pick a new --name"
+        )
+
+
+def _finish(
+    rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, extra: dict[str, Any], per_line: bool = False
+) -> int:
+    """Summarize, print the table and the run's path. `per_line` (replay): every line is its own case; otherwise
+    the last line of each id and repeat counts (a resumed live run re-asks errored questions)."""
+    from evalkit_evals.model_judge import describe_counts
     from evalkit_evals.scoreboard import latest_per_id, summarize, table, thinking_warning
 
-    latest = latest_per_id(lines)
+    latest = lines if per_line else latest_per_id(lines)
     warning = thinking_warning(latest, thinking)
     truncated = sum(1 for ln in latest if ln.get("finish_reason") == "length")
     summary = summarize(
@@ -153,6 +222,11 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
         )
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
+    if summary.get("judge"):
+        print(describe_counts(summary["judge"], len(latest)))
+        if summary["judge"]["verdicts"]["error"]:
+            n = summary["judge"]["verdicts"]["error"]
+            sys.stderr.write(f"warning: the judge could not be asked about {n} line(s); their rule grades stand\n")
     if summary.get("under_load"):
         from evalkit.commands.under_load import describe
 
@@ -168,22 +242,33 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
 
 
 def _replay(args: argparse.Namespace) -> int:
+    return asyncio.run(_replay_async(args))
+
+
+async def _replay_async(args: argparse.Namespace) -> int:
+    import hashlib
+
     from evalkit_evals.grader import Grader
     from evalkit_evals.prompting import template_hashes
     from evalkit_evals.question_set import items_by_id, load_manifest
-    from evalkit_evals.runner import read_replay, run_replay
+    from evalkit_evals.runner import check_replay_datasets, check_replay_ids, read_replay, run_replay
 
+    judge_settings = _judge_settings(args)
     answers = read_replay(args.replay)
     _, user = _user_evals(args.evals)
+    check_replay_datasets(args.replay, answers)
     qset = load_manifest(args.manifest)
-    items = items_by_id([a["id"] for a in answers], args.data_dir)
+    items = items_by_id([a.qid for a in answers], args.data_dir)
+    check_replay_ids(args.replay, answers, items)
     datasets = sorted({it.dataset for it in items.values()})
-    judge, isolation = _code_judge(datasets, args.unsafe_exec)
+    code_judge, isolation = _code_judge(datasets, args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
+    judge = await _open_judge(judge_settings, args.concurrency or 4)
     name = args.name or default_run_name("capability")
     manifest = {
         "mode": "replay",
         "replay_file": str(args.replay),
+        "replay_sha256": hashlib.sha256(args.replay.read_bytes()).hexdigest(),
         "question_set": {"name": qset.name, "sha256": qset.sha256},
         "dataset_revisions": full,
         "seed": qset.raw.get("seed"),
@@ -191,16 +276,30 @@ def _replay(args: argparse.Namespace) -> int:
         "prompt_templates": template_hashes(datasets),
         "code_isolation": isolation,
         **({"user_evals": user} if user else {}),
+        **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
-    rundir = RunDir.create(args.out, name, "capability", manifest)
-    if rundir.resumed and rundir.read("graded.jsonl"):
-        raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
-    grader = Grader(args.data_dir, judge)
     try:
-        lines = run_replay(rundir, answers, items, grader, short)
+        _check_resume(args, {"replay_sha256": manifest["replay_sha256"], "judge": manifest.get("judge")})
+        secrets = (judge_settings.api_key,) if judge_settings is not None else ()
+        rundir = RunDir.create(args.out, name, "capability", manifest, secrets)
+        grader = Grader(args.data_dir, code_judge)
+        try:
+            lines = await run_replay(rundir, answers, items, grader, short, judge)
+        finally:
+            grader.close()
     finally:
-        grader.close()
-    return _finish(rundir, lines, None, {"mode": "replay", "question_set": qset.name})
+        if judge is not None:
+            await judge.aclose()
+    return _finish(rundir, lines, None, {"mode": "replay", "question_set": qset.name}, per_line=True)
+
+
+async def _open_judge(settings: Any, concurrency: int) -> Any:
+    """The judge, checked reachable before any grading (exit 2 in one line when it is not); None without one."""
+    if settings is None:
+        return None
+    from evalkit_evals.model_judge import ModelJudge
+
+    return await ModelJudge.connect(settings, concurrency)
 
 
 async def _live(args: argparse.Namespace) -> int:
@@ -211,6 +310,7 @@ async def _live(args: argparse.Namespace) -> int:
 
     if args.thinking is None:
         raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
+    judge_settings = _judge_settings(args)
     from evalkit.commands.under_load import check_under_load
 
     load_spec = check_under_load(args)
@@ -221,7 +321,7 @@ async def _live(args: argparse.Namespace) -> int:
     datasets += [n for n in user_names if n not in datasets]
     qset = load_manifest(args.manifest)
     items = select_items(qset, datasets, args.limit, args.data_dir)
-    judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
+    code_judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
     max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
     if args.repeats < 1:
@@ -242,13 +342,18 @@ async def _live(args: argparse.Namespace) -> int:
         "code_isolation": isolation,
         **({"user_evals": user} if user else {}),
         **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
+        **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
+    _check_resume(args, {"judge": manifest.get("judge")})
     async with open_run(args, "capability", manifest) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
+        if judge_settings is not None and judge_settings.api_key:
+            ctx.rundir.secrets += known_forms((judge_settings.api_key,))
+        judge = await _open_judge(judge_settings, concurrency)
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
         extra_body = {**ctx.profile.extra_body, **body}
         ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body, system_prompt=system_prompt)
-        grader = Grader(args.data_dir, judge)
+        grader = Grader(args.data_dir, code_judge)
         wanted = {it.qid for it in items}
         under: dict[str, Any] = {}
 
@@ -266,6 +371,7 @@ async def _live(args: argparse.Namespace) -> int:
                 Sampling(args.repeats, temperature),
                 graded=graded,
                 pass_tags=tags,
+                judge=judge,
             )
 
         try:
@@ -287,6 +393,8 @@ async def _live(args: argparse.Namespace) -> int:
                     )
         finally:
             grader.close()
+            if judge is not None:
+                await judge.aclose()
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
         await ctx.evidence.end()
         code = _finish(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.report import noise, trust
+from evalkit.report.grade_review import review_tables
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.report.words import num
@@ -190,6 +191,16 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
         )
     else:
         notes_ambiguous = False
+    if any(isinstance(r.summary.get("judge"), dict) for r in group):
+        rows.append(
+            (
+                "judge: lines sent / disagree with the rules",
+                [
+                    f"{j['sent']} / {j['disagree']}" if isinstance(j := r.summary.get("judge"), dict) else "–"
+                    for r in group
+                ],
+            )
+        )
     notes = [
         "Marks by McNemar's exact test on the questions both runs answered (graded.jsonl; with repeats, on "
         "per-question mean scores); ? when a run has no graded.jsonl."
@@ -356,7 +367,7 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
     out = []
     for mode, group in _modes(runs).items():
         out += score_tables(group, mode) + change_tables(group, mode) + answering_tables(group, mode)
-    return out + under_load_tables(runs)
+    return out + under_load_tables(runs) + review_tables(runs)
 
 
 def under_load_tables(runs: list[LabelledRun]) -> list[Table]:

@@ -23,6 +23,7 @@ from evalkit.errors import UsageError
 KINDS = ("bench", "capability", "stress", "load", "check")
 STATUSES = ("ok", "error", "cancelled", "timeout")
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
+JUDGE_VERDICTS = ("correct", "wrong", "unsure", "error")
 THINKING_STYLES = ("auto", "reasoning_effort", "chat_template_kwargs", "system_prompt", "none")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -131,14 +132,26 @@ class RequestLine(_Open):
     error: str | None = None
 
 
+class JudgeOpinion(_Open):
+    """`graded.jsonl`'s `judge`: a judge model's verdict on a line the rules were unsure of (`--judge-url`)."""
+
+    model: str
+    verdict: Literal[JUDGE_VERDICTS]  # type: ignore[valid-type]  # as above
+    words: str
+    request_id: str | None = None
+
+
 class GradedLine(_Open):
-    """One line of `graded.jsonl`: one graded answer (CONTRACT.md)."""
+    """One line of `graded.jsonl`: one graded answer (CONTRACT.md); `judge` only where a judge was asked, never
+    changing `correct` or `outcome`; `replay_line` only in a replay, the answer's line in its file."""
 
     id: str
     correct: bool
     outcome: Literal[OUTCOMES]  # type: ignore[valid-type]  # as above
     extracted: Any = None
     request_id: str | None = None
+    replay_line: int | None = Field(default=None, ge=1)
+    judge: JudgeOpinion | None = None
 
 
 class ReplayLine(_Open):

@@ -7,11 +7,15 @@ style is chosen here per question from a hash of the seed and question id, so a 
 - musr: a sentence naming the choice, then a last line `ANSWER: 2`, `**ANSWER: 2**` or `Answer: 2` (1-based).
 - humanevalplus: a fenced python block with the whole function; bare code; prose, a fenced block, prose.
 Wrong answers: gsm8k gold+1; math500 a clearly different value; musr the next choice; humanevalplus a body that
-raises. Stress questions get their known answer (wrong ones are off by one / altered). Anything else: filler.
+raises. Stress questions get their known answer (wrong ones are off by one / altered). A judge's equality-check
+prompt gets `Yes` when the reference (or, for a MuSR reference `2 (text)`, its number or its text) stands as a whole
+token in the response's last non-empty line, `Unsure` for an empty response, else `No`; a wrong verdict swaps Yes and
+No (Unsure becomes No). Anything else: filler.
 """
 
 from __future__ import annotations
 
+import re
 from itertools import cycle, islice
 
 from evalkit.client.tokens import tokenize
@@ -47,6 +51,33 @@ def _stress(q: Question, correct: bool) -> str:
     return ", ".join(nums)
 
 
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_CHOICE = re.compile(r"^(\d+) \((.*)\)$")
+
+
+def _plain(text: str) -> str:
+    text = _THOUSANDS.sub("", _BOXED.sub(r"\1", text)).replace("$", "").replace("**", "")
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def judge_word(reference: str, response: str, correct: bool) -> str:
+    """The sim judge's verdict on a response against a reference: Yes, No or Unsure (see the module docstring)."""
+    lines = [ln for ln in response.splitlines() if ln.strip()]
+    if not lines:
+        word = "Unsure"
+    else:
+        last = _plain(lines[-1])
+        ref = _plain(reference)
+        m = _CHOICE.match(ref)
+        wanted = [ref, *(m.groups() if m else ())]
+        hit = any(re.search(rf"(?<![\w.\-]){re.escape(w)}(?![\w]|\.\d)", last) for w in wanted if w)
+        word = "Yes" if hit else "No"
+    if correct:
+        return word
+    return "No" if word != "No" else "Yes"
+
+
 def answer_text(q: Question, correct: bool, seed: int) -> str:
     """The answer text for a recognised question (empty for filler)."""
     if q.kind == "capability":
@@ -55,4 +86,6 @@ def answer_text(q: Question, correct: bool, seed: int) -> str:
         return registry.get(q.dataset).sim_answer(q.row, correct, style)
     if q.kind.startswith("stress_"):
         return _stress(q, correct)
+    if q.kind == "judge":
+        return judge_word(q.gold[0], q.gold[1], correct)
     return ""

@@ -31,7 +31,9 @@ token rule: tokens = re.findall(r"\\s*\\w+|\\s*[^\\w\\s]", text); a chat prompt 
 
 answers: capability questions (GSM8K, MATH-500, MuSR, HumanEval+ from --data-dir / $EVALKIT_DATA_DIR) get a
   correct answer in one of several styles, or a wrong one for a fraction 1 - --accuracy chosen by hashing the
-  question id with --seed; stress questions get their known answer; anything else gets filler.
+  question id with --seed; stress questions get their known answer; a judge's equality-check prompt (capability
+  --judge-url) gets Yes, No or Unsure by comparing its reference with the response's last line (a fraction
+  --judge-error-rate flipped); anything else gets filler.
   "ignore_eos": true pads to max_tokens. Thinking (enable_thinking, reasoning_effort, /think) streams reasoning
   first in --reasoning-format; effort low/medium/high ~60/150/300 tokens.
 
@@ -131,6 +133,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     a = p.add_argument_group("answers and thinking")
     a.add_argument("--accuracy", type=fraction, help="fraction of capability questions answered right (default 1.0)")
+    a.add_argument(
+        "--judge-error-rate",
+        type=fraction,
+        help="fraction of judge verdicts (equality-check prompts) answered the wrong way round (default 0)",
+    )
     a.add_argument("--seed", type=any_int, help="seed for wrong answers, styles and faults (default 0)")
     a.add_argument("--reasoning-format", choices=REASONING_FORMATS, help="how reasoning is streamed")
     a.add_argument("--default-thinking", choices=("off", "on"), help="thinking when the request does not say")
@@ -339,7 +346,14 @@ def _check(s: SimSettings) -> None:
     for name, v in positive.items():
         if v <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    for name in ("accuracy", "fail_rate", "disconnect_rate", "stall_rate", "wrong_when_batched_rate"):
+    for name in (
+        "accuracy",
+        "judge_error_rate",
+        "fail_rate",
+        "disconnect_rate",
+        "stall_rate",
+        "wrong_when_batched_rate",
+    ):
         v = getattr(s, name)
         if not 0.0 <= v <= 1.0:
             raise UsageError(f"--{name.replace('_', '-')} must be between 0 and 1")

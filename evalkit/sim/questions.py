@@ -31,10 +31,11 @@ _WORD_START = re.compile(r"(?<!\w)(?=\S)")
 class Question:
     """What the sim recognised: kind, question id (capability only) and what is needed to answer it."""
 
-    kind: str  # capability | stress_short | stress_long | stress_generation | filler
+    kind: str  # capability | judge | stress_short | stress_long | stress_generation | filler
     qid: str | None = None
     dataset: str | None = None
-    gold: Any = None  # a stress question's known answer (a capability item's is in its row, read by its eval)
+    # A stress question's known answer; a judge prompt's (reference, response). A capability item's is in its row.
+    gold: Any = None
     row: dict[str, Any] | None = None
 
 
@@ -133,6 +134,14 @@ def stress_question(text: str) -> Question | None:
     return None
 
 
+def judge_question(text: str) -> Question | None:
+    """A judge's equality-check prompt (`evalkit_evals.model_judge`), or None."""
+    from evalkit_evals.model_judge import parse_judge_prompt
+
+    pair = parse_judge_prompt(text)
+    return Question("judge", gold=pair) if pair is not None else None
+
+
 def user_texts(messages: list[dict[str, Any]]) -> list[str]:
     """User messages' text, the last first (where the question usually is)."""
     return [message_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"]
@@ -142,7 +151,7 @@ def recognise(messages: list[dict[str, Any]], index: QuestionIndex | None) -> Qu
     """What the chat asks; filler when nothing is recognised."""
     texts = user_texts(messages)
     for t in texts:
-        q = stress_question(t)
+        q = stress_question(t) or judge_question(t)
         if q:
             return q
     if index is not None:

@@ -33,7 +33,15 @@ from evalkit.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from evalkit.sim.metrics import render as render_metrics
 from evalkit.sim.output import Output, build_output
 from evalkit.sim.prefix_cache import chat_token_sequence
-from evalkit.sim.questions import Question, QuestionIndex, indexed_names, recognise, stress_question, user_texts
+from evalkit.sim.questions import (
+    Question,
+    QuestionIndex,
+    indexed_names,
+    judge_question,
+    recognise,
+    stress_question,
+    user_texts,
+)
 from evalkit.sim.serverlog import SimLog
 from evalkit.sim.settings import SimSettings
 from evalkit.sim.thinking import decide
@@ -160,7 +168,7 @@ class SimServer:
     async def _recognise(self, messages: list[dict[str, Any]]) -> Question:
         # Stress phrasings need no datasets; only other prompts wait for the (once, lazily loaded) index.
         for t in user_texts(messages):
-            q = stress_question(t)
+            q = stress_question(t) or judge_question(t)
             if q:
                 return q
         if not indexed_names(self.s.data_dir):
@@ -226,6 +234,9 @@ class SimServer:
                 correct = True
                 if question.kind == "capability":
                     correct = unit_draw(self.s.seed, question.qid + _sample_key(body), "wrong") >= 1.0 - self.s.accuracy
+                elif question.kind == "judge":  # a fallible judge: this verdict the wrong way round
+                    correct = unit_draw(self.s.seed, *question.gold, "judge") >= self.s.judge_error_rate
+                    trace.fault = None if correct else "judge_flipped"
                 # The rate's draw is apart from the accuracy draw, so the same question at idle stays as it was.
                 if (self.s.wrong_when_batched and batched) or (
                     batched

@@ -25,6 +25,9 @@ class SimSettings:
     long_threshold: int = 2048  # prompts longer than this are "long"
     cancel_aborts: bool = True  # cancel stops prefill at the next chunk boundary
     accuracy: float = 1.0
+    # A judge's equality-check prompt (evalkit_evals.model_judge) is answered Yes/No/Unsure by comparing its two
+    # answers; this fraction of verdicts is flipped (drawn per prompt from --seed), as a fallible judge model.
+    judge_error_rate: float = 0.0
     seed: int = 0
     data_dir: str | None = None
     reasoning_format: str = "reasoning_content"

@@ -1,0 +1,99 @@
+"""Grades for a person to look at: per capability run, the answers whose readings disagree (`ambiguous`) and those a
+judge model (`capability --judge-url`) graded otherwise than the rules, with both readings, the rule that decided
+and the judge's verdict, and how often the judge and the rules disagree. Read from graded.jsonl and summary.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.report.runs import LabelledRun
+from evalkit.report.tables import Table
+from evalkit_evals.model_judge import disagrees
+
+MAX_ROWS = 50  # a long list belongs in graded.jsonl; the report shows the first ones and says how many more
+_VALUE_CHARS = 80
+
+
+def _short(text: Any) -> str:
+    s = "–" if text is None else " ".join(str(text).split())
+    return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
+
+
+def to_review(line: dict[str, Any]) -> bool:
+    """True for a line a person should look at: ambiguous, or graded otherwise by the judge."""
+    return bool(line.get("ambiguous")) or disagrees(line)
+
+
+def _readings(line: dict[str, Any]) -> str:
+    readings = line.get("readings") or []
+    if not readings:
+        return f"{_short(line.get('extracted'))} ({line.get('rule') or '–'})"
+    return "; ".join(f"{_short(r.get('value'))} ({r.get('rule') or '–'})" for r in readings)
+
+
+def _judge_cell(line: dict[str, Any]) -> str:
+    j = line.get("judge")
+    if not isinstance(j, dict):
+        return "–"
+    mark = " ≠ rules" if disagrees(line) else ""
+    return f"{j.get('verdict')}{mark}: {_short(j.get('words'))}"
+
+
+def _row_name(line: dict[str, Any]) -> str:
+    at = line.get("replay_line")
+    return f"{line['id']} (line {at})" if at is not None else str(line["id"])
+
+
+def _judge_note(summary: dict[str, Any]) -> str | None:
+    j = summary.get("judge")
+    if not isinstance(j, dict):
+        return None
+    v = j.get("verdicts") or {}
+    return (
+        f"judge {', '.join(j.get('models') or [])} was asked about {j.get('sent')} line(s) (ambiguous or unparsed): "
+        f"it disagrees with the rules on {j.get('disagree')} ({j.get('judge_right_rules_not')} it calls right that "
+        f"the rules did not, {j.get('rules_right_judge_not')} the reverse), {v.get('unsure', 0)} unsure, "
+        f"{v.get('error', 0)} could not be asked. The score stays the rules'."
+    )
+
+
+def review_tables(runs: list[LabelledRun]) -> list[Table]:
+    """One table per capability run with anything to look at (none for a run whose grades are all confident)."""
+    out = []
+    for r in runs:
+        lines = [g for g in r.graded() if "id" in g and to_review(g)]
+        note = _judge_note(r.summary)
+        if not lines and note is None:
+            continue
+        ambiguous = sum(1 for g in lines if g.get("ambiguous"))
+        rows = [
+            (
+                _row_name(g),
+                [
+                    f"{g.get('outcome')}{' (ambiguous)' if g.get('ambiguous') else ''}",
+                    str(g.get("rule") or "–"),
+                    _readings(g),
+                    _judge_cell(g),
+                ],
+            )
+            for g in lines[:MAX_ROWS]
+        ]
+        notes = [
+            f"{ambiguous} ambiguous grade(s): two readings of the answer disagree and the rule named decided; "
+            "graded.jsonl's `readings` holds both, its `judge` the judge's verdict and words."
+        ]
+        if note:
+            notes.append(note)
+        if len(lines) > MAX_ROWS:
+            notes.append(f"{len(lines) - MAX_ROWS} more line(s) to look at in {r.run.path / 'graded.jsonl'}.")
+        out.append(
+            Table(
+                f"capability_review_{r.label}",
+                f"Grades to look at: {r.label} ({len(lines)})",
+                ["outcome (rules)", "rule", "readings (rule)", "judge"],
+                rows or [("(none)", ["no ambiguous grade, no disagreement", "", "", ""])],
+                notes,
+                row_header="question",
+            )
+        )
+    return out

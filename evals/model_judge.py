@@ -1,0 +1,209 @@
+"""A second opinion where the rules are unsure: a judge model asked, as simple-evals' equality checker asks, whether
+an answer's final value is equivalent to the reference (`prompts/judge-equality.txt`).
+
+Only lines the rules could not grade with confidence go to the judge: `ambiguous` (two readings disagree) or
+`unparsed` (nothing read). The judge's verdict (`correct`, `wrong`, `unsure`, or `error` when it could not be
+asked) and its words are stored beside the rule's grade as `judge` in `graded.jsonl`; they never replace it: the
+score stays the rules'. Items graded by running code (HumanEval+) have no value to compare and are never sent.
+The judge's key is sent in its Authorization header only; the client scrubs it from every error text it keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+from evalkit.client.thinking_text import split_inline_reasoning
+from evalkit.errors import UsageError
+from evalkit.redact import scrub
+from evalkit.runs.schemas import JUDGE_VERDICTS
+from evalkit_evals import registry
+from evalkit_evals.datasets import DatasetItem
+
+if TYPE_CHECKING:  # the client is imported when a judge is opened: the report and the sim read lines only
+    from evalkit.client.chat import ChatClient
+
+VERDICTS = JUDGE_VERDICTS
+# Room for a reasoning judge to think before its one word; its words are kept whole in graded.jsonl.
+MAX_TOKENS = 4096
+TIMEOUT_S = 300.0
+# The response's tail is what states its final answer; a long derivation is cut from the front.
+RESPONSE_CHARS = 6000
+_FIELD = re.compile(r"\{(reference|response)\}")
+_REFERENCE = re.compile(r"<reference>\n(.*?)\n</reference>", re.DOTALL)
+_RESPONSE = re.compile(r"<response>\n(.*)\n</response>\s*\Z", re.DOTALL)
+_WORD = re.compile(r"[a-z]+")
+_WORDS = {"yes": "correct", "no": "wrong", "unsure": "unsure"}
+
+
+@functools.cache  # read once: the sim checks every prompt it is sent against its first line
+def template() -> str:
+    """The judge's prompt (`prompts/judge-equality.txt`), with `{reference}` and `{response}` to fill."""
+    return (files("evalkit_prompts") / "judge-equality.txt").read_text(encoding="utf-8")
+
+
+def judge_prompt(reference: str, response: str) -> str:
+    """The prompt for one answer; the response is cut to its last `RESPONSE_CHARS` characters."""
+    if len(response) > RESPONSE_CHARS:
+        response = "[...] " + response[-RESPONSE_CHARS:]
+    values = {"reference": reference.strip(), "response": response.strip()}
+    # One pass, so text inside one value is never taken for the other's placeholder.
+    return _FIELD.sub(lambda m: values[m.group(1)], template())
+
+
+def parse_judge_prompt(text: str) -> tuple[str, str] | None:
+    """(reference, response) of a prompt `judge_prompt` wrote, or None for any other text (the sim's judge)."""
+    head = template().split("{reference}", 1)[0].split("\n", 1)[0]
+    if not text.startswith(head):
+        return None
+    ref, resp = _REFERENCE.search(text), _RESPONSE.search(text)
+    if ref is None or resp is None:
+        return None
+    return ref.group(1), resp.group(1)
+
+
+def read_verdict(words: str) -> str:
+    """`correct`, `wrong` or `unsure` from the judge's words (after any reasoning): its first word, Yes/No/Unsure;
+    anything else is `unsure` (the words are kept for a person to read)."""
+    _, answer = split_inline_reasoning(words or "")
+    m = _WORD.search(answer.lower())
+    return _WORDS.get(m.group(0), "unsure") if m else "unsure"
+
+
+def reference_answer(item: DatasetItem) -> str | None:
+    """The gold as the judge is shown it; None for an item with nothing to compare (code run by tests)."""
+    row = item.row
+    if item.dataset == "gsm8k":
+        return str(row["answer"]).split("####")[-1].strip()
+    if item.dataset == "math500":
+        return str(row["answer"]).strip()
+    if item.dataset == "musr":
+        from evalkit_evals.musr import musr_choices
+
+        k = int(row["answer_index"])
+        return f"{k + 1} ({musr_choices(row)[k].strip()})"
+    ev = registry.get(item.dataset)
+    spec = getattr(ev, "spec", None)  # a user eval: its gold column, unless it is code run by tests
+    if ev.runs_code or spec is None or spec.extract.kind == "code":
+        return None
+    return str(row[spec.answer]).strip()
+
+
+def needs_judge(line: dict[str, Any]) -> bool:
+    """True for a line the rules could not grade with confidence: ambiguous, or unparsed."""
+    return bool(line.get("ambiguous")) or line.get("outcome") == "unparsed"
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    """What the judge said about one answer: its model, verdict (one of VERDICTS), words, and request id."""
+
+    model: str
+    verdict: str
+    words: str
+    request_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `judge` field of a `graded.jsonl` line."""
+        return {"model": self.model, "verdict": self.verdict, "words": self.words, "request_id": self.request_id}
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Where the judge is: an OpenAI-compatible base URL, a model, and the key (never shown, never written)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False, compare=False)
+
+    def manifest(self) -> dict[str, Any]:
+        """What the run records of its judge (never the key)."""
+        return {"base_url": self.base_url, "model": self.model, "prompt": "judge-equality.txt"}
+
+
+class ModelJudge:
+    """Asks one judge server about answers; open it with `connect`, close it with `aclose`."""
+
+    def __init__(self, settings: JudgeSettings, client: ChatClient, concurrency: int = 4) -> None:
+        self.settings = settings
+        self.client = client
+        self._slots = asyncio.Semaphore(max(1, concurrency))  # answers may arrive faster than the judge reads them
+
+    @classmethod
+    async def connect(cls, settings: JudgeSettings, concurrency: int = 4) -> ModelJudge:
+        """Check that the judge answers `GET /models` (one line, exit 2, before any grading when it does not)."""
+        from evalkit.client.chat import ChatClient
+        from evalkit.client.connect import discover_model
+        from evalkit.config.profiles import ServerProfile
+
+        profile = ServerProfile(base_url=settings.base_url, model=settings.model, api_key=settings.api_key)
+        try:
+            await discover_model(profile)
+        except UsageError as e:
+            raise UsageError(f"--judge-url: {scrub(str(e), [settings.api_key])}") from None
+        return cls(settings, ChatClient(settings.base_url, settings.model, api_key=settings.api_key), concurrency)
+
+    async def ask(self, item: DatasetItem, content: str) -> JudgeVerdict | None:
+        """The judge's verdict on one answer (its text after any reasoning); None when the item has no reference."""
+        from evalkit.client.chat import ChatRequest, new_request_id
+
+        reference = reference_answer(item)
+        if reference is None:
+            return None
+        _, answer = split_inline_reasoning(content or "")
+        req = ChatRequest(
+            messages=[{"role": "user", "content": judge_prompt(reference, answer)}],
+            max_tokens=MAX_TOKENS,
+            temperature=0.0,
+            request_id=new_request_id("judge"),
+            timeout_s=TIMEOUT_S,
+            tags={"qid": item.qid, "judge": True},
+        )
+        async with self._slots:
+            rec = await self.client.chat(req)
+        if rec.status != "ok":
+            why = scrub(f"judge request {rec.status}: {rec.error}", [self.settings.api_key])
+            return JudgeVerdict(self.settings.model, "error", why, rec.request_id)
+        return JudgeVerdict(self.settings.model, read_verdict(rec.content), rec.content, rec.request_id)
+
+    async def aclose(self) -> None:
+        """Close the judge's connections."""
+        await self.client.aclose()
+
+
+def disagrees(line: dict[str, Any]) -> bool:
+    """True when the judge gave a verdict (correct or wrong) other than the rule's grade."""
+    verdict = (line.get("judge") or {}).get("verdict")
+    return verdict in ("correct", "wrong") and (verdict == "correct") != bool(line.get("correct"))
+
+
+def judge_counts(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The summary's `judge` entry: lines sent, each verdict's count, and disagreements with the rules (those the
+    judge calls right that the rules did not, and the reverse); None when no line carries a judge verdict."""
+    judged = [ln for ln in lines if isinstance(ln.get("judge"), dict)]
+    if not judged:
+        return None
+    verdicts = {v: sum(1 for ln in judged if ln["judge"].get("verdict") == v) for v in VERDICTS}
+    return {
+        "sent": len(judged),
+        "verdicts": verdicts,
+        "disagree": sum(1 for ln in judged if disagrees(ln)),
+        "judge_right_rules_not": sum(1 for ln in judged if disagrees(ln) and not ln.get("correct")),
+        "rules_right_judge_not": sum(1 for ln in judged if disagrees(ln) and ln.get("correct")),
+        "models": sorted({str(ln["judge"].get("model")) for ln in judged}),
+    }
+
+
+def describe_counts(counts: dict[str, Any], lines: int) -> str:
+    """One line for the end of a run: how many lines were sent, and how often the judge disagreed."""
+    v = counts["verdicts"]
+    return (
+        f"judge {', '.join(counts['models'])}: asked about {counts['sent']} of {lines} lines (ambiguous or unparsed); "
+        f"disagrees with the rules on {counts['disagree']} ({counts['judge_right_rules_not']} it calls right, "
+        f"{counts['rules_right_judge_not']} it calls wrong); {v['unsure']} unsure, {v['error']} failed; "
+        "the score is the rules'"
+    )
