@@ -48,6 +48,7 @@ from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
 from evalkit.runs.schemas import validate
 from evalkit_evals.datasets import DatasetItem, HubSource, read_hub
+from evalkit_evals.prompting import template_environment
 from evalkit_evals.protocol import Judges
 from evalkit_evals.sample_answers import WRONG_MATH, plus_one
 from evalkit_evals.verdict import Verdict
@@ -240,12 +241,7 @@ class UserEval:
     file: Path
     sha256: str
     runs_code: bool = False
-    _env: jinja2.Environment = field(
-        default_factory=lambda: jinja2.Environment(
-            autoescape=False, keep_trailing_newline=False, undefined=jinja2.StrictUndefined
-        ),
-        compare=False,
-    )
+    _env: jinja2.Environment = field(default_factory=template_environment, compare=False)
 
     @property
     def name(self) -> str:
@@ -285,14 +281,22 @@ class UserEval:
             if it.qid in seen:
                 raise UsageError(f"{self.file}: question id {it.qid} appears twice (column {col!r})")
             seen.add(it.qid)
-        if items:
-            try:
-                self._env.from_string(self.spec.prompt).render(**self.prompt_fields(items[0].row))
-            except jinja2.UndefinedError as e:
-                raise UsageError(
-                    f"{self.file}: prompt: {e.message} (the row's columns: {', '.join(items[0].row)})"
-                ) from None
+        # Every row's prompt (and sim answer) rendered once here: a template that only misbehaves on some row
+        # stops the run before its first request, in one line.
+        for it in items:
+            self._render("prompt", self.spec.prompt, self.prompt_fields(it.row))
+            if self.spec.sim.answer is not None:
+                self._render("[sim] answer", self.spec.sim.answer, {**it.row, "answer": it.row[self.spec.answer]})
         return items
+
+    def _render(self, what: str, source: str, fields: dict[str, Any]) -> str:
+        """`source` rendered in the sandbox; a refused or undefined name is one line (UsageError)."""
+        try:
+            return self._env.from_string(source).render(**fields)
+        except jinja2.UndefinedError as e:
+            raise UsageError(f"{self.file}: {what}: {e.message} (the row's columns: {', '.join(fields)})") from None
+        except jinja2.TemplateError as e:  # SecurityError among them: the sandbox refused an attribute or call
+            raise UsageError(f"{self.file}: {what}: {' '.join(str(e).split())[:200]}") from None
 
     def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
         """The local file's sha256, or the Hub commit."""
@@ -445,7 +449,7 @@ class UserEval:
     # --- how the sim answers ---------------------------------------------------------------------------------
     def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
         """The rendered prompt itself."""
-        return self._env.from_string(self.spec.prompt).render(**row).strip(), None
+        return self._render("prompt", self.spec.prompt, row).strip(), None
 
     def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
         """The gold (or a wrong value) in the extractor's form, or through the file's `[sim] answer` template."""
@@ -470,7 +474,7 @@ class UserEval:
                 "math": f"Simplifying step by step, the final answer is $\\boxed{{{value}}}$.",
             }.get(kind, value)
         if self.spec.sim.answer is not None:
-            return self._env.from_string(self.spec.sim.answer).render(**{**row, "answer": value}).strip()
+            return self._render("[sim] answer", self.spec.sim.answer, {**row, "answer": value}).strip()
         return default
 
 
@@ -483,7 +487,7 @@ def load_user_eval(path: Path) -> UserEval:
         if source is None:
             continue
         try:
-            jinja2.Environment().parse(source)
+            template_environment().parse(source)
         except jinja2.TemplateSyntaxError as e:
             raise UsageError(f"{path}: {what}: Jinja syntax error on line {e.lineno}: {e.message}") from None
     runs_code = (spec.score.kind or DEFAULT_SCORE[spec.extract.kind]) == "tests"
