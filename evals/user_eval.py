@@ -12,7 +12,7 @@ id_column = "id"                   # optional: ids from a column, else the row i
 
 [extract]
 kind = "regex"                     # number | choice | math | code | regex
-pattern = 'Answer:\s*(.+)'         # regex: the last match, its first group (or the whole match)
+pattern = 'Answer:\s*(.+)'         # regex: the last match, its first group (or the whole match); 2 s per answer
 # choices = "options"              # choice: the column listing the choices (a list, or a list literal)
 
 [score]
@@ -36,12 +36,14 @@ import hashlib
 import json
 import math
 import re
+import time
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
+import regex
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evalkit.config.profiles import read_toml
@@ -65,6 +67,10 @@ ALLOWED_SCORES = {
     "regex": ("exact", "numeric", "math"),
 }
 WRONG_TEXT = "evalkit-sim-wrong-answer"
+# A user's pattern may backtrack for ever (`(a+)+$` on "aaa...b"): the `regex` module stops it after this long, and
+# that answer grades `error` with the reason; the run goes on (and Ctrl-C waits at most this long).
+REGEX_TIMEOUT_S = 2.0
+_CALL_S = 10.0  # a `tests` score's limit per call; the answer as a whole has the sandbox's wall_s
 
 
 class _Closed(BaseModel):
@@ -105,8 +111,8 @@ class ExtractTable(_Closed):
             if not self.pattern:
                 raise ValueError("a regex extractor needs 'pattern'")
             try:
-                re.compile(self.pattern)
-            except re.error as e:
+                regex.compile(self.pattern)
+            except regex.error as e:
                 raise ValueError(f"'pattern' is not a regular expression ({e})") from None
         elif self.pattern is not None:
             raise ValueError("'pattern' is for the regex extractor only")
@@ -354,7 +360,16 @@ class UserEval:
                 return Verdict("unparsed", None, "no code in the answer", rule=self._rule("code"))
             extracted = code
         else:
-            hits = list(re.finditer(self.spec.extract.pattern or "", answer, re.MULTILINE))
+            pattern = self.spec.extract.pattern or ""
+            try:
+                hits = list(regex.finditer(pattern, answer, regex.MULTILINE, timeout=REGEX_TIMEOUT_S))
+            except TimeoutError:
+                return Verdict(
+                    "error",
+                    None,
+                    f"the pattern {pattern!r} ran past its time limit ({REGEX_TIMEOUT_S:g} s) on this answer",
+                    rule=self._rule("regex"),
+                )
             if not hits:
                 return Verdict("unparsed", None, f"no match of {self.spec.extract.pattern!r}", rule=self._rule("regex"))
             m = hits[-1]
@@ -414,7 +429,7 @@ class UserEval:
         return Verdict("correct" if same else "wrong", a, f"read {a!r}, gold {b!r}", rule=rule)
 
     def _run_tests(self, item: DatasetItem, code: str, judges: Judges, rule: str) -> Verdict:
-        from evalkit_evals.sandbox import SandboxLimits, Worker
+        from evalkit_evals.sandbox import Worker
 
         if judges.code is None:
             raise RuntimeError("no code sandbox was set up for this run")
@@ -424,13 +439,24 @@ class UserEval:
             tests = json.loads(tests)
         if not entry or not isinstance(tests, list):
             raise ValueError("a tests score needs an entry point and a 'tests' column of [input, expected] pairs")
-        passed = 0
-        with Worker(code, str(entry), judges.code.isolation, SandboxLimits()) as w:
+        passed, limits = 0, judges.code.limits
+        # One wall limit for the whole answer (every call together), besides each call's own.
+        deadline = time.monotonic() + limits.wall_s
+        with Worker(code, str(entry), judges.code.isolation, limits) as w:
             why = w.start()
             if why is not None:
                 return Verdict("wrong", code, f"the program did not load: {why}", rule=rule)
             for inp, expected in tests:
-                r = w.call(tuple(inp), 10.0)
+                left = deadline - time.monotonic()
+                r = w.call(tuple(inp), min(_CALL_S, left)) if left > 0 else None
+                if r is None or (r.status == "timeout" and time.monotonic() >= deadline):
+                    return Verdict(
+                        "wrong",
+                        code,
+                        f"{passed}/{len(tests)} tests passed when the answer's wall limit "
+                        f"({limits.wall_s:g} s) ran out",
+                        rule=rule,
+                    )
                 if r.status != "ok" or r.value != expected:
                     return Verdict(
                         "wrong",

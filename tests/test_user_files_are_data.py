@@ -22,8 +22,7 @@ from evalkit_evals.isolation import Isolation, find_bubblewrap
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.protocol import Judges
 from evalkit_evals.sandbox import SandboxLimits
-from evalkit_evals.user_eval import load_user_eval
-REGEX_TIMEOUT_S = 2.0
+from evalkit_evals.user_eval import REGEX_TIMEOUT_S, load_user_eval
 
 EVALKIT = [sys.executable, "-m", "evalkit"]
 BWRAP = find_bubblewrap()
@@ -37,15 +36,13 @@ ESCAPES = {
         "{% for c in ''.__class__.__mro__[1].__subclasses__() %}"
         "{% if c.__name__ == 'Popen' %}{{ c(['touch', '@marker@']).wait() }}{% endif %}{% endfor %}"
     ),
-    "self_init_globals": (
-        "{{ self.__init__.__globals__.__builtins__.__import__('os').system('touch @marker@') }}"
-    ),
+    "self_init_globals": ("{{ self.__init__.__globals__.__builtins__.__import__('os').system('touch @marker@') }}"),
     "lipsum_globals": "{{ lipsum.__globals__['os'].popen('touch @marker@').read() }}",
-    "joiner_getattr_filter": (
-        "{{ (joiner|attr('__init__')|attr('__globals__'))['os'].system('touch @marker@') }}"
-    ),
+    "joiner_getattr_filter": ("{{ (joiner|attr('__init__')|attr('__globals__'))['os'].system('touch @marker@') }}"),
     "namespace_globals": "{{ namespace.__init__.__globals__.sys.modules.os.system('touch @marker@') }}",
-    "format_string": "{{ '{0.__class__.__mro__}'.format(q) }}{{ cycler.__init__.__globals__.os.system('touch @marker@') }}",
+    "format_string": (
+        "{{ '{0.__class__.__mro__}'.format(q) }}{{ cycler.__init__.__globals__.os.system('touch @marker@') }}"
+    ),
     "only_on_a_later_row": (
         "{% if q == 'second' %}{{ cycler.__init__.__globals__.os.system('touch @marker@') }}{% endif %}{{ q }}"
     ),
@@ -118,7 +115,7 @@ def test_the_sandbox_still_renders_ordinary_templates(tmp_path: Path) -> None:
 # --- regex extractors under a time limit --------------------------------------------------------------------
 CATASTROPHIC = (
     'name = "cat"\nprompt = "{{ q }}"\nanswer = "gold"\n[dataset]\npath = "rows.jsonl"\n'
-    "[extract]\nkind = \"regex\"\npattern = '(a+)+$'\n"
+    "[extract]\nkind = \"regex\"\npattern = '(a|aa)+$'\n"
 )
 EVIL_ANSWER = "a" * 40 + "b"
 
@@ -131,7 +128,7 @@ def judges() -> Iterator[Judges]:
 
 
 def test_catastrophic_regex_grades_error_within_its_limit(tmp_path: Path, judges: Judges) -> None:
-    (tmp_path / "rows.jsonl").write_text('{"q": "x", "gold": "aaa"}\n')
+    (tmp_path / "rows.jsonl").write_text('{"q": "x", "gold": "a"}\n')
     (tmp_path / "cat.toml").write_text(CATASTROPHIC)
     ev = load_user_eval(tmp_path / "cat.toml")
     [item] = ev.load(None)
@@ -140,13 +137,21 @@ def test_catastrophic_regex_grades_error_within_its_limit(tmp_path: Path, judges
     took = time.monotonic() - t0
     assert verdict.outcome == "error" and "time limit" in verdict.why, verdict
     assert took < REGEX_TIMEOUT_S + 10, took
-    assert ev.grade(item, "aaa", judges).outcome == "correct"  # an ordinary answer still matches
+    assert ev.grade(item, "a", judges).outcome == "correct"  # an ordinary answer still matches
+    # The issue's own pattern: the `regex` module does not backtrack on it at all, so it ends at once.
+    (tmp_path / "cat2.toml").write_text(CATASTROPHIC.replace("(a|aa)+$", "(a+)+$").replace('"cat"', '"cat2"'))
+    ev2 = load_user_eval(tmp_path / "cat2.toml")
+    t0 = time.monotonic()
+    assert ev2.grade(ev2.load(None)[0], EVIL_ANSWER, judges).outcome == "unparsed"
+    assert time.monotonic() - t0 < REGEX_TIMEOUT_S + 10
 
 
 def test_catastrophic_regex_replay_stops_on_ctrl_c(tmp_path: Path) -> None:
     rows = [{"id": str(i), "q": "x", "gold": "aaa"} for i in range(50)]
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "cat.toml").write_text(CATASTROPHIC.replace('path = "rows.jsonl"', 'path = "rows.jsonl"\nid_column = "id"'))
+    (tmp_path / "cat.toml").write_text(
+        CATASTROPHIC.replace('path = "rows.jsonl"', 'path = "rows.jsonl"\nid_column = "id"')
+    )
     answers = tmp_path / "answers.jsonl"
     answers.write_text("".join(json.dumps({"id": f"cat:{i}", "content": EVIL_ANSWER}) + "\n" for i in range(50)))
     proc = subprocess.Popen(
@@ -156,11 +161,15 @@ def test_catastrophic_regex_replay_stops_on_ctrl_c(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)  # well inside the grading of 50 answers at the time limit each
-    proc.send_signal(signal.SIGINT)
-    t0 = time.monotonic()
-    _, err = proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < REGEX_TIMEOUT_S + 20
+    try:
+        time.sleep(4)  # well inside the grading of 50 answers at the time limit each
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - t0 < REGEX_TIMEOUT_S + 20
+    finally:
+        proc.kill()
+        proc.wait()
     assert proc.returncode != 0 and "Traceback" not in err, err[-2000:]
 
 
