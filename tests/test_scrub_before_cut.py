@@ -18,6 +18,7 @@ from aiohttp import web
 
 from evalkit.client.connect import _not_a_model_list
 from evalkit.client.http_errors import describe
+from evalkit.client.probe import Reply, refusal_words
 from evalkit.evidence.server_identity import identify
 from evalkit.evidence.server_log import summarize_log
 from evalkit.evidence.server_metrics import parse_metrics
@@ -47,6 +48,12 @@ OFFSETS = [6, len(SECRET) // 2, len(SECRET) - 6]
 # (name, the cut, the text the server's words go through, what comes out) - known key or credential pattern.
 CUTS: list[tuple[str, int, str, Callable[[str], str]]] = [
     ("http error body", 300, "", lambda body: describe(401, body, secrets=[KEY])),
+    (
+        "preflight and check refusal",
+        300,
+        "",
+        lambda body: refusal_words(Reply(status=401, body=body), {}, (KEY,)),
+    ),
     (
         "model list refusal",
         200,
