@@ -34,7 +34,6 @@ from evalkit.client.probe import (
     server_root,
 )
 from evalkit.client.thinking_text import split_inline_reasoning
-from evalkit.redact import scrub
 
 GEN_PROMPT = "Count from 1 to 100, separated by commas."
 
@@ -215,7 +214,7 @@ async def _endpoint(http: auxiliary.ClientSession, url: str, result: CheckResult
     got = await _get(http, url)
     if got is None:
         return None, "no answer"
-    return got, scrub(describe(got.status_code, got.text), result.secrets)
+    return got, describe(got.status_code, got.text, secrets=result.secrets)  # scrubbed before its cut
 
 
 async def full_check(

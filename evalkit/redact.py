@@ -3,7 +3,8 @@ logged or written, so an API key a server echoes back (in an error body, a heade
 never reaches the screen or a run file.
 
 `scrub(text, secrets)` replaces every occurrence of each known secret (the run's API key) and the value of any
-`Authorization: ...` / `Bearer ...` / `api_key=...` / `x-api-key: ...` it finds, whatever the key.
+`Authorization: ...` / `Bearer ...` / `api_key=...` / `x-api-key: ...` it finds, whatever the key. Wherever a
+server's text is shortened, `excerpt` scrubs it before it cuts it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = scrub_known(text, known_forms(secrets))
     text = _CREDENTIAL.sub(lambda m: f"{m.group('name')}{m.group('sep')}{REDACTED}", text)
     return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+
+
+def excerpt(text: str | None, limit: int, secrets: Iterable[str | None] = (), one_line: bool = True) -> str:
+    """A server's text shortened for a line or a record: scrubbed first (`scrub`), then squeezed onto one line
+    (unless `one_line` is False) and cut to `limit` characters ending in "…"; cutting first could leave the head
+    of a key that straddles the cut, which no later scrub recognises."""
+    text = scrub(text or "", secrets)
+    if one_line:
+        text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def known_forms(secrets: Iterable[str | None]) -> tuple[str, ...]:

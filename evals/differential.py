@@ -25,7 +25,8 @@ MIN_TIME_LIMIT_S = 1.0  # evalplus's DEFAULT_MIN_TIME_LIMIT
 TIME_LIMIT_FACTOR = 4.0  # evalplus's DEFAULT_GT_TIME_LIMIT_FACTOR
 IPC_SLACK_S = 0.5  # handing an input over and reading the output back, on a loaded machine
 TRANSFER_BYTES_S = 4e6  # and, for a large output (HumanEval/15 and /130 answer up to 12 MB), its encoding and transfer
-REFERENCE_LIMITS = SandboxLimits(cpu_s=3600, wall_s=600.0, output_bytes=2**31, load_s=30.0)
+# The trusted reference keeps 4 GB per process (its batch of every output can be large): 16 GB over nproc 4.
+REFERENCE_LIMITS = SandboxLimits(cpu_s=3600, wall_s=600.0, memory_bytes=16 * 1024**3, output_bytes=2**31, load_s=30.0)
 SPLITS = ("base", "plus")
 
 

@@ -98,8 +98,8 @@ class Isolation:
         made: set[str] = {"/", "/usr"}
         for d in binds:
             a += _parents(d, made) + ["--ro-bind", d, d]
-        for hidden in _site_dirs():
-            a += ["--tmpfs", hidden]
+        for hidden in _site_dirs():  # empty, read-only to the program, and a page at most even if written
+            a += ["--perms", "0555", "--size", "4096", "--tmpfs", hidden]
         site = _numpy_dirs()
         if site:
             a += ["--dir", "/sandbox", "--dir", BOX_SITE]

@@ -35,8 +35,8 @@ class SandboxLimits:
 
     cpu_s: int = 60
     wall_s: float = 120.0
-    memory_bytes: int = 4 * 1024**3
-    nproc: int = 8
+    memory_bytes: int = 4 * 1024**3  # the whole sandbox's: each of its `nproc` processes gets this / nproc
+    nproc: int = 4
     fsize_bytes: int = 64 * 1024**2
     output_bytes: int = 32 * 1024**2  # one output's encoded size (HumanEval/130's largest is 12 MB)
     load_s: float = 10.0

@@ -19,11 +19,25 @@ Standard library only (plus `plain_values.py`, which sits beside this file).
 
 import json
 import os
+import platform
 import resource
+import struct
 import sys
 import time
 
 CLONE_NEWNET = 0x40000000
+# Every namespace flag of clone(2) (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET): refused, so
+# no program makes a user namespace (and in it a private tmpfs outside every limit: `unshare -r -m`).
+_NS_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_EPERM, _ENOSYS = 1, 38
+# machine -> (its audit arch, clone's number, {syscall number: errno}); the mount API's numbers (428-442) and
+# clone3's (435) are the same on both. clone3 answers ENOSYS: its flags sit in memory a filter cannot read, and
+# glibc then falls back to clone, whose flags it can.
+_SECCOMP = {
+    "x86_64": (0xC000003E, 56, {272: _EPERM, 308: _EPERM, 165: _EPERM, 166: _EPERM, 155: _EPERM}),
+    "aarch64": (0xC00000B7, 220, {97: _EPERM, 268: _EPERM, 40: _EPERM, 39: _EPERM, 41: _EPERM}),
+}
+_NEW_MOUNT_API = {428: _EPERM, 429: _EPERM, 430: _EPERM, 431: _EPERM, 432: _EPERM, 433: _EPERM, 442: _EPERM}
 _PRELOAD = (
     "typing",
     "collections",
@@ -74,6 +88,8 @@ _PRELOAD = (
 
 
 def _lock_down(init: dict) -> None:
+    import ctypes  # loaded before the memory limit: the seccomp filter is installed through it
+
     if init.get("unshare_net"):  # the unsafe mode's cut of the network (bubblewrap does it otherwise)
         try:
             import ctypes
@@ -82,7 +98,10 @@ def _lock_down(init: dict) -> None:
         except Exception:  # noqa: BLE001 - best effort: where the kernel refuses, the run goes on without it
             pass
     lim = init["limits"]
-    resource.setrlimit(resource.RLIMIT_AS, (lim["memory_bytes"], lim["memory_bytes"]))
+    # One memory limit for the whole sandbox: at most `nproc` processes (threads included), each with its share
+    # of the address space, so all of them together never hold more than `memory_bytes`.
+    per_process = lim["memory_bytes"] // max(1, lim["nproc"])
+    resource.setrlimit(resource.RLIMIT_AS, (per_process, per_process))
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 5))
     resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize_bytes"], lim["fsize_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -94,6 +113,38 @@ def _lock_down(init: dict) -> None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+    _no_namespaces()
+
+
+def _no_namespaces() -> None:
+    """A seccomp filter (kept across fork and exec): no new namespaces (unshare, setns, clone with a namespace
+    flag) and no mounts; raises where this machine has no filter here (the sandbox then refuses to run code)."""
+    import ctypes
+
+    machine = platform.machine()
+    if machine not in _SECCOMP:
+        raise OSError(f"no seccomp filter for {machine}")
+    arch, clone, refused = _SECCOMP[machine]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ/JGE/JSET|K, RET|K
+    allow, errno = 0x7FFF0000, 0x00050000
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, errno | _EPERM), (ld, 0, 0, 0)]
+    if machine == "x86_64":  # the x32 ABI's numbers (bit 30 set) are another way into the same calls
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, errno | _EPERM)]
+    for nr, err in sorted({**refused, **_NEW_MOUNT_API, 435: _ENOSYS}.items()):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, errno | err)]
+    # clone: the low word of its first argument (the flags) must hold no namespace flag.
+    prog += [(jeq, 1, 0, clone), (ret, 0, 0, allow), (ld, 0, 0, 16), (jset, 0, 1, _NS_FLAGS)]
+    prog += [(ret, 0, 0, errno | _EPERM), (ret, 0, 0, allow)]
+    code = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(code)
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = _Prog(len(prog), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
 
 
 def _load(code: str, entry_point: str):
@@ -138,7 +189,11 @@ def main() -> None:
                 __import__(name)
             except Exception:  # noqa: BLE001 - a missing optional module is fine
                 pass
-    _lock_down(init)
+    try:
+        _lock_down(init)
+    except OSError as e:  # no filter here: refuse to run the program rather than run it with namespaces open
+        send(json.dumps({"load_error": f"sandbox: {e}"}))
+        os._exit(0)
     fn = None
     if init["code"] is not None:
         try:

@@ -12,7 +12,7 @@ id_column = "id"                   # optional: ids from a column, else the row i
 
 [extract]
 kind = "regex"                     # number | choice | math | code | regex
-pattern = 'Answer:\s*(.+)'         # regex: the last match, its first group (or the whole match)
+pattern = 'Answer:\s*(.+)'         # regex: the last match, its first group (or the whole match); 2 s per answer
 # choices = "options"              # choice: the column listing the choices (a list, or a list literal)
 
 [score]
@@ -36,18 +36,21 @@ import hashlib
 import json
 import math
 import re
+import time
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
+import regex
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
 from evalkit.runs.schemas import validate
 from evalkit_evals.datasets import DatasetItem, HubSource, read_hub
+from evalkit_evals.prompting import template_environment
 from evalkit_evals.protocol import Judges
 from evalkit_evals.sample_answers import WRONG_MATH, plus_one
 from evalkit_evals.verdict import Verdict
@@ -64,6 +67,10 @@ ALLOWED_SCORES = {
     "regex": ("exact", "numeric", "math"),
 }
 WRONG_TEXT = "evalkit-sim-wrong-answer"
+# A user's pattern may backtrack for ever (`(a+)+$` on "aaa...b"): the `regex` module stops it after this long, and
+# that answer grades `error` with the reason; the run goes on (and Ctrl-C waits at most this long).
+REGEX_TIMEOUT_S = 2.0
+_CALL_S = 10.0  # a `tests` score's limit per call; the answer as a whole has the sandbox's wall_s
 
 
 class _Closed(BaseModel):
@@ -104,8 +111,8 @@ class ExtractTable(_Closed):
             if not self.pattern:
                 raise ValueError("a regex extractor needs 'pattern'")
             try:
-                re.compile(self.pattern)
-            except re.error as e:
+                regex.compile(self.pattern)
+            except regex.error as e:
                 raise ValueError(f"'pattern' is not a regular expression ({e})") from None
         elif self.pattern is not None:
             raise ValueError("'pattern' is for the regex extractor only")
@@ -240,12 +247,7 @@ class UserEval:
     file: Path
     sha256: str
     runs_code: bool = False
-    _env: jinja2.Environment = field(
-        default_factory=lambda: jinja2.Environment(
-            autoescape=False, keep_trailing_newline=False, undefined=jinja2.StrictUndefined
-        ),
-        compare=False,
-    )
+    _env: jinja2.Environment = field(default_factory=template_environment, compare=False)
 
     @property
     def name(self) -> str:
@@ -285,14 +287,22 @@ class UserEval:
             if it.qid in seen:
                 raise UsageError(f"{self.file}: question id {it.qid} appears twice (column {col!r})")
             seen.add(it.qid)
-        if items:
-            try:
-                self._env.from_string(self.spec.prompt).render(**self.prompt_fields(items[0].row))
-            except jinja2.UndefinedError as e:
-                raise UsageError(
-                    f"{self.file}: prompt: {e.message} (the row's columns: {', '.join(items[0].row)})"
-                ) from None
+        # Every row's prompt (and sim answer) rendered once here: a template that only misbehaves on some row
+        # stops the run before its first request, in one line.
+        for it in items:
+            self._render("prompt", self.spec.prompt, self.prompt_fields(it.row))
+            if self.spec.sim.answer is not None:
+                self._render("[sim] answer", self.spec.sim.answer, {**it.row, "answer": it.row[self.spec.answer]})
         return items
+
+    def _render(self, what: str, source: str, fields: dict[str, Any]) -> str:
+        """`source` rendered in the sandbox; a refused or undefined name is one line (UsageError)."""
+        try:
+            return self._env.from_string(source).render(**fields)
+        except jinja2.UndefinedError as e:
+            raise UsageError(f"{self.file}: {what}: {e.message} (the row's columns: {', '.join(fields)})") from None
+        except jinja2.TemplateError as e:  # SecurityError among them: the sandbox refused an attribute or call
+            raise UsageError(f"{self.file}: {what}: {' '.join(str(e).split())[:200]}") from None
 
     def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
         """The local file's sha256, or the Hub commit."""
@@ -352,7 +362,16 @@ class UserEval:
                 return Verdict("unparsed", None, "no code in the answer", rule=self._rule("code"))
             extracted = code
         else:
-            hits = list(re.finditer(self.spec.extract.pattern or "", answer, re.MULTILINE))
+            pattern = self.spec.extract.pattern or ""
+            try:
+                hits = list(regex.finditer(pattern, answer, regex.MULTILINE, timeout=REGEX_TIMEOUT_S))
+            except TimeoutError:
+                return Verdict(
+                    "error",
+                    None,
+                    f"the pattern {pattern!r} ran past its time limit ({REGEX_TIMEOUT_S:g} s) on this answer",
+                    rule=self._rule("regex"),
+                )
             if not hits:
                 return Verdict("unparsed", None, f"no match of {self.spec.extract.pattern!r}", rule=self._rule("regex"))
             m = hits[-1]
@@ -413,7 +432,7 @@ class UserEval:
         return Verdict("correct" if same else "wrong", a, f"read {a!r}, gold {b!r}", rule=rule)
 
     def _run_tests(self, item: DatasetItem, code: str, judges: Judges, rule: str) -> Verdict:
-        from evalkit_evals.sandbox import SandboxLimits, Worker
+        from evalkit_evals.sandbox import Worker
 
         if judges.code is None:
             raise RuntimeError("no code sandbox was set up for this run")
@@ -423,13 +442,24 @@ class UserEval:
             tests = json.loads(tests)
         if not entry or not isinstance(tests, list):
             raise ValueError("a tests score needs an entry point and a 'tests' column of [input, expected] pairs")
-        passed = 0
-        with Worker(code, str(entry), judges.code.isolation, SandboxLimits()) as w:
+        passed, limits = 0, judges.code.limits
+        # One wall limit for the whole answer (every call together), besides each call's own.
+        deadline = time.monotonic() + limits.wall_s
+        with Worker(code, str(entry), judges.code.isolation, limits) as w:
             why = w.start()
             if why is not None:
                 return Verdict("wrong", code, f"the program did not load: {why}", rule=rule)
             for inp, expected in tests:
-                r = w.call(tuple(inp), 10.0)
+                left = deadline - time.monotonic()
+                r = w.call(tuple(inp), min(_CALL_S, left)) if left > 0 else None
+                if r is None or (r.status == "timeout" and time.monotonic() >= deadline):
+                    return Verdict(
+                        "wrong",
+                        code,
+                        f"{passed}/{len(tests)} tests passed when the answer's wall limit "
+                        f"({limits.wall_s:g} s) ran out",
+                        rule=rule,
+                    )
                 if r.status != "ok" or r.value != expected:
                     return Verdict(
                         "wrong",
@@ -448,7 +478,7 @@ class UserEval:
     # --- how the sim answers ---------------------------------------------------------------------------------
     def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
         """The rendered prompt itself."""
-        return self._env.from_string(self.spec.prompt).render(**row).strip(), None
+        return self._render("prompt", self.spec.prompt, row).strip(), None
 
     def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
         """The gold (or a wrong value) in the extractor's form, or through the file's `[sim] answer` template."""
@@ -473,7 +503,7 @@ class UserEval:
                 "math": f"Simplifying step by step, the final answer is $\\boxed{{{value}}}$.",
             }.get(kind, value)
         if self.spec.sim.answer is not None:
-            return self._env.from_string(self.spec.sim.answer).render(**{**row, "answer": value}).strip()
+            return self._render("[sim] answer", self.spec.sim.answer, {**row, "answer": value}).strip()
         return default
 
 
@@ -486,7 +516,7 @@ def load_user_eval(path: Path) -> UserEval:
         if source is None:
             continue
         try:
-            jinja2.Environment().parse(source)
+            template_environment().parse(source)
         except jinja2.TemplateSyntaxError as e:
             raise UsageError(f"{path}: {what}: Jinja syntax error on line {e.lineno}: {e.message}") from None
     runs_code = (spec.score.kind or DEFAULT_SCORE[spec.extract.kind]) == "tests"

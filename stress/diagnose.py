@@ -28,6 +28,7 @@ from evalkit.evidence.wait_parts import (
     held,
     silent_gaps,
 )
+from evalkit.redact import excerpt
 from evalkit.runs.rundir import Line
 from evalkit.stats import median
 from evalkit_stress.verdicts import (
@@ -153,7 +154,7 @@ def _cancel_from_log(
                 "prompt_tokens": prompt,
                 "slot_cached_tokens": stop.n_tokens,
                 "launched_after_cancel_s": launch.t - t_c,
-                "log_line": stop.line.strip()[:160],
+                "log_line": excerpt(stop.line.strip(), 160, one_line=False),
             },
         )
         out.judge_next(_next_delay(n, t_c, stop.t, splits, ev, held_from=c["t_sent"]))
@@ -170,7 +171,7 @@ def _cancel_from_log(
         "stop_after_cancel_s": delay,
         "stopped_at_tokens": stop.n_tokens,
         "prompt_tokens": prompt,
-        "log_line": stop.line.strip()[:160],
+        "log_line": excerpt(stop.line.strip(), 160, one_line=False),
     }
     if facts.prefill_tok_s:
         figures["tokens_after_cancel_est"] = round(delay * facts.prefill_tok_s)
@@ -229,7 +230,7 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
         "next_start_after_cancel_s": busy,
         "prefill_left_s": left,
         "prompt_tokens": prompt,
-        "log_line": after[0].line.strip()[:160],
+        "log_line": excerpt(after[0].line.strip(), 160, one_line=False),
     }
     if busy >= RAN_ON_SERIAL * left:
         return CancelSample(

@@ -80,16 +80,75 @@ def _snapshot(paths: dict[str, Path]) -> dict[str, str]:
     return out
 
 
-def _sandbox_processes() -> list[int]:
-    pids = []
+def _children(pid: int) -> list[int]:
+    try:
+        return [
+            int(c) for t in os.listdir(f"/proc/{pid}/task") for c in _read(f"/proc/{pid}/task/{t}/children").split()
+        ]
+    except OSError:
+        return []
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _parents() -> dict[int, list[int]]:
+    # Kernels without CONFIG_PROC_CHILDREN: each process's parent, from its stat line (the field after the name).
+    kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
+        stat = _read(f"/proc/{entry}/stat") if entry.isdigit() else ""
+        if stat:
+            kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    return kids
+
+
+def _own_tree(root: int) -> list[int]:
+    """`root` and every process below it: only this test's own process tree, never the machine's (another
+    evalkit's sandboxes on a busy CI box are none of this test's business)."""
+    has_children_file = os.path.exists(f"/proc/{root}/task/{root}/children")
+    kids = None if has_children_file else _parents()
+    seen, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        seen.append(pid)
+        todo += _children(pid) if kids is None else kids.get(pid, [])
+    return seen
+
+
+def _sandbox_processes() -> list[int]:
+    """This test's sandbox children still alive (bubblewrap's PID namespace keeps them all inside its tree)."""
+    return [p for p in _own_tree(os.getpid()) if b"/sandbox/sandbox_child.py" in _read(f"/proc/{p}/cmdline").encode()]
+
+
+def test_the_process_check_sees_only_its_own_tree() -> None:
+    # A look-alike outside this test's tree (started in the background by a shell that exits, so reparented
+    # away): another evalkit's sandbox on the same machine.
+    script = "import time; time.sleep(30)"
+    out = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{script}' /sandbox/sandbox_child.py >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    stranger = int(out.stdout.split()[0])
+    try:
+        assert "/sandbox/sandbox_child.py" in _read(f"/proc/{stranger}/cmdline")
+        assert stranger not in _own_tree(os.getpid()) and stranger not in _sandbox_processes()
+        mine = subprocess.Popen([sys.executable, "-c", script, "/sandbox/sandbox_child.py"])
         try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if entry.isdigit() and b"/sandbox/sandbox_child.py" in cmd:
-            pids.append(int(entry))
-    return pids
+            deadline = time.monotonic() + 10
+            while "/sandbox/" not in _read(f"/proc/{mine.pid}/cmdline") and time.monotonic() < deadline:
+                time.sleep(0.01)  # until it has exec'd
+            assert _sandbox_processes() == [mine.pid]
+        finally:
+            mine.kill()
+            mine.wait()
+    finally:
+        os.kill(stranger, 9)
 
 
 def _fn(body: str, head: str = "") -> str:

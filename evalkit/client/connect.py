@@ -15,12 +15,12 @@ from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile
 from evalkit.errors import ServerRefused, UsageError
 from evalkit.evidence.server_identity import identify
-from evalkit.redact import scrub
+from evalkit.redact import excerpt, scrub
 
 
 def _not_a_model_list(url: str, status: int, ctype: str, body: str, key: str | None, why: str) -> UsageError:
     # What came back, so a proxy's login page or a wrong port's HTML is seen for what it is (scrubbed of secrets).
-    shown = scrub(" ".join(body[:200].split()), [key]) or "empty body"
+    shown = excerpt(body, 200, [key]) or "empty body"
     return UsageError(
         f"server at {url} answered GET /models with HTTP {status} ({ctype or 'no content type'}), {why}: {shown}"
     )

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from evalkit.redact import scrub
+from evalkit.redact import excerpt, scrub
 
 BODY_CHARS = 300
 
@@ -37,12 +37,9 @@ _CONTEXT = re.compile(
 )
 
 
-def body_excerpt(text: str | None) -> str:
-    """The body squeezed onto one line and cut to 300 characters, or "empty body"."""
-    flat = " ".join((text or "").split())
-    if not flat:
-        return "empty body"
-    return flat if len(flat) <= BODY_CHARS else flat[: BODY_CHARS - 1] + "…"
+def body_excerpt(text: str | None, secrets: Iterable[str | None] = ()) -> str:
+    """The body scrubbed, squeezed onto one line and cut to 300 characters (`redact.excerpt`), or "empty body"."""
+    return excerpt(text, BODY_CHARS, secrets) or "empty body"
 
 
 def is_uuid(value: str) -> bool:

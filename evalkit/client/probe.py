@@ -305,7 +305,7 @@ def refusal_words(reply: Reply, body: dict[str, Any], secrets: tuple[str, ...] =
             + (f" ({reply.error})" if reply.error else ""),
             secrets,
         )
-    return scrub(describe(reply.status, reply.body, body), secrets)
+    return describe(reply.status, reply.body, body, secrets=secrets)  # scrubbed before its cut
 
 
 def scrubbed(result: CheckResult, api_key: str | None) -> CheckResult:

@@ -15,6 +15,7 @@ from typing import Any
 from evalkit.client import auxiliary
 from evalkit.errors import UsageError
 from evalkit.evidence.server_metrics import metrics_url
+from evalkit.redact import scrub_tree
 
 _STANDARD_MODEL_KEYS = {"id", "object", "created", "owned_by"}
 # SGLang's /server_info is every server argument; these are the ones that identify a build and its capacity.
@@ -106,19 +107,26 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
     """`server_identity` for manifest.json: what each identity endpoint answered, and the server type it implies."""
     root = _root(base_url)
     out: dict[str, Any] = {"server_type": None, "probed": {}}
+    # The key these requests carry, scrubbed from every answer before any value of it is cut to `_MAX_TEXT`.
+    secrets = [v.split()[-1] for k, v in (headers or {}).items() if k.lower() == "authorization" and v.split()]
     async with auxiliary.ClientSession(headers=headers or {}) as session:
-        props, out["probed"]["/props"] = await _get_json(session, root + "/props", timeout_s)
+
+        async def get(url: str) -> tuple[Any, str]:
+            value, how = await _get_json(session, url, timeout_s)
+            return scrub_tree(value, secrets), how
+
+        props, out["probed"]["/props"] = await get(root + "/props")
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
             out["server_type"] = "llama.cpp"
             out["props"] = _from_props(props)
-        version, out["probed"]["/version"] = await _get_json(session, root + "/version", timeout_s)
+        version, out["probed"]["/version"] = await get(root + "/version")
         if isinstance(version, dict) and "version" in version:
             out["version"] = version.get("version")
             out["server_type"] = out["server_type"] or "vllm"
         if out["server_type"] is None:
-            info, out["probed"]["/server_info"] = await _get_json(session, root + "/server_info", timeout_s)
+            info, out["probed"]["/server_info"] = await get(root + "/server_info")
             if not isinstance(info, dict):
-                info, out["probed"]["/get_server_info"] = await _get_json(session, root + "/get_server_info", timeout_s)
+                info, out["probed"]["/get_server_info"] = await get(root + "/get_server_info")
             if isinstance(info, dict) and ("model_path" in info or "tp_size" in info):
                 out["server_type"] = "sglang"
                 out["server_info"] = {k: _short(info[k]) for k in _SGLANG_KEYS if k in info}
@@ -126,7 +134,7 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
                 if isinstance(states, list) and states and isinstance(states[0], dict):
                     # Cumulative since start-up: it includes traffic from before this run.
                     out["server_info"]["avg_spec_accept_length"] = states[0].get("avg_spec_accept_length")
-        models, out["probed"]["/v1/models"] = await _get_json(session, base_url.rstrip("/") + "/models", timeout_s)
+        models, out["probed"]["/v1/models"] = await get(base_url.rstrip("/") + "/models")
         out["models"] = _from_models(models)
         out["owned_by"] = (
             sorted(
@@ -142,7 +150,7 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
         if out["server_type"] is None:
             # A FastAPI server's routes tell llama-cpp-python and transformers serve apart
             # (evalkit.evidence.server_kind).
-            api, out["probed"]["/openapi.json"] = await _get_json(session, root + "/openapi.json", timeout_s)
+            api, out["probed"]["/openapi.json"] = await get(root + "/openapi.json")
             if isinstance(api, dict) and isinstance(api.get("paths"), dict):
                 out["openapi"] = {
                     "title": _short((api.get("info") or {}).get("title")),

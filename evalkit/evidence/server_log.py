@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.clock import Clock
-from evalkit.redact import scrub
+from evalkit.redact import excerpt, scrub
 
 LOG_FILE = "server_log.jsonl"
 POLL_S = 0.05
@@ -179,7 +179,12 @@ def summarize_log(lines: list[dict[str, Any]], path: str | None = None, limit: i
         "flagged_earlier": sum(1 for ln in flagged if ln.get("earlier")),
         "flag_counts": dict(sorted(counts.items())),
         "flagged_lines": [
-            {"t": ln["t"], "line": ln["line"][:500], "flags": ln["flags"], "earlier": bool(ln.get("earlier"))}
+            {
+                "t": ln["t"],
+                "line": excerpt(ln["line"], 500, one_line=False),
+                "flags": ln["flags"],
+                "earlier": bool(ln.get("earlier")),
+            }
             for ln in flagged[:limit]
         ],
     }

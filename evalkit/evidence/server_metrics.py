@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from evalkit.client import auxiliary
 from evalkit.clock import Clock
+from evalkit.redact import excerpt
 
 METRICS_FILE = "metrics.jsonl"
 # Cumulative series by Prometheus naming: counters end in _total, histograms and summaries count in _count/_sum.
@@ -80,8 +81,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    line = " ".join(text.split())
-    return line[:limit]
+    return excerpt(text, limit)
 
 
 async def scrape(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 
 from evalkit.errors import UsageError
 
@@ -30,7 +31,8 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     if template_dir is not None:
         loaders.append(jinja2.FileSystemLoader(str(template_dir)))
     loaders.append(jinja2.FunctionLoader(load_packaged))
-    env = jinja2.Environment(
+    # Sandboxed: a user's template is data (no attribute starting with `_`, no unsafe call reaches Python).
+    env = SandboxedEnvironment(
         loader=jinja2.ChoiceLoader(loaders),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evalkit.redact import scrub
+from evalkit.redact import excerpt, scrub
 
 # A server that fails one request in three (the sim's fault tests) still gives a run worth reading; one that fails
 # more than half gives figures made of what little got through.
@@ -36,7 +36,7 @@ class FailureCount:
 
 def _key(error: str | None) -> str:
     # Errors differ in their request ids and times; their first 160 characters name the cause.
-    return " ".join((error or "unknown error").split())[:160]
+    return excerpt(error or "unknown error", 160)
 
 
 def count_failures(errors: Iterable[str | None], total: int) -> FailureCount:

@@ -418,6 +418,8 @@ def run(args: argparse.Namespace) -> int:
         from evalkit_evals.user_eval import load_user_eval
 
         for path in args.evals:
-            registry.register(load_user_eval(path))
+            ev = load_user_eval(path)
+            ev.load(None)  # renders every row's prompt and answer: a template the sandbox refuses is exit 2 now
+            registry.register(ev)
     asyncio.run(_serve(settings, args.host, args.port))
     return 0
