@@ -1,0 +1,118 @@
+"""Every input bounded (issue 39): bodies a hostile server sends, over real HTTP through tests/hostile_proxy.py in
+front of a sim; each case ends in one line (or a recorded "not usable"), never a traceback, a hang or a body read
+whole into memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalkit.cli import main
+from hostile_proxy import HostileProxy
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A hostile proxy in front of one sim (20x), for the module: its root URL, a mode goes after it."""
+    from evalkit.sim.launch import start_sim
+
+    server = start_sim(["--time-scale", "20"])
+    front = HostileProxy(server.base_url[: -len("/v1")])
+    try:
+        yield front.start()
+    finally:
+        front.stop()
+        server.stop()
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _run_measured(argv: list[str], timeout_s: float = 120) -> tuple[int, str, int]:
+    """`python -m evalkit ARGV` in a child: (exit code, stderr, the child's own peak RSS in bytes)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalkit", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{argv[0]} still running after {timeout_s} s")
+        time.sleep(0.05)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    return os.waitstatus_to_exitcode(status), err, usage.ru_maxrss * 1024
+
+
+def test_a_gzip_bomb_model_list_stops_at_the_cap(proxy: str, tmp_path: Path) -> None:
+    code, err, peak = _run_measured(["bench", "--base-url", f"{proxy}/gzip-models/v1", "--out", str(tmp_path)])
+    assert code == 2, err
+    assert "limit" in _one_line(err)
+    # 512 MB inflated whole before; the cap is 8 MB (and the interpreter with evalkit's imports ~150 MB)
+    assert peak < 350 * 1024 * 1024, f"peak RSS {peak / 2**20:.0f} MB"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
+
+
+def test_a_100000_deep_model_list_is_one_line(proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "--base-url", f"{proxy}/deep-models/v1", "--out", str(tmp_path)])
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2 and "nested deeper" in line, line
+
+
+@pytest.mark.parametrize("mode", ["deep-props", "list-props", "props-gen-list", "binary-metrics"])
+def test_unusable_props_and_metrics_are_recorded_not_raised(
+    mode: str, proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["load", "--concurrency", "1", "--requests", "2", "--prompt-tokens", "16", "--output-tokens", "4"]
+    code = main([*argv, "--base-url", f"{proxy}/{mode}/v1", "--out", str(tmp_path), "--name", "r"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and code == 0, err
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    probed = manifest["server_identity"]["probed"]
+    if mode == "deep-props":
+        assert "nested deeper" in probed["/props"], probed
+    if mode == "binary-metrics":
+        lines = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+        assert lines and not any(ln["ok"] for ln in lines), lines[:2]
+
+
+def test_check_reads_unusable_props_as_not_served(
+    proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for mode in ("deep-props", "list-props", "props-gen-list"):
+        main(["check", "--base-url", f"{proxy}/{mode}/v1", "--out", str(tmp_path), "--name", mode])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err, err
+        row = next(ln for ln in out.splitlines() if ln.startswith("/props"))
+        # an object whose settings are a list is still llama.cpp's properties, read where they make sense
+        assert ("not served" in row) == (mode != "props-gen-list"), row
+
+
+def test_a_100_mb_metrics_does_not_hold_the_run(proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["load", "--concurrency", "1", "--requests", "2", "--prompt-tokens", "16", "--output-tokens", "4"]
+    t0 = time.monotonic()
+    code = main([*argv, "--base-url", f"{proxy}/huge-metrics/v1", "--out", str(tmp_path), "--name", "r"])
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and code == 0, err
+    lines = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert lines and all(not ln["ok"] and "limit" in ln["error"] for ln in lines), lines[:2]
+    # each scrape stops at the cap (a few MB) instead of reading and parsing 100 MB (minutes)
+    assert took < 90, took
