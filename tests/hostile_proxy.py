@@ -3,8 +3,8 @@ mode spoils. The mode is the base URL's first path component: `http://127.0.0.1:
 
 Modes: `ok` (nothing spoilt), `gzip-models` (/v1/models a gzip body that inflates to 512 MB), `deep-props` (a
 100,000-deep /props), `list-props` (/props a JSON list), `props-gen-list` (/props whose settings are a list),
-`binary-metrics` (random bytes), `huge-metrics` (a 100 MB /metrics, sent slowly), `huge-event` (after the
-preflight, a chat stream whose first event is 10 MB), `no-end` (after the preflight, chat streams that send one
+`binary-metrics` (random bytes), `huge-metrics` (a 100 MB /metrics, sent slowly), `huge-event` (measured
+chat requests: a stream whose first event is 10 MB), `no-end` (measured chat requests: a stream that sends one
 token and then nothing, without a finish or [DONE]), `deep-models` (a 100,000-deep model list).
 
 Runs in a thread of the test process (`HostileProxy(sim_url).start()`), on its own event loop.
@@ -13,6 +13,7 @@ Runs in a thread of the test process (`HostileProxy(sim_url).start()`), on its o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import zlib
@@ -39,11 +40,11 @@ class HostileProxy:
 
     def __init__(self, sim_root: str) -> None:
         self.sim_root = sim_root.rstrip("/")
-        self.chats: dict[str, int] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
         self._client: aiohttp.ClientSession | None = None
+        self._closing = asyncio.Event()
 
     def start(self) -> str:
         self._thread.start()
@@ -66,6 +67,7 @@ class HostileProxy:
         return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
 
     async def _close(self) -> None:
+        self._closing.set()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._client is not None:
@@ -102,9 +104,8 @@ class HostileProxy:
                 await asyncio.sleep(0.001)
             return resp
         if mode in ("huge-event", "no-end") and path == "/v1/chat/completions":
-            n = self.chats[mode] = self.chats.get(mode, 0) + 1
-            body = await request.json()
-            if n == 1 or str(body.get("messages", [{}])[-1].get("content", "")).startswith(("Say", "What")):
+            rid = request.headers.get("X-Request-Id", "preflight")
+            if rid.startswith("preflight"):
                 return None  # the preflight's probes pass
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
@@ -115,7 +116,8 @@ class HostileProxy:
                 await resp.write(b"data: [DONE]\n\n")
                 return resp
             await resp.write(b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n')
-            await asyncio.sleep(3600)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), 600)
             return resp
         return None
 

@@ -116,3 +116,43 @@ def test_a_100_mb_metrics_does_not_hold_the_run(proxy: str, tmp_path: Path, caps
     assert lines and all(not ln["ok"] and "limit" in ln["error"] for ln in lines), lines[:2]
     # each scrape stops at the cap (a few MB) instead of reading and parsing 100 MB (minutes)
     assert took < 90, took
+
+
+def _last_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    return [ln for ln in err.splitlines() if ln.strip()][-1]
+
+
+def test_a_10_mb_sse_event_is_one_error_for_its_request(
+    proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", "--runs", "1", "--warmup", "0", "--max-tokens", "8"]
+    code = main([*argv, "--base-url", f"{proxy}/huge-event/v1", "--out", str(tmp_path), "--name", "r"])
+    line = _last_line(capsys.readouterr().err)
+    assert code == 1 and "every request failed (3 of 3)" in line and "SSE event over" in line, line
+    recs = [json.loads(ln) for ln in (tmp_path / "r" / "requests.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in recs if r.get("bench_key")} == {"error"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--runs", "1", "--warmup", "0", "--max-tokens", "8"],
+        ["load", "--concurrency", "2", "--requests", "2", "--prompt-tokens", "16", "--output-tokens", "4"],
+        ["capability", "--thinking", "off", "--datasets", "gsm8k", "--limit", "2"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_stream_that_never_ends_times_out_per_request(
+    argv: list[str], proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t0 = time.monotonic()
+    code = main([*argv, "--timeout-s", "1", "--base-url", f"{proxy}/no-end/v1", "--out", str(tmp_path), "--name", "r"])
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err and "failed" in err and "1 s" in err, err
+    recs = [json.loads(ln) for ln in (tmp_path / "r" / "requests.jsonl").read_text().splitlines()]
+    # every request timed out (load cancels what is still in flight when its count is reached)
+    assert {r["status"] for r in recs} <= {"timeout", "cancelled"} and any(r["status"] == "timeout" for r in recs)
+    assert took < 120, took  # seconds, not the minutes of a 300-900 s default
