@@ -156,3 +156,104 @@ def test_a_stream_that_never_ends_times_out_per_request(
     # every request timed out (load cancels what is still in flight when its count is reached)
     assert {r["status"] for r in recs} <= {"timeout", "cancelled"} and any(r["status"] == "timeout" for r in recs)
     assert took < 120, took  # seconds, not the minutes of a 300-900 s default
+
+
+# --- bounds on what the user gives, one line each (exit 2) --------------------------------------------------------
+
+UNREACHABLE = "http://127.0.0.1:9/v1"
+_TRACE_OK = '{"timestamp": 0, "input_length": 64, "output_length": 8, "hash_ids": [1]}\n'
+_SWEEP = """
+[vars]
+empty = ""
+[server]
+command = "{python} -m evalkit sim --port {port}"
+%s
+[[run]]
+command = "bench"
+"""
+FILES: dict[str, str | bytes] = {
+    "trace-inf.jsonl": _TRACE_OK + '{"timestamp": Infinity, "input_length": 64, "output_length": 8}\n',
+    "trace-nan.jsonl": _TRACE_OK + '{"timestamp": NaN, "input_length": 64, "output_length": 8}\n',
+    "trace-huge-input.jsonl": '{"timestamp": 0, "input_length": 99999999999, "output_length": 8}\n',
+    "trace-huge-output.jsonl": '{"timestamp": 0, "input_length": 64, "output_length": 5000000}\n',
+    "trace-far.jsonl": _TRACE_OK + '{"timestamp": 1e300, "input_length": 64, "output_length": 8}\n',
+    "trace-binary.jsonl": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",
+    "sweep-start-inf.toml": _SWEEP % "start_timeout_s = inf",
+    "sweep-stop-inf.toml": _SWEEP % "stop_timeout_s = inf",
+    "sweep-stop-nan.toml": _SWEEP % "stop_timeout_s = nan",
+    "sweep-start-huge.toml": _SWEEP % "start_timeout_s = 1e12",
+    "sweep-empty-command.toml": (_SWEEP % "").replace('"{python} -m evalkit sim --port {port}"', '"{empty}"'),
+    "eval-bytes.toml": "name = 'e'\nprompt = '{{ q }}'\nanswer = 'a'\n[dataset]\npath = 'bytes.parquet'\n"
+    "[extract]\nkind = 'number'\n",
+}
+
+# (id, argv, a piece of the one line); {d} is the folder of FILES
+BOUNDS: list[tuple[str, list[str], str]] = [
+    ("load-requests-1e9", ["load", "--requests", "1000000000", "--dry-run"], "--requests"),
+    ("load-requests-float", ["load", "--requests", "1e9", "--dry-run"], "--requests"),
+    ("load-conversations", ["load", "--conversations", "100000000", "--dry-run"], "--conversations"),
+    ("load-turns", ["load", "--conversations", "2", "--turns", "100000", "--dry-run"], "--turns"),
+    ("load-groups", ["load", "--shared-prefix", "100000000", "--dry-run"], "--shared-prefix"),
+    ("load-users-per-group", ["load", "--shared-prefix", "2", "--users-per-group", "99999999"], "--users-per-group"),
+    ("load-prompt-tokens", ["load", "--rate", "1", "--prompt-tokens", "99999999999", "--dry-run"], "--prompt-tokens"),
+    ("load-output-tokens", ["load", "--rate", "1", "--output-tokens", "1:99999999999", "--dry-run"], "--output-tokens"),
+    ("load-timeout-huge", ["load", "--timeout-s", "1e300", "--dry-run"], "--timeout-s"),
+    ("bench-timeout-inf", ["bench", "--timeout-s", "inf"], "--timeout-s"),
+    ("bench-timeout-zero", ["bench", "--timeout-s", "0"], "--timeout-s"),
+    ("stress-timeout-huge", ["stress", "--timeout-s", "1e12", "--dry-run"], "--timeout-s"),
+    ("trace-inf", ["load", "--trace", "{d}/trace-inf.jsonl", "--dry-run"], "trace-inf.jsonl:2: timestamp"),
+    ("trace-nan", ["load", "--trace", "{d}/trace-nan.jsonl", "--dry-run"], "finite"),
+    ("trace-huge-input", ["load", "--trace", "{d}/trace-huge-input.jsonl", "--dry-run"], "input_length"),
+    ("trace-huge-output", ["load", "--trace", "{d}/trace-huge-output.jsonl", "--dry-run"], "output_length"),
+    ("trace-far", ["load", "--trace", "{d}/trace-far.jsonl", "--dry-run"], "timestamp"),
+    ("trace-binary", ["load", "--trace", "{d}/trace-binary.jsonl", "--dry-run"], "not UTF-8"),
+    ("sweep-start-inf", ["sweep", "{d}/sweep-start-inf.toml", "--dry-run"], "start_timeout_s"),
+    ("sweep-stop-inf", ["sweep", "{d}/sweep-stop-inf.toml", "--dry-run"], "stop_timeout_s"),
+    ("sweep-stop-nan", ["sweep", "{d}/sweep-stop-nan.toml", "--dry-run"], "stop_timeout_s"),
+    ("sweep-start-huge", ["sweep", "{d}/sweep-start-huge.toml", "--dry-run"], "start_timeout_s"),
+    ("sweep-empty-command", ["sweep", "{d}/sweep-empty-command.toml", "--dry-run"], "fills to nothing"),
+    (
+        "eval-parquet-bytes",
+        ["capability", "--eval", "{d}/eval-bytes.toml", "--thinking", "off", "--base-url", UNREACHABLE],
+        "binary data",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("bounds")
+    for name, content in FILES.items():
+        (d / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    import pandas as pd
+
+    pd.DataFrame({"q": [b"\xff\xfe\x00binary", b"\x80"], "a": ["1", "2"]}).to_parquet(d / "bytes.parquet")
+    return d
+
+
+@pytest.mark.parametrize("case", BOUNDS, ids=[c[0] for c in BOUNDS])
+def test_a_bound_is_one_line_and_exit_2(
+    case: tuple[str, list[str], str], bad_files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, argv, needle = case
+    try:
+        code = main([a.replace("{d}", str(bad_files)) for a in argv] + (["--out", str(tmp_path)]))
+    except SystemExit as e:  # argparse's own exit
+        code = e.code
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2 and needle in line, line
+
+
+def test_output_files_in_a_missing_folder_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gate --junit` and `report -o` into a folder that does not exist yet: made before the work, then written."""
+    from runfixtures import bench_run
+
+    run = bench_run(tmp_path / "runs" / "b", "b", {"code": 100.0, "math": 90.0, "prose": 80.0}, combined=150.0)
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[rule]]\nmetric = 'bench.prompts.code.tok_s'\nop = '>='\nvalue = 1\n")
+    junit = tmp_path / "missing" / "deeper" / "j.xml"
+    assert main(["gate", str(run), "--rules", str(rules), "--junit", str(junit)]) == 0, capsys.readouterr().err
+    assert junit.is_file()
+    page = tmp_path / "missing2" / "dir" / "r.md"
+    assert main(["report", str(run), "-o", str(page)]) == 0, capsys.readouterr().err
+    assert page.is_file() and "Traceback" not in capsys.readouterr().err

@@ -15,7 +15,7 @@ from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.client.field_support import length_fields
 from evalkit.client.lag import client_lag
-from evalkit.config.argtypes import finite_float, nonneg_int, positive_float, positive_int
+from evalkit.config.argtypes import finite_float, nonneg_int, positive_int, timeout_s
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=nonneg_int, default=1, help="short requests sent first and not counted (default 1)")
     p.add_argument(
         "--timeout-s",
-        type=positive_float,
+        type=timeout_s,
         default=300.0,
         help="per-request timeout in seconds; a request past it is recorded `timeout` (default 300)",
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.lag import client_lag
-from evalkit.config.argtypes import nonneg_float, positive_float, positive_int
+from evalkit.config.argtypes import nonneg_float, positive_int, timeout_s
 from evalkit.config.profiles import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--timeout-s",
-        type=positive_float,
+        type=timeout_s,
         default=900.0,
         help="per-request timeout in seconds; a request past it is graded error (default 900)",
     )
