@@ -257,3 +257,66 @@ def test_output_files_in_a_missing_folder_are_written(tmp_path: Path, capsys: py
     page = tmp_path / "missing2" / "dir" / "r.md"
     assert main(["report", str(run), "-o", str(page)]) == 0, capsys.readouterr().err
     assert page.is_file() and "Traceback" not in capsys.readouterr().err
+
+
+# --- a SIGKILLed sweep: its server and command are stopped by the next sweep, which resumes the point -------------
+
+KILLED = """
+name = "killed"
+[server]
+command = ["{python}", "-m", "evalkit", "sim", "--port", "{port}", "--time-scale", "40"]
+[reset]
+between = "http"
+calls = [{ method = "POST", path = "/sim/reset" }]
+[[run]]
+command = "bench"
+args = ["--runs", "1", "--max-tokens", "16", "--warmup", "0"]
+[[run]]
+command = "stress"
+args = ["--cycles", "10", "--seed", "7", "--long-tokens", "8000", "--time-scale", "40", "--no-progress"]
+"""
+
+
+def test_a_sigkilled_sweep_leaves_nothing_running_after_its_resume(tmp_path: Path) -> None:
+    import re
+    import signal
+    import socket
+
+    from evalkit.sweep.leftovers import PIDS, start_time
+
+    (tmp_path / "sweep.toml").write_text(KILLED)
+    sweep = [sys.executable, "-m", "evalkit", "sweep", "sweep.toml", "--out", "out"]
+    proc = subprocess.Popen(sweep, cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    pids: dict[str, dict[str, object]] = {}
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "evalkit stress" not in seen:
+            line = proc.stderr.readline()
+            assert line, seen
+            seen += line
+        time.sleep(1.0)  # inside the stress run
+        pids = json.loads((tmp_path / "out" / "killed" / PIDS).read_text())
+        proc.kill()  # SIGKILL: no handler runs, the children are orphaned
+        proc.wait(30)
+        port = int(re.search(r"--port (\d+)", seen).group(1))  # type: ignore[union-attr]  # the sweep printed it
+        assert set(pids) == {"server", "command"}, pids
+        for entry in pids.values():  # the bug's state: both outlive the sweep
+            assert start_time(int(entry["pid"])) == entry["start_time"]  # type: ignore[call-overload]
+        again = subprocess.run(sweep, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert "a killed sweep left its server running" in again.stderr, again.stderr
+        assert "a killed sweep left its command running" in again.stderr, again.stderr
+        for entry in pids.values():
+            assert start_time(int(entry["pid"])) is None, entry  # type: ignore[call-overload]
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, "the killed sweep's server still listens"
+        state = json.loads((tmp_path / "out" / "killed" / "sweep-state.json").read_text())
+        assert state["points"][0]["status"] == "done", state
+        assert not (tmp_path / "out" / "killed" / PIDS).exists()
+    finally:
+        proc.kill()
+        for entry in pids.values():  # never leave a process behind, whatever failed above
+            pid = int(entry["pid"])  # type: ignore[call-overload]
+            if start_time(pid) == entry["start_time"]:
+                (os.killpg if entry["group"] else os.kill)(pid, signal.SIGKILL)

@@ -74,7 +74,8 @@ def stop_leftovers(sweep_dir: Path, say: Callable[[str], None], timeout_s: float
     """Stop every process the pid file names that is still the one recorded (SIGTERM, SIGKILL after `timeout_s`);
     the roles stopped. The file is removed."""
     stopped = []
-    for role, entry in _read(sweep_dir).items():
+    # the command first: stopping its server under it would write failed requests into its run
+    for role, entry in sorted(_read(sweep_dir).items(), key=lambda kv: kv[0] != "command"):
         if not _same(entry):
             continue
         pid = int(entry["pid"])  # type: ignore[call-overload]  # checked an int by _same
