@@ -54,6 +54,7 @@ class BenchPlan:
     # What forces the length on this server (evalkit.client.field_support.length_fields): its fields and the mode.
     length_body: tuple[tuple[str, Any], ...] = ()
     length_mode: str = "ignore_eos"
+    timeout_s: float = 300.0  # per request: a stream that never ends is a `timeout`, not a silent wait
 
     def keys(self) -> list[str]:
         """Every measurement's key in the order it is taken: singles first, then concurrent groups."""
@@ -105,6 +106,7 @@ def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> Chat
         extra_body=body,
         request_id=new_request_id("bench"),
         tags=tags,
+        timeout_s=plan.timeout_s,
     )
 
 

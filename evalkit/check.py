@@ -8,7 +8,6 @@ concurrency, stream killing, thinking modes and every optional field.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -51,13 +50,13 @@ class _Got:
     text: str
 
     def json(self) -> Any:
-        return json.loads(self.text)
+        return auxiliary.parse_json(self.text)
 
 
 async def _get(http: auxiliary.ClientSession, url: str) -> _Got | None:
     try:
         async with http.get(url) as resp:
-            return _Got(resp.status, await resp.text(errors="replace"))
+            return _Got(resp.status, await auxiliary.read_text(resp))
     except (auxiliary.ClientError, asyncio.TimeoutError):
         return None
 
@@ -65,7 +64,7 @@ async def _get(http: auxiliary.ClientSession, url: str) -> _Got | None:
 async def _post(http: auxiliary.ClientSession, url: str, body: dict[str, Any]) -> Any:
     try:
         async with http.post(url, json=body) as resp:
-            return json.loads(await resp.text()) if resp.status == 200 else None
+            return await auxiliary.read_json(resp) if resp.status == 200 else None
     except (auxiliary.ClientError, asyncio.TimeoutError, ValueError):
         return None
 
@@ -80,7 +79,8 @@ async def tokenize_form(http: auxiliary.ClientSession, root: str, model: str) ->
     ]
     for label, path, body in forms:
         data = await _post(http, root + path, body)
-        if isinstance(data, dict) and ((data.get("count") or 0) > 0 or data.get("tokens")):
+        count = data.get("count") if isinstance(data, dict) else None
+        if isinstance(data, dict) and ((isinstance(count, int) and count > 0) or data.get("tokens")):
             return label
     return None
 
@@ -88,19 +88,23 @@ async def tokenize_form(http: auxiliary.ClientSession, root: str, model: str) ->
 async def context_length(http: auxiliary.ClientSession, base_url: str, props: Any) -> tuple[int | None, str]:
     """The server's context length and where it was read."""
     if isinstance(props, dict):
-        gen = props.get("default_generation_settings") or {}
-        n = gen.get("n_ctx") or props.get("n_ctx")
+        gen = props.get("default_generation_settings")
+        n = (gen.get("n_ctx") if isinstance(gen, dict) else None) or props.get("n_ctx")
         if isinstance(n, int):
             return n, "/props"
     resp = await _get(http, base_url.rstrip("/") + "/models")
     if resp is not None and resp.status_code == 200:
         try:
-            for m in resp.json().get("data") or []:
+            page = resp.json()
+            models = page.get("data") if isinstance(page, dict) else None
+            for m in models if isinstance(models, list) else []:
+                if not isinstance(m, dict):
+                    continue
                 for key in ("max_model_len", "context_length", "n_ctx"):
                     if isinstance(m.get(key), int):
                         return m[key], f"/v1/models {key}"
-                meta = m.get("meta") or {}
-                if isinstance(meta.get("n_ctx_train"), int):
+                meta = m.get("meta")
+                if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
                     return meta["n_ctx_train"], "/v1/models meta.n_ctx_train (trained, not served)"
         except ValueError:
             pass
@@ -371,8 +375,10 @@ async def full_check(
         if props_resp is not None and props_resp.status_code == 200:
             try:
                 props = props_resp.json()
-            except ValueError:
-                props = None
+            except ValueError as e:  # not JSON, or JSON nested too deep to use
+                why = f"HTTP 200, {e}" if "nested deeper" in str(e) else f"HTTP 200, not JSON: {why}"
+            if props is not None and not isinstance(props, dict):
+                why, props = f"HTTP 200, a JSON {type(props).__name__}, not an object", None
         rows.append(
             Row("/props", isinstance(props, dict), "llama.cpp server properties" if props else f"not served ({why})")
         )

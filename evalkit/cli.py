@@ -154,9 +154,20 @@ def check_outputs(args: argparse.Namespace) -> None:
         path = getattr(args, attr, None)
         if isinstance(path, Path):
             writable_file(path, flag)
+            _make_parent(path, flag)
     log = getattr(args, "bisect_log", None)
     if isinstance(log, Path):
         writable_file(log, "--bisect-log")
+        _make_parent(log, "--bisect-log")
+
+
+def _make_parent(path: Path, flag: str) -> None:
+    # A missing folder of an output file is made now, before the work: the writers (report, JUnit, export) then
+    # never fail on it after minutes of work.
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot create {path.parent}: {e.strerror or e}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,6 +39,7 @@ class Sampling:
 
     repeats: int = 1
     temperature: float = 0.0
+    timeout_s: float = 900.0  # per request (`--timeout-s`)
 
     def seed_body(self, repeat: int) -> dict[str, Any]:
         """The per-repeat `seed`, so a sampled run can be asked again alike (greedy runs send none)."""
@@ -136,6 +137,7 @@ async def run_live(
             extra_body={**extra_body, **sampling.seed_body(repeat)},
             request_id=new_request_id("cap"),
             tags=tags,
+            timeout_s=sampling.timeout_s,
         )
         async with slots:
             rec = await client.chat(req)

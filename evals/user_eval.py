@@ -183,7 +183,9 @@ def _native(v: Any) -> Any:
         return [_native(x) for x in v]
     if isinstance(v, dict):
         return {k: _native(x) for k, x in v.items()}
-    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8")  # a Parquet binary column of text; other bytes raise UnicodeDecodeError
+    if hasattr(v, "item") and not isinstance(v, str):
         return v.item()
     return v
 
@@ -210,7 +212,16 @@ def read_table(path: Path) -> list[dict[str, Any]]:
         raise
     except Exception as e:  # noqa: BLE001 - any parse failure is the file's, told in one line
         raise UsageError(f"{path}: cannot read as {suffix[1:]}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
-    return [{str(k): _native(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
+    rows = []
+    for n, rec in enumerate(df.to_dict(orient="records")):
+        row = {}
+        for k, v in rec.items():
+            try:
+                row[str(k)] = _native(v)
+            except UnicodeDecodeError:
+                raise UsageError(f"{path}: row {n}, column {k!r}: binary data, not text") from None
+        rows.append(row)
+    return rows
 
 
 def _choices(value: Any) -> list[str]:

@@ -61,6 +61,10 @@ RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
 # the same prompt alone): CI saw two prefills of one prompt in one run take 38.1 s and 31.2 s (the next start came
 # at 0.798 of the prefill left), so this bound leaves room for that.
 RAN_ON_SERIAL = 0.6
+# ... and it calls a next start that came early an abort only when the server had been on the cancelled request for
+# under this share of the prompt's prefill alone: a prefill that ran to its end takes about its time alone (0.82x in
+# that CI run), so a start that came early only because the prefill ran faster than alone is not read as an abort.
+SERVED_SHORT = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
@@ -204,13 +208,16 @@ def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: Se
     return out
 
 
-def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> CancelSample | None:
+def _cancel_from_serial_log(
+    c: Line, ev: ServerEvidence, left: float | None, alone: float | None
+) -> CancelSample | None:
     """On a one-at-a-time server that logs when it starts each request (llama-cpp-python), the engine was busy
     with the cancelled request until it started the next one: that start, against the prefill left, says whether
-    the cancel stopped it."""
+    the cancel stopped it. An abort needs both a start well inside the prefill left and a time on the cancelled
+    request well under its prefill alone (`SERVED_SHORT`): one without the other is "can't tell"."""
     begins = ev.events("begin")
     prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
-    if not begins or not prompt or left is None or left <= 0:
+    if not begins or not prompt or left is None or left <= 0 or not alone:
         return None
     t_c = c["t_done"]
     own = [
@@ -226,9 +233,16 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
     if not after:
         return None
     busy = max(0.0, after[0].t - t_c)
+    # The log says when the server began the cancelled request: the prefill left counts from there.
+    left = alone - (t_c - own[0].t)
+    if left <= 0:
+        return None
+    served = after[0].t - own[0].t
     figures: Figures = {
         "next_start_after_cancel_s": busy,
         "prefill_left_s": left,
+        "served_s": served,
+        "prefill_alone_s": alone,
         "prompt_tokens": prompt,
         "log_line": excerpt(after[0].line.strip(), 160, one_line=False),
     }
@@ -242,8 +256,18 @@ def _cancel_from_serial_log(c: Line, ev: ServerEvidence, left: float | None) -> 
             why=f"the server (one request at a time) started the next request {busy:.3g} s after "
             f"the cancel, with {left:.3g} s of the cancelled prefill left: it ran on",
         )
-    if busy < STARTED_EARLY * left:
+    if busy < STARTED_EARLY * left and served < SERVED_SHORT * alone:
         return CancelSample(YES, "log", figures, granularity=CANT, engine_stopped=after[0].t)
+    if busy < STARTED_EARLY * left:
+        return CancelSample(
+            CANT,
+            "log",
+            figures,
+            why=f"the server started the next request {busy:.3g} s after the cancel, but only after {served:.3g} s "
+            f"on the cancelled request ({served / alone:.0%} of its prefill alone): a prefill that ran to its end "
+            "faster than alone looks the same",
+            would_tell="a cancel earlier in the prefill (a longer --long-tokens), or a quieter host",
+        )
     return None
 
 
@@ -432,7 +456,7 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         left = _left(c, splits, facts)
         got = _cancel_from_log(c, n, splits, ev, facts) if ev.has_log else None
         if got is None:
-            got = _cancel_from_serial_log(c, ev, left) or _cancel_from_gauges(c, lines, ev, left)
+            got = _cancel_from_serial_log(c, ev, left, facts.prefill_alone) or _cancel_from_gauges(c, lines, ev, left)
             if got is not None:
                 got.judge_next(_next_delay(n, c["t_done"], got.engine_stopped, splits, ev))
         if got is None and c.get("t_first_token") is not None:

@@ -338,7 +338,7 @@ class StressRunner:
                 self.opts.gpu_interval_s,
             )
             gpu.start()
-        async with auxiliary.ClientSession() as session:
+        async with auxiliary.session() as session:
             if self.counter is None:
                 await self.prepare_tokens(session)
             lag.start()

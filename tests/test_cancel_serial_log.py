@@ -96,3 +96,16 @@ def test_without_the_log_the_client_alone_cannot_tell() -> None:
     # The same wait read by the client alone: a prefill that ran on, or other work before the next request?
     d = diagnose({}, _finish(_lines(1.0), 70.05), ServerEvidence()).to_json()["cancel_aborts"]
     assert d["verdict"] == CANT and d["evidence"] == "client" and d["would_tell"], d
+
+
+def test_a_late_cancel_of_a_prefill_faster_than_alone_is_never_a_yes() -> None:
+    # Cancelled 20 s into a prompt whose prefill alone took 30 s; on a loaded host the same prefill ran at 0.8x its
+    # time alone and ended 24 s after it began, so the server started the next request 4 s after the cancel: under
+    # half the 10 s "left", which read "yes" before. The log shows the server on the cancelled request for 80% of
+    # its prefill alone: an abort or a prefill that ran to its end faster, the log cannot tell.
+    next_start = 40.01 + 24.0
+    d = diagnose({}, _finish(_lines(20.0), next_start), _evidence(next_start)).to_json()["cancel_aborts"]
+    assert d["verdict"] == CANT and d["evidence"] == "log", d
+    figures = d["samples"][0]["figures"]
+    assert abs(figures["served_s"] - 24.0) < 0.01 and figures["prefill_alone_s"] == 30.0, figures
+    assert "can't" not in d["why"] and "faster than alone" in d["why"], d

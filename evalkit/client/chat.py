@@ -293,7 +293,9 @@ class ChatClient:
         text = b"".join(sink.body).decode("utf-8", errors="replace")
         if not 200 <= sink.status < 300:
             raise HttpStatusError(sink.status, describe(sink.status, text, secrets=self._secrets))
-        return [m["id"] for m in json.loads(text).get("data") or []]
+        page = json.loads(text)
+        models = page.get("data") if isinstance(page, dict) else None
+        return [m["id"] for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)] if models else []
 
 
 # llama.cpp and uvicorn-based servers (vLLM, SGLang, FastLLM) close an idle keep-alive connection after 5 s: a
@@ -319,6 +321,9 @@ def _stamp(rec: RequestRecord) -> Callable[[float], None]:
     return on_sent
 
 
+MAX_COLLECT_BYTES = 8 * 1024 * 1024
+
+
 class _Collect:
     """A sink that keeps a whole (small) response."""
 
@@ -331,10 +336,17 @@ class _Collect:
 
     def on_data(self, data: bytes, now: float) -> None:
         self.body.append(data)
+        if sum(map(len, self.body)) > MAX_COLLECT_BYTES:
+            raise StreamError(f"an answer over the {MAX_COLLECT_BYTES}-byte limit")
 
 
 # Events parsed together after the first token (see _EventStream).
 FOLD_EVERY = 16
+# An SSE event over this is an error for its request (a token's event is ~300 bytes, a whole answer in one event a
+# few tens of KB); without a bound a server's endless line would be held in memory whole.
+MAX_EVENT_BYTES = 1024 * 1024
+# Of a non-2xx answer only the start is kept (its description shows 200 characters of it).
+MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
 class _EventStream:
@@ -372,7 +384,8 @@ class _EventStream:
 
     def on_data(self, data: bytes, now: float) -> None:
         if self.error_body is not None:
-            self.error_body.append(data)
+            if sum(map(len, self.error_body)) < MAX_ERROR_BODY_BYTES:
+                self.error_body.append(data[:MAX_ERROR_BODY_BYTES])
             return
         self._now = now
         if self._kept is not None:  # after the first token: the common case
@@ -385,6 +398,8 @@ class _EventStream:
             self._pending = lines.pop()
             for line in lines:
                 self._line(line, now)
+            if len(self._pending) > MAX_EVENT_BYTES:
+                raise StreamError(f"an SSE event over the {MAX_EVENT_BYTES}-byte limit")
             return
         self._before_first(data, now)
 
@@ -399,6 +414,8 @@ class _EventStream:
             data = self._pending + data
         lines = data.split(b"\n")
         self._pending = lines.pop()
+        if len(self._pending) > MAX_EVENT_BYTES or any(len(line) > MAX_EVENT_BYTES for line in lines):
+            raise StreamError(f"an SSE event over the {MAX_EVENT_BYTES}-byte limit")
         rec = self.rec
         for i, line in enumerate(lines):
             self._line(line, now)

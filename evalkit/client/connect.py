@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from typing import Any
 
 from evalkit.client import auxiliary
@@ -32,11 +31,13 @@ async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
     headers = {"Authorization": f"Bearer {key or 'EMPTY'}"}
     try:
         async with (
-            auxiliary.ClientSession(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session,
+            auxiliary.session(timeout=auxiliary.ClientTimeout(total=timeout_s)) as session,
             session.get(f"{url}/models", headers=headers) as resp,
         ):
             status, ctype = resp.status, resp.headers.get("Content-Type", "")
-            body = (await resp.read()).decode("utf-8", "replace")
+            body = await auxiliary.read_text(resp)
+    except auxiliary.BodyTooLarge as e:
+        raise UsageError(f"server at {url} answered GET /models with a {e}") from None
     except (auxiliary.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
         raise UsageError(
             f"cannot reach server at {url}: {type(e).__name__}: {scrub(str(e), [key]) or 'no answer'}"
@@ -44,9 +45,10 @@ async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
     if status != 200:
         raise _not_a_model_list(url, status, ctype, body, key, "not the model list")
     try:
-        data = json.loads(body)
-    except ValueError:
-        raise _not_a_model_list(url, status, ctype, body, key, "not JSON") from None
+        data = auxiliary.parse_json(body)
+    except ValueError as e:
+        why = str(e) if "nested deeper" in str(e) else "not JSON"
+        raise _not_a_model_list(url, status, ctype, body, key, why) from None
     models = data.get("data") if isinstance(data, dict) else None
     if not isinstance(models, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in models):
         raise _not_a_model_list(url, status, ctype, body, key, 'not an OpenAI model list ({"data": [{"id": ...}]})')

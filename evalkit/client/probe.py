@@ -9,7 +9,6 @@ field) or show it refuses every request. Every probe is a real request over HTTP
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -136,13 +135,13 @@ async def _chat_once(
             reply.status, reply.headers = resp.status, {k.lower(): v for k, v in resp.headers.items()}
             if resp.status != 200:
                 # Scrubbed whole, before any excerpt of it is cut (no half of a key survives a cut).
-                reply.body = scrub(await resp.text(errors="replace"), _session_secrets(http))
+                reply.body = scrub(await auxiliary.read_text(resp), _session_secrets(http))
                 return reply
             async for raw in resp.content:
                 line = raw.decode(errors="replace").strip()
                 if not line.startswith("data:") or line[5:].strip() == "[DONE]":
                     continue
-                _take(reply, json.loads(line[5:]))
+                _take(reply, auxiliary.parse_json(line[5:]))
                 if reply.chunks and reply.t_first_chunk is None:
                     reply.t_first_chunk = time.perf_counter()
                     if on_first_chunk is not None:
@@ -161,13 +160,19 @@ def _session_secrets(http: auxiliary.ClientSession) -> tuple[str, ...]:
     return (auth[len("Bearer ") :],) if auth.startswith("Bearer ") else ()
 
 
-def _take(reply: Reply, chunk: dict[str, Any]) -> None:
+def _take(reply: Reply, chunk: Any) -> None:
+    if not isinstance(chunk, dict):
+        return  # not a chunk: an answer of another shape reads as no answer
     if isinstance(chunk.get("usage"), dict):
         reply.usage = chunk["usage"]
     if isinstance(chunk.get("timings"), dict):
         reply.timings = True
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
         think = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(think, str) and think:
             reply.reasoning += think
@@ -327,7 +332,7 @@ def scrub_row(row: Row, keys: tuple[str | None, ...]) -> Row:
 def probe_session(api_key: str | None, timeout_s: float) -> auxiliary.ClientSession:
     """The HTTP session probes are sent on: the key as a bearer token, one total timeout per request."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return auxiliary.ClientSession(headers=headers, timeout=auxiliary.ClientTimeout(total=timeout_s))
+    return auxiliary.session(headers, auxiliary.ClientTimeout(total=timeout_s))
 
 
 def _cache_name(result: CheckResult) -> str:

@@ -103,7 +103,7 @@ async def _post_count(session: auxiliary.ClientSession, url: str, body: dict[str
     async with session.post(url, json=body, timeout=auxiliary.ClientTimeout(total=120)) as resp:
         if resp.status != 200:
             return None
-        data = await resp.json(content_type=None)
+        data = await auxiliary.read_json(resp)
     # A server that does not understand the body may still answer 200 with an empty list (llama.cpp does for
     # `messages`): no text tokenizes to nothing, so zero means "not understood".
     if isinstance(data, dict):

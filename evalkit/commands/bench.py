@@ -15,7 +15,7 @@ from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.client.field_support import length_fields
 from evalkit.client.lag import client_lag
-from evalkit.config.argtypes import finite_float, nonneg_int, positive_int
+from evalkit.config.argtypes import finite_float, nonneg_int, positive_int, timeout_s
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
@@ -40,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--prompts", type=Path, help="your own prompts: TOML [[prompt]] name/text, or JSONL name/prompt")
     p.add_argument("--warmup", type=nonneg_int, default=1, help="short requests sent first and not counted (default 1)")
+    p.add_argument(
+        "--timeout-s",
+        type=timeout_s,
+        default=300.0,
+        help="per-request timeout in seconds; a request past it is recorded `timeout` (default 300)",
+    )
     p.add_argument(
         "--no-ignore-eos",
         dest="ignore_eos",
@@ -86,6 +92,7 @@ def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
         concurrency=concurrency,
         ignore_eos=args.ignore_eos,
         warmup=max(0, args.warmup),
+        timeout_s=args.timeout_s,
     )
 
 

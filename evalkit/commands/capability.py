@@ -11,7 +11,7 @@ from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.lag import client_lag
-from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int
+from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int, timeout_s
 from evalkit.config.profiles import THINKING_MODES, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a user eval file (TOML: dataset, Jinja prompt, extractor, scorer; see docs/datasets.md), "
         "asked whole; repeatable",
+    )
+    g.add_argument(
+        "--timeout-s",
+        type=timeout_s,
+        default=900.0,
+        help="per-request timeout in seconds; a request past it is graded error (default 900)",
     )
     g.add_argument("--limit", type=positive_int, help="only the first N questions of each dataset in the manifest")
     g.add_argument(
@@ -368,7 +374,7 @@ async def _live(args: argparse.Namespace) -> int:
                 system_prompt,
                 max_tokens,
                 concurrency,
-                Sampling(args.repeats, temperature),
+                Sampling(args.repeats, temperature, args.timeout_s),
                 graded=graded,
                 pass_tags=tags,
                 judge=judge,

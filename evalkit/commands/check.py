@@ -14,6 +14,7 @@ from evalkit.check import full_check
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.client.probe import ALL_COMMANDS, CheckResult, Row
+from evalkit.config.argtypes import timeout_s
 from evalkit.config.profiles import THINKING_MODES, manifest_fields, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.server_identity import identify
@@ -43,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not send ignore_eos in the length probe (as bench and stress with --no-ignore-eos)",
     )
+    p.add_argument("--timeout-s", type=timeout_s, default=30.0, help="time limit of each probe in seconds (default 30)")
 
 
 def _parse(args: argparse.Namespace) -> tuple[tuple[str, ...], list[str]]:
@@ -100,6 +102,7 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
         key,
         dict(profile.extra_body),
         thinking,
+        timeout_s=args.timeout_s,
         identity=identity,
         ignore_eos=args.ignore_eos,
     )

@@ -27,7 +27,15 @@ from evalkit.commands.load_shaping import (
     shaping_options,
     stage_rate,
 )
-from evalkit.config.argtypes import any_int, nonneg_int, positive_float, positive_int
+from evalkit.config.argtypes import (
+    MAX_REQUESTS,
+    any_int,
+    bounded_int,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    timeout_s,
+)
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.load.metrics import judge_point, point_metrics
@@ -56,7 +64,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="constant",
         help="open loop: evenly spaced, Poisson or gamma (--burstiness) gaps drawn from the seed (default constant)",
     )
-    g.add_argument("--requests", type=positive_int, help="measured requests per point (default 50 unless --duration)")
+    g.add_argument(
+        "--requests",
+        type=bounded_int(1, MAX_REQUESTS),
+        help=f"measured requests per point (default 50 unless --duration; at most {MAX_REQUESTS:,})",
+    )
     g.add_argument("--duration", type=positive_float, help="measured seconds per point, instead of --requests")
     g.add_argument(
         "--warmup",
@@ -75,9 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the server's tokens per token of the sim's rule (default: "
         "measured from the server at the start; --dry-run: 1, or the manifest's token_scale)",
     )
-    w.add_argument(
-        "--timeout-s", type=positive_float, default=300.0, help="per-request timeout in seconds (default 300)"
-    )
+    w.add_argument("--timeout-s", type=timeout_s, default=300.0, help="per-request timeout in seconds (default 300)")
     s = p.add_argument_group("targets and search")
     s.add_argument(
         "--slo",

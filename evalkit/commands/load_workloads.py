@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.config.argtypes import fraction, nonneg_float, positive_float, positive_int
+from evalkit.config.argtypes import (
+    MAX_TURNS,
+    MAX_USERS,
+    bounded_int,
+    fraction,
+    nonneg_float,
+    positive_float,
+    positive_int,
+)
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.load import conversation, shared_prefix
@@ -48,16 +56,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"prompt tokens per hash id (default {MOONCAKE_BLOCK_TOKENS}, Mooncake's)",
     )
     c = p.add_argument_group("conversations and shared-prefix groups")
-    c.add_argument("--conversations", type=positive_int, metavar="USERS", help="USERS multi-turn chats at once")
-    c.add_argument("--turns", type=positive_int, default=3, help="turns per conversation (default 3)")
+    c.add_argument(
+        "--conversations",
+        type=bounded_int(1, MAX_USERS),
+        metavar="USERS",
+        help=f"USERS multi-turn chats at once (at most {MAX_USERS:,})",
+    )
+    c.add_argument(
+        "--turns",
+        type=bounded_int(1, MAX_TURNS),
+        default=3,
+        help=f"turns per conversation (default 3, at most {MAX_TURNS})",
+    )
     c.add_argument("--think-s", type=nonneg_float, default=0.0, help="a user's pause between turns (default 0)")
     c.add_argument(
         "--max-tokens",
         type=positive_int,
         help="cap every answer of a conversation or shared-prefix run at N tokens (default: room for the count)",
     )
-    c.add_argument("--shared-prefix", type=positive_int, metavar="GROUPS", help="GROUPS groups sharing a system prompt")
-    c.add_argument("--users-per-group", type=positive_int, default=4, help="users of each group (default 4)")
+    c.add_argument(
+        "--shared-prefix",
+        type=bounded_int(1, MAX_USERS),
+        metavar="GROUPS",
+        help=f"GROUPS groups sharing a system prompt (at most {MAX_USERS:,})",
+    )
+    c.add_argument(
+        "--users-per-group", type=bounded_int(1, MAX_USERS), default=4, help="users of each group (default 4)"
+    )
     c.add_argument("--system-tokens", type=positive_int, default=512, help="each group's system prompt (default 512)")
     c.add_argument(
         "--cache-runs",

@@ -36,7 +36,7 @@ from evalkit.check import KILL_ROW, kill_check
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.field_support import length_fields
 from evalkit.client.tokenize import TokenCounter
-from evalkit.config.argtypes import any_int, positive_float, positive_int
+from evalkit.config.argtypes import any_int, positive_float, positive_int, timeout_s
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
@@ -104,9 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--gen-tokens", type=positive_int, default=512, help="tokens per concurrent generation (default 512)"
     )
-    r.add_argument(
-        "--timeout-s", type=positive_float, default=900.0, help="per-request timeout in seconds (default 900)"
-    )
+    r.add_argument("--timeout-s", type=timeout_s, default=900.0, help="per-request timeout in seconds (default 900)")
     r.add_argument("--max-minutes", type=positive_float, help="end the run cleanly after this many minutes")
     r.add_argument(
         "--gpu-interval", type=positive_float, default=1.0, help="seconds between nvidia-smi samples (default 1)"

@@ -89,6 +89,23 @@ nonneg_int = _number(int, "a whole number of 0 or more", lambda v: v >= 0)
 any_int = _number(int, "a whole number", lambda v: True)
 
 
+def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
+    """A whole number from `lo` to `hi` (the documented maximum of a count: docs/conventions.md, "Bounds")."""
+    parse = _number(int, f"a whole number from {lo} to {hi:,}", lambda v: lo <= v <= hi)
+    return lambda text: int(parse(text))
+
+
+# Maxima of the counts a user gives (docs/conventions.md, "Bounds"): far above a real run, far below minutes of
+# silence or an out-of-memory error while it is planned.
+MAX_REQUESTS = 1_000_000  # load: measured requests per point
+MAX_USERS = 10_000  # load: conversations, shared-prefix groups, users per group
+MAX_TURNS = 1_000  # load: turns per conversation
+MAX_TIMEOUT_S = 86_400.0  # any per-request or start/stop time limit: one day
+
+
+timeout_s = _number(float, f"a time limit above 0 and at most {MAX_TIMEOUT_S:g} s", lambda v: 0 < v <= MAX_TIMEOUT_S)
+
+
 def port(text: str) -> int:
     """A TCP port, 0 (pick a free one) to 65535."""
     v = _number(int, "a port from 0 to 65535", lambda v: 0 <= v <= 65535)(text)

@@ -75,15 +75,18 @@ async def _get_json(session: auxiliary.ClientSession, url: str, timeout_s: float
             if resp.status != 200:
                 return None, f"HTTP {resp.status}"
             try:
-                return await resp.json(content_type=None), "ok"
-            except ValueError:
-                return None, "not JSON"
+                return await auxiliary.read_json(resp), "ok"
+            except ValueError as e:
+                return None, f"not usable: {e}" if "nested deeper" in str(e) else "not JSON"
+    except auxiliary.BodyTooLarge as e:
+        return None, f"not usable: {e}"
     except (auxiliary.ClientError, asyncio.TimeoutError, OSError) as e:
         return None, type(e).__name__
 
 
 def _from_props(props: dict[str, Any]) -> dict[str, Any]:
-    gen = props.get("default_generation_settings") or {}
+    gen = props.get("default_generation_settings")
+    gen = gen if isinstance(gen, dict) else {}
     return {
         "build_info": props.get("build_info"),
         "total_slots": props.get("total_slots"),
@@ -109,7 +112,7 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
     out: dict[str, Any] = {"server_type": None, "probed": {}}
     # The key these requests carry, scrubbed from every answer before any value of it is cut to `_MAX_TEXT`.
     secrets = [v.split()[-1] for k, v in (headers or {}).items() if k.lower() == "authorization" and v.split()]
-    async with auxiliary.ClientSession(headers=headers or {}) as session:
+    async with auxiliary.session(headers) as session:
 
         async def get(url: str) -> tuple[Any, str]:
             value, how = await _get_json(session, url, timeout_s)
@@ -153,7 +156,7 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
             api, out["probed"]["/openapi.json"] = await get(root + "/openapi.json")
             if isinstance(api, dict) and isinstance(api.get("paths"), dict):
                 out["openapi"] = {
-                    "title": _short((api.get("info") or {}).get("title")),
+                    "title": _short(api["info"].get("title") if isinstance(api.get("info"), dict) else None),
                     "paths": sorted(p for p in api["paths"] if p in _TELLING_PATHS),
                 }
     return out

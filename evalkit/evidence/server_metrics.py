@@ -22,6 +22,8 @@ from evalkit.clock import Clock
 from evalkit.redact import excerpt
 
 METRICS_FILE = "metrics.jsonl"
+# A scrape reads at most this much (vLLM's whole /metrics is ~200 KB): parsing a 100 MB answer took minutes.
+MAX_METRICS_BYTES = 4 * 1024 * 1024
 # Cumulative series by Prometheus naming: counters end in _total, histograms and summaries count in _count/_sum.
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 _BUCKET = "_bucket"
@@ -90,7 +92,7 @@ async def scrape(
     """GET `url` and parse it; any failure is a `Scrape` with `ok=False` and a one-line error, never an exception."""
     try:
         async with session.get(url, timeout=auxiliary.ClientTimeout(total=timeout_s)) as resp:
-            body = await resp.text(errors="replace")
+            body = await auxiliary.read_text(resp, MAX_METRICS_BYTES)
             t = clock.now()
             if resp.status != 200:
                 return Scrape(t, label, False, f"HTTP {resp.status} from GET {url}")
@@ -127,7 +129,7 @@ class MetricsRecorder:
     async def snapshot(self, label: str) -> Scrape:
         """Scrape once, append the line, warn once per run when the server has no usable `/metrics`."""
         if self._session is None:
-            self._session = auxiliary.ClientSession(headers=self._headers)
+            self._session = auxiliary.session(self._headers)
         s = await scrape(self._session, self.url, self.clock, label)
         self._append(METRICS_FILE, s.to_json())
         self._ok += s.ok

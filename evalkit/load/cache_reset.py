@@ -21,7 +21,7 @@ async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> dict[
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     tried: list[dict[str, Any]] = []
     timeout = auxiliary.ClientTimeout(total=30)
-    async with auxiliary.ClientSession(headers=headers, timeout=timeout) as session:
+    async with auxiliary.session(headers, timeout) as session:
         for path in ("/reset_prefix_cache", "/flush_cache"):
             status = await _post(session, root + path)
             tried.append({"url": root + path, "status": status})
@@ -29,7 +29,7 @@ async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> dict[
                 return {"reset": True, "method": path, "tried": tried}
         try:
             async with session.get(root + "/slots") as resp:
-                slots = await resp.json(content_type=None) if resp.status == 200 else None
+                slots = await auxiliary.read_json(resp) if resp.status == 200 else None
                 tried.append({"url": root + "/slots", "status": resp.status})
         except (auxiliary.ClientError, TimeoutError, ValueError) as e:
             slots = None
@@ -37,6 +37,8 @@ async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> dict[
         if isinstance(slots, list) and slots:
             ok = True
             for slot in slots:
+                if not isinstance(slot, dict):
+                    continue
                 url = f"{root}/slots/{slot.get('id')}?action=erase"
                 status = await _post(session, url)
                 tried.append({"url": url, "status": status})
@@ -48,7 +50,7 @@ async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> dict[
 async def _post(session: auxiliary.ClientSession, url: str) -> int | None:
     try:
         async with session.post(url) as resp:
-            await resp.read()
+            await auxiliary.read_body(resp)
             return resp.status
     except (auxiliary.ClientError, TimeoutError):
         return None

@@ -36,7 +36,7 @@ async def measure_token_scale(client: ChatClient, extra_body: dict[str, Any]) ->
         return rec.prompt_tokens if rec.status == "ok" and rec.usage_source == "server" else None
 
     sample = messages_for(filler_text(random.Random("load-token-scale"), SAMPLE_TOKENS))
-    async with auxiliary.ClientSession() as session:
+    async with auxiliary.session() as session:
         counter = await probe_counter(session, client.base_url, client.model, usage_probe)
         server = await counter.count(session, sample)
     local = chat_tokens_local(sample)

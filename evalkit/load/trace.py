@@ -27,19 +27,23 @@ from evalkit.client.prompts import GenQuestion, filler_words
 from evalkit.client.tokens import count_tokens
 from evalkit.errors import UsageError
 from evalkit.load.schedule import PointPlan, PointSpec
-from evalkit.load.workload import CHAT_OVERHEAD, Lengths, LoadRequest, Workload, count_for
+from evalkit.load.workload import CHAT_OVERHEAD, MAX_LENGTH_TOKENS, Lengths, LoadRequest, Workload, count_for
 
 MOONCAKE_BLOCK_TOKENS = 512
+# Bounds of a trace (docs/conventions.md, "Bounds"): a week of trace time, lines and lengths far above Mooncake's
+# own (23,608 lines, inputs up to ~125,000 tokens), so a bad file is one line, not minutes of planning or MemoryError.
+MAX_TRACE_MS = 7 * 24 * 3600 * 1000.0
+MAX_TRACE_LINES = 1_000_000
 
 
 class TraceLine(BaseModel):
     """One line of a Mooncake trace."""
 
-    model_config = ConfigDict(extra="ignore")
-    timestamp: float = Field(ge=0)
-    input_length: int = Field(ge=1)
-    output_length: int = Field(ge=1)
-    hash_ids: list[int] = Field(default_factory=list)
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    timestamp: float = Field(ge=0, le=MAX_TRACE_MS)
+    input_length: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    output_length: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    hash_ids: list[int] = Field(default_factory=list, max_length=MAX_LENGTH_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,14 @@ def read_trace(path: Path) -> list[TraceLine]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise UsageError(f"--trace {path}: {e.strerror or e}") from None
-    out = []
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--trace {path}: not UTF-8 text (byte {e.start}): a JSONL trace is text") from None
+    out: list[TraceLine] = []
     for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
+        if len(out) >= MAX_TRACE_LINES:
+            raise UsageError(f"--trace {path}: more than {MAX_TRACE_LINES:,} requests; replay a --trace-window of it")
         try:
             out.append(TraceLine.model_validate_json(raw))
         except ValidationError as e:

@@ -23,6 +23,8 @@ from evalkit.errors import UsageError
 
 # The chat template's cost by the sim's rule: one user message (+4) and the prompt (+2).
 CHAT_OVERHEAD = 6
+# The longest prompt or answer a run may ask for, in tokens (2^20: the largest served contexts are ~1M tokens).
+MAX_LENGTH_TOKENS = 1 << 20
 _SPREAD = 9  # neighbouring values of n (see the module docstring)
 
 
@@ -43,6 +45,8 @@ class Lengths:
         hi = int(m.group(2)) if m.group(2) else lo
         if hi < lo:
             raise UsageError(f"{flag}: {hi} is below {lo}")
+        if hi > MAX_LENGTH_TOKENS:
+            raise UsageError(f"{flag}: {hi} tokens is over the {MAX_LENGTH_TOKENS:,}-token limit")
         return cls(lo, hi)
 
     def draw(self, rng: random.Random) -> int:

@@ -31,6 +31,7 @@ from evalkit.runs.sweepdir import (
     point_dir,
     write_state,
 )
+from evalkit.sweep.leftovers import forget, remember, stop_leftovers
 from evalkit.sweep.points import Point, command_line, fill, point_values
 from evalkit.sweep.server_process import ServerProcess, ServerStartError, free_port, log_tail, start_server
 from evalkit.sweep.sweep_file import ResetCall, RunSpec, SweepFile
@@ -64,8 +65,11 @@ class SweepPlan:
         return point_values(self.sweep, point, self.overrides, self.builtins(sweep_dir, point, port))
 
     def server_command(self, sweep_dir: Path, point: Point, port: str) -> list[str]:
-        """The server's argv at this point."""
-        return command_line(self.sweep.server.command, self.values(sweep_dir, point, port), "[server] command")
+        """The server's argv at this point (a usage error when it fills to nothing)."""
+        argv = command_line(self.sweep.server.command, self.values(sweep_dir, point, port), "[server] command")
+        if not argv:
+            raise UsageError(f"[server] command {self.sweep.server.command!r} fills to nothing at point {point.name}")
+        return argv
 
     def run_args(self, run: RunSpec, sweep_dir: Path, point: Point, port: str) -> list[str]:
         """A [[run]]'s own options at this point."""
@@ -163,9 +167,19 @@ class _PointRun:
         self.say(f"point {self.point.name}: starting {shlex.join(cmd)}")
         try:
             self.server = start_server(
-                cmd, root, spec.health, out_log, spec.start_timeout_s, env, cwd, spec.stop_timeout_s, own_log
+                cmd,
+                root,
+                spec.health,
+                out_log,
+                spec.start_timeout_s,
+                env,
+                cwd,
+                spec.stop_timeout_s,
+                own_log,
+                on_started=lambda pid: remember(self.sweep_dir, "server", pid, cmd, group=True),
             )
         except ServerStartError as e:
+            forget(self.sweep_dir, "server")
             self.fail(f"did not start: {e.reason}", e.tail)
             return False
         self.used = False
@@ -176,6 +190,7 @@ class _PointRun:
         if self.server is not None:
             self.server.stop(self.plan.sweep.server.stop_timeout_s)
             self.server = None
+            forget(self.sweep_dir, "server")
 
     def prepare(self, run: RunSpec) -> bool:
         """A server ready for the next command: started, restarted, or its caches cleared."""
@@ -197,15 +212,29 @@ class _PointRun:
         out_path = self.dir / f"{run_name(run)}.out"
         self.say(f"point {self.point.name}: evalkit {run.command} --name {run_name(run)}")
         t0 = time.monotonic()
-        with open(out_path, "ab") as out:
-            code = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        with (
+            open(out_path, "ab") as out,
+            subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL) as proc,
+        ):
+            # In the sweep's own process group (Ctrl-C reaches it as it reaches the sweep), and named in the pid
+            # file: a SIGKILLed sweep's next run stops it.
+            remember(self.sweep_dir, "command", proc.pid, argv, group=False)
+            try:
+                code = proc.wait()
+            except BaseException:
+                proc.kill()
+                raise
+            finally:
+                forget(self.sweep_dir, "command")
         self.used = True
         crec.exit_code = code
         if not self.server.alive:
             exit_code = self.server.process.returncode
             crec.failure = f"the server exited (code {exit_code}) during the run"
             self.fail(f"crashed during {run_name(run)}: the server exited with code {exit_code}", self.server.tail())
+            self.server.stop(self.plan.sweep.server.stop_timeout_s)  # children its leader left behind
             self.server = None
+            forget(self.sweep_dir, "server")
             return False
         if not _finished(self.dir / run_name(run)):
             last = log_tail(out_path, 3)
@@ -269,7 +298,9 @@ def merge_state(plan: SweepPlan, old: SweepState, where: Path) -> SweepState:
 
 
 def run_sweep(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say) -> SweepState:
-    """Run every point not done yet, in order; a point that fails is recorded and the next one runs."""
+    """Run every point not done yet, in order; a point that fails is recorded and the next one runs. A server or
+    command a killed sweep left running is stopped first."""
+    stop_leftovers(sweep_dir, say, plan.sweep.server.stop_timeout_s)
     write_state(sweep_dir, state)
     for point in plan.points:
         rec = state.point(point.name)

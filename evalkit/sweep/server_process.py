@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,10 +103,11 @@ def start_server(
     cwd: Path | None = None,
     stop_timeout_s: float = 15.0,
     server_log: Path | None = None,
+    on_started: Callable[[int], None] | None = None,
 ) -> ServerProcess:
     """Start `command` and return once GET `root_url + health_path` answers 200; raise ServerStartError with the
     log's last lines when the process exits first or `start_timeout_s` passes. `server_log` is the log the server
-    writes itself, when it is not its output."""
+    writes itself, when it is not its output; `on_started(pid)` is called as soon as the process exists."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(log_path, "ab") as log:
@@ -121,6 +123,8 @@ def start_server(
             )
         except OSError as e:
             raise ServerStartError(f"cannot start {command[0]!r}: {e.strerror or e}", []) from None
+    if on_started is not None:
+        on_started(proc.pid)
     server = ServerProcess(proc, command, log_path, root_url.rstrip("/"))
     url = server.root_url + (health_path if health_path.startswith("/") else "/" + health_path)
     while time.monotonic() - start < start_timeout_s:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from evalkit.config.argtypes import MAX_TIMEOUT_S
 from evalkit.config.profiles import read_toml
 from evalkit.runs.schemas import validate
 
@@ -31,8 +32,9 @@ class ServerSpec(_Closed):
     command: str | list[str]  # a string is split as a shell would (shlex) after the placeholders are filled
     base_url: str = "http://127.0.0.1:{port}/v1"
     health: str = "/health"  # GET on the base URL's root; 200 means up
-    start_timeout_s: float = Field(default=120.0, gt=0)
-    stop_timeout_s: float = Field(default=15.0, gt=0)
+    # finite and at most a day (docs/conventions.md, "Bounds"): an endless wait is no time limit
+    start_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    stop_timeout_s: float = Field(default=15.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     env: dict[str, str] = {}
     cwd: str | None = None  # relative to the sweep file's folder
     log: str | None = None  # a log file the server writes itself (default: its stdout and stderr)

@@ -21,6 +21,7 @@ from realserver_support import read_jsonl, run_dir_from, run_evalkit
 
 from evalkit.realserver import llama_cpp_python
 from evalkit.realserver.provisioning import model_path
+from evalkit_stress.diagnose import SERVED_SHORT
 
 pytestmark = pytest.mark.realserver
 
@@ -136,8 +137,16 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
     kinds = {e["kind"] for e in summary["error_requests"]}
     cancel = summary["diagnoses"]["cancel_aborts"]
     # A disconnect does not abort its prefill: its log shows the next request started only when that prefill ended.
-    assert cancel["verdict"] == "no" and cancel["evidence"] == "log", cancel
-    assert cancel["granularity"] == "only at the end", cancel
+    # On a loaded host the same prefill may run faster than the prompt alone did, and a late cancel then sees the
+    # next start come early: the log cannot tell that from an abort ("can't tell", naming the time the server spent
+    # on the cancelled request). What it must never say is "yes".
+    assert cancel["verdict"] in ("no", "can't tell"), cancel
+    assert all(s["verdict"] != "yes" for s in cancel["samples"]), cancel["samples"]
+    if cancel["verdict"] == "no":
+        assert cancel["evidence"] == "log" and cancel["granularity"] == "only at the end", cancel
+    for s in cancel["samples"]:
+        if s["evidence"] == "log" and s["verdict"] == "can't tell":  # the log's figures say why it could not decide
+            assert s["figures"]["served_s"] >= SERVED_SHORT * s["figures"]["prefill_alone_s"], s
     print(
         f"[realserver] llama-cpp-python stress: {summary['requests']} requests, {len(ok)} ok, "
         f"{len(killed)} killed streams (error kinds {', '.join(sorted(kinds)) or 'none'}), long prompts counted "
