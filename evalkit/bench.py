@@ -218,6 +218,18 @@ def _vs(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs - 1 if ours and theirs else None
 
 
+def left_failed(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The measurements' failed lines still standing: a failure counts against its step unless the same
+    measurement (key and stream) was taken again and succeeded (a resume); one line per measurement."""
+    ok = {(x["bench_key"], x.get("stream", 0)) for x in lines if x.get("status") == "ok" and x.get("bench_key")}
+    left: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for x in lines:
+        key = (x.get("bench_key"), x.get("stream", 0))
+        if x.get("status") != "ok" and key[0] and key not in ok:
+            left[key] = x  # one per measurement: the last try's error
+    return list(left.values())
+
+
 def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
     """summary.json from requests.jsonl (contract shape plus request rates, TTFT and early stops)."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}
@@ -225,12 +237,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         if line.get("status") == "ok" and line.get("bench_key"):
             latest[(line["bench_key"], line.get("stream", 0))] = line  # a re-measured key keeps its last result
     ok = list(latest.values())
-    # A failure counts against its step unless the same measurement was taken again and succeeded (a resume).
-    failed_lines = [
-        x
-        for x in lines
-        if x.get("status") != "ok" and x.get("bench_key") and (x["bench_key"], x.get("stream", 0)) not in latest
-    ]
+    failed_lines = left_failed(lines)
     prompts: dict[str, Any] = {}
     for p in plan.prompts:
         mine = sorted(
@@ -295,7 +302,9 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         for x in ok
         if (x.get("completion_tokens") or 0) < plan.max_tokens
     ]
-    failed = [x for x in lines if x.get("status") != "ok"]
+    # What is left failed is what counts (a resume retries the rest); the retried ones are said apart.
+    failed = failed_lines
+    retried = sum(1 for x in lines if x.get("status") != "ok" and x.get("bench_key")) - len(failed)
     return {
         "kind": "bench",
         "max_tokens": plan.max_tokens,
@@ -310,6 +319,8 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "concurrent": concurrent,
         "stopped_early": early,
         "errors": len(failed),
+        "retried_errors": retried,
+        "measured_requests": len(ok) + len(failed),
         "error_samples": [
             {"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")} for x in failed[:5]
         ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.runs.context import open_run, print_run_path
 from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.runs.run_identity import run_defines
+from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -128,8 +130,25 @@ def _revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any
     return full, short
 
 
-def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, extra: dict[str, Any]) -> int:
-    from evalkit_evals.scoreboard import latest_per_id, summarize, table, thinking_warning
+def _failed_line(latest: list[dict[str, Any]], secrets: list[str | None], replay: bool) -> str | None:
+    """The exit-1 line when questions are left graded `error` (their latest line: a resume re-asked the rest)."""
+    then = (
+        "the replay cannot retry them: fix the answers file and grade it under another --name or with --fresh"
+        if replay
+        else "run the same command again to ask them again"
+    )
+    errors = (ln.get("why") for ln in latest if ln.get("outcome") == "error")
+    return failure_line("capability", count_failures(errors, len(latest)), secrets, what="questions", then=then)
+
+
+def _finish(
+    rundir: RunDir,
+    lines: list[dict[str, Any]],
+    thinking: str | None,
+    extra: dict[str, Any],
+    secrets: list[str | None] = [],  # noqa: B006 - read, never changed
+) -> int:
+    from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
 
     latest = latest_per_id(lines)
     warning = thinking_warning(latest, thinking)
@@ -143,7 +162,23 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
         **extra,
     )
     rundir.write_summary(summary)
-    rundir.finish()
+    failed = _failed_line(latest, secrets, extra.get("mode") == "replay")
+    # A replay cannot do better by running again: complete either way.
+    rundir.finish(exit_code=1 if failed else 0, complete=failed is None or extra.get("mode") == "replay")
+    _print_summary(summary)
+    print_run_path(rundir)
+    if failed is not None:
+        sys.stderr.write(failed + "\n")
+        return 1
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    """The table and the lines under it, as a run prints them at its end (and again when started finished)."""
+    from evalkit_evals.scoreboard import table
+
+    truncated = summary.get("truncated_answers") or 0
+    warning = summary.get("thinking_warning")
     print(table(summary))
     p1 = summary["total"].get("pass_at_1")
     if p1:
@@ -163,8 +198,6 @@ def _finish(rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, e
     note = (summary.get("client") or {}).get("note")
     if note:
         sys.stderr.write(f"warning: {note}\n")
-    print_run_path(rundir)
-    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -192,9 +225,20 @@ def _replay(args: argparse.Namespace) -> int:
         "code_isolation": isolation,
         **({"user_evals": user} if user else {}),
     }
-    rundir = RunDir.create(args.out, name, "capability", manifest)
+    options = {
+        "--replay": {"file": str(args.replay), "sha256": _sha256(args.replay)},
+        "--manifest": {"name": qset.name, "sha256": qset.sha256},
+        "--eval": user,
+        "dataset revisions": short,
+    }
+    try:
+        rundir = RunDir.create(
+            args.out, name, "capability", manifest, defines=run_defines(None, None, None, options), fresh=args.fresh
+        )
+    except RunFinished as done:
+        return _said_finished(done)
     if rundir.resumed and rundir.read("graded.jsonl"):
-        raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name")
+        raise UsageError(f"{rundir.path} already holds a graded replay; pick a new --name, or add --fresh")
     grader = Grader(args.data_dir, judge)
     try:
         lines = run_replay(rundir, answers, items, grader, short)
@@ -243,7 +287,19 @@ async def _live(args: argparse.Namespace) -> int:
         **({"user_evals": user} if user else {}),
         **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
     }
-    async with open_run(args, "capability", manifest) as ctx:
+    options = {
+        "--thinking": args.thinking,
+        "--datasets": datasets,
+        "--limit": args.limit,
+        "--repeats": args.repeats,
+        "--max-tokens": max_tokens,
+        "--temperature": temperature,
+        "--manifest": {"name": qset.name, "sha256": qset.sha256},
+        "--eval": user,
+        "dataset revisions": short,
+        "--under-load": load_spec.to_json() if load_spec is not None else None,
+    }
+    async with open_run(args, "capability", manifest, options) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
         extra_body = {**ctx.profile.extra_body, **body}
@@ -289,7 +345,7 @@ async def _live(args: argparse.Namespace) -> int:
             grader.close()
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
         await ctx.evidence.end()
-        code = _finish(
+        return _finish(
             ctx.rundir,
             lines,
             args.thinking,
@@ -302,17 +358,23 @@ async def _live(args: argparse.Namespace) -> int:
                 "client": client_lag(ctx.rundir.read("requests.jsonl")),
                 **({"under_load": under} if under else {}),
             },
-        )
-        reqs = ctx.rundir.read("requests.jsonl")
-        failed = failure_line(
-            "capability",
-            count_failures((x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)),
             [ctx.profile.api_key],
         )
-        if failed is not None:
-            sys.stderr.write(failed + "\n")
-            return 1
-        return code
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _said_finished(done: RunFinished) -> int:
+    """A complete run started again: one line, its own table, its own exit code."""
+    done.say()
+    _print_summary(done.summary)
+    print(done.path, flush=True)
+    return done.exit_code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -321,4 +383,7 @@ def run(args: argparse.Namespace) -> int:
         if args.under_load is not None:
             raise UsageError("--under-load asks a live server; it does not go with --replay")
         return _replay(args)
-    return asyncio.run(_live(args))
+    try:
+        return asyncio.run(_live(args))
+    except RunFinished as done:
+        return _said_finished(done)
