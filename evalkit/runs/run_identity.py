@@ -92,7 +92,8 @@ def recorded_defines(manifest: Mapping[str, Any]) -> dict[str, Any]:
         v: Any = manifest
         for k in keys:
             v = v.get(k) if isinstance(v, dict) else None
-        out[name] = v.rstrip("/") if isinstance(v, str) else v
+        if v is not None:  # what an old manifest did not say is not compared
+            out[name] = v.rstrip("/") if isinstance(v, str) else v
     return out
 
 
