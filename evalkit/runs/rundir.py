@@ -240,13 +240,13 @@ class RunDir:
                     f"run directory {path} holds a {old.get('kind')!r} run, not {kind!r}; pick another --name, "
                     "or add --fresh to replace it"
                 )
+            _check_lines(path)  # a resume must not stamp the manifest of a run it cannot read
             if defines is not None:
                 diff = first_difference(recorded_defines(old), defines, server_moved)
                 if diff is not None:
                     raise UsageError(diff.line(path))
             if old.get("finished") and old.get("complete"):
                 raise RunFinished(path, old)
-            _check_lines(path)  # a resume must not stamp the manifest of a run it cannot read
             lock = _take_lock(path)
             rd = cls(path=path, kind=kind, resumed=True, secrets=forms, _lock_fd=lock)
             old.setdefault("resumes", []).append({"at": utc_now_iso(), "command": _command_line()})
