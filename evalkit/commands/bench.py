@@ -36,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
         type=positive_int,
-        default=1,
-        help="also run this many streams at once and report combined and per-stream rates (e.g. 2)",
+        default=2,
+        help="also run this many streams at once and report combined and per-stream rates "
+        "(default 2: `concurrent` in summary.json; 1 measures single streams only)",
     )
     p.add_argument("--prompts", type=Path, help="your own prompts: TOML [[prompt]] name/text, or JSONL name/prompt")
     p.add_argument("--warmup", type=nonneg_int, default=1, help="short requests sent first and not counted (default 1)")

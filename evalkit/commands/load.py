@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="TARGET",
-        help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)",
+        help="a target such as 'ttft_p99_s<=2', 'itl_p99_ms<=100', errors==0 (repeatable; quote < and >)",
     )
     s.add_argument("--search", choices=("concurrency", "rate"), help="find the largest load meeting every --slo")
     s.add_argument("--runs", type=positive_int, default=1, help="repeats of every load point (default 1)")
