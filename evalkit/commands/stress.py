@@ -3,8 +3,9 @@
 Resuming: started again with an existing `--name`, stress continues that run cycle by cycle. The schedule options
 (`--seed`, `--cycles`, `--long-tokens`, `--shuffle`, `--reuse-long-prompt`, `--gen-tokens`, `--time-scale`,
 `--short-max-tokens`, `--long-max-tokens`) must equal the ones the run was started with, else exit 2 with a
-one-line reason naming the differing option, and the run directory is left untouched. `--max-minutes`,
-`--timeout-s`, `--gpu-interval` and the server flags may differ.
+one-line reason naming the differing option, and the run directory is left untouched; so must the server (URL,
+identity, model: `evalkit.runs.run_identity`). `--max-minutes`, `--timeout-s` and `--gpu-interval` may differ.
+A completed run started again says it is finished and exits with its own code; `--fresh` starts over.
 
 - A cycle counts as done only when `cycles.jsonl` has its line (`cycle`, `attempt`, `requests`, `t_start`,
   `t_end`), written after the cycle's last request line. Done cycles are skipped; the first cycle without such a
