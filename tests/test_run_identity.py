@@ -100,8 +100,8 @@ def test_capability_resume_with_other_options_is_refused_and_server_moved_resume
     assert code == 1, err
     left = json.loads((tmp_path / "c" / "summary.json").read_text())["total"]["outcomes"]["error"]
     assert left >= 1 and f"{left} of 24 questions failed" in err[-1], err[-1]
-    assert main([*cap, "--limit", "8", "--base-url", a.base_url]) == 2
-    assert "--limit was 24 and is now 8" in capsys.readouterr().err
+    assert main([*cap, "--limit", "24", "--max-tokens", "512", "--base-url", a.base_url]) == 2
+    assert "--max-tokens was 4096 and is now 512" in capsys.readouterr().err
     assert main([*cap, "--limit", "24", "--base-url", b.base_url]) == 2
     assert "server URL" in capsys.readouterr().err
     # The same server restarted elsewhere (here: a clean one): --server-moved resumes, and only the failed are asked.

@@ -229,7 +229,7 @@ def _replay(args: argparse.Namespace) -> int:
         "--replay": {"file": str(args.replay), "sha256": _sha256(args.replay)},
         "--manifest": {"name": qset.name, "sha256": qset.sha256},
         "--eval": user,
-        "dataset revisions": short,
+        **{f"{ds} revision": rev for ds, rev in short.items()},
     }
     try:
         rundir = RunDir.create(
@@ -287,19 +287,20 @@ async def _live(args: argparse.Namespace) -> int:
         **({"user_evals": user} if user else {}),
         **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
     }
+    # Which questions are asked (--datasets, --limit) is no condition of the measurement: a resume with a larger
+    # limit asks the new ones alike, and the summary counts the questions asked for. Each dataset's revision is.
     options = {
         "--thinking": args.thinking,
-        "--datasets": datasets,
-        "--limit": args.limit,
         "--repeats": args.repeats,
         "--max-tokens": max_tokens,
         "--temperature": temperature,
         "--manifest": {"name": qset.name, "sha256": qset.sha256},
         "--eval": user,
-        "dataset revisions": short,
+        **{f"{ds} revision": rev for ds, rev in short.items()},
         "--under-load": load_spec.to_json() if load_spec is not None else None,
     }
-    async with open_run(args, "capability", manifest, options) as ctx:
+    scope = {"datasets": datasets, "limit": args.limit}  # a complete run asked for more questions resumes
+    async with open_run(args, "capability", manifest, options, scope) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         body, system_prompt = thinking_params(ctx.profile, args.thinking)
         extra_body = {**ctx.profile.extra_body, **body}

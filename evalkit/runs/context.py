@@ -44,14 +44,18 @@ def profile_from_args(args: argparse.Namespace) -> ServerProfile:
 
 @asynccontextmanager
 async def open_run(
-    args: argparse.Namespace, kind: str, manifest: dict[str, Any], options: dict[str, Any]
+    args: argparse.Namespace,
+    kind: str,
+    manifest: dict[str, Any],
+    options: dict[str, Any],
+    scope: dict[str, Any] | None = None,
 ) -> AsyncIterator[RunContext]:
     """Connect to the server (exit 2 when unreachable), create or resume `OUT/NAME`, close the client at the end.
 
     `options` are the flags that define the measurement (with the server's URL, model and identity, they must
-    match for a resume: `runs.run_identity`); a complete run of the same definition raises `RunFinished`. The
-    caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is printed as the last line
-    of standard output by `print_run_path`.
+    match for a resume: `runs.run_identity`); a complete run of the same definition and `scope` (what is asked)
+    raises `RunFinished`. The caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is
+    printed as the last line of standard output by `print_run_path`.
     """
     clock = Clock()
     procs = max(1, getattr(args, "client_procs", 1) or 1)
@@ -76,6 +80,7 @@ async def open_run(
             defines=run_defines(profile.base_url, profile.model, identity, options),
             fresh=bool(getattr(args, "fresh", False)),
             server_moved=bool(getattr(args, "server_moved", False)),
+            scope=scope,
         )
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
             rundir.write_json("check.json", scrub_tree(client.preflight.to_json(), (key,)))

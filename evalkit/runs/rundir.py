@@ -223,10 +223,12 @@ class RunDir:
         defines: dict[str, Any] | None = None,
         fresh: bool = False,
         server_moved: bool = False,
+        scope: dict[str, Any] | None = None,
     ) -> RunDir:
         """Create `out/name`, or reopen it to resume an unfinished run of `kind` with the same `defines`
         (`runs.run_identity`; `server_moved`: its URL may differ). Another run there exits 2 naming what differs, a
-        complete one raises `RunFinished`; `fresh` deletes an old run there first. `secrets` (the API key) are
+        complete one raises `RunFinished` unless its `scope` (what is asked, e.g. capability's questions: not part of
+        `defines`) grew; `fresh` deletes an old run there first. `secrets` (the API key) are
         replaced in everything written through this object."""
         forms = known_forms(secrets)
         path = Path(out) / name
@@ -245,7 +247,7 @@ class RunDir:
                 diff = first_difference(recorded_defines(old), defines, server_moved)
                 if diff is not None:
                     raise UsageError(diff.line(path))
-            if old.get("finished") and old.get("complete"):
+            if old.get("finished") and old.get("complete") and (scope is None or old.get("scope") == _plain(scope)):
                 raise RunFinished(path, old)
             lock = _take_lock(path)
             rd = cls(path=path, kind=kind, resumed=True, secrets=forms, _lock_fd=lock)
@@ -255,6 +257,8 @@ class RunDir:
                 old.pop(stale, None)
             if defines is not None:
                 old["defines"] = defines  # an older run gains the full record on its first resume
+            if scope is not None:
+                old["scope"] = scope
             rd._reserve()
             rd._guard(lambda: write_json_atomic(man_path, old, forms))
             for f in path.glob("*.jsonl"):
@@ -274,6 +278,7 @@ class RunDir:
             "command": _command_line(),
             **manifest,
             **({"defines": defines} if defines is not None else {}),
+            **({"scope": scope} if scope is not None else {}),
         }
         rd._reserve()
         rd._guard(lambda: write_json_atomic(man_path, full, forms))
@@ -426,6 +431,11 @@ class RunFinished(Exception):
             file=sys.stderr,
             flush=True,
         )
+
+
+def _plain(v: Any) -> Any:
+    # As a manifest reads it back: tuples become lists.
+    return json.loads(json.dumps(v, default=str))
 
 
 def _clear_run(path: Path) -> None:
