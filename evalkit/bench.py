@@ -26,7 +26,7 @@ from typing import Any
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import REQUESTS, RunDir, read_jsonl
+from evalkit.runs.rundir import REQUESTS, Line, RunDir, read_jsonl
 from evalkit.stats import median
 
 DEFAULT_PROMPTS = ("code", "math", "prose")
@@ -111,12 +111,7 @@ def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> Chat
 
 
 def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
-    ok: dict[str, int] = {}
-    for line in lines:
-        if line.get("status") == "ok" and line.get("bench_key"):
-            ok[line["bench_key"]] = ok.get(line["bench_key"], 0) + 1
-    need = {k: (plan.concurrency if k.startswith("concurrent:") else 1) for k in plan.keys()}  # noqa: SIM118 - BenchPlan.keys() is its own method
-    return {k for k, n in ok.items() if n >= need.get(k, 1)}
+    return set(measurements(lines)[0])
 
 
 async def run_bench(
@@ -152,11 +147,19 @@ async def run_bench(
         else:
             run = key.split(":")[1]
             first = plan.prompts[0]
+            group = new_request_id("try")  # the streams sent together: a measurement is one try's streams, all ok
             reqs = [
                 _request(
                     plan,
                     first,
-                    {"bench_key": key, "phase": "concurrent", "prompt": first.name, "run": int(run), "stream": s},
+                    {
+                        "bench_key": key,
+                        "phase": "concurrent",
+                        "prompt": first.name,
+                        "run": int(run),
+                        "stream": s,
+                        "try": group,
+                    },
                 )
                 for s in range(plan.concurrency)
             ]
@@ -220,19 +223,38 @@ def _vs(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs - 1 if ours and theirs else None
 
 
+def measurements(lines: list[dict[str, Any]]) -> tuple[dict[str, list[Line]], dict[str, list[Line]]]:
+    """(done, failed) per `bench_key`: the last try whose lines are all ok, and for a key without one the failed
+    lines of its last try. A try is one request, or the streams sent together (`try`); a resume retries a failed
+    key whole, so a concurrent figure never mixes streams of two tries."""
+    tries: dict[str, dict[Any, list[Line]]] = {}
+    for x in lines:
+        key = x.get("bench_key")
+        if key:
+            # Lines written before tries were tagged: a single's each line, a concurrent key's all its lines.
+            tag = x.get("try") or (x.get("request_id") if x.get("phase") == "single" else None)
+            tries.setdefault(key, {}).setdefault(tag, []).append(x)
+    done: dict[str, list[Line]] = {}
+    failed: dict[str, list[Line]] = {}
+    for key, by_try in tries.items():
+        whole = [t for t in by_try.values() if all(x.get("status") == "ok" for x in t)]
+        if whole:
+            done[key] = whole[-1]
+        else:
+            failed[key] = [x for x in list(by_try.values())[-1] if x.get("status") != "ok"]
+    return done, failed
+
+
+def left_failed(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The failed lines still standing: each key's last try when no try of it succeeded whole."""
+    return [x for t in measurements(lines)[1].values() for x in t]
+
+
 def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
     """summary.json from requests.jsonl (contract shape plus request rates, TTFT and early stops)."""
-    latest: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in lines:
-        if line.get("status") == "ok" and line.get("bench_key"):
-            latest[(line["bench_key"], line.get("stream", 0))] = line  # a re-measured key keeps its last result
-    ok = list(latest.values())
-    # A failure counts against its step unless the same measurement was taken again and succeeded (a resume).
-    failed_lines = [
-        x
-        for x in lines
-        if x.get("status") != "ok" and x.get("bench_key") and (x["bench_key"], x.get("stream", 0)) not in latest
-    ]
+    done, left = measurements(lines)
+    ok = [x for t in done.values() for x in t]  # a re-measured key keeps its last whole try
+    failed_lines = [x for t in left.values() for x in t]
     prompts: dict[str, Any] = {}
     for p in plan.prompts:
         mine = sorted(
@@ -297,7 +319,9 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         for x in ok
         if (x.get("completion_tokens") or 0) < plan.max_tokens
     ]
-    failed = [x for x in lines if x.get("status") != "ok"]
+    # What is left failed is what counts (a resume retries the rest); the retried ones are said apart.
+    failed = failed_lines
+    retried = sum(1 for x in lines if x.get("status") != "ok" and x.get("bench_key")) - len(failed)
     return {
         "kind": "bench",
         "max_tokens": plan.max_tokens,
@@ -312,6 +336,8 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "concurrent": concurrent,
         "stopped_early": early,
         "errors": len(failed),
+        "retried_errors": retried,
+        "measured_requests": len(ok) + len(failed),
         "error_samples": [
             {"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")} for x in failed[:5]
         ],

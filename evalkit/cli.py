@@ -111,15 +111,28 @@ def add_evidence_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_output_options(p: argparse.ArgumentParser) -> None:
-    """Where a run directory goes."""
+def add_output_options(p: argparse.ArgumentParser, resumable: bool = True) -> None:
+    """Where a run directory goes; `resumable`: also `--fresh` and `--server-moved` (a command writing one run)."""
     g = p.add_argument_group("output")
     g.add_argument("--out", type=Path, default=Path("results"), help="parent of run directories (default results/)")
     g.add_argument(
         "--name",
         type=run_name,
         help="run name, one path component of at most 128 characters (default: "
-        "kind + timestamp); an existing name resumes that run",
+        "kind + timestamp); an existing name resumes that run when server, model and options match",
+    )
+    if not resumable:
+        return
+    g.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start the run over: delete what an existing --name holds first (default: resume it)",
+    )
+    g.add_argument(
+        "--server-moved",
+        action="store_true",
+        help="resume an existing --name although the server's URL changed (the same server restarted elsewhere; "
+        "its model, build and the options must still match)",
     )
 
 

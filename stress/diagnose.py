@@ -67,6 +67,10 @@ RAN_ON_SERIAL = 0.6
 SERVED_SHORT = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
+# A prefill step (a chunk, a batch) a server may finish before it looks at a cancel: llama.cpp's -b default, vLLM's
+# chunked-prefill budget, the sim's --prefill-chunk. A cancel with no more than this left lands in the last step,
+# where an engine that stops at step boundaries and one that runs on both end with the prompt (issue 39).
+LAST_STEP_TOKENS = 2048
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
 
 
@@ -333,6 +337,36 @@ def _next_delay(
     )
 
 
+def _tokens_left(c: Line, left: float | None, facts: _Facts) -> float | None:
+    """The prompt tokens the cancelled request still had to prefill at the cancel, where the run says."""
+    if left is None:
+        return None
+    if facts.prefill_tok_s:
+        return max(0.0, left) * facts.prefill_tok_s
+    prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
+    if prompt and facts.prefill_alone:
+        return max(0.0, left) / facts.prefill_alone * prompt
+    return None
+
+
+def _unless_last_step(got: CancelSample, c: Line, left: float | None, facts: _Facts) -> CancelSample:
+    """A "no" whose cancel landed in the prefill's last step is "can't tell": the next step boundary was the end."""
+    tokens = _tokens_left(c, left, facts)
+    if got.verdict != NO or tokens is None or tokens > LAST_STEP_TOKENS:
+        return got
+    return CancelSample(
+        CANT,
+        got.evidence,
+        {**got.figures, "prefill_tokens_left_est": round(tokens)},
+        next_judged=got.next_judged,
+        next_delay=got.next_delay,
+        engine_stopped=got.engine_stopped,
+        why=f"the cancel landed in the prefill's last step (about {round(tokens)} tokens left, a step may be "
+        f"{LAST_STEP_TOKENS}): a server that stops at the next step boundary ends there too",
+        would_tell="a longer long prompt (--long-tokens), so that the cancel lands steps before the prefill's end",
+    )
+
+
 def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
     """The prefill the cancelled request still had when it was cancelled (from the same prompt's prefill alone)."""
     if facts.prefill_alone is None:
@@ -479,6 +513,7 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
                 why="no next request, or the cancel came after the prefill alone would have ended",
                 would_tell="the server's log (--server-log)",
             )
+        got = _unless_last_step(got, c, left, facts)
         got.cycle, got.request_id = c["cycle"], c["request_id"]
         samples.append(got)
     if not samples:

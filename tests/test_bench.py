@@ -32,7 +32,9 @@ def test_decode_rate_matches_sim(sim, tmp_path: Path) -> None:
     s = sim("--decode-rate", "100", "--time-scale", "5")
     cfg = s.config()
     expected = cfg["decode_rate"] * cfg["time_scale"]
-    code, out, summary = bench(s.base_url, tmp_path, "--runs", "3", "--max-tokens", "256", "--name", "b")
+    code, out, summary = bench(
+        s.base_url, tmp_path, "--runs", "3", "--max-tokens", "256", "--concurrency", "1", "--name", "b"
+    )
     assert code == 0
     assert out.strip().splitlines()[-1] == str(tmp_path / "b")
     assert list(summary["prompts"]) == ["code", "math", "prose"]
@@ -79,6 +81,7 @@ def test_own_prompts_early_stop_and_resume(sim, tmp_path: Path, capsys: pytest.C
     prompts = tmp_path / "mine.jsonl"
     prompts.write_text(json.dumps(SHORT_QUESTION) + "\n")
     flags = ("--prompts", str(prompts), "--runs", "2", "--max-tokens", "64", "--name", "own", "--no-ignore-eos")
+    flags += ("--concurrency", "1")
     assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), *flags]) == 0
     summary = json.loads((tmp_path / "own" / "summary.json").read_text())
     assert list(summary["prompts"]) == ["short"]
@@ -87,7 +90,8 @@ def test_own_prompts_early_stop_and_resume(sim, tmp_path: Path, capsys: pytest.C
     assert all(e["completion_tokens"] < 64 and e["finish_reason"] == "stop" for e in summary["stopped_early"])
     s.reset()
     assert main(["bench", "--base-url", s.base_url, "--out", str(tmp_path), *flags]) == 0
-    # resumed: nothing left to measure, so not even a warm-up is sent (only the preflight's probe)
+    # complete: started again it says so, and not even a warm-up is sent (only the preflight's probe)
+    assert "is finished (exit 0)" in capsys.readouterr().err
     assert [e for e in s.events() if not e["request_id"].startswith("preflight-")] == []
     again = json.loads((tmp_path / "own" / "summary.json").read_text())
     assert again["prompts"] == summary["prompts"]

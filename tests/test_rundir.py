@@ -7,7 +7,8 @@ import json
 import pytest
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import RunDir, iter_runs, read_jsonl
+from evalkit.runs.run_identity import run_defines
+from evalkit.runs.rundir import RunDir, RunFinished, iter_runs, read_jsonl
 
 
 def test_create_writes_manifest_with_version_and_times(tmp_path):
@@ -88,3 +89,33 @@ def test_a_compacting_rewrite_is_atomic(tmp_path):
     lines = [{"id": f"gsm8k:{i}", "correct": True, "outcome": "correct", "extracted": "1"} for i in range(3)]
     rd.rewrite("graded.jsonl", lines)
     assert rd.read("graded.jsonl") == lines and not list(rd.path.glob("*.tmp"))
+
+
+def _defines(url: str, max_tokens: int, build: str | None = "b1") -> dict:
+    ident = {"server_type": "llama.cpp", "props": {"build_info": build}, "models": [{"id": "m"}]}
+    return run_defines(url, "m", ident, {"--max-tokens": max_tokens})
+
+
+def test_reopen_resumes_only_the_same_run_and_a_complete_one_says_finished(tmp_path):
+    rd = RunDir.create(tmp_path, "r", "bench", {}, defines=_defines("http://a:1/v1", 64))
+    rd.append("lines.jsonl", {"request_id": "x", "status": "ok"})
+    rd.finish(exit_code=1, complete=False)  # a request left failed: resumable
+    for other, field in (
+        (_defines("http://b:2/v1", 64), "server URL was http://a:1/v1 and is now http://b:2/v1"),
+        (_defines("http://a:1/v1", 128), "--max-tokens was 64 and is now 128"),
+        (_defines("http://a:1/v1", 64, "b2"), "the server's build_info was b1 and is now b2"),
+    ):
+        with pytest.raises(UsageError, match="--fresh") as e:
+            RunDir.create(tmp_path, "r", "bench", {}, defines=other)
+        assert field in str(e.value)
+    assert "resumes" not in rd.manifest  # a refused resume writes nothing
+    # An identity endpoint that did not answer this time is not another server; a moved server keeps its run.
+    again = RunDir.create(tmp_path, "r", "bench", {}, defines=_defines("http://b:2/v1", 64, None), server_moved=True)
+    assert again.resumed and again.manifest["finished"] is None and "exit_code" not in again.manifest
+    again.finish(exit_code=0, complete=True)
+    with pytest.raises(RunFinished) as done:
+        RunDir.create(tmp_path, "r", "bench", {}, defines=_defines("http://b:2/v1", 64))
+    assert done.value.exit_code == 0 and done.value.path == tmp_path / "r"
+    fresh = RunDir.create(tmp_path, "r", "bench", {}, defines=_defines("http://c:3/v1", 32), fresh=True)
+    assert not fresh.resumed and fresh.read("lines.jsonl") == []
+    assert fresh.manifest["defines"]["--max-tokens"] == 32

@@ -183,6 +183,8 @@ def test_bench_without_metrics_warns_once_and_goes_on(sim, tmp_path: Path) -> No
         "1",
         "--max-tokens",
         "16",
+        "--concurrency",
+        "1",
         "--server-log",
         str(log),
     )

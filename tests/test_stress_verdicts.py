@@ -35,7 +35,7 @@ CANCELS = {
 }
 
 
-def _run(tmp: Path, flags: list[str], scale: str = SCALE) -> dict[str, Any]:
+def _run(tmp: Path, flags: list[str], scale: str = SCALE, code: int = 0) -> dict[str, Any]:
     log = tmp / "sim.log"
     with start_sim([*flags, "--time-scale", scale, "--prefill-chunk", "512", "--server-log-file", str(log)]) as sim:
         p = subprocess.run(
@@ -70,7 +70,7 @@ def _run(tmp: Path, flags: list[str], scale: str = SCALE) -> dict[str, Any]:
             text=True,
             timeout=120,
         )
-        assert p.returncode == 0, p.stderr[-2000:]
+        assert p.returncode == code, p.stderr[-2000:]
         events = {e["request_id"]: e for e in sim.events()}
     run = Path(p.stdout.strip().splitlines()[-1])
     return {
@@ -248,7 +248,7 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
 def test_killed_streams_are_errors_of_their_own_kind_against_the_killed_request(tmp_path: Path) -> None:
     # At 5x (250 tok/s a stream) the preflight's 64-token probe lasts ~0.25 s: a loaded CI client still sends its
     # second request while the first streams (at 25x it once did not, and the probe rightly found no kill).
-    r = _run(tmp_path, ["--kill-on-new-request", "--max-batch", "2"], scale="5")
+    r = _run(tmp_path, ["--kill-on-new-request", "--max-batch", "2"], scale="5", code=1)  # killed: failed requests
     s = r["summary"]
     # (the preflight's own probes are killed too, on purpose: that is how stress learns the server kills streams)
     killed = {rid for rid, e in r["events"].items() if e["status"] == "killed" and not rid.startswith("preflight-")}

@@ -171,6 +171,8 @@ def test_bench_whose_every_request_fails_exits_1(sim, tmp_path: Path, capsys: py
             *bench_args(s.base_url, tmp_path, "b"),
             "--runs",
             "2",
+            "--concurrency",
+            "1",
             "--prompts",
             str(_prompts(tmp_path, "word " * 200)),
         ]
@@ -178,7 +180,9 @@ def test_bench_whose_every_request_fails_exits_1(sim, tmp_path: Path, capsys: py
     captured = capsys.readouterr()
     err = [line for line in captured.err.splitlines() if line.startswith("bench:")]
     assert code == 1 and len(err) == 1
-    assert "every request failed (2 of 2)" in err[0] and "HTTP 400" in err[0] and "maximum context length" in err[0]
+    assert (
+        "every one of the 2 requests failed" in err[0] and "HTTP 400" in err[0] and "maximum context length" in err[0]
+    )
     assert "– (2 failed)" in captured.err  # the table shows no figure made of nothing
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["prompts"]["q"]["tok_s"] is None and summary["prompts"]["q"]["failed"] == 2

@@ -334,7 +334,7 @@ class _Collect:
     def on_head(self, status: int, headers: dict[str, str], now: float) -> None:
         self.status = status
 
-    def on_data(self, data: bytes, now: float) -> None:
+    def on_data(self, data: bytes, now: float, late: float = 0.0) -> None:
         self.body.append(data)
         if sum(map(len, self.body)) > MAX_COLLECT_BYTES:
             raise StreamError(f"an answer over the {MAX_COLLECT_BYTES}-byte limit")
@@ -382,7 +382,7 @@ class _EventStream:
         else:
             self.error_body = []
 
-    def on_data(self, data: bytes, now: float) -> None:
+    def on_data(self, data: bytes, now: float, late: float = 0.0) -> None:
         if self.error_body is not None:
             if sum(map(len, self.error_body)) < MAX_ERROR_BODY_BYTES:
                 self.error_body.append(data[:MAX_ERROR_BODY_BYTES])
@@ -401,11 +401,12 @@ class _EventStream:
             if len(self._pending) > MAX_EVENT_BYTES:
                 raise StreamError(f"an SSE event over the {MAX_EVENT_BYTES}-byte limit")
             return
-        self._before_first(data, now)
+        self._before_first(data, now, late)
 
-    def _before_first(self, data: bytes, now: float) -> None:
+    def _before_first(self, data: bytes, now: float, late: float) -> None:
         """`on_data` until the first token: also notes whether the read that carried it held later bytes too (then
-        its stamp may be theirs: `first_token_stamp_bound_s`)."""
+        its stamp may be theirs: `first_token_stamp_bound_s`, the read's own lateness, at most the time since the
+        read before it)."""
         prev, self._prev = self._prev, now
         if not prev:  # the body's first bytes: before them, the head's read (if it was another) or the send
             first_byte = self.rec.t_first_byte
@@ -421,7 +422,11 @@ class _EventStream:
             self._line(line, now)
             if rec.t_first_token is not None and self._kept is not None:
                 later = self._pending or any(lines[i + 1 :])
-                rec.first_token_stamp_bound_s = max(0.0, now - prev) if later else 0.0
+                # Bytes share a stamp only while they wait unread: a read `late` after its newest bytes came from a
+                # client that reacts within about that long, so the first token came at most about that much before
+                # them. The whole wait since the read before (a prefill: seconds) bounds nothing a prompt client
+                # could have merged.
+                rec.first_token_stamp_bound_s = min(max(0.0, now - prev), max(0.0, late)) if later else 0.0
                 for rest in lines[i + 1 :]:
                     self._line(rest, now)
                 return

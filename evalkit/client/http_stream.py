@@ -48,7 +48,8 @@ class BodySink(Protocol):
 
     def on_head(self, status: int, headers: dict[str, str], now: float) -> None: ...
 
-    def on_data(self, data: bytes, now: float) -> None: ...
+    def on_data(self, data: bytes, now: float, late: float = 0.0) -> None:
+        """`late`: how long after `now` the bytes were read (the read's own lateness; 0 without receive stamps)."""
 
 
 class APIConnectionError(Exception):
@@ -133,8 +134,9 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.received(data, self._clock.now())
 
-    def received(self, data: bytes | memoryview, now: float) -> None:
-        """Bytes of the response, which arrived at `now` (a view is read at once, not kept)."""
+    def received(self, data: bytes | memoryview, now: float, late: float = 0.0) -> None:
+        """Bytes of the response, which arrived at `now` and were read `late` after (a view is read at once, not
+        kept)."""
         if self._done is None or self._done.done() or self._parser is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted again
             return
@@ -148,7 +150,7 @@ class _Connection(asyncio.Protocol):
             body = self._body
             if body:  # one piece a read: what arrived together is handed over together, with its one stamp
                 self._body = []
-                self._sink.on_data(body[0] if len(body) == 1 else b"".join(body), now)  # type: ignore[union-attr]  # a sink is set before any body arrives
+                self._sink.on_data(body[0] if len(body) == 1 else b"".join(body), now, late)  # type: ignore[union-attr]  # a sink is set before any body arrives
             if self._mode == "complete":
                 self._finish()
         except Exception as e:  # noqa: BLE001 - a framing error or the sink's own; either ends this exchange
@@ -419,7 +421,7 @@ class _BatchReader:
                 lag = wall() - stamp
                 if lag > protocol.read_lag:
                     protocol.read_lag = lag
-                protocol.received(view[:n], stamp + offset)  # parsed in place: the body pieces come out as bytes
+                protocol.received(view[:n], stamp + offset, lag)  # parsed in place: the body pieces come out as bytes
             else:
                 protocol.received(view[:n], wall() + offset)
 

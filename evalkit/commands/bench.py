@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
-from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
+from evalkit.bench import BenchPlan, left_failed, load_prompts, packaged_prompts, run_bench, summarize
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.client.field_support import length_fields
@@ -23,7 +24,7 @@ from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.gate import bisect
 from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
 from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.rundir import REQUESTS
+from evalkit.runs.rundir import REQUESTS, RunFinished
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
         type=positive_int,
-        default=1,
-        help="also run this many streams at once and report combined and per-stream rates (e.g. 2)",
+        default=2,
+        help="also run this many streams at once and report combined and per-stream rates "
+        "(default 2: `concurrent` in summary.json; 1 measures single streams only)",
     )
     p.add_argument("--prompts", type=Path, help="your own prompts: TOML [[prompt]] name/text, or JSONL name/prompt")
     p.add_argument("--warmup", type=nonneg_int, default=1, help="short requests sent first and not counted (default 1)")
@@ -96,7 +98,20 @@ def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
     )
 
 
-async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContext, dict]:
+def _options(plan: BenchPlan) -> dict[str, object]:
+    """The flags that define a bench run: a resume with any of them different would mix two measurements."""
+    texts = hashlib.sha256("\0".join(f"{p.name}\0{p.text}" for p in plan.prompts).encode()).hexdigest()[:16]
+    return {
+        "--max-tokens": plan.max_tokens,
+        "--runs": plan.runs,
+        "--concurrency": plan.concurrency,
+        "--prompts": {"names": [p.name for p in plan.prompts], "sha256": texts},
+        "--no-ignore-eos": not plan.ignore_eos,
+    }
+
+
+async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContext, dict, int]:
+    """Measure (or resume), write the summary and finish the run; the run, its summary and its exit code."""
     total = plan.runs * len(plan.prompts) + (plan.runs * plan.concurrency if plan.concurrency > 1 else 0)
     async with open_run(
         args,
@@ -110,6 +125,7 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
                 "ignore_eos": plan.ignore_eos,
             }
         },
+        _options(plan),
     ) as ctx:
         forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), plan.max_tokens, plan.ignore_eos)
         plan = BenchPlan(
@@ -133,8 +149,17 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
             "client": client_lag(lines),
         }
         ctx.rundir.write_summary(summary)
-        ctx.rundir.finish()
-        return ctx, summary
+        code = 1 if summary["errors"] else 0
+        ctx.rundir.finish(exit_code=code, complete=not summary["errors"])
+        return ctx, summary, code
+
+
+def _failed_line(rundir_lines: list[dict], secrets: list[str | None]) -> str | None:
+    """The exit-1 line when measurements are left failed (`left_failed`, as the summary's `errors` counts them)."""
+    measured = [x for x in rundir_lines if x.get("bench_key")]
+    left = left_failed(measured)
+    keys = {(x["bench_key"], x.get("stream", 0)) for x in measured}
+    return failure_line("bench", count_failures((x.get("error") for x in left), len(keys)), secrets)
 
 
 def _rate(v: float | None, failed: int) -> str:
@@ -227,13 +252,19 @@ def _bisect(args: argparse.Namespace, plan: BenchPlan) -> int:
         asyncio.run(discover_model(profile_from_args(args)))
     except UsageError as e:  # unreachable server: git bisect must skip this commit, not call it bad
         return record(None, bisect.SKIP, None, str(e))
-    ctx, summary = asyncio.run(_measure(args, plan))
+    try:
+        ctx, summary, _code = asyncio.run(_measure(args, plan))
+    except RunFinished as done:
+        done.say()
+        summary, path = done.summary, done.path
+    else:
+        path = ctx.rundir.path
     _print_table(summary)
     value = _metric_value(summary, args.metric)
     code = bisect.exit_code(value, good, bad)
     reason = "no successful request" if value is None else None
-    record(value, code, ctx.rundir.path, reason)
-    print_run_path(ctx.rundir)
+    record(value, code, path, reason)
+    print(path, flush=True)
     return code
 
 
@@ -245,16 +276,16 @@ def run(args: argparse.Namespace) -> int:
     plan = _plan(args, bisecting)
     if bisecting:
         return _bisect(args, plan)
-    ctx, summary = asyncio.run(_measure(args, plan))
+    try:
+        ctx, summary, code = asyncio.run(_measure(args, plan))
+    except RunFinished as done:  # the same run, complete: its own table and exit code
+        done.say()
+        _print_table(done.summary)
+        print(done.path, flush=True)
+        return done.exit_code
     _print_table(summary)
     print_run_path(ctx.rundir)
-    lines = [x for x in ctx.rundir.read(REQUESTS) if x.get("bench_key")]
-    failed = failure_line(
-        "bench",
-        count_failures((x.get("error") for x in lines if x.get("status") != "ok"), len(lines)),
-        [ctx.profile.api_key],
-    )
+    failed = _failed_line(ctx.rundir.read(REQUESTS), [ctx.profile.api_key])
     if failed is not None:
         print(failed, file=sys.stderr, flush=True)
-        return 1
-    return 0
+    return code

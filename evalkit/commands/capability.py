@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_g
 from evalkit.redact import known_forms
 from evalkit.runs.context import open_run, print_run_path
 from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.runs.run_identity import run_defines
+from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -198,13 +200,28 @@ def _check_resume(args: argparse.Namespace, fields: dict[str, Any]) -> None:
         )
 
 
+def _failed_line(latest: list[dict[str, Any]], secrets: list[str | None], replay: bool) -> str | None:
+    """The exit-1 line when questions are left graded `error` (their latest line: a resume re-asked the rest)."""
+    then = (
+        "the replay cannot retry them: fix the answers file and grade it under another --name or with --fresh"
+        if replay
+        else "run the same command again to ask them again"
+    )
+    errors = (ln.get("why") for ln in latest if ln.get("outcome") == "error")
+    return failure_line("capability", count_failures(errors, len(latest)), secrets, what="questions", then=then)
+
+
 def _finish(
-    rundir: RunDir, lines: list[dict[str, Any]], thinking: str | None, extra: dict[str, Any], per_line: bool = False
+    rundir: RunDir,
+    lines: list[dict[str, Any]],
+    thinking: str | None,
+    extra: dict[str, Any],
+    secrets: list[str | None] = [],  # noqa: B006 - read, never changed
+    per_line: bool = False,
 ) -> int:
     """Summarize, print the table and the run's path. `per_line` (replay): every line is its own case; otherwise
     the last line of each id and repeat counts (a resumed live run re-asks errored questions)."""
-    from evalkit_evals.model_judge import describe_counts
-    from evalkit_evals.scoreboard import latest_per_id, summarize, table, thinking_warning
+    from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
 
     latest = lines if per_line else latest_per_id(lines)
     warning = thinking_warning(latest, thinking)
@@ -218,7 +235,23 @@ def _finish(
         **extra,
     )
     rundir.write_summary(summary)
-    rundir.finish()
+    failed = _failed_line(latest, secrets, extra.get("mode") == "replay")
+    # A replay cannot do better by running again: complete either way.
+    rundir.finish(exit_code=1 if failed else 0, complete=failed is None or extra.get("mode") == "replay")
+    _print_summary(summary)
+    print_run_path(rundir)
+    if failed is not None:
+        sys.stderr.write(failed + "\n")
+        return 1
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    """The table and the lines under it, as a run prints them at its end (and again when started finished)."""
+    from evalkit_evals.scoreboard import table
+
+    truncated = summary.get("truncated_answers") or 0
+    warning = summary.get("thinking_warning")
     print(table(summary))
     p1 = summary["total"].get("pass_at_1")
     if p1:
@@ -229,7 +262,9 @@ def _finish(
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
     if summary.get("judge"):
-        print(describe_counts(summary["judge"], len(latest)))
+        from evalkit_evals.model_judge import describe_counts
+
+        print(describe_counts(summary["judge"], summary["total"]["total"]))
         if summary["judge"]["verdicts"]["error"]:
             n = summary["judge"]["verdicts"]["error"]
             sys.stderr.write(f"warning: the judge could not be asked about {n} line(s); their rule grades stand\n")
@@ -243,8 +278,6 @@ def _finish(
     note = (summary.get("client") or {}).get("note")
     if note:
         sys.stderr.write(f"warning: {note}\n")
-    print_run_path(rundir)
-    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -284,10 +317,29 @@ async def _replay_async(args: argparse.Namespace) -> int:
         **({"user_evals": user} if user else {}),
         **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
+    options = {
+        "--replay": {"file": str(args.replay), "sha256": manifest["replay_sha256"]},
+        "--manifest": {"name": qset.name, "sha256": qset.sha256},
+        "--eval": user,
+        "--judge": manifest.get("judge"),
+        **{f"{ds} revision": rev for ds, rev in short.items()},
+    }
     try:
-        _check_resume(args, {"replay_sha256": manifest["replay_sha256"], "judge": manifest.get("judge")})
+        if not args.fresh:
+            _check_resume(args, {"replay_sha256": manifest["replay_sha256"], "judge": manifest.get("judge")})
         secrets = (judge_settings.api_key,) if judge_settings is not None else ()
-        rundir = RunDir.create(args.out, name, "capability", manifest, secrets)
+        try:
+            rundir = RunDir.create(
+                args.out,
+                name,
+                "capability",
+                manifest,
+                secrets,
+                defines=run_defines(None, None, None, options),
+                fresh=args.fresh,
+            )
+        except RunFinished as done:
+            return _said_finished(done)
         grader = Grader(args.data_dir, code_judge)
         try:
             lines = await run_replay(rundir, answers, items, grader, short, judge)
@@ -350,8 +402,23 @@ async def _live(args: argparse.Namespace) -> int:
         **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
         **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
-    _check_resume(args, {"judge": manifest.get("judge")})
-    async with open_run(args, "capability", manifest) as ctx:
+    if not args.fresh:
+        _check_resume(args, {"judge": manifest.get("judge")})
+    # Which questions are asked (--datasets, --limit) is no condition of the measurement: a resume with a larger
+    # limit asks the new ones alike, and the summary counts the questions asked for. Each dataset's revision is.
+    options = {
+        "--thinking": args.thinking,
+        "--repeats": args.repeats,
+        "--max-tokens": max_tokens,
+        "--temperature": temperature,
+        "--manifest": {"name": qset.name, "sha256": qset.sha256},
+        "--eval": user,
+        **{f"{ds} revision": rev for ds, rev in short.items()},
+        "--under-load": load_spec.to_json() if load_spec is not None else None,
+        "--judge": manifest.get("judge"),
+    }
+    scope = {"datasets": datasets, "limit": args.limit}  # a complete run asked for more questions resumes
+    async with open_run(args, "capability", manifest, options, scope) as ctx:
         concurrency = args.concurrency or ctx.profile.concurrency or 1
         if judge_settings is not None and judge_settings.api_key:
             ctx.rundir.secrets += known_forms((judge_settings.api_key,))
@@ -403,7 +470,7 @@ async def _live(args: argparse.Namespace) -> int:
                 await judge.aclose()
         lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
         await ctx.evidence.end()
-        code = _finish(
+        return _finish(
             ctx.rundir,
             lines,
             args.thinking,
@@ -416,17 +483,23 @@ async def _live(args: argparse.Namespace) -> int:
                 "client": client_lag(ctx.rundir.read("requests.jsonl")),
                 **({"under_load": under} if under else {}),
             },
-        )
-        reqs = ctx.rundir.read("requests.jsonl")
-        failed = failure_line(
-            "capability",
-            count_failures((x.get("error") for x in reqs if x.get("status") != "ok"), len(reqs)),
             [ctx.profile.api_key],
         )
-        if failed is not None:
-            sys.stderr.write(failed + "\n")
-            return 1
-        return code
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _said_finished(done: RunFinished) -> int:
+    """A complete run started again: one line, its own table, its own exit code."""
+    done.say()
+    _print_summary(done.summary)
+    print(done.path, flush=True)
+    return done.exit_code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -435,4 +508,7 @@ def run(args: argparse.Namespace) -> int:
         if args.under_load is not None:
             raise UsageError("--under-load asks a live server; it does not go with --replay")
         return _replay(args)
-    return asyncio.run(_live(args))
+    try:
+        return asyncio.run(_live(args))
+    except RunFinished as done:
+        return _said_finished(done)

@@ -20,7 +20,8 @@ from evalkit.errors import UsageError
 from evalkit.evidence.server_identity import identify
 from evalkit.redact import scrub_tree
 from evalkit.runs.context import print_run_path, profile_from_args
-from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.runs.run_identity import run_defines
+from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,6 +97,28 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     identity = scrub_tree(
         await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None), (key,)
     )
+    try:
+        rundir = RunDir.create(
+            args.out,
+            args.name or default_run_name("check"),
+            "check",
+            {
+                **manifest_fields(profile),
+                "model": model,
+                "check": {"for": list(commands)},
+                "server_identity": identity,
+            },
+            secrets=(key,),
+            defines=run_defines(
+                profile.base_url, model, identity, {"--for": list(commands), "--thinking": modes, **_flags(args)}
+            ),
+            fresh=args.fresh,
+            server_moved=args.server_moved,
+        )
+    except RunFinished as done:  # a check says what it found when it ran: its check.json, its exit code
+        done.say()
+        print(done.path, flush=True)
+        return done.exit_code
     result = await full_check(
         profile.base_url or "",
         model,
@@ -110,25 +133,19 @@ async def _check(args: argparse.Namespace, commands: tuple[str, ...], modes: lis
     print(table(result, commands))
     code, lines = verdict(result, commands)
     print("\n".join(lines), flush=True)
-    rundir = RunDir.create(
-        args.out,
-        args.name or default_run_name("check"),
-        "check",
-        {
-            **manifest_fields(profile),
-            "model": model,
-            "check": {"for": list(commands)},
-            "server_identity": identity,
-            "field_support": scrub_tree(
-                {**(result.fields.to_json() if result.fields else {}), "not_sent": sorted(result.omit_fields)}, (key,)
-            ),
-        },
-        secrets=(key,),
+    rundir.update_manifest(
+        field_support=scrub_tree(
+            {**(result.fields.to_json() if result.fields else {}), "not_sent": sorted(result.omit_fields)}, (key,)
+        )
     )
     rundir.write_json("check.json", scrub_tree({**result.to_json(), "for": list(commands), "exit": code}, (key,)))
-    rundir.finish()
+    rundir.finish(exit_code=code)
     print_run_path(rundir)
     return code
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {"--no-ignore-eos": not args.ignore_eos}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -133,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     runs: list[Path] = []
     labels: list[str] = []
     for label, profile, accuracy in BUILDS:
-        common = ["--out", str(folder), *_build_flags(profile)]
+        # Each sim listens on a new port: a demo started again measures again (--fresh), never resumes.
+        common = ["--out", str(folder), "--fresh", *_build_flags(profile)]
         print(f"== {label}: evalkit sim --profile {profile}", flush=True)
         with start_sim(["--profile", profile, "--accuracy", accuracy, *data]) as sim:
             url = ["--base-url", sim.base_url]

@@ -47,7 +47,7 @@ from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
 from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.failures import FailureCount, count_failures, failure_line
 from evalkit.runs.rundir import MANIFEST, REQUESTS, utc_now_iso
 
 
@@ -94,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="TARGET",
-        help="a target such as ttft_p99_s<=2, itl_p99_ms<=100, errors==0 (repeatable)",
+        help="a target such as 'ttft_p99_s<=2', 'itl_p99_ms<=100', errors==0 (repeatable; quote < and >)",
     )
     s.add_argument("--search", choices=("concurrency", "rate"), help="find the largest load meeting every --slo")
     s.add_argument("--runs", type=positive_int, default=1, help="repeats of every load point (default 1)")
@@ -178,8 +178,7 @@ def run(args: argparse.Namespace) -> int:
         if args.search:
             sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
         return 0
-    if args.name and (Path(args.out) / args.name / MANIFEST).exists():
-        raise UsageError(f"{Path(args.out) / args.name} exists; load runs do not resume, pick another --name")
+    refuse_existing(args)
     return asyncio.run(_run(args, mode, load, workload, targets))
 
 
@@ -205,7 +204,8 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
 
 
 async def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
-    async with open_run(args, "load", {"seed": args.seed, "load": _options(args, mode, start)}) as ctx:
+    options = _options(args, mode, start)
+    async with open_run(args, "load", {"seed": args.seed, "load": options}, {"--seed": args.seed, **options}) as ctx:
         if args.token_scale is None:
             scale, how = await measure_token_scale(ctx.client, dict(ctx.profile.extra_body))
             workload = dataclasses.replace(workload, token_scale=scale)
@@ -257,19 +257,32 @@ async def _run(args: argparse.Namespace, mode: str, start: float, workload: Work
         await ctx.evidence.end()
         summary = {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
         ctx.rundir.write_summary(summary)
-        ctx.rundir.finish()
-        print(_table(summary), flush=True)
-        print_run_path(ctx.rundir)
         reqs = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
-        failed = failure_line(
-            "load",
+        failed = load_failure_line(
             count_failures((x.get("error") for x in reqs if x.get("outcome") == "error"), len(reqs)),
             [ctx.profile.api_key],
         )
+        ctx.rundir.finish(exit_code=1 if failed else 0)
+        print(_table(summary), flush=True)
+        print_run_path(ctx.rundir)
     if failed is not None:
         sys.stderr.write(failed + "\n")
         return 1
     return 0
+
+
+def refuse_existing(args: argparse.Namespace) -> None:
+    """Load runs do not resume: an existing --name is refused before any request, unless --fresh."""
+    if args.name and not args.fresh and (Path(args.out) / args.name / MANIFEST).exists():
+        raise UsageError(
+            f"{Path(args.out) / args.name} exists; load runs do not resume: pick another --name, or add --fresh "
+            "to measure again (its old files are deleted)"
+        )
+
+
+def load_failure_line(count: FailureCount, secrets: list[str | None]) -> str | None:
+    """The exit-1 line of a load run with failed requests (load runs do not resume)."""
+    return failure_line("load", count, secrets, then="load runs do not resume: add --fresh to measure again")
 
 
 def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[str, Any]) -> None:

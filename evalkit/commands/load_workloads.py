@@ -37,7 +37,8 @@ from evalkit.load.trace import trace_plan as make_trace_plan
 from evalkit.load.turns import TurnSender, hit_rate
 from evalkit.load.workload import Lengths
 from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.rundir import MANIFEST, utc_now_iso
+from evalkit.runs.failures import count_failures
+from evalkit.runs.rundir import REQUESTS, utc_now_iso
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{chosen[0]} sets its own load: drop --search, --rate and --concurrency")
     if args.slo and not args.trace:
         raise UsageError("--slo targets apply to --rate, --concurrency and --trace runs")
-    if args.name and (Path(args.out) / args.name / MANIFEST).exists():
-        raise UsageError(f"{Path(args.out) / args.name} exists; load runs do not resume, pick another --name")
+    from evalkit.commands.load import refuse_existing
+
+    refuse_existing(args)
     if args.trace:
         for target in args.slo:
             parse_target(target)  # a bad target is refused before any request
@@ -171,7 +173,7 @@ async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -
     }
     load_opts = {**_common(args), "slo": list(args.slo), "mode": "rate", "arrivals": "trace", "trace": trace_opts}
     manifest = {"seed": args.seed, "load": load_opts}
-    async with open_run(args, "load", manifest) as ctx:
+    async with open_run(args, "load", manifest, {"--seed": args.seed, **load_opts}) as ctx:
         scale = await _token_scale(args, ctx)
         plan = make_trace_plan(lines, opts, scale)  # every prompt built before the first send
         runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, dict(ctx.profile.extra_body), args.timeout_s)
@@ -235,7 +237,7 @@ async def _run_sessions(args: argparse.Namespace) -> int:
             cache_runs=args.cache_runs,
             concurrency=args.concurrency or 1,
         )
-    async with open_run(args, "load", {"seed": args.seed, "load": opts}) as ctx:
+    async with open_run(args, "load", {"seed": args.seed, "load": opts}, {"--seed": args.seed, **opts}) as ctx:
         scale = await _token_scale(args, ctx)
         sender = TurnSender(ctx.rundir, ctx.client, dict(ctx.profile.extra_body), args.timeout_s)
         prompt, output = (
@@ -279,11 +281,21 @@ async def _run_sessions(args: argparse.Namespace) -> int:
 
 
 def _finish(ctx: Any, summary: dict[str, Any], table: str) -> int:
+    from evalkit.commands.load import load_failure_line
+
     ctx.rundir.write_summary(summary)
-    ctx.rundir.finish()
+    measured = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
+    failed = load_failure_line(
+        count_failures((x.get("error") for x in measured if x.get("outcome") == "error"), len(measured)),
+        [ctx.profile.api_key],
+    )
+    code = 1 if failed or summary.get("errors") else 0
+    ctx.rundir.finish(exit_code=code)
     print(table, flush=True)
     print_run_path(ctx.rundir)
-    return 1 if summary.get("errors") else 0
+    if failed is not None:
+        sys.stderr.write(failed + "\n")
+    return code
 
 
 def _pct(x: Any) -> str:

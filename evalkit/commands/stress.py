@@ -3,8 +3,9 @@
 Resuming: started again with an existing `--name`, stress continues that run cycle by cycle. The schedule options
 (`--seed`, `--cycles`, `--long-tokens`, `--shuffle`, `--reuse-long-prompt`, `--gen-tokens`, `--time-scale`,
 `--short-max-tokens`, `--long-max-tokens`) must equal the ones the run was started with, else exit 2 with a
-one-line reason naming the differing option, and the run directory is left untouched. `--max-minutes`,
-`--timeout-s`, `--gpu-interval` and the server flags may differ.
+one-line reason naming the differing option, and the run directory is left untouched; so must the server (URL,
+identity, model: `evalkit.runs.run_identity`). `--max-minutes`, `--timeout-s` and `--gpu-interval` may differ.
+A completed run started again says it is finished and exits with its own code; `--fresh` starts over.
 
 - A cycle counts as done only when `cycles.jsonl` has its line (`cycle`, `attempt`, `requests`, `t_start`,
   `t_end`), written after the cycle's last request line. Done cycles are skipped; the first cycle without such a
@@ -43,8 +44,16 @@ from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.runs.context import open_run, print_run_path
 from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.rundir import RunFinished
 from evalkit_stress.diagnose import diagnosis_lines
-from evalkit_stress.resume import CYCLES_FILE, attempt_of, check_resume, completed_cycles, load_fitted
+from evalkit_stress.resume import (
+    CYCLES_FILE,
+    SCHEDULE_OPTIONS,
+    attempt_of,
+    check_resume,
+    completed_cycles,
+    load_fitted,
+)
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
 from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
 from evalkit_stress.scenario_results import SCENARIO_COPY, check_same_scenarios, scenario_summary, summary_lines
@@ -156,11 +165,14 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(render_schedule(schedule, args.time_scale))
         return 0
-    if args.name:
+    if args.name and not args.fresh:
         # Before opening the run: a refused resume must not stamp a resume into the manifest.
         check_resume(Path(args.out) / args.name, {"seed": args.seed, "cycles": args.cycles, **_options(args)})
         check_same_scenarios(Path(args.out) / args.name, source)
-    return asyncio.run(_run(args, schedule))
+    try:
+        return asyncio.run(_run(args, schedule))
+    except RunFinished as done:
+        return _said_finished(done, args.scenario_source.builtin)
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -182,7 +194,13 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _run(args: argparse.Namespace, schedule: Any) -> int:
     options = _options(args)
-    async with open_run(args, "stress", {"seed": args.seed, "cycles": args.cycles, "stress": options}) as ctx:
+    defining = {
+        "--seed": args.seed,
+        "--cycles": args.cycles,
+        **{"--" + k.replace("_", "-"): options[k] for k in SCHEDULE_OPTIONS if k in options},
+        "--scenario": {"file": options["scenario_file"], "sha256": options["scenario_sha256"]},
+    }
+    async with open_run(args, "stress", {"seed": args.seed, "cycles": args.cycles, "stress": options}, defining) as ctx:
         rd = ctx.rundir
         manifest = rd.manifest
         attempt = attempt_of(manifest)
@@ -286,26 +304,46 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             "stream_killing": killing,
         }
         ctx.rundir.write_summary(summary)
-        ctx.rundir.finish(stopped=stopped)
+        code, failed = _exit(summary, stopped, [ctx.profile.api_key])
+        # Errors in completed cycles are the server's answers under stress: a resume re-runs only cut cycles.
+        ctx.rundir.finish(exit_code=code, complete=stopped == "completed", stopped=stopped)
         _print_summary(summary)
         if not args.scenario_source.builtin:
             print("\n".join(summary_lines(summary)), flush=True)
         print_run_path(ctx.rundir)
+    if failed is not None:
+        print(failed, file=sys.stderr, flush=True)
+    return code
+
+
+def _exit(summary: dict[str, Any], stopped: str, secrets: list[str | None]) -> tuple[int, str | None]:
+    """The run's exit code, and the line saying how many requests failed (None when none did)."""
     if stopped == "interrupted":
-        return 130
+        return 130, None
     failed = failure_line(
         "stress",
         count_failures(
             (e.get("error") or e.get("kind") for e in summary["error_requests"] if e.get("scenario") != "calibration"),
             summary["requests"],
         ),
-        [ctx.profile.api_key],
+        secrets,
+        then="listed in summary.json error_requests (a resume re-runs only cycles cut short)",
     )
     if failed is not None:
-        print(failed, file=sys.stderr, flush=True)
-        return 1
+        return 1, failed
     # Contract: 1 = a check failed. A partial run's expectations are still shown but only judged when complete.
-    return 1 if summary.get("expectations_failed") and stopped == "completed" else 0
+    return (1 if summary.get("expectations_failed") and stopped == "completed" else 0), None
+
+
+def _said_finished(done: RunFinished, builtin: bool) -> int:
+    """A complete run started again: one line, its own summary, its own exit code."""
+    done.say()
+    summary = done.summary
+    _print_summary(summary)
+    if not builtin:
+        print("\n".join(summary_lines(summary)), flush=True)
+    print(done.path, flush=True)
+    return done.exit_code
 
 
 def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:

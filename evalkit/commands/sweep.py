@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run only the points whose names match one of these comma-separated shell patterns (np2-*,np1-b512)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the points and their commands; start nothing")
-    add_output_options(p)
+    add_output_options(p, resumable=False)
 
 
 def plan_from_args(args: argparse.Namespace) -> SweepPlan:

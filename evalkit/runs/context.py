@@ -17,6 +17,7 @@ from evalkit.errors import UsageError
 from evalkit.evidence.capture import EvidenceCapture, evidence_from_args
 from evalkit.evidence.server_identity import apply_build_args, identify
 from evalkit.redact import scrub_tree
+from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, default_run_name
 
 
@@ -42,11 +43,19 @@ def profile_from_args(args: argparse.Namespace) -> ServerProfile:
 
 
 @asynccontextmanager
-async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]) -> AsyncIterator[RunContext]:
+async def open_run(
+    args: argparse.Namespace,
+    kind: str,
+    manifest: dict[str, Any],
+    options: dict[str, Any],
+    scope: dict[str, Any] | None = None,
+) -> AsyncIterator[RunContext]:
     """Connect to the server (exit 2 when unreachable), create or resume `OUT/NAME`, close the client at the end.
 
-    The caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is printed as the
-    last line of standard output by `print_run_path`.
+    `options` are the flags that define the measurement (with the server's URL, model and identity, they must
+    match for a resume: `runs.run_identity`); a complete run of the same definition and `scope` (what is asked)
+    raises `RunFinished`. The caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is
+    printed as the last line of standard output by `print_run_path`.
     """
     clock = Clock()
     procs = max(1, getattr(args, "client_procs", 1) or 1)
@@ -58,8 +67,20 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
         )
         client_fields = {"client_procs": procs} if procs > 1 else {}
         key = profile.api_key
+        identity = getattr(client, "identity", None) or await identify(
+            profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None
+        )
+        identity = scrub_tree(identity, (key,))  # what the server says about itself (/props) may echo headers
         rundir = RunDir.create(
-            getattr(args, "out", "results"), name, kind, {**fields, **client_fields, **manifest}, secrets=(key,)
+            getattr(args, "out", "results"),
+            name,
+            kind,
+            {**fields, **client_fields, **manifest},
+            secrets=(key,),
+            defines=run_defines(profile.base_url, profile.model, identity, options),
+            fresh=bool(getattr(args, "fresh", False)),
+            server_moved=bool(getattr(args, "server_moved", False)),
+            scope=scope,
         )
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
             rundir.write_json("check.json", scrub_tree(client.preflight.to_json(), (key,)))
@@ -82,10 +103,6 @@ async def open_run(args: argparse.Namespace, kind: str, manifest: dict[str, Any]
                     file=sys.stderr,
                     flush=True,
                 )
-        identity = getattr(client, "identity", None) or await identify(
-            profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None
-        )
-        identity = scrub_tree(identity, (key,))  # what the server says about itself (/props) may echo headers
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
         rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
         evidence = evidence_from_args(args, kind, rundir, profile, key, clock)

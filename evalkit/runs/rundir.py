@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import json
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +24,7 @@ from typing import Any
 from evalkit import __version__
 from evalkit.errors import UsageError
 from evalkit.redact import known_forms, scrub_known
+from evalkit.runs.run_identity import first_difference, recorded_defines
 
 Line = dict[str, Any]  # one parsed line of a JSONL run file (requests.jsonl, metrics.jsonl ...)
 
@@ -212,23 +214,51 @@ class RunDir:
 
     @classmethod
     def create(
-        cls, out: Path | str, name: str, kind: str, manifest: dict[str, Any], secrets: tuple[str | None, ...] = ()
+        cls,
+        out: Path | str,
+        name: str,
+        kind: str,
+        manifest: dict[str, Any],
+        secrets: tuple[str | None, ...] = (),
+        defines: dict[str, Any] | None = None,
+        fresh: bool = False,
+        server_moved: bool = False,
+        scope: dict[str, Any] | None = None,
     ) -> RunDir:
-        """Create `out/name`, or reopen it to resume when it holds an unfinished-or-finished run of `kind`.
-        `secrets` (the API key) are replaced in everything written through this object."""
+        """Create `out/name`, or reopen it to resume an unfinished run of `kind` with the same `defines`
+        (`runs.run_identity`; `server_moved`: its URL may differ). Another run there exits 2 naming what differs, a
+        complete one raises `RunFinished` unless its `scope` (what is asked, e.g. capability's questions: not part of
+        `defines`) grew; `fresh` deletes an old run there first. `secrets` (the API key) are
+        replaced in everything written through this object."""
         forms = known_forms(secrets)
         path = Path(out) / name
         man_path = path / MANIFEST
+        if man_path.exists() and fresh:
+            _clear_run(path)
         if man_path.exists():
             old = read_json_object(man_path)
             if old.get("kind") != kind:
-                raise UsageError(f"run directory {path} holds a {old.get('kind')!r} run, not {kind!r}")
+                raise UsageError(
+                    f"run directory {path} holds a {old.get('kind')!r} run, not {kind!r}; pick another --name, "
+                    "or add --fresh to replace it"
+                )
             _check_lines(path)  # a resume must not stamp the manifest of a run it cannot read
+            if defines is not None:
+                diff = first_difference(recorded_defines(old), defines, server_moved)
+                if diff is not None:
+                    raise UsageError(diff.line(path))
+            if old.get("finished") and old.get("complete") and (scope is None or old.get("scope") == _plain(scope)):
+                raise RunFinished(path, old)
             lock = _take_lock(path)
             rd = cls(path=path, kind=kind, resumed=True, secrets=forms, _lock_fd=lock)
             old.setdefault("resumes", []).append({"at": utc_now_iso(), "command": _command_line()})
             old["finished"] = None
-            old.pop("incomplete", None)
+            for stale in ("incomplete", "complete", "exit_code"):
+                old.pop(stale, None)
+            if defines is not None:
+                old["defines"] = defines  # an older run gains the full record on its first resume
+            if scope is not None:
+                old["scope"] = scope
             rd._reserve()
             rd._guard(lambda: write_json_atomic(man_path, old, forms))
             for f in path.glob("*.jsonl"):
@@ -247,6 +277,8 @@ class RunDir:
             "finished": None,
             "command": _command_line(),
             **manifest,
+            **({"defines": defines} if defines is not None else {}),
+            **({"scope": scope} if scope is not None else {}),
         }
         rd._reserve()
         rd._guard(lambda: write_json_atomic(man_path, full, forms))
@@ -369,12 +401,59 @@ class RunDir:
         data = {"schema_version": SCHEMA_VERSION, **summary}
         self._guard(lambda: write_json_atomic(self.path / SUMMARY, data, self.secrets))
 
-    def finish(self, **fields: Any) -> None:
-        """Stamp the finish time (and any closing facts) in the manifest, and give the reserved space back."""
+    def finish(self, exit_code: int = 0, complete: bool = True, **fields: Any) -> None:
+        """Stamp the finish time, the run's exit code and whether anything is left to redo (`complete`: a start
+        again says it is finished), with any closing facts, in the manifest; give the reserved space back."""
         if self.failed is not None:
             raise RunWriteError(self.failed)
-        self.update_manifest(finished=utc_now_iso(), **fields)
+        self.update_manifest(finished=utc_now_iso(), exit_code=exit_code, complete=complete, **fields)
         (self.path / RESERVE).unlink(missing_ok=True)
+
+
+class RunFinished(Exception):
+    """The run directory holds this very run, complete: nothing to do but say so (`say`) and exit with its code."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.exit_code = int(manifest.get("exit_code") or 0)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The finished run's summary.json."""
+        return read_json_object(self.path / SUMMARY)
+
+    def say(self) -> None:
+        """The one line on standard error that says the run is finished."""
+        print(
+            f"{self.path} is finished (exit {self.exit_code}): its own figures follow; add --fresh to measure again, "
+            "or give another --name",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _plain(v: Any) -> Any:
+    # As a manifest reads it back: tuples become lists.
+    return json.loads(json.dumps(v, default=str))
+
+
+def _clear_run(path: Path) -> None:
+    """`--fresh`: delete an old run's files, under its lock (a run still writing there refuses)."""
+    fd = _take_lock(path)
+    try:
+        for entry in path.iterdir():
+            if entry.name == LOCK:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    except OSError as e:
+        raise UsageError(f"--fresh: cannot delete the old run in {path}: {e.strerror or e}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _command_line() -> list[str]:

@@ -97,7 +97,8 @@ def evalkit_argv(
     info += [f"param.{k}={v}" for k, v in point.params.items()]
     argv = [sys.executable, "-m", "evalkit", run.command, "--base-url", base_url]
     argv += ["--out", str(point_dir(sweep_dir, point.name)), "--name", run_name(run), "--server-log", str(server_log)]
-    argv += ["--build-label", point.name]
+    # A resumed point's server starts on a new free port: its half-run commands resume there all the same.
+    argv += ["--build-label", point.name, "--server-moved"]
     for item in info:
         argv += ["--build-info", item]
     return argv + plan.run_args(run, sweep_dir, point, port)

@@ -1,0 +1,113 @@
+"""What defines a run, so that a run directory started again resumes only the same run (issue 39).
+
+A run directory's manifest keeps `defines`: the server's URL, the model, the parts of the server's identity
+(`evidence.server_identity`) that name a build, and the options that shape the measurement (bench's
+`--max-tokens`, capability's `--datasets`, ...). Starting the run again compares the two: the first field that
+differs ends the command with one line naming it, old and new value, and the ways out (`--name`, `--fresh`).
+Identity fields one side could not probe (None) are not compared: a timed-out `/props` is no other server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+IDENTITY = "server identity"
+URL = "server URL"
+# Runs recorded before `defines` existed: what their manifests already said about the run.
+_LEGACY = {URL: ("server", "base_url"), "model": ("model",)}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field whose value at this start differs from the run's."""
+
+    field: str
+    old: Any
+    new: Any
+
+    def line(self, path: Any) -> str:
+        """The one line that refuses the resume and names the ways out."""
+        moved = " (or --server-moved: the same server, restarted at another URL)" if self.field == URL else ""
+        return (
+            f"cannot resume {path}: {self.field} was {_show(self.old)} and is now {_show(self.new)}; "
+            f"give this run another --name NEW, or add --fresh to start this one over (its old files are deleted)"
+            + moved
+        )
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "unset"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def server_fingerprint(identity: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What in `server_identity` names the server build (not its state: no counters, no probe outcomes)."""
+    ident = identity or {}
+    props = ident.get("props") or {}
+    info = {k: v for k, v in (ident.get("server_info") or {}).items() if k != "avg_spec_accept_length"}
+    models = sorted(str(m.get("id")) for m in ident.get("models") or [] if isinstance(m, dict)) or None
+    return {
+        "server type": ident.get("server_type"),
+        "version": ident.get("version"),
+        "build_info": props.get("build_info"),
+        "total_slots": props.get("total_slots"),
+        "n_ctx": props.get("n_ctx"),
+        "model_path": props.get("model_path"),
+        "server_info": info or None,
+        "models listed": models,
+    }
+
+
+def run_defines(
+    base_url: str | None, model: str | None, identity: Mapping[str, Any] | None, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`defines` for a manifest: `options` maps each defining flag (as the user types it) to its value."""
+    return {
+        URL: (base_url or "").rstrip("/") or None,
+        "model": model,
+        IDENTITY: server_fingerprint(identity),
+        **{k: _plain(v) for k, v in options.items()},
+    }
+
+
+def _plain(v: Any) -> Any:
+    # As the manifest will read back: tuples become lists, paths strings.
+    return json.loads(json.dumps(v, default=str))
+
+
+def recorded_defines(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The `defines` a manifest recorded, or for an older run the server URL and model it names."""
+    if isinstance(manifest.get("defines"), dict):
+        return dict(manifest["defines"])
+    out: dict[str, Any] = {}
+    for name, keys in _LEGACY.items():
+        v: Any = manifest
+        for k in keys:
+            v = v.get(k) if isinstance(v, dict) else None
+        if v is not None:  # what an old manifest did not say is not compared
+            out[name] = v.rstrip("/") if isinstance(v, str) else v
+    return out
+
+
+def first_difference(old: Mapping[str, Any], new: Mapping[str, Any], server_moved: bool = False) -> Difference | None:
+    """The first field of `new` that `old` records with another value (server identity: only where both know;
+    `server_moved`: the same server restarted at another URL, its URL not compared)."""
+    for field, value in new.items():
+        if field not in old or (server_moved and field == URL):
+            continue
+        if field == IDENTITY:
+            was = old[field] or {}
+            for k, v in (value or {}).items():
+                if v is not None and was.get(k) is not None and was[k] != v:
+                    return Difference(f"the server's {k}", was[k], v)
+        elif old[field] != value:
+            return Difference(field, old[field], value)
+    return None
