@@ -330,6 +330,14 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
             if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t and (r.get("t_done") or float("inf")) > t
         )
 
+    # A gauge is the server's state as its last engine step ended (vLLM's are): a scrape during one long prefill
+    # step reads what it read before the step, 0 on an idle server. Only gauges that counted this request while it
+    # ran, before the cancel, show the engine's state changing around it; a reading of "gone" from gauges that
+    # never saw it says nothing about whether the step it was in ran on.
+    if not any(
+        c["t_sent"] <= g.t < t_c and g.running + g.waiting > inflight(g.t) for g in ev.gauges if c.get("t_sent")
+    ):
+        return None
     still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
         if g.t < t_c:
@@ -395,8 +403,8 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
         figures,
         why="the next request's wait could be the cancelled prefill running on or other work "
         "(housekeeping), and its decode does not say which",
-        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel) or "
-        "/metrics request gauges",
+        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel), or /metrics "
+        "request gauges that change within an engine step (vLLM's change only as a step ends)",
     )
 
 

@@ -290,6 +290,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)",
     )
+    r.add_argument(
+        "--step-gauges",
+        action="store_true",
+        default=None,
+        help="/metrics' running/waiting gauges change only when an engine step ends, as vLLM's do: during "
+        "a long prefill step they read what they read before it",
+    )
     c = p.add_argument_group("prefix cache (hits per request in /sim/events as cached_tokens)")
     c.add_argument(
         "--prefix-cache-blocks",

@@ -106,11 +106,11 @@ class SimServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         e = self.engine
-        running = (len(e.active) + (1 if e.long_job is not None else 0)) if e else 0
+        running, waiting = e.gauges() if e else (0, 0)
         body = render_metrics(
             self.s.model,
             running,
-            len(e.queue) if e else 0,
+            waiting,
             self.traces,
             e.spec if e else None,
             spec_names=self.s.spec_metric_names,

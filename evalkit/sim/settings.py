@@ -70,6 +70,9 @@ class SimSettings:
     # Issue 31: a block-hash prefix cache (evalkit/sim/prefix_cache.py); 0 blocks = no cache.
     prefix_cache_blocks: int = 0  # LRU size in blocks
     prefix_block_tokens: int = 16  # tokens per block (vLLM's default block size)
+    # Issue 40: vLLM's running/waiting gauges are the scheduler's state as the last engine step ended, so during one
+    # long prefill step they still read what they read before it (0 on an idle server).
+    step_gauges: bool = False
 
     @property
     def slots(self) -> int:
