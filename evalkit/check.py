@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.client import auxiliary
-from evalkit.client.field_support import REFUSED, length_fields
+from evalkit.client.field_support import REFUSED, length_fields, unforced_words
 from evalkit.client.http_errors import describe
 from evalkit.client.probe import (
     ALL_COMMANDS,
@@ -325,8 +325,8 @@ async def full_check(
         how = {
             "ignore_eos": "ignore_eos",
             "min_tokens": "min_tokens (ignore_eos is not honoured)",
-            "prompt": "none: prompts must run long on their own (max_tokens is their cap); such figures are "
-            "marked length_forced false",
+            "prompt": f"none ({unforced_words(support, ignore_eos)}): prompts must run long on their own "
+            "(max_tokens is their cap); such figures are marked length_forced false",
         }[mode]
         rows.append(
             Row(

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from evalkit.bench import BenchPlan, load_prompts, packaged_prompts, run_bench, summarize
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
-from evalkit.client.field_support import length_fields
+from evalkit.client.field_support import length_fields, unforced_words
 from evalkit.client.lag import client_lag
 from evalkit.config.argtypes import finite_float, nonneg_int, positive_int
 from evalkit.errors import UsageError
@@ -104,13 +104,15 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
             }
         },
     ) as ctx:
-        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), plan.max_tokens, plan.ignore_eos)
+        support = getattr(ctx.client.preflight, "fields", None)
+        forced, mode = length_fields(support, plan.max_tokens, plan.ignore_eos)
         plan = BenchPlan(
             **{
                 **plan.__dict__,
                 "extra_body": tuple(ctx.profile.extra_body.items()),
                 "length_body": tuple(forced.items()),
                 "length_mode": mode,
+                "length_why": unforced_words(support, plan.ignore_eos),
             }
         )
         ctx.rundir.update_manifest(length_mode=mode)
@@ -150,10 +152,8 @@ def _print_table(summary: dict) -> None:
         comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
         lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
     if summary.get("length_forced") is False:
-        why = (
-            "--no-ignore-eos"
-            if summary.get("ignore_eos") is False
-            else "the server refuses or ignores ignore_eos and min_tokens"
+        why = summary.get("length_why") or (
+            "--no-ignore-eos" if summary.get("ignore_eos") is False else "the preflight saw no length forced"
         )
         lines.append(
             f"note: no output length was forced ({why}): each prompt ran as long as it ran, up to "

@@ -7,7 +7,8 @@ style is chosen here per question from a hash of the seed and question id, so a 
 - musr: a sentence naming the choice, then a last line `ANSWER: 2`, `**ANSWER: 2**` or `Answer: 2` (1-based).
 - humanevalplus: a fenced python block with the whole function; bare code; prose, a fenced block, prose.
 Wrong answers: gsm8k gold+1; math500 a clearly different value; musr the next choice; humanevalplus a body that
-raises. Stress questions get their known answer (wrong ones are off by one / altered). Anything else: filler.
+raises. Stress questions get their known answer (wrong ones are off by one / altered); "Reply with just: X" gets X.
+Anything else: filler.
 """
 
 from __future__ import annotations
@@ -55,4 +56,6 @@ def answer_text(q: Question, correct: bool, seed: int) -> str:
         return registry.get(q.dataset).sim_answer(q.row, correct, style)
     if q.kind.startswith("stress_"):
         return _stress(q, correct)
+    if q.kind == "echo":
+        return str(q.gold)
     return ""

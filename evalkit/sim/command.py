@@ -163,6 +163,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated body fields answered with HTTP 400 naming the field",
     )
     q.add_argument(
+        "--ignore-fields",
+        type=lambda v: tuple(x for x in v.split(",") if x),
+        help="comma-separated body fields taken (HTTP 200) but given no effect, e.g. ignore_eos,min_tokens",
+    )
+    q.add_argument(
+        "--chatty-tokens",
+        type=nonneg_int,
+        metavar="N",
+        help="a model that talks on: each recognised answer runs N tokens of prose more before it stops",
+    )
+    q.add_argument(
         "--no-stream-usage",
         dest="stream_usage",
         action="store_false",
