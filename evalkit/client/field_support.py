@@ -157,13 +157,15 @@ async def judge_length(
             return FieldVerdict(REFUSED, got.words)
         if not got.ok or got.tokens is None:
             return FieldVerdict(UNKNOWN, f"the probe failed: {got.words}")
-        if got.tokens < n:
+        # A stream's chunks may carry several tokens each (vLLM's detokenizer): "length" is the server saying
+        # it ran to max_tokens, whatever the chunk count.
+        if got.tokens < n and got.finish_reason != "length":
             return FieldVerdict(
                 IGNORED,
                 f"stopped after {got.tokens} of {n} tokens ({got.finish_reason}) despite it; without it the reply "
                 f"ends after {stop}",
             )
-        seen.append(f"{got.tokens}/{n}")
+        seen.append(f"{n} ({got.finish_reason})" if got.tokens < n else f"{got.tokens}/{n}")
     return FieldVerdict(
         ACCEPTED, f"a reply that ends after {stop} tokens on its own ran to {' and '.join(seen)} with it", True
     )
@@ -220,10 +222,14 @@ async def probe_fields(
         if name in bare:
             continue  # a profile that sets max_tokens or temperature: part of every request anyway
         if name in LENGTH_FIELDS:
-            # Only a forced length needs room to show, against where the model stops without it.
+            # Only a forced length needs room to show, against where the model stops without it; counted by the
+            # usage chunk where the server gives one (a chunk may hold several tokens).
+            lb = length_body(model, LENGTH_ROOM)
+            if out.honoured("stream_options"):
+                lb["stream_options"] = SAMPLES["stream_options"]
             if baseline is None:
-                baseline = await send(length_body(model, LENGTH_ROOM), fresh())
-            out.fields[name] = await judge_length(send, name, length_body(model, LENGTH_ROOM), fresh, baseline)
+                baseline = await send(lb, fresh())
+            out.fields[name] = await judge_length(send, name, lb, fresh, baseline)
             continue
         # The other fields are read from whether they are taken.
         out.fields[name] = _judge(name, await send({**bare, "max_tokens": 1, name: value}, fresh()))
