@@ -289,6 +289,7 @@ async def full_check(
                 else "not echoed: server logs are matched to records by time only"
                 if echo.ok
                 else f"can't tell: {_cause(echo, echo_body, result)}",
+                fix=advice(kind, "request_echo") if echo.ok and not echoed and kind == "vllm" else None,
             )
         )
         rows.append(

@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -20,6 +21,8 @@ from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.evidence.metrics_rates import SOURCE, decode_rate
+from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.gate import bisect
 from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
 from evalkit.runs.failures import count_failures, failure_line
@@ -121,8 +124,10 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
                 await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
         await ctx.evidence.end()
         lines = ctx.rundir.read(REQUESTS)
+        summary = summarize(lines, plan)
+        with_server_metrics(summary, ctx.rundir.read(METRICS_FILE))
         summary = {
-            **summarize(lines, plan),
+            **summary,
             **evidence_summary(ctx.rundir.path),
             "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
             "client": client_lag(lines),
@@ -130,6 +135,14 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish()
         return ctx, summary
+
+
+def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]]) -> None:
+    """Where the server sent no `timings`, its decode rate per prompt from its /metrics windows (vLLM's counters)."""
+    for name, p in summary["prompts"].items():
+        if p.get("server_tok_s") is None and (rate := decode_rate(scrapes, name)) is not None:
+            p["server_tok_s"], p["server_source"] = rate, SOURCE
+            p["vs_server"] = p["tok_s"] / rate - 1 if p.get("tok_s") else None
 
 
 def _rate(v: float | None, failed: int) -> str:
