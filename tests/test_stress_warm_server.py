@@ -1,6 +1,7 @@
 """A second stress run with the same seed against a warm server (issue 40): fresh prompts by default (a salt from
 the run, recorded), or, with --reuse-prompts, the verdicts say the long prompts came from the server's prefix cache
-(its own counters) instead of "not exercised, use a longer prompt" or a bare "can't tell". Over HTTP against one sim with a prefix cache."""
+(its own counters) instead of "not exercised, use a longer prompt" or a bare "can't tell". Over HTTP against one
+sim with a prefix cache."""
 
 from __future__ import annotations
 
