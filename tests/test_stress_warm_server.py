@@ -56,3 +56,5 @@ def test_a_warm_server_gets_fresh_prompts_or_is_named(tmp_path: Path) -> None:
         assert "came from the server's prefix cache" in v["why"] and "vllm:prefix_cache_hits_total" in v["why"], v
         assert "--reuse-prompts" in v["would_tell"], v
     assert "came from the server's prefix cache" in reused[1]["stdout"]
+    rates = [r["summary"]["prefix_cache"]["hit_rate"] for r in (first, again, *reused)]
+    assert rates[0] < 0.1 and rates[1] < 0.1 and rates[3] > 0.5, rates  # the summary's own figure of it

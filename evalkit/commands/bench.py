@@ -22,6 +22,7 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.evidence.metrics_rates import SOURCE, decode_rate
+from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.gate import bisect
 from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
@@ -138,7 +139,9 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
 
 
 def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]]) -> None:
-    """Where the server sent no `timings`, its decode rate per prompt from its /metrics windows (vLLM's counters)."""
+    """Where the server sent no `timings`, its decode rate per prompt from its /metrics windows (vLLM's counters);
+    and its prefix-cache counters over the run."""
+    summary["prefix_cache"] = hit_rate(scrapes)
     for name, p in summary["prompts"].items():
         if p.get("server_tok_s") is None and (rate := decode_rate(scrapes, name)) is not None:
             p["server_tok_s"], p["server_source"] = rate, SOURCE

@@ -43,6 +43,8 @@ from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.evidence.prefix_cache_counters import hit_rate
+from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.context import open_run, print_run_path
 from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.rundir import read_json_object
@@ -317,6 +319,8 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             **evidence_summary(ctx.rundir.path),
             **scenario_summary(ctx.rundir.path),
             "stream_killing": killing,
+            # The server's own prefix-cache counters over the run (a warm server serves prompts from its cache).
+            "prefix_cache": hit_rate(ctx.rundir.read(METRICS_FILE)),
         }
         ctx.rundir.write_summary(summary)
         ctx.rundir.finish(stopped=stopped)
