@@ -7,10 +7,11 @@ Rates (every one from client timestamps of one `Clock`):
 - combined tok/s for N concurrent streams: (sum of completion_tokens - 1) / (latest last token - earliest first
   token), i.e. every token the streams produced over the union of their decode windows. A stream that waits for
   the other's prefill, or finishes early, lowers it: that is the point, it is what the server delivers together.
-Every prompt asks for `max_tokens` tokens with `ignore_eos` so all runs decode the same length; a server that
-refuses or ignores it gets `min_tokens` when it honours that, else the prompts run to max_tokens on their own
-(`length_mode` "prompt": each request's `length_forced` is false and the summary says so); a run that stops
-short anyway is listed in `stopped_early`. Failed requests are counted per prompt (`failed`), never shown as a rate.
+Every prompt asks for `max_tokens` tokens with `ignore_eos` so all runs decode the same length; a server where the
+preflight did not see it honoured gets `min_tokens` when that is, else the prompts run to max_tokens on their own
+(`length_mode` "prompt": each request's `length_forced` is false and the summary says why, `length_why`); a run
+that stops short anyway is listed in `stopped_early`. Failed requests are counted per prompt (`failed`), never
+shown as a rate.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class BenchPlan:
     length_body: tuple[tuple[str, Any], ...] = ()
     length_mode: str = "ignore_eos"
     timeout_s: float = 300.0  # per request: a stream that never ends is a `timeout`, not a silent wait
+    length_why: str = ""  # with length_mode "prompt": why (field_support.unforced_words)
 
     def keys(self) -> list[str]:
         """Every measurement's key in the order it is taken: singles first, then concurrent groups."""
@@ -329,6 +331,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "ignore_eos": plan.ignore_eos,
         "length_mode": plan.length_mode,
         "length_forced": plan.length_mode != "prompt",
+        **({"length_why": plan.length_why} if plan.length_mode == "prompt" and plan.length_why else {}),
         "rate": "tok_s = median over runs of (completion_tokens - 1) / (last token - first token); "
         "request_tok_s = completion_tokens / (done - sent); combined_tok_s = (sum of completion_tokens - 1)"
         " / (latest last token - earliest first token)",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.client import auxiliary
-from evalkit.client.field_support import REFUSED, length_fields
+from evalkit.client.field_support import REFUSED, length_fields, unforced_words
 from evalkit.client.http_errors import describe
 from evalkit.client.probe import (
     ALL_COMMANDS,
@@ -292,6 +292,7 @@ async def full_check(
                 else "not echoed: server logs are matched to records by time only"
                 if echo.ok
                 else f"can't tell: {_cause(echo, echo_body, result)}",
+                fix=advice(kind, "request_echo") if echo.ok and not echoed and kind == "vllm" else None,
             )
         )
         rows.append(
@@ -328,8 +329,8 @@ async def full_check(
         how = {
             "ignore_eos": "ignore_eos",
             "min_tokens": "min_tokens (ignore_eos is not honoured)",
-            "prompt": "none: prompts must run long on their own (max_tokens is their cap); such figures are "
-            "marked length_forced false",
+            "prompt": f"none ({unforced_words(support, ignore_eos)}): prompts must run long on their own "
+            "(max_tokens is their cap); such figures are marked length_forced false",
         }[mode]
         rows.append(
             Row(

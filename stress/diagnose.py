@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
 from evalkit.evidence.wait_parts import (
@@ -54,6 +55,10 @@ LONGER_PROMPT = (
     "a longer long prompt (--long-tokens) whose prefill outlasts the planned times, or the server's "
     "log (--server-log) if it shows scheduling"
 )
+FRESH_PROMPTS = (
+    "long prompts the server has not seen (stress salts them per run unless --reuse-prompts), or its prefix cache reset"
+)
+WARM_CACHE = 0.5  # the server's counters say its cache served at least half the run's prompt tokens
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
 STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
 RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
@@ -122,6 +127,8 @@ class _Facts:
         # The long request sent right after the long one alone finished: its wait is the housekeeping after a long.
         after = [splits[r["request_id"]] for r in _ok(lines, "short_insert", "long")]
         self.wait_after_long = median([s.before_start_s for s in after if _server_side(s)])
+
+        self.from_cache: str | None = None  # set by diagnose: the server's cache served the long prompts
 
     @property
     def prefill_alone(self) -> float | None:
@@ -389,6 +396,14 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
             if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t and (r.get("t_done") or float("inf")) > t
         )
 
+    # A gauge is the server's state as its last engine step ended (vLLM's are): a scrape during one long prefill
+    # step reads what it read before the step, 0 on an idle server. Only gauges that counted this request while it
+    # ran, before the cancel, show the engine's state changing around it; a reading of "gone" from gauges that
+    # never saw it says nothing about whether the step it was in ran on.
+    if not any(
+        c["t_sent"] <= g.t < t_c and g.running + g.waiting > inflight(g.t) for g in ev.gauges if c.get("t_sent")
+    ):
+        return None
     still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
         if g.t < t_c:
@@ -454,8 +469,8 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
         figures,
         why="the next request's wait could be the cancelled prefill running on or other work "
         "(housekeeping), and its decode does not say which",
-        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel) or "
-        "/metrics request gauges",
+        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel), or /metrics "
+        "request gauges that change within an engine step (vLLM's change only as a step ends)",
     )
 
 
@@ -537,6 +552,8 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         if verdict == NOT_EXERCISED:
             why = f"{why} ({len(samples)} of {len(samples)} cycles)"
         would_tell = first.would_tell or "the server's log (--server-log)"
+        if facts.from_cache:  # the cache also makes the long prefill alone, the reference, too short
+            why, would_tell = f"{why}; {facts.from_cache}", FRESH_PROMPTS
     return CancelVerdict(
         verdict,
         None if verdict == CANT else verdict == YES,
@@ -601,14 +618,17 @@ def judge_head_of_line(
             and r.get("not_exercised")
         ]
         if missed:
+            why = (
+                f"none of {len(missed)} inserted short requests landed inside a long prefill: "
+                f"{missed[0]['not_exercised']}"
+            )
             return HeadOfLineVerdict(
                 NOT_EXERCISED,
                 None,
                 "client",
                 [],
-                why=f"none of {len(missed)} inserted short requests landed inside a long "
-                f"prefill: {missed[0]['not_exercised']}",
-                would_tell=LONGER_PROMPT,
+                why=f"{why}; {facts.from_cache}" if facts.from_cache else why,
+                would_tell=FRESH_PROMPTS if facts.from_cache else LONGER_PROMPT,
             )
         return HeadOfLineVerdict(
             CANT,
@@ -628,6 +648,8 @@ def judge_head_of_line(
     if verdict == CANT:
         why = "the client alone cannot tell when the server started on the short requests"
         would_tell = "the server's timings (prompt_ms), its log (--server-log) or /metrics"
+        if facts.from_cache:
+            why, would_tell = f"{why}; {facts.from_cache}", FRESH_PROMPTS
     return HeadOfLineVerdict(
         verdict,
         None if verdict == CANT else verdict == YES,
@@ -704,11 +726,23 @@ def judge_concurrency(metrics: dict[str, Any]) -> ConcurrencyVerdict:
     )
 
 
+def from_cache(ev: ServerEvidence) -> str | None:
+    """Words saying the server's prefix cache served the run's prompts (its own counters), or None."""
+    got = hit_rate([{"ok": True, **s} for s in ev.scrapes])
+    if got is None or got["hit_rate"] is None or got["hit_rate"] < WARM_CACHE:
+        return None
+    return (
+        f"the long prompts came from the server's prefix cache ({got['cached_tokens']} of {got['prompt_tokens']} "
+        f"prompt tokens by {got['source']}): a warm server, not a short prefill"
+    )
+
+
 def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidence | None = None) -> Diagnosis:
     """Every verdict with its evidence and figures, plus the per-request TTFT splits they rest on."""
     ev = evidence or ServerEvidence()
     splits = split_all(lines, ev)
     facts = _Facts(lines, splits)
+    facts.from_cache = from_cache(ev)
     conc = judge_concurrency(metrics)
     apart = [r for r in lines if r.get("role") == "gen_pair" and r.get("not_exercised")]
     if conc.verdict == CANT and conc.figures.effective_concurrency is None and apart:

@@ -52,7 +52,8 @@ class Schedule:
 class _LongSpecs:
     """Hands out long prompt specs; each starts with a different vocabulary word, so first tokens differ."""
 
-    def __init__(self, seed: int, reuse: bool) -> None:
+    def __init__(self, seed: int, reuse: bool, salt: str = "") -> None:
+        self.salt = salt
         self.rng = random.Random(f"evalkit-stress:long:{seed}")
         self.words = list(filler_words())
         self.rng.shuffle(self.words)
@@ -73,6 +74,7 @@ class _LongSpecs:
             filler_seed=self.rng.getrandbits(32),
             code=random_code(self.rng),
             code_at=round(self.rng.uniform(0.1, 0.9), 3),
+            salt=self.salt,
         )
         self._first.setdefault(tokens, spec)
         return spec
@@ -86,11 +88,13 @@ def build_schedule(
     reuse_long_prompt: bool = False,
     gen_tokens: int = 512,
     scenarios: ScenarioFile | None = None,
+    salt: str = "",
 ) -> Schedule:
-    """The full schedule for `cycles` cycles of seed `seed`, from `scenarios` (default: the write-up's cycle)."""
+    """The full schedule for `cycles` cycles of seed `seed`, from `scenarios` (default: the write-up's cycle); `salt`
+    goes first in every long prompt (the seed fixes everything else)."""
     source = scenarios or builtin_scenarios()
     specs = {s.name: s for s in source.scenarios}
-    longs = _LongSpecs(seed, reuse_long_prompt)
+    longs = _LongSpecs(seed, reuse_long_prompt, salt)
     out: list[Scenario] = []
     for cycle in range(1, cycles + 1):
         rng = random.Random(f"evalkit-stress:{seed}:{cycle}")

@@ -34,3 +34,25 @@ def test_no_timings_means_no_server_figures() -> None:
     assert server_combined_rate(plain) is None
     assert server_rate(plain) is None
     assert server_rate([_line(1.0, 100, 500), _line(2.0, 100, 1000), _line(3.0, 100, 250)]) == pytest.approx(200)
+
+
+def test_vllm_metrics_fill_the_server_rate_where_no_timings_come(sim, tmp_path) -> None:
+    """Over HTTP: a sim without `timings` (as vLLM) still gets the server's decode rate, from its /metrics windows."""
+    import json
+
+    from evalkit.cli import main
+    from evalkit.evidence.metrics_rates import SOURCE
+    from runfixtures import bench_args
+
+    s = sim("--time-scale", "5", "--no-timings")
+    assert main([*bench_args(s.base_url, tmp_path, "b"), "--runs", "2", "--max-tokens", "64"]) == 0
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    events = [e for e in s.events() if not e["request_id"].startswith("preflight-") and e["status"] == "ok"]
+    truth = [
+        (e["completion_tokens"] - 1) / (e["done"] - e["first_token"]) for e in events if e["completion_tokens"] > 1
+    ]
+    for name, p in summary["prompts"].items():
+        print(f"\n{name}: evalkit {p['tok_s']:.1f} tok/s, server {p['server_tok_s']} ({p.get('server_source')})")
+        assert p["server_source"] == SOURCE
+        assert min(truth) * 0.9 <= p["server_tok_s"] <= max(truth) * 1.1
+        assert abs(p["vs_server"]) < 0.15  # evalkit's client rate against the server's own

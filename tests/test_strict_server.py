@@ -315,23 +315,34 @@ def test_server_kind_and_its_advice(identity: dict, kind: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bare_tokens,with_field,expected",
+    "bare_tokens,forced,expected",
     [
-        (2, 8, ("accepted", True)),  # a one-number answer ran to max_tokens: the field forced it
-        (2, 2, ("ignored", False)),  # taken, but the answer stopped as without it (FastLLM, llama-cpp-python)
-        (8, 8, ("accepted", False)),  # the model talks on anyway: its effect can't be told, so it is not relied on
+        (14, True, ("accepted", True)),  # a reply that ends after 14 tokens ran to 20 and 33: the field forced it
+        (14, False, ("ignored", False)),  # taken, but the reply stopped as without it (FastLLM, llama-cpp-python)
+        (64, True, ("accepted", False)),  # the model never stops early: effect not shown, not relied on
     ],
 )
-def test_forced_length_is_judged_against_the_bare_answer(
-    bare_tokens: int, with_field: int, expected: tuple[str, bool]
+def test_forced_length_is_judged_past_where_the_model_stops(
+    bare_tokens: int, forced: bool, expected: tuple[str, bool]
 ) -> None:
-    from evalkit.client.field_support import ProbeReply, length_fields, probe_fields
+    from evalkit.client.field_support import NOT_SHOWN, ProbeReply, length_fields, probe_fields, unforced_words
+
+    asked: list[int] = []
 
     async def send(body: dict, headers: dict) -> ProbeReply:
-        n = with_field if ("ignore_eos" in body or "min_tokens" in body) else bare_tokens
-        return ProbeReply(200, "", True, n, True, "length" if n >= 8 else "stop", headers.get("X-Request-Id"))
+        cap = body["max_tokens"]
+        natural = min(cap, bare_tokens)
+        n = cap if forced and ("ignore_eos" in body or "min_tokens" in body) else natural
+        if "ignore_eos" in body:
+            asked.append(cap)
+        return ProbeReply(200, "", True, n, True, "length" if n >= cap else "stop", headers.get("X-Request-Id"))
 
     support = asyncio.run(probe_fields(send, "m", {}, lambda: "preflight-x"))
     v = support.fields["ignore_eos"]
-    assert (v.status, v.checked) == expected
+    assert (v.status, v.checked) == expected, v
     assert length_fields(support, 64)[1] == ("ignore_eos" if expected == ("accepted", True) else "prompt")
+    if expected == ("accepted", True):
+        assert asked == [20, 33]  # two lengths past the model's own stop
+    words = unforced_words(support)
+    assert ("ignored" in words) == (expected[0] == "ignored") and "refused" not in words
+    assert (NOT_SHOWN in v.detail) == (bare_tokens == 64)

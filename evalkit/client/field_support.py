@@ -7,7 +7,11 @@ they do not know, so every request of a command would fail. Each field is sent a
 - refused: the server answered 4xx; the client then never sends it (`FieldSupport.refused`);
 - ignored: taken, but the effect that can be checked did not happen (`ignore_eos` stopped early, no usage chunk);
 - accepted: taken, and its effect seen where one can be checked (`checked`), else only not refused.
-The probe question has a one-word answer, so a forced length is told apart from a model that talks on.
+A forced length (`ignore_eos`, `min_tokens`) is judged against where the model stops on its own: a bare "Reply with
+just: OK" with room for 64 tokens, then the field at two lengths past that stop (issue 40: a fixed 8-token probe
+could not tell when a small model talked past 8 tokens either way). Honoured: both ran to their length. Ignored:
+it stopped early despite the field. A model that does not stop within 64 tokens on its own leaves the effect not
+shown ("taken, effect not shown"), never read as ignored.
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ ACCEPTED, IGNORED, REFUSED, UNKNOWN = "accepted", "ignored", "refused", "can't t
 HEADER = "header:X-Request-Id"
 OPTIONAL_FIELDS = ("stream_options", "ignore_eos", "min_tokens", "seed", "reasoning_effort", "chat_template_kwargs")
 PROBE_QUESTION = "What is 17 + 25? Reply with only the number."
-PROBE_TOKENS = 8  # a forced length runs to this; the one-word answer stops at 1-3 tokens
+PROBE_TOKENS = 8  # the bare request's room (the header and the other fields need no more)
+LENGTH_PROMPT = "Reply with just: OK"  # a reply any chat model ends early on its own
+LENGTH_ROOM = 64  # the bare reply's cap: a model that has not stopped by then shows no forced length
+LENGTH_FIELDS = ("ignore_eos", "min_tokens")
+NOT_SHOWN = "taken, effect not shown"
 
 # What each field is sent with when probed.
 SAMPLES: dict[str, Any] = {
     "stream_options": {"include_usage": True},
     "ignore_eos": True,
-    "min_tokens": PROBE_TOKENS,
+    "min_tokens": 0,  # sent as the probed length
     "seed": 0,
     "reasoning_effort": "low",
     "chat_template_kwargs": {"enable_thinking": False},
@@ -107,23 +115,67 @@ def bare_body(model: str, max_tokens: int = PROBE_TOKENS) -> dict[str, Any]:
     }
 
 
-def _judge(name: str, reply: ProbeReply, bare_tokens: int | None = None) -> FieldVerdict:
+def length_body(model: str, max_tokens: int) -> dict[str, Any]:
+    """A request whose reply a model ends early on its own, with room for `max_tokens`."""
+    body = bare_body(model, max_tokens)
+    body["messages"] = [{"role": "user", "content": LENGTH_PROMPT}]
+    return body
+
+
+def stop_of(reply: ProbeReply) -> int | None:
+    """Where the model ended its reply on its own (tokens), or None when it ran to its cap or the request failed."""
+    if reply.ok and reply.tokens is not None and reply.finish_reason == "stop" and reply.tokens < LENGTH_ROOM:
+        return reply.tokens
+    return None
+
+
+def lengths_past(stop: int) -> tuple[int, int]:
+    """Two lengths past the model's own stop, apart enough that neither can be its answer by chance."""
+    return stop + 6, stop + 19
+
+
+async def judge_length(
+    send: Send, name: str, body: dict[str, Any], headers: Callable[[], dict[str, str]], baseline: ProbeReply
+) -> FieldVerdict:
+    """`ignore_eos` / `min_tokens` at two lengths past where the bare reply stopped on its own."""
+    stop = stop_of(baseline)
+    if stop is None:
+        if not baseline.ok:
+            return FieldVerdict(UNKNOWN, f"the probe failed: {baseline.words}")
+        got = await send({**body, name: True if name == "ignore_eos" else LENGTH_ROOM}, headers())
+        if got.status is not None and 400 <= got.status < 500:
+            return FieldVerdict(REFUSED, got.words)
+        return FieldVerdict(
+            ACCEPTED,
+            f"{NOT_SHOWN} (without it the reply ran to {baseline.tokens} tokens, {baseline.finish_reason}: "
+            "the model does not stop early on its own)",
+        )
+    seen = []
+    for n in lengths_past(stop):
+        got = await send({**body, "max_tokens": n, name: True if name == "ignore_eos" else n}, headers())
+        if got.status is not None and 400 <= got.status < 500:
+            return FieldVerdict(REFUSED, got.words)
+        if not got.ok or got.tokens is None:
+            return FieldVerdict(UNKNOWN, f"the probe failed: {got.words}")
+        # A stream's chunks may carry several tokens each (vLLM's detokenizer): "length" is the server saying
+        # it ran to max_tokens, whatever the chunk count.
+        if got.tokens < n and got.finish_reason != "length":
+            return FieldVerdict(
+                IGNORED,
+                f"stopped after {got.tokens} of {n} tokens ({got.finish_reason}) despite it; without it the reply "
+                f"ends after {stop}",
+            )
+        seen.append(f"{n} ({got.finish_reason})" if got.tokens < n else f"{got.tokens}/{n}")
+    return FieldVerdict(
+        ACCEPTED, f"a reply that ends after {stop} tokens on its own ran to {' and '.join(seen)} with it", True
+    )
+
+
+def _judge(name: str, reply: ProbeReply) -> FieldVerdict:
     if reply.status is not None and 400 <= reply.status < 500:
         return FieldVerdict(REFUSED, reply.words)
     if not reply.ok:
         return FieldVerdict(UNKNOWN, f"the probe failed: {reply.words}")
-    n = reply.tokens
-    if name in ("ignore_eos", "min_tokens"):
-        if bare_tokens is not None and bare_tokens >= PROBE_TOKENS:
-            # The model talked on without the field too: a full length says nothing about it.
-            return FieldVerdict(
-                ACCEPTED, f"taken; its effect can't be told (the answer ran to {bare_tokens} tokens without it too)"
-            )
-        if n is not None and n >= PROBE_TOKENS:
-            return FieldVerdict(ACCEPTED, f"a one-word answer ran to {n} tokens ({reply.finish_reason})", True)
-        return FieldVerdict(
-            IGNORED, f"taken, but the answer stopped after {n} of {PROBE_TOKENS} tokens ({reply.finish_reason})"
-        )
     if name == "stream_options":
         if reply.usage:
             return FieldVerdict(ACCEPTED, "include_usage honoured: usage in the stream", True)
@@ -161,14 +213,26 @@ async def probe_fields(
         got = bare_reply  # the baseline the fields are compared with
     headers = {} if out.fields[HEADER].status != ACCEPTED else {"X-Request-Id": rid}
     samples = {**SAMPLES, **{k: v for k, v in extra_body.items() if k not in SAMPLES}}
+
+    def fresh() -> dict[str, str]:  # a new id per request: a server may refuse an id it has seen
+        return {"X-Request-Id": str(uuid.uuid4()) if uuid_request_ids else request_id()} if headers else {}
+
+    baseline: ProbeReply | None = None
     for name, value in samples.items():
         if name in bare:
             continue  # a profile that sets max_tokens or temperature: part of every request anyway
-        # A new id per request: a server may refuse an id it has seen.
-        fresh = {"X-Request-Id": str(uuid.uuid4()) if uuid_request_ids else request_id()} if headers else {}
-        # Only a forced length needs room to show; the other fields are read from whether they are taken.
-        body = {**bare, name: value} if name in ("ignore_eos", "min_tokens") else {**bare, "max_tokens": 1, name: value}
-        out.fields[name] = _judge(name, await send(body, fresh), got.tokens)
+        if name in LENGTH_FIELDS:
+            # Only a forced length needs room to show, against where the model stops without it; counted by the
+            # usage chunk where the server gives one (a chunk may hold several tokens).
+            lb = length_body(model, LENGTH_ROOM)
+            if out.honoured("stream_options"):
+                lb["stream_options"] = SAMPLES["stream_options"]
+            if baseline is None:
+                baseline = await send(lb, fresh())
+            out.fields[name] = await judge_length(send, name, lb, fresh, baseline)
+            continue
+        # The other fields are read from whether they are taken.
+        out.fields[name] = _judge(name, await send({**bare, "max_tokens": 1, name: value}, fresh()))
     return out
 
 
@@ -191,3 +255,20 @@ def length_fields(support: FieldSupport | None, max_tokens: int, ignore_eos: boo
     if support.honoured("min_tokens"):
         return {**body, "min_tokens": max_tokens}, "min_tokens"
     return body, "prompt"
+
+
+def unforced_words(support: FieldSupport | None, ignore_eos: bool = True) -> str:
+    """Why no output length is forced, in words: refused, stopped early despite it, or taken with its effect not
+    shown (a model that talks on either way), never "refused or ignored" where it was neither."""
+    if not ignore_eos:
+        return "--no-ignore-eos: no length forced"
+    if support is None:
+        return "the fields were not probed"
+    parts = []
+    for name in LENGTH_FIELDS:
+        status = support.status(name)
+        how = {REFUSED: "refused", IGNORED: "ignored (stopped early despite it)"}.get(status or "", NOT_SHOWN)
+        if status in (None, UNKNOWN):
+            how = "can't tell (its probe failed)" if status == UNKNOWN else "not probed"
+        parts.append(f"{name} {how}")
+    return "; ".join(parts)

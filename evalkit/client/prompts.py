@@ -60,6 +60,7 @@ class LongSpec:
     filler_seed: int
     code: str
     code_at: float  # fraction of the filler before the code sentence
+    salt: str = ""  # the run's salt (stress): first, so no earlier run's prompt shares a prefix cache block with it
 
     def text(self, sentences: int) -> str:
         """The long prompt with `sentences` filler sentences; longer is always a superset of shorter's filler."""
@@ -103,7 +104,8 @@ def long_prompt_text(spec: LongSpec, sentences: int) -> str:
     at = min(len(filler), round(spec.code_at * len(filler)))
     filler.insert(at, f"The secret code is {spec.code}.")
     body = " ".join(filler)
-    return f"{spec.first_word.capitalize()}: {body}\n\n{LONG_QUESTION}"
+    salt = f"Run {spec.salt}. " if spec.salt else ""
+    return f"{salt}{spec.first_word.capitalize()}: {body}\n\n{LONG_QUESTION}"
 
 
 _TOKEN_RE = re.compile(r"\s*\w+|\s*[^\w\s]")

@@ -8,19 +8,23 @@ import hashlib
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
 from evalkit.bench import BenchPlan, left_failed, load_prompts, packaged_prompts, run_bench, summarize
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
-from evalkit.client.field_support import length_fields
+from evalkit.client.field_support import length_fields, unforced_words
 from evalkit.client.lag import client_lag
 from evalkit.config.argtypes import finite_float, nonneg_int, positive_int, timeout_s
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.evidence.metrics_rates import SOURCE, decode_rate
+from evalkit.evidence.prefix_cache_counters import hit_rate
+from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.gate import bisect
 from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
 from evalkit.runs.failures import count_failures, failure_line
@@ -127,13 +131,15 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
         },
         _options(plan),
     ) as ctx:
-        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), plan.max_tokens, plan.ignore_eos)
+        support = getattr(ctx.client.preflight, "fields", None)
+        forced, mode = length_fields(support, plan.max_tokens, plan.ignore_eos)
         plan = BenchPlan(
             **{
                 **plan.__dict__,
                 "extra_body": tuple(ctx.profile.extra_body.items()),
                 "length_body": tuple(forced.items()),
                 "length_mode": mode,
+                "length_why": unforced_words(support, plan.ignore_eos),
             }
         )
         ctx.rundir.update_manifest(length_mode=mode)
@@ -142,8 +148,10 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
                 await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
         await ctx.evidence.end()
         lines = ctx.rundir.read(REQUESTS)
+        summary = summarize(lines, plan)
+        with_server_metrics(summary, ctx.rundir.read(METRICS_FILE))
         summary = {
-            **summarize(lines, plan),
+            **summary,
             **evidence_summary(ctx.rundir.path),
             "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
             "client": client_lag(lines),
@@ -160,6 +168,16 @@ def _failed_line(rundir_lines: list[dict], secrets: list[str | None]) -> str | N
     left = left_failed(measured)
     keys = {(x["bench_key"], x.get("stream", 0)) for x in measured}
     return failure_line("bench", count_failures((x.get("error") for x in left), len(keys)), secrets)
+
+
+def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]]) -> None:
+    """Where the server sent no `timings`, its decode rate per prompt from its /metrics windows (vLLM's counters);
+    and its prefix-cache counters over the run."""
+    summary["prefix_cache"] = hit_rate(scrapes)
+    for name, p in summary["prompts"].items():
+        if p.get("server_tok_s") is None and (rate := decode_rate(scrapes, name)) is not None:
+            p["server_tok_s"], p["server_source"] = rate, SOURCE
+            p["vs_server"] = p["tok_s"] / rate - 1 if p.get("tok_s") else None
 
 
 def _rate(v: float | None, failed: int) -> str:
@@ -182,10 +200,8 @@ def _print_table(summary: dict) -> None:
         comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
         lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
     if summary.get("length_forced") is False:
-        why = (
-            "--no-ignore-eos"
-            if summary.get("ignore_eos") is False
-            else "the server refuses or ignores ignore_eos and min_tokens"
+        why = summary.get("length_why") or (
+            "--no-ignore-eos" if summary.get("ignore_eos") is False else "the preflight saw no length forced"
         )
         lines.append(
             f"note: no output length was forced ({why}): each prompt ran as long as it ran, up to "

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -42,9 +44,11 @@ from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
+from evalkit.evidence.prefix_cache_counters import hit_rate
+from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.context import open_run, print_run_path
 from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.rundir import RunFinished
+from evalkit.runs.rundir import RunFinished, read_json_object
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.resume import (
     CYCLES_FILE,
@@ -90,6 +94,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--reuse-long-prompt",
         action="store_true",
         help="send the same long prompt every time (tests the prefix cache instead of defeating it)",
+    )
+    g.add_argument(
+        "--reuse-prompts",
+        action="store_true",
+        help="send the long prompts earlier runs of this seed sent (default: each run salts them, so a warm "
+        "server's prefix cache does not serve them)",
     )
     g.add_argument(
         "--time-scale",
@@ -159,8 +169,16 @@ def run(args: argparse.Namespace) -> int:
     if args.cycles is None:
         args.cycles = source.cycles or 18
     _check(args)
+    args.prompt_salt = _salt(args)
     schedule = build_schedule(
-        args.seed, args.cycles, args.long_tokens, args.shuffle, args.reuse_long_prompt, args.gen_tokens, source
+        args.seed,
+        args.cycles,
+        args.long_tokens,
+        args.shuffle,
+        args.reuse_long_prompt,
+        args.gen_tokens,
+        source,
+        args.prompt_salt,
     )
     if args.dry_run:
         sys.stdout.write(render_schedule(schedule, args.time_scale))
@@ -175,8 +193,22 @@ def run(args: argparse.Namespace) -> int:
         return _said_finished(done, args.scenario_source.builtin)
 
 
+def _salt(args: argparse.Namespace) -> str:
+    """The run's prompt salt: none with --reuse-prompts (or --dry-run); a resumed run's own; else one from the run
+    directory's path (a new --name or --out, new prompts), random for a run without --name."""
+    if args.reuse_prompts or args.dry_run:
+        return ""
+    if not args.name:
+        return secrets.token_hex(4)
+    path = (Path(args.out) / args.name).resolve()
+    if (path / "manifest.json").exists():
+        return str((read_json_object(path / "manifest.json").get("stress") or {}).get("prompt_salt") or "")
+    return hashlib.sha256(str(path).encode()).hexdigest()[:8]
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     return {
+        "prompt_salt": args.prompt_salt,
         "long_tokens": args.long_tokens,
         "time_scale": args.time_scale,
         "shuffle": args.shuffle,
@@ -302,6 +334,8 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             **evidence_summary(ctx.rundir.path),
             **scenario_summary(ctx.rundir.path),
             "stream_killing": killing,
+            # The server's own prefix-cache counters over the run (a warm server serves prompts from its cache).
+            "prefix_cache": hit_rate(ctx.rundir.read(METRICS_FILE)),
         }
         ctx.rundir.write_summary(summary)
         code, failed = _exit(summary, stopped, [ctx.profile.api_key])

@@ -53,7 +53,8 @@ def server_kind(identity: dict[str, Any] | None) -> str:
     return "unknown"
 
 
-# (kind, topic) -> advice; topics: metrics, tokenize, props, ignore_eos, usage, request_id, timings, field.
+# (kind, topic) -> advice; topics: metrics, tokenize, props, ignore_eos, usage, request_id, request_echo, timings,
+# field.
 _ADVICE: dict[tuple[str, str], str] = {
     ("llama.cpp", "metrics"): "start llama-server with --metrics",
     ("llama.cpp", "props"): "llama-server serves /props; an old build or a proxy in front may not",
@@ -63,6 +64,9 @@ _ADVICE: dict[tuple[str, str], str] = {
     ("vllm", "tokenize"): "vLLM serves POST /tokenize; a build behind a proxy may not pass it",
     ("vllm", "field"): "vLLM refuses fields its request model does not define: check the name against its "
     "sampling parameters",
+    ("vllm", "request_echo"): "start vLLM with --enable-request-id-headers (it then echoes X-Request-Id) and "
+    "--enable-log-requests (its log names each request and each abort), so its log lines match evalkit's requests",
+    ("vllm", "timings"): "vLLM sends no timings: its /metrics histograms and counters are the server's figures",
     ("sglang", "metrics"): "start SGLang with --enable-metrics",
     ("sglang", "usage"): "SGLang sends usage with stream_options.include_usage; an old build may not",
     ("fastllm", "metrics"): "FastLLM's ftllm server has no /metrics: evalkit's figures are the client's",
@@ -88,6 +92,7 @@ _PLAIN = {
     "ignore_eos": "the server does not force a length with ignore_eos",
     "usage": "the server sends no usage in the stream",
     "request_id": "the server does not take evalkit's X-Request-Id",
+    "request_echo": "the server does not echo X-Request-Id: its log lines are matched to requests by time only",
     "field": "the server refuses this field",
 }
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.clock import Clock
+from evalkit.evidence.vllm_log import known_line
 from evalkit.redact import excerpt, scrub
 
 LOG_FILE = "server_log.jsonl"
@@ -37,7 +38,10 @@ DEFAULT_PATTERNS: dict[str, str] = {
     # Every server: CUDA faults and memory. The first CUDA error is the one to read (write-up, CUDA graph crash).
     "cuda_error": r"(?i)CUDA error|cudaError\w*|illegal memory access|CUBLAS_STATUS_\w+|NCCL (?:error|WARN)",
     "out_of_memory": r"(?i)out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|failed to allocate",
-    "traceback": r"Traceback \(most recent call last\)|(?i:segmentation fault)|core dumped|Aborted",
+    # A process's own abort prints "Aborted" alone (or "... (core dumped)"); vLLM's INFO "Aborted request(s) id."
+    # is a client's disconnect, not a crash (issue 40).
+    "traceback": r"Traceback \(most recent call last\)|(?i:segmentation fault)|core dumped|^\s*Aborted\s*$|"
+    r"terminate called after throwing",
     # Requests over the context: vLLM/SGLang reject with "maximum context length", llama.cpp "exceeds ... context".
     "context_exceeded": r"(?i)maximum context length|exceeds the available context size|"
     r"context (?:length|size) exceeded|input is too long",
@@ -48,6 +52,10 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "cancel": r"stop: cancel task|request cancelled|Aborted request",
     "error": r"(?:^|\s)(?:ERROR|FATAL|CRITICAL)(?:\s|:|\])|\berror:",
 }
+
+
+# Flags that say what the server did, not that something went wrong: kept on vLLM's known lines.
+EVIDENCE_FLAGS = frozenset({"cancel", "preemption", "kv_cache_full", "context_per_request", "batch_clamp"})
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,12 @@ class LogPatterns:
         return cls(tuple((name, re.compile(rx)) for name, rx in merged.items() if rx))
 
     def flags(self, line: str) -> list[str]:
-        """Names of the patterns the line matches."""
-        return [name for name, rx in self.compiled if rx.search(line)]
+        """Names of the patterns the line matches; a known vLLM INFO/WARNING line (evidence/vllm_log.py, whose
+        text may quote a prompt) gets only the evidence flags, never a problem one."""
+        names = [name for name, rx in self.compiled if rx.search(line)]
+        if names and known_line(line) is not None:
+            return [n for n in names if n in EVIDENCE_FLAGS]
+        return names
 
 
 class LogFollower:

@@ -125,9 +125,10 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts, untouched))))
     for r in runs:
         if r.summary.get("length_forced") is False:
+            why = r.summary.get("length_why") or "the preflight saw no length forced"
             notes.append(
-                f"{r.label}: the server forced no output length (ignore_eos and min_tokens refused or "
-                "ignored): its rates rest on prompts that ran to max_tokens on their own."
+                f"{r.label}: no output length was forced ({why}): its rates rest on prompts that ran to "
+                "max_tokens on their own."
             )
         early = r.summary.get("stopped_early") or []
         if early:

@@ -7,10 +7,10 @@ style is chosen here per question from a hash of the seed and question id, so a 
 - musr: a sentence naming the choice, then a last line `ANSWER: 2`, `**ANSWER: 2**` or `Answer: 2` (1-based).
 - humanevalplus: a fenced python block with the whole function; bare code; prose, a fenced block, prose.
 Wrong answers: gsm8k gold+1; math500 a clearly different value; musr the next choice; humanevalplus a body that
-raises. Stress questions get their known answer (wrong ones are off by one / altered). A judge's equality-check
-prompt gets `Yes` when the reference (or, for a MuSR reference `2 (text)`, its number or its text) stands as a whole
-token in the response's last non-empty line, `Unsure` for an empty response, else `No`; a wrong verdict swaps Yes and
-No (Unsure becomes No). Anything else: filler.
+raises. Stress questions get their known answer (wrong ones are off by one / altered); "Reply with just: X" gets X. A
+judge's equality-check prompt gets `Yes` when the reference (or, for a MuSR reference `2 (text)`, its number or its
+text) stands as a whole token in the response's last non-empty line, `Unsure` for an empty response, else `No`; a wrong
+verdict swaps Yes and No (Unsure becomes No). Anything else: filler.
 """
 
 from __future__ import annotations
@@ -88,4 +88,6 @@ def answer_text(q: Question, correct: bool, seed: int) -> str:
         return _stress(q, correct)
     if q.kind == "judge":
         return judge_word(q.gold[0], q.gold[1], correct)
+    if q.kind == "echo":
+        return str(q.gold)
     return ""

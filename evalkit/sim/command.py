@@ -170,6 +170,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated body fields answered with HTTP 400 naming the field",
     )
     q.add_argument(
+        "--ignore-fields",
+        type=lambda v: tuple(x for x in v.split(",") if x),
+        help="comma-separated body fields taken (HTTP 200) but given no effect, e.g. ignore_eos,min_tokens",
+    )
+    q.add_argument(
+        "--chatty-tokens",
+        type=nonneg_int,
+        metavar="N",
+        help="a model that talks on: each recognised answer runs N tokens of prose more before it stops",
+    )
+    q.add_argument(
         "--no-stream-usage",
         dest="stream_usage",
         action="store_false",
@@ -296,6 +307,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="prefix each log line with llama.cpp's own timestamp (minutes.seconds.ms.us since start)",
+    )
+    r.add_argument(
+        "--step-gauges",
+        action="store_true",
+        default=None,
+        help="/metrics' running/waiting gauges change only when an engine step ends, as vLLM's do: during "
+        "a long prefill step they read what they read before it",
     )
     c = p.add_argument_group("prefix cache (hits per request in /sim/events as cached_tokens)")
     c.add_argument(

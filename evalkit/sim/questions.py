@@ -25,13 +25,14 @@ _CODE = re.compile(r"The secret code is ([A-Z0-9-]+)\.")
 _LONG_END = "What is the secret code? Reply with only the code."
 _COUNT = re.compile(r"Count from 1 to (\d+), separated by commas\. Reply with only the numbers\.")
 _WORD_START = re.compile(r"(?<!\w)(?=\S)")
+_ECHO = re.compile(r"^Reply with just: (.+?)\s*$")  # the preflight's forced-length probe: answered with the text
 
 
 @dataclass(frozen=True)
 class Question:
     """What the sim recognised: kind, question id (capability only) and what is needed to answer it."""
 
-    kind: str  # capability | judge | stress_short | stress_long | stress_generation | filler
+    kind: str  # capability | judge | stress_short | stress_long | stress_generation | echo | filler
     qid: str | None = None
     dataset: str | None = None
     # A stress question's known answer; a judge prompt's (reference, response). A capability item's is in its row.
@@ -131,6 +132,9 @@ def stress_question(text: str) -> Question | None:
     m = _COUNT.search(text)
     if m:
         return Question("stress_generation", gold=int(m.group(1)))
+    m = _ECHO.match(text.strip())
+    if m:
+        return Question("echo", gold=m.group(1))
     return None
 
 

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from evalkit.client.tokens import message_text, prompt_tokens, tokenize
 from evalkit.clock import Clock
-from evalkit.sim.answers import answer_text
+from evalkit.sim.answers import answer_text, filler_tokens
 from evalkit.sim.compat import refusal
 from evalkit.sim.determinism import unit_draw
 from evalkit.sim.engine import CANCELLED, END, KILLED, PREFILLED, TOKEN, Engine, Job
@@ -114,11 +114,11 @@ class SimServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         e = self.engine
-        running = (len(e.active) + (1 if e.long_job is not None else 0)) if e else 0
+        running, waiting = e.gauges() if e else (0, 0)
         body = render_metrics(
             self.s.model,
             running,
-            len(e.queue) if e else 0,
+            waiting,
             self.traces,
             e.spec if e else None,
             spec_names=self.s.spec_metric_names,
@@ -225,8 +225,10 @@ class SimServer:
             trace.fault = fault.kind
             trace.end("error", self.clock.now())
             return _error(500, "simulated internal server error (fault http_500)")
-        ignore_eos = bool(body.get("ignore_eos"))
+        ignore_eos = bool(body.get("ignore_eos")) and "ignore_eos" not in self.s.ignore_fields
         min_tokens = body.get("min_tokens") if isinstance(body.get("min_tokens"), int) else 0
+        if "min_tokens" in self.s.ignore_fields:
+            min_tokens = 0
 
         def make_output(batched: bool) -> Output:
             answer: str | None = None
@@ -249,6 +251,8 @@ class SimServer:
                     trace.fault = trace.fault or "wrong_when_batched"
                 trace.intended_correct = correct
                 answer = answer_text(question, correct, self.s.seed)
+                if self.s.chatty_tokens:  # a small model's answer, then prose before it stops on its own
+                    answer += "".join(filler_tokens(self.s.chatty_tokens, offset=1))
             out = build_output(
                 answer,
                 thinking,

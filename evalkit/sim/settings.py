@@ -46,6 +46,8 @@ class SimSettings:
     # Real servers' quirks (evalkit/sim/compat.py), off by default.
     uuid_request_ids: bool = False  # a non-UUID X-Request-Id gets a bare HTTP 400 (llama-cpp-python)
     reject_fields: tuple[str, ...] = ()  # body fields answered with HTTP 400 naming the field
+    ignore_fields: tuple[str, ...] = ()  # body fields taken (HTTP 200) and given no effect (ignore_eos, min_tokens)
+    chatty_tokens: int = 0  # a small model that talks on: each recognised answer runs this many tokens more
     stream_usage: bool = True  # honour stream_options.include_usage
     tokenize_endpoint: bool = True  # serve POST /tokenize
     # What the server says about itself (issue 11): /metrics in vLLM names, speculative decoding, start-up log lines.
@@ -73,6 +75,9 @@ class SimSettings:
     # Issue 31: a block-hash prefix cache (evalkit/sim/prefix_cache.py); 0 blocks = no cache.
     prefix_cache_blocks: int = 0  # LRU size in blocks
     prefix_block_tokens: int = 16  # tokens per block (vLLM's default block size)
+    # Issue 40: vLLM's running/waiting gauges are the scheduler's state as the last engine step ended, so during one
+    # long prefill step they still read what they read before it (0 on an idle server).
+    step_gauges: bool = False
 
     @property
     def slots(self) -> int:

@@ -1,0 +1,51 @@
+"""The prefix cache's hits by the server's own `/metrics` counters, between two scrapes (issue 40: a warm server).
+
+vLLM (and the sim): `vllm:prefix_cache_hits_total` against `vllm:prefix_cache_queries_total`, both in prompt tokens.
+llama.cpp: `llamacpp:prompt_tokens_cached_total` (reused) against `llamacpp:prompt_tokens_total` (computed).
+SGLang: `sglang:cached_tokens_total` against `sglang:prompt_tokens_total` (every prompt token, cached ones included).
+Everything the server served between the scrapes counts, so a server shared with other clients shows their reuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def _totals(series: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in series.items():
+        name = key.split("{", 1)[0]
+        out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+def hit_rate(scrapes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """`{"source", "cached_tokens", "prompt_tokens", "hit_rate"}` from the first ok scrape to the last, or None
+    without two of them or without a server's cache counters."""
+    snaps = [s for s in scrapes if s.get("ok") and isinstance(s.get("series"), dict)]
+    if len(snaps) < 2:
+        return None
+    first, last = _totals(snaps[0]["series"]), _totals(snaps[-1]["series"])
+
+    def delta(name: str) -> float | None:
+        return last[name] - first[name] if name in first and name in last else None
+
+    hits, queries = delta("vllm:prefix_cache_hits_total"), delta("vllm:prefix_cache_queries_total")
+    sg_cached, sg_prompt = delta("sglang:cached_tokens_total"), delta("sglang:prompt_tokens_total")
+    if hits is not None and queries is not None:
+        source, cached, prompt = "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total", hits, queries
+    elif sg_cached is not None and sg_prompt is not None:
+        source, cached, prompt = "sglang:cached_tokens_total / sglang:prompt_tokens_total", sg_cached, sg_prompt
+    else:
+        reused, computed = delta("llamacpp:prompt_tokens_cached_total"), delta("llamacpp:prompt_tokens_total")
+        if reused is None or computed is None:
+            return None
+        source = "llamacpp:prompt_tokens_cached_total / (cached + llamacpp:prompt_tokens_total)"
+        cached, prompt = reused, reused + computed
+    return {
+        "source": source,
+        "cached_tokens": int(cached),
+        "prompt_tokens": int(prompt),
+        "hit_rate": cached / prompt if prompt > 0 else None,
+    }
