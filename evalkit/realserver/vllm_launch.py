@@ -154,7 +154,7 @@ def start_vllm(
     found: VllmProvisioned,
     options: VllmOptions = VllmOptions(),
     log_dir: Path | None = None,
-    startup_timeout_s: float = 300.0,
+    startup_timeout_s: float = 600.0,
     port: int | None = None,
 ) -> VllmServer:
     """Start vLLM on 127.0.0.1 and return once `/v1/models` answers 200; raise with the log's tail otherwise."""
