@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -485,13 +484,6 @@ async def _live(args: argparse.Namespace) -> int:
             },
             [ctx.profile.api_key],
         )
-
-
-def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def _said_finished(done: RunFinished) -> int:
