@@ -209,7 +209,7 @@ command = "bench"
 args = ["--runs", "1", "--max-tokens", "16", "--warmup", "0"]
 [[run]]
 command = "stress"
-args = ["--cycles", "2", "--seed", "7", "--long-tokens", "8000", "--time-scale", "{TIME_SCALE}", "--no-progress"]
+args = ["--cycles", "6", "--seed", "7", "--long-tokens", "8000", "--time-scale", "{TIME_SCALE}", "--no-progress"]
 """
 
 
@@ -230,7 +230,12 @@ def test_a_killed_sweep_stops_its_server_and_resumes_the_half_run_point(tmp_path
         line = proc.stderr.readline()
         assert line, seen
         seen += line
-    time.sleep(1.0)  # inside the stress run
+    # Inside the stress run: its run directory holds a request (a fixed sleep missed it on a loaded box, both ways).
+    stress_dir = tmp_path / "out" / "half" / "points" / "default" / "stress"
+    deadline = time.monotonic() + 120
+    while not ((stress_dir / "manifest.json").is_file() and (stress_dir / "requests.jsonl").is_file()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the stress run never started"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 130, seen + rest
