@@ -94,6 +94,9 @@ def stress_run(vllm_server: Any, tmp_path_factory: pytest.TempPathFactory):
                 "--server-log",
                 str(srv.log_path),
                 "--no-progress",
+                # Unsalted, so _cancelled_prompt rebuilds the exact text from the seed (each configuration's server
+                # is new to these prompts: nothing else sends them).
+                "--reuse-prompts",
                 "--out",
                 str(out),
                 "--name",
