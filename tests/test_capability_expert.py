@@ -121,11 +121,11 @@ def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path
     first = graded[0]
     assert first["ambiguous"] and [r["value"] for r in first["readings"]] == ["18", "20"]
     assert "readings" not in graded[1]
-    # The summary counts each id once (its last line): gsm8k:0's last answer is not ambiguous.
-    assert summary["scores"]["gsm8k"]["ambiguous"] == 0
+    # A replay's summary counts lines (each its own case): gsm8k:0's first answer is ambiguous, its second is not.
+    assert summary["scores"]["gsm8k"]["ambiguous"] == 1 and summary["scores"]["gsm8k"]["total"] == 3
     assert summary["scores"]["musr"]["ambiguous"] == 1
     assert summary["scores"]["math500"]["ambiguous"] == 0
-    assert summary["total"]["ambiguous"] == 1
+    assert summary["total"]["ambiguous"] == 2
     out = tmp_path / "report.md"
     proc = subprocess.run([*EVALKIT, "report", str(run), "-o", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -134,8 +134,8 @@ def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path
         if ln.startswith("| "):
             rows.setdefault(ln.split("|")[1].strip(), [c.strip() for c in ln.split("|")[2:-1]])
     assert rows["musr"] == ["0/1 · 1 ambiguous"]
-    assert rows["gsm8k"] == ["2/2"] and rows["total"] == ["3/4 · 1 ambiguous"]
-    assert rows["ambiguous (two readings disagree)"] == ["1"]
+    assert rows["gsm8k"] == ["3/3 · 1 ambiguous"] and rows["total"] == ["4/5 · 2 ambiguous"]
+    assert rows["ambiguous (two readings disagree)"] == ["2"]
 
 
 def test_report_answer_line_gives_the_ambiguous_count_beside_the_score(tmp_path: Path) -> None:

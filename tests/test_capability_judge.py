@@ -173,6 +173,10 @@ def test_a_stopped_replay_resumes_without_counting_a_line_twice(sim, tmp_path: P
     whole = _lines(run)
     # As if killed after three lines: the rest are graded once, in order; a finished replay started again adds none.
     (run / "graded.jsonl").write_text("".join(json.dumps(g) + "\n" for g in whole[:3]), encoding="utf-8")
+    manifest = json.loads((run / "manifest.json").read_text())
+    for key in ("finished", "complete", "exit_code"):  # a killed run never marked itself finished
+        manifest.pop(key, None)
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     for _ in range(2):
         _replay(src, tmp_path, "r")
         assert _lines(run) == whole
