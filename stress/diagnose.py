@@ -399,11 +399,11 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
     # A gauge is the server's state as its last engine step ended (vLLM's are): a scrape during one long prefill
     # step reads what it read before the step, 0 on an idle server. Only gauges that counted this request while it
     # ran, before the cancel, show the engine's state changing around it; a reading of "gone" from gauges that
-    # never saw it says nothing about whether the step it was in ran on.
-    if not any(
+    # never saw it says nothing about whether the step it was in ran on. A reading of "still there" after the
+    # cancel (FastLLM's decode lines counting it) is evidence either way.
+    saw_it = any(
         c["t_sent"] <= g.t < t_c and g.running + g.waiting > inflight(g.t) for g in ev.gauges if c.get("t_sent")
-    ):
-        return None
+    )
     still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
         if g.t < t_c:
@@ -413,7 +413,7 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
         else:
             gone_at = g.t
             break
-    if gone_at is None:
+    if gone_at is None or (not saw_it and still_at is None):
         return None
     figures: Figures = {
         "gone_by_s": gone_at - t_c,
@@ -422,7 +422,7 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
     }
     if source == "log":  # FastLLM's `[Decode] alive = N, pending = M` lines
         figures["gauge_source"] = "log: [Decode] alive / pending"
-    if gone_at - t_c < STARTED_EARLY * left:
+    if saw_it and gone_at - t_c < STARTED_EARLY * left:
         return CancelSample(YES, source, figures, granularity=CANT, engine_stopped=gone_at)
     if still_at is not None and still_at - t_c >= RAN_ON * left:
         return CancelSample(NO, source, figures, granularity="only at the end", engine_stopped=still_at)
