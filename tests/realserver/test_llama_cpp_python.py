@@ -129,7 +129,7 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
     # A killed stream is a failed request: the run exits 1 naming the count (#39), 0 only when none was cut.
     assert proc.returncode == (1 if killed else 0), proc.stderr
     if killed:
-        assert f"{len(killed)} of {len(lines) + 1}" in proc.stderr or "requests failed" in proc.stderr, proc.stderr
+        assert "requests failed" in proc.stderr and "broken stream" in proc.stderr, proc.stderr
     assert all(x["http_status"] == 200 and x["finish_reason"] is None and _in_flight_at(x, lines) for x in killed)
     # The preflight saw the server kill streams, so each cut stream is a killed_stream, content or not, naming the
     # request of ours whose arrival ended it.
