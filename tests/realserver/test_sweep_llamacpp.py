@@ -204,8 +204,14 @@ def test_cancel_verdict_agrees_with_the_points_own_log(cpu_sweep: dict[str, Any]
     log = (cpu_sweep["dir"] / "points" / point / "server-stress.log").read_text(errors="replace")
     by_log = _log_says_aborted(run, log)
     print(f"\n[realserver] sweep {point}: cancel verdict {verdict['verdict']}; the log says aborted: {by_log}")
+    assert by_log, verdict
+    if verdict["verdict"] == "can't tell":
+        # The cancel landed in the prefill's last step (a short prompt on a loaded box): an aborting server ends
+        # there too, so its log cannot show an abort and the verdict must not guess (#39).
+        assert "last step" in verdict["why"] and not any(by_log), (verdict, by_log)
+        return
     assert verdict["verdict"] in ("yes", "no"), verdict
-    assert by_log and all(a == (verdict["verdict"] == "yes") for a in by_log), (verdict, by_log)
+    assert all(a == (verdict["verdict"] == "yes") for a in by_log), (verdict, by_log)
 
 
 def test_second_invocation_keeps_finished_points(cpu_sweep: dict[str, Any]) -> None:
