@@ -74,7 +74,10 @@ def test_bench_token_counts_are_vllms_own(bench: tuple[dict[str, Any], list[dict
     assert prompt == _vllm_counter(summary, "vllm:prompt_tokens_total")
 
 
-@pytest.mark.xfail(strict=False, reason="needs branch vllm-evidence")
+@pytest.mark.xfail(
+    strict=False,
+    reason="#40 open: vLLM's rates beside evalkit's not yet shown by the merged bench",
+)
 def test_bench_puts_vllms_rates_beside_evalkits(bench: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
     """The server-side column is filled from vLLM's `/metrics` and agrees with evalkit's within 5%; the length is
     forced (vLLM honours ignore_eos)."""

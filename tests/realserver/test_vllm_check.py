@@ -11,8 +11,6 @@ from realserver_support import run_dir_from, run_evalkit
 
 pytestmark = pytest.mark.realserver
 
-NEEDS_EVIDENCE = pytest.mark.xfail(strict=False, reason="needs branch vllm-evidence")
-
 
 @pytest.fixture(scope="module")
 def rows(vllm_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
@@ -54,7 +52,6 @@ def test_check_table_of_a_real_vllm(rows: dict[str, dict[str, Any]]) -> None:
     assert served > 1.5, rows["requests served at once"]  # --max-num-seqs 4: a pair decodes together
 
 
-@NEEDS_EVIDENCE
 def test_check_sees_that_vllm_forces_the_length(rows: dict[str, dict[str, Any]]) -> None:
     """vLLM honours ignore_eos; a probe that SmolLM2 ends early on its own must show it (issue 40, item 3)."""
     assert rows["fixed output length"]["supported"] is True, rows["fixed output length"]

@@ -34,7 +34,9 @@ SERVERS: dict[str, dict[str, Any]] = {
     "default": {},
     "b512-lp256": {"max_num_batched_tokens": 512, "long_prefill_token_threshold": 256},
 }
-NEEDS_EVIDENCE = pytest.mark.xfail(strict=False, reason="needs branch vllm-evidence")
+NEEDS_EVIDENCE = pytest.mark.xfail(
+    strict=False, reason="#40 open: the cancel verdict against vLLM's record, not yet 10 of 10"
+)
 
 
 class StressResult:
