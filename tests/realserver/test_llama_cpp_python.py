@@ -120,7 +120,8 @@ def test_stress_cycle(server: llama_cpp_python.RunningServer, tmp_path: Path) ->
         for a, b in re.findall(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens", server.log_text())
         if int(a) + int(b) > LONG_TOKENS / 2
     ]
-    assert served and all(abs(n - LONG_TOKENS) <= 0.02 * LONG_TOKENS for n in served), served
+    # The server's count holds the chat template's tokens too (24 here) beside the fitted content's 2%.
+    assert served and all(abs(n - LONG_TOKENS) <= 0.02 * LONG_TOKENS + 32 for n in served), served
     ok = [x for x in lines if x["status"] == "ok"]
     assert ok and all(x["request_label"] and len(x["request_id"]) == 36 for x in lines)
     assert not [x for x in lines if x.get("http_status") not in (200, None)]  # never an HTTP 400 again
