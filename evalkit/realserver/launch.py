@@ -42,21 +42,17 @@ class ServerOptions:
         return text
 
 
-@dataclass
-class LlamaServer:
-    """One running llama-server process (the leader of its own process group)."""
+class ServerProcess:
+    """What every real server started here shares: its process (a group of its own), port and log, stopped as a
+    group. The launched servers (`LlamaServer`, `VllmServer`) are dataclasses holding these fields."""
 
     process: subprocess.Popen[bytes]
     port: int
-    options: ServerOptions
-    model_id: str
     log_path: Path
-    command: list[str]
-    startup_s: float = 0.0
 
     @property
     def root_url(self) -> str:
-        """`http://127.0.0.1:PORT` (llama.cpp's own endpoints: /health, /tokenize, /slots, /metrics)."""
+        """`http://127.0.0.1:PORT` (the server's own endpoints: /health, /metrics, /tokenize ...)."""
         return f"http://127.0.0.1:{self.port}"
 
     @property
@@ -76,22 +72,36 @@ class LlamaServer:
     def stop(self, timeout_s: float = 10.0) -> int | None:
         """SIGTERM the process group, SIGKILL it after `timeout_s`; returns the exit code."""
         if self.process.poll() is None:
-            _signal_group(self.pid, signal.SIGTERM)
+            signal_group(self.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                _signal_group(self.pid, signal.SIGKILL)
+                signal_group(self.pid, signal.SIGKILL)
                 self.process.wait(timeout=timeout_s)
         return self.process.returncode
-
-    def __enter__(self) -> LlamaServer:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def _signal_group(pid: int, sig: signal.Signals) -> None:
+@dataclass
+class LlamaServer(ServerProcess):
+    """One running llama-server process (the leader of its own process group)."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    options: ServerOptions
+    model_id: str
+    log_path: Path
+    command: list[str]
+    startup_s: float = 0.0
+
+    def __enter__(self) -> LlamaServer:
+        return self
+
+
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    """Send `sig` to the process group `pid` leads (gone already: nothing to do)."""
     try:
         os.killpg(pid, sig)  # the server was started in its own session, so its pgid is its pid
     except ProcessLookupError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.realserver.cpu_isa import cpu_flags
-from evalkit.realserver.launch import free_port
+from evalkit.realserver.launch import ServerProcess, free_port, signal_group
 from evalkit.realserver.vllm_cpu import SERVED_NAME, VllmProvisioned
 
 
@@ -63,7 +63,7 @@ def default_dtype(have: set[str] | None = None) -> str:
 
 
 @dataclass
-class VllmServer:
+class VllmServer(ServerProcess):
     """One running vLLM api_server (the leader of its own process group, the engine core among its children)."""
 
     process: subprocess.Popen[bytes]
@@ -74,50 +74,15 @@ class VllmServer:
     model_id: str = SERVED_NAME
     startup_s: float = 0.0
 
-    @property
-    def root_url(self) -> str:
-        """`http://127.0.0.1:PORT` (vLLM's own endpoints: /health, /metrics, /tokenize)."""
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI-compatible base URL."""
-        return f"{self.root_url}/v1"
-
-    @property
-    def pid(self) -> int:
-        """The server's process id (also its process-group id)."""
-        return self.process.pid
-
-    def log_text(self) -> str:
-        """Everything the server has written to its log so far."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM the process group, SIGKILL it after `timeout_s`; returns the exit code."""
-        if self.process.poll() is None:
-            _signal_group(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(self.pid, signal.SIGKILL)
-                self.process.wait(timeout=timeout_s)
+        code = super().stop(timeout_s)
         # The engine core is a child in the same group: make sure it does not outlive the server.
-        _signal_group(self.pid, signal.SIGKILL)
-        return self.process.returncode
+        signal_group(self.pid, signal.SIGKILL)
+        return code
 
     def __enter__(self) -> VllmServer:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)  # started in its own session, so its pgid is its pid
-    except ProcessLookupError:
-        pass
 
 
 def _serving(root_url: str) -> bool:
