@@ -24,6 +24,9 @@ from evalkit_evals.sandbox import SandboxLimits, Worker
 MIN_TIME_LIMIT_S = 1.0  # evalplus's DEFAULT_MIN_TIME_LIMIT
 TIME_LIMIT_FACTOR = 4.0  # evalplus's DEFAULT_GT_TIME_LIMIT_FACTOR
 IPC_SLACK_S = 0.5  # handing an input over and reading the output back, on a loaded machine
+# The limit is CPU time (evalplus's is wall time): on a busy machine a correct program gets a fraction of a core. A
+# program that sleeps or blocks is stopped on the wall clock at this many times its limit.
+WALL_FACTOR = 8.0
 TRANSFER_BYTES_S = 4e6  # and, for a large output (HumanEval/15 and /130 answer up to 12 MB), its encoding and transfer
 # The trusted reference keeps 4 GB per process (its batch of every output can be large): 16 GB over nproc 4.
 REFERENCE_LIMITS = SandboxLimits(cpu_s=3600, wall_s=600.0, memory_bytes=16 * 1024**3, output_bytes=2**31, load_s=30.0)
@@ -132,10 +135,10 @@ def _split(
             + IPC_SLACK_S
             + approx_bytes(expected.outputs[split][i]) / TRANSFER_BYTES_S
         )
-        left = deadline - time.monotonic()
-        reply = worker.call(inp, min(limit, max(0.0, left)))
+        left = max(0.0, deadline - time.monotonic())
+        reply = worker.call(inp, min(WALL_FACTOR * limit, left), cpu_s=min(limit, left))
         if reply.status == "timeout":
-            why = "time limit" if limit <= left else "wall-clock limit"
+            why = reply.error if WALL_FACTOR * limit <= left else "the answer's wall-clock limit"
             return {**result, "status": "timeout", "failed_input": i, "error": why}
         if reply.status != "ok":
             return {**result, "status": "fail", "failed_input": i, "error": f"{reply.status}: {reply.error}"}

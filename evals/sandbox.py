@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from evalkit_evals.isolation import Isolation
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -163,22 +165,45 @@ class Worker:
             return f"loading: {msg['load_error'][:300]}"
         return "malformed answer while loading"
 
-    def call(self, args: Any, timeout_s: float) -> Reply:
+    def call(self, args: Any, timeout_s: float, cpu_s: float | None = None) -> Reply:
         """Call the entry point on `args` (a tuple of plain values); a failed call leaves the worker closed
-        unless the program merely raised or returned something not plain."""
+        unless the program merely raised or returned something not plain.
+
+        With `cpu_s`, the time limit is the CPU time the sandbox's processes spend on the call, and `timeout_s` is
+        only the wall-clock backstop (a program that sleeps or blocks): a busy machine that runs the program at a
+        fraction of a core does not fail correct code, and a program cannot buy itself time (the parent counts the
+        CPU, from /proc, outside the sandbox)."""
         if not self.alive:
             return Reply("died", error="the worker is not running")
         nonce = secrets.randbits(62)
         request = (
             json.dumps({"n": nonce, "args": plain_values.to_tree(list(args))}, separators=(",", ":")).encode() + b"\n"
         )
-        got = self._exchange(request, time.monotonic() + timeout_s)
+        start = time.monotonic()
+        pid = self._proc.pid if self._proc is not None else None
+        cpu0 = _tree_cpu_s(pid) if cpu_s is not None and pid is not None else 0.0
+        why = ["time limit"]
+
+        def extend() -> float | None:
+            # Past the CPU limit on the wall clock: more time while the program has not used its CPU time.
+            if cpu_s is None or pid is None:
+                return None
+            now, used = time.monotonic(), _tree_cpu_s(pid) - cpu0
+            if used >= cpu_s:
+                return None
+            if now - start >= timeout_s:
+                why[0] = f"wall-clock limit ({used:.3g} s of CPU in {now - start:.3g} s: it sleeps or blocks)"
+                return None
+            return min(start + timeout_s, now + max(0.05, cpu_s - used))
+
+        first = start + (min(cpu_s, timeout_s) if cpu_s is not None else timeout_s)
+        got = self._exchange(request, first, extend)
         if isinstance(got, str):
             self.close()
             return Reply(
                 got,
                 error={
-                    "timeout": "time limit",
+                    "timeout": why[0],
                     "died": "the program ended",
                     "bad_reply": "answer larger than the output limit",
                 }[got],
@@ -243,9 +268,10 @@ class Worker:
             return Reply("bad_reply", error=str(e))
         return Reply("ok", value=value, seconds=seconds)
 
-    def _exchange(self, data: bytes, deadline: float) -> bytes | str:
-        # Write the request and read one line back, both without blocking past the deadline; the line may not
-        # exceed the output limit (plus room for the envelope).
+    def _exchange(self, data: bytes, deadline: float, extend: Callable[[], float | None] | None = None) -> bytes | str:
+        # Write the request and read one line back, both without blocking past the deadline (which `extend`, when
+        # given, may move: it returns the new one, or None for none); the line may not exceed the output limit
+        # (plus room for the envelope).
         proc = self._proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         wfd, rfd = proc.stdin.fileno(), proc.stdout.fileno()
@@ -269,7 +295,10 @@ class Worker:
                 return "bad_reply"
             left = deadline - time.monotonic()
             if left <= 0:
-                return "timeout"
+                later = extend() if extend is not None else None
+                if later is None:
+                    return "timeout"
+                deadline, left = later, later - time.monotonic()
             rl, wl, _ = select.select([rfd], [wfd] if view else [], [], left)
             if wl:
                 try:
@@ -317,6 +346,28 @@ class Worker:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, with reaped children's) of process `pid` and all its descendants, from /proc:
+    only this process tree is read."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            total += sum(int(fields[i]) for i in (11, 12, 13, 14)) / _CLK_TCK  # utime stime cutime cstime
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def _bare_env() -> dict[str, str]:

@@ -321,6 +321,40 @@ def test_correct_answers_pass(expected: Any) -> None:
         assert res["base"]["status"] == "pass" and res["plus"]["status"] == "pass", (code, res)
 
 
+ONE_EACH = {**PROBLEM, "base_input": [[1, 2]], "plus_input": [[3, 4]]}
+
+
+@needs_bwrap
+def test_a_correct_program_on_a_busy_core_passes_and_a_slow_one_times_out() -> None:
+    """The per-input limit is CPU time, not wall time: a program that needs 0.8 s of CPU (its limit is 1.5 s) on a
+    core shared with three busy loops takes ~3 s of wall time per input and still passes (a loaded machine failed
+    correct HumanEval+ answers on the wall clock); one that needs 3 s of CPU times out on the CPU limit, busy core
+    or not."""
+    assert isinstance(BWRAP, Isolation)
+    with reference_worker(BWRAP) as worker:
+        expected = reference_outputs(ONE_EACH, worker)
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < {}: pass\nreturn a + b"
+    cpu = min(os.sched_getaffinity(0))
+    saved = os.sched_getaffinity(0)
+    loops: list[subprocess.Popen[bytes]] = []
+    try:
+        os.sched_setaffinity(0, {cpu})  # the sandbox and the busy loops inherit it: one core, four takers
+        # Each in a session of its own, as the sandbox is: the kernel's autogroups then share the core four ways.
+        loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(3)]
+        t0 = time.monotonic()
+        ok = check_program(_fn(burn.format(0.8)), ONE_EACH, expected, BWRAP, LIMITS)
+        took = time.monotonic() - t0
+        slow = check_program(_fn(burn.format(3.0)), ONE_EACH, expected, BWRAP, LIMITS)
+    finally:
+        for lp in loops:
+            lp.kill()
+            lp.wait()
+        os.sched_setaffinity(0, saved)
+    print(f"\n[sandbox] 2 x 0.8 s of CPU on a core shared with 3 busy loops: {took:.2f} s wall; {ok}")
+    assert ok["base"]["status"] == "pass" and ok["plus"]["status"] == "pass", ok
+    assert slow["base"]["status"] == "timeout" and slow["base"]["error"] == "time limit", slow
+
+
 class _Yes:
     def __eq__(self, other: object) -> bool:
         return True
