@@ -36,6 +36,12 @@ def test_a_cancel_in_the_last_prefill_chunk_of_an_aborting_sim_is_cant_tell(tmp_
     verdict = json.loads((run / "summary.json").read_text())["diagnoses"]["cancel_aborts"]
     assert verdict["verdict"] == CANT, verdict
     sample = verdict["samples"][0]
-    assert 0 < sample["figures"]["prefill_tokens_left_est"] <= LAST_STEP_TOKENS
+    # On an idle machine the last-step rule decides it; on a loaded one the run's own timing may not show the
+    # tokens left, and the sample says what held it back instead. Either way never "no".
+    if "prefill_tokens_left_est" in sample["figures"]:
+        assert 0 < sample["figures"]["prefill_tokens_left_est"] <= LAST_STEP_TOKENS
+    else:
+        print(f"\n[cancel] can't tell without the last-step estimate: {sample.get('why')}")
+        assert sample.get("why"), sample
     assert "last step" in verdict["why"] and "--long-tokens" in verdict["would_tell"]
     assert "cancel aborts the prefill: can't tell" in p.stdout
