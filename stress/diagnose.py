@@ -440,6 +440,8 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
         per_tok = 1 / n["decode_tok_s"] if n.get("decode_tok_s") else None
         alone_tok = facts.short_decode_client
     slowed = per_tok / alone_tok if per_tok and alone_tok else None
+    if slowed is None and n.get("decode_tok_s") and facts.short_decode_client:  # the client's clock for both
+        slowed = 1 / n["decode_tok_s"] / facts.short_decode_client
     figures: Figures = {"next_wait_s": wait, "prefill_left_s": left, "next_decode_vs_alone": slowed}
     evidence = s.evidence if server else "client"
     if wait is not None and wait <= STARTED_EARLY * left and slowed is not None and slowed <= DECODE_SLOWED:
@@ -462,6 +464,17 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
             why=f"the next request waited {wait:.3g} s before the server started on it, the "
             f"{left:.3g} s of prefill left, while after a finished long request it waited only "
             f"{hk:.3g} s",
+        )
+    if server and wait is not None and wait >= RAN_ON * left:
+        return CancelSample(
+            CANT,
+            evidence,
+            figures,
+            why=f"the next request waited {wait:.3g} s before the server started on it ({evidence}), about the "
+            f"{left:.3g} s of prefill left: the cancelled prefill ran on, or other work held the server as long, and "
+            "no wait after a finished long request (alone in its /metrics window) says which",
+            would_tell="the server's log (--server-log: its 'stop processing' line after the cancel), or a longer "
+            "long prompt (--long-tokens) so the cancel lands steps before the prefill's end",
         )
     return CancelSample(
         CANT,

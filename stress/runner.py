@@ -12,7 +12,7 @@ import dataclasses
 import statistics
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,8 +89,12 @@ class StressRunner:
         completed: Mapping[int, int] | None = None,
         fitted: dict[LongSpec, FittedPrompt] | None = None,
         counter: TokenCounter | None = None,
+        on_scenario_end: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         self.rundir = rundir
+        # Called as each scenario's requests have all ended, before the next is sent (the stress command scrapes
+        # /metrics there, so a request's histogram window can close before the next scenario's first send).
+        self.on_scenario_end = on_scenario_end
         self.client = client
         self.clock = clock
         self.schedule = schedule
@@ -318,6 +322,8 @@ class StressRunner:
         tl = Timeline([r.plan_id for r in sc.requests])
         start = self.clock.now()
         await asyncio.gather(*(self._one(r, start, tl, bar) for r in sc.requests))
+        if self.on_scenario_end is not None:
+            await self.on_scenario_end(sc.name)
 
     async def run_rounds(self, rounds: list[Scenario], bar: tqdm) -> None:
         """One scenario's rounds back to back (a concurrent file runs several of these at once)."""

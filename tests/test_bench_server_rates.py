@@ -56,3 +56,32 @@ def test_vllm_metrics_fill_the_server_rate_where_no_timings_come(sim, tmp_path) 
         assert p["server_source"] == SOURCE
         assert min(truth) * 0.9 <= p["server_tok_s"] <= max(truth) * 1.1
         assert abs(p["vs_server"]) < 0.15  # evalkit's client rate against the server's own
+
+
+@pytest.mark.parametrize("slots", ["2", "1"])
+def test_vllm_metrics_fill_the_streams_combined_rate(sim, tmp_path, slots: str) -> None:
+    """Two streams against a sim without `timings`: the combined server rate comes from the /metrics window around
+    each pair (vLLM's decode-time sum shared by tokens) and agrees with the sim's truth, the tokens over the union
+    of the two requests' decode windows, batched (two slots) or in turns (one)."""
+    import json
+
+    from evalkit.cli import main
+    from evalkit.evidence.metrics_rates import COMBINED_SOURCE
+    from runfixtures import bench_args
+
+    s = sim("--time-scale", "5", "--no-timings", "--max-batch", slots)
+    argv = [*bench_args(s.base_url, tmp_path, "b"), "--runs", "2", "--max-tokens", "64", "--concurrency", "2"]
+    assert main(argv) == 0
+    conc = json.loads((tmp_path / "b" / "summary.json").read_text())["concurrent"]
+    events = {e["request_id"]: e for e in s.events()}
+    lines = [json.loads(x) for x in (tmp_path / "b" / "requests.jsonl").read_text().splitlines()]
+    truths = []
+    for run in (1, 2):
+        pair = [events[x["request_id"]] for x in lines if x.get("phase") == "concurrent" and x.get("run") == run]
+        spans = sorted((e["first_token"], e["done"]) for e in pair)
+        union = sum(hi - lo for lo, hi in spans) - max(0.0, min(spans[0][1], spans[1][1]) - spans[1][0])
+        truths.append((sum(e["completion_tokens"] for e in pair) - 1) / union)
+    print(f"\nslots {slots}: server combined {conc['server_combined_tok_s']:.1f} tok/s, truth {truths}")
+    assert conc["server_source"] == COMBINED_SOURCE
+    assert min(truths) * 0.85 <= conc["server_combined_tok_s"] <= max(truths) * 1.15
+    assert abs(conc["vs_server"]) < 0.15

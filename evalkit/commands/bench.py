@@ -12,7 +12,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from evalkit.bench import BenchPlan, left_failed, load_prompts, packaged_prompts, run_bench, summarize
+from evalkit.bench import BenchPlan, left_failed, load_prompts, measurements, packaged_prompts, run_bench, summarize
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.client.field_support import length_fields, unforced_words
@@ -22,7 +22,7 @@ from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.evidence.gpu_telemetry import telemetry_line
-from evalkit.evidence.metrics_rates import SOURCE, decode_rate
+from evalkit.evidence.metrics_rates import COMBINED_SOURCE, SOURCE, combined_decode_rate, decode_rate
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.gate import bisect
@@ -149,7 +149,7 @@ async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContex
         await ctx.evidence.end()
         lines = ctx.rundir.read(REQUESTS)
         summary = summarize(lines, plan)
-        with_server_metrics(summary, ctx.rundir.read(METRICS_FILE))
+        with_server_metrics(summary, ctx.rundir.read(METRICS_FILE), lines)
         summary = {
             **summary,
             **evidence_summary(ctx.rundir.path),
@@ -170,14 +170,21 @@ def _failed_line(rundir_lines: list[dict], secrets: list[str | None]) -> str | N
     return failure_line("bench", count_failures((x.get("error") for x in left), len(keys)), secrets)
 
 
-def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]]) -> None:
-    """Where the server sent no `timings`, its decode rate per prompt from its /metrics windows (vLLM's counters);
-    and its prefix-cache counters over the run."""
+def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]], lines: list[dict[str, Any]]) -> None:
+    """Where the server sent no `timings`, its decode rate per prompt and its streams' combined rate from its
+    /metrics windows (vLLM's counters); and its prefix-cache counters over the run."""
     summary["prefix_cache"] = hit_rate(scrapes)
     for name, p in summary["prompts"].items():
         if p.get("server_tok_s") is None and (rate := decode_rate(scrapes, name)) is not None:
             p["server_tok_s"], p["server_source"] = rate, SOURCE
             p["vs_server"] = p["tok_s"] / rate - 1 if p.get("tok_s") else None
+    conc = summary.get("concurrent")
+    if conc and conc.get("server_combined_tok_s") is None:
+        done = measurements(lines)[0]
+        full = [g for k, g in done.items() if k.startswith("concurrent:") and len(g) == conc.get("streams")]
+        if (rate := combined_decode_rate(scrapes, full)) is not None:
+            conc["server_combined_tok_s"], conc["server_source"] = rate, COMBINED_SOURCE
+            conc["vs_server"] = conc["combined_tok_s"] / rate - 1 if conc.get("combined_tok_s") else None
 
 
 def _rate(v: float | None, failed: int) -> str:

@@ -316,6 +316,7 @@ async def _run(args: argparse.Namespace, schedule: Any) -> int:
             completed=completed,
             fitted=fitted,
             counter=counter,
+            on_scenario_end=lambda name: ctx.evidence.snapshot(f"scenario:{name}"),
         )
         ctx.rundir.update_manifest(gpu_memory_sampler=exe)
         try:

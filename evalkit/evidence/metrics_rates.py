@@ -40,3 +40,42 @@ def window_decode_rates(scrapes: Iterable[dict[str, Any]], label: str) -> list[f
 def decode_rate(scrapes: Iterable[dict[str, Any]], label: str) -> float | None:
     """Median of `window_decode_rates`, None when no window had one request and the counters."""
     return median(window_decode_rates(scrapes, label))
+
+
+COMBINED_SOURCE = (
+    f"Δ{DECODE_SUM} over the window's streams, each stream's share in proportion to its tokens, ending at its last "
+    "token: (tokens - 1) over the union of those decode windows"
+)
+
+
+def combined_decode_rate(scrapes: Iterable[dict[str, Any]], groups: list[list[dict[str, Any]]]) -> float | None:
+    """The server's combined decode tok/s of the concurrent streams (`groups`: each window's request lines), from
+    vLLM's counters over each `before:concurrent` -> `after:concurrent` window that finished exactly that group.
+
+    vLLM's histogram gives the sum of the streams' decode times, not each one's: each stream is given the share of
+    the sum its tokens take (streams forced to one length decode for equal times, batched or in turn), its window
+    ending at its last token. Streams decoded in one batch then give about the sum of their rates, streams that
+    took turns the rate of one, as llama.cpp's `predicted_ms` windows do. The numerator is evalkit's own
+    (all tokens less one), so the two figures compare like for like. Median over the windows; None without one."""
+    rates = []
+    for b, a in window_pairs(list(scrapes), "before:concurrent", "after:concurrent"):
+        inside = [g for g in groups if g and all(b["t"] <= x["t_sent"] and x["t_done"] <= a["t"] for x in g)]
+        if len(inside) != 1:
+            continue
+        group = inside[0]
+        d = counter_deltas([(b, a)])
+        total_s, count = _total(d, DECODE_SUM), _total(d, DECODE_COUNT)
+        tokens = [int(x.get("completion_tokens") or 0) for x in group]
+        steps = sum(tokens) - len(group)
+        if not total_s or count != len(group) or steps <= 0 or any(x.get("t_last_token") is None for x in group):
+            continue
+        spans = sorted(
+            (x["t_last_token"] - total_s * (n - 1) / steps, x["t_last_token"]) for x, n in zip(group, tokens)
+        )
+        union, end = 0.0, float("-inf")
+        for lo, hi in spans:
+            union += max(0.0, hi - max(lo, end))
+            end = max(end, hi)
+        if union > 0:
+            rates.append((sum(tokens) - 1) / union)
+    return median(rates)

@@ -12,8 +12,10 @@ The split rests on the best evidence the run has, named in each record:
   what is left of the TTFT came before the server started on the request (queue, a busy slot, housekeeping).
 - `log`: the server log's `processing task` line marks when the server started on it (with timings, the
   remainder after the prefill is the first decode step and the network).
-- `metrics`: the /metrics queue- and prefill-time histograms, when the request was the only one in flight between
-  two scrapes (so the histograms' change is its own).
+- `metrics`: vLLM's /metrics TTFT and prefill-time histograms, when the request was the only one counted between
+  two scrapes (so the histograms' change is its own): before the start is TTFT less prefill, which holds the
+  queue and any engine step it waited out (vLLM's queue time alone misses the step: its engine core takes a
+  request in only between steps).
 - `client`: the client's clock alone, which cannot split a TTFT at all.
 """
 
@@ -128,8 +130,15 @@ def match_launches(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str,
     return out
 
 
+def _uncounted(o: dict[str, Any]) -> bool:
+    """A request vLLM never counts in its request histograms: cancelled before any first token reached the client
+    (the front end drops an aborted request before its output, so no TTFT, and it never finishes)."""
+    return o.get("status") == "cancelled" and o.get("t_first_token") is None
+
+
 def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence, suffix: str) -> float | None:
-    """The change of a histogram's sum across the request's window, when it alone was in flight and counted once."""
+    """The change of a histogram's sum across the request's window, when it alone was in flight (besides requests
+    the server never counts, `_uncounted`) and the histogram counted one request there."""
     if not ev.scrapes or r.get("t_sent") is None or r.get("t_done") is None:
         return None
     before = [s for s in ev.scrapes if s["t"] <= r["t_sent"]]
@@ -138,7 +147,7 @@ def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvid
         return None
     s0, s1 = before[-1], after[0]
     for o in lines:
-        if o is r or o.get("t_sent") is None:
+        if o is r or o.get("t_sent") is None or _uncounted(o):
             continue
         if o["t_sent"] < s1["t"] and (o.get("t_done") or float("inf")) > s0["t"]:
             return None  # another request shared the window: the change is not this one's alone
@@ -197,10 +206,18 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
         before = max(0.0, launch.t - sent) if sent is not None else None
         prefill = (ff - launch.t) if ff is not None else None
         return TtftSplit(r["request_id"], ttft, before, prefill, None, launch.t, "log", launched=launch.t, **extra)
-    queue = _metrics_part(r, lines, ev, "request_queue_time_seconds")
-    if queue is not None and ttft is not None and sent is not None:
-        prefill = _metrics_part(r, lines, ev, "request_prefill_time_seconds")
-        return TtftSplit(r["request_id"], ttft, queue, prefill, None, sent + queue, "metrics", **extra)
+    # vLLM's TTFT runs from the front end's arrival; its queue time only from when the engine core took the request
+    # in, between two steps: a wait behind a running step is in the one and not the other. Before the server
+    # started on it is therefore TTFT less prefill (queue and any step it waited out), never the queue time alone.
+    server_ttft = _metrics_part(r, lines, ev, "time_to_first_token_seconds")
+    prefill = _metrics_part(r, lines, ev, "request_prefill_time_seconds")
+    if server_ttft is not None and prefill is not None and ttft is not None and sent is not None:
+        before = max(0.0, server_ttft - prefill)
+        decode = _metrics_part(r, lines, ev, "request_decode_time_seconds")
+        done_tokens = r.get("completion_tokens") or 0
+        if decode is not None and done_tokens > 1 and "decode_s_per_token" not in extra:
+            extra["decode_s_per_token"] = decode / (done_tokens - 1)
+        return TtftSplit(r["request_id"], ttft, before, prefill, None, sent + before, "metrics", **extra)
     return TtftSplit(r["request_id"], ttft, None, None, None, None, "client", **extra)
 
 

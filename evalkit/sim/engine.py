@@ -284,6 +284,9 @@ class Engine:
         return len(self.active)
 
     def _admit(self) -> None:
+        for job in self.queue:  # taken in at this step boundary, whether or not a slot is free
+            if job.trace.engine_intake is None:
+                job.trace.engine_intake = max(job.trace.arrived, self._timeline_epoch())
         if self.s.cancel_aborts:  # without abort, a cancelled request is still prefilled when its turn comes
             for job in [j for j in self.queue if j.gone()]:
                 self.queue.remove(job)

@@ -1,8 +1,11 @@
 """The sim's `GET /metrics`: Prometheus text in vLLM's names, from the engine's state and the request traces.
 
-Served: `vllm:num_requests_running` / `_waiting` gauges, `vllm:request_queue_time_seconds` (prefill_start -
-arrived), `vllm:request_prefill_time_seconds` (prefill_done - prefill_start) and `vllm:request_decode_time_seconds`
-(done - first_token, finished requests) histograms, `vllm:prompt_tokens_total`
+Served: `vllm:num_requests_running` / `_waiting` gauges; `vllm:time_to_first_token_seconds` (first_token -
+arrived: from the front end's arrival, as vLLM times it), and for finished requests only (vLLM never counts an
+aborted one) `vllm:request_queue_time_seconds` (prefill_start - engine_intake: vLLM's engine core takes a request
+in only between steps, so the time behind a running step is in the TTFT but not in the queue time),
+`vllm:request_prefill_time_seconds` (prefill_done - prefill_start) and `vllm:request_decode_time_seconds`
+(done - first_token) histograms, `vllm:prompt_tokens_total`
 (prompts whose prefill finished), `vllm:generation_tokens_total` (tokens emitted), and with `--spec-accept` the
 speculative-decoding counters `vllm:spec_decode_num_drafts_total`, `_num_draft_tokens_total`,
 `_num_accepted_tokens_total` and `_num_accepted_tokens_per_pos_total{position=}`; with `--prefix-cache-blocks`
@@ -140,7 +143,8 @@ def render(
         c.add_metric(vals, value)
         return c
 
-    started = [t for t in traces if t.prefill_start is not None]
+    # vLLM observes its request-phase histograms as a request finishes; an aborted one is never counted.
+    finished = [t for t in traces if t.prefill_start is not None and t.status == "ok"]
     families = [
         gauge("vllm:num_requests_running", "Requests in model execution batches.", running),
         gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", waiting),
@@ -152,15 +156,21 @@ def render(
         counter("vllm:generation_tokens", "Generation tokens processed.", sum(t.completion_tokens for t in traces)),
         counter("vllm:request_success", "Successfully finished requests.", sum(t.status == "ok" for t in traces)),
         _histogram(
+            "vllm:time_to_first_token_seconds",
+            "Time from arrival to the first token.",
+            (t.first_token - t.arrived for t in traces if t.first_token is not None),
+            labels,
+        ),
+        _histogram(
             "vllm:request_queue_time_seconds",
             "Time spent waiting in the queue.",
-            (t.prefill_start - t.arrived for t in started),
+            (t.prefill_start - (t.engine_intake or t.arrived) for t in finished),
             labels,
         ),
         _histogram(
             "vllm:request_prefill_time_seconds",
             "Time spent in prefill.",
-            (t.prefill_done - t.prefill_start for t in started if t.prefill_done is not None),
+            (t.prefill_done - t.prefill_start for t in finished if t.prefill_done is not None),
             labels,
         ),
         _histogram(

@@ -25,6 +25,9 @@ class RequestTrace:
     intended_correct: bool | None = None
     thinking: bool = False
     fault: str | None = None
+    # When the engine took it in, at its first step boundary after arrival (vLLM's engine core reads new requests
+    # only between steps): vLLM's queue time counts from here, its time to first token from `arrived`.
+    engine_intake: float | None = None
     prefill_start: float | None = None
     prefill_done: float | None = None
     first_token: float | None = None

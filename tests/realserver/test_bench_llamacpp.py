@@ -42,6 +42,8 @@ def test_bench_tok_s_agrees_with_llama_cpp_timings(llama_server, tmp_path: Path)
     assert lines and all(x["status"] == "ok" for x in lines), [x.get("error") for x in lines]
     assert all(x["usage_source"] == "server" and x["server_timings"] for x in lines)
     assert not summary["stopped_early"], summary["stopped_early"]  # llama.cpp honours ignore_eos
+    # ... and the preflight saw it: SmolLM2 ends "Reply with just: OK" early on its own, ignore_eos ran it on.
+    assert summary["length_forced"] is True, summary.get("length_mode")
 
     print("\n[realserver] bench: prompt, evalkit tok/s, llama.cpp predicted_per_second, difference")
     for name, entry in summary["prompts"].items():
