@@ -40,8 +40,8 @@ def test_a_cancel_in_the_last_prefill_chunk_of_an_aborting_sim_is_cant_tell(tmp_
     # tokens left, and the sample says what held it back instead. Either way never "no".
     if "prefill_tokens_left_est" in sample["figures"]:
         assert 0 < sample["figures"]["prefill_tokens_left_est"] <= LAST_STEP_TOKENS
-    else:
+        assert "last step" in verdict["why"] and "--long-tokens" in verdict["would_tell"]
+    else:  # (a loaded run: "the next request's wait could be the cancelled prefill running on or other work")
         print(f"\n[cancel] can't tell without the last-step estimate: {sample.get('why')}")
-        assert sample.get("why"), sample
-    assert "last step" in verdict["why"] and "--long-tokens" in verdict["would_tell"]
+        assert sample.get("why") and verdict.get("would_tell"), sample
     assert "cancel aborts the prefill: can't tell" in p.stdout

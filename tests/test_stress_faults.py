@@ -92,7 +92,9 @@ def test_every_injected_fault_is_counted_against_its_request(tmp_path: Path) -> 
     expected_wrong: set[str] = set()
     for rid, e in events.items():
         line = lines[rid]
-        if e["fault"] == "http_500":
+        if e["fault"] == "http_500" and line.get("cancel_after_s") is not None and line["status"] == "cancelled":
+            pass  # a planned cancel that fired before the 500 came back (a loaded machine): cancelled, not failed
+        elif e["fault"] == "http_500":
             expected_errors[rid] = "http"
         elif e["fault"] == "disconnect" and line.get("cancel_after_s") is None:
             # (a planned cancel inside the prefill ends the request before the fault's token is reached)

@@ -21,7 +21,10 @@ class ServerOptions:
     ctx: int = 8192  # -c: total KV cache, split over the slots
     batch: int | None = None  # -b (server default 2048); 512 lets a long prefill yield to other slots
     ubatch: int | None = None  # -ub (server default 512)
-    threads: int = 2  # -t and -tb
+    # -t and -tb. One: ggml's threads meet at a spinning barrier per graph node, and on a busy 2-core machine two of
+    # them collapsed to 0.33 tok/s (a token every 3 s: each barrier waits out a descheduled partner); one thread
+    # decoded 64 tokens in 5.1 s under the same load (3.3 s idle, against 1.8 s with two).
+    threads: int = 1
     alias: str | None = None  # the id /v1/models lists (default: the model file's stem)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 

@@ -186,11 +186,12 @@ def start(
         str(n_ctx),
         "--model_alias",
         model.stem,
-        # Its default is half the cores: one thread here, prefilling at 35 tok/s instead of about twice that.
+        # One thread, as the llama-server tests (evalkit/realserver/launch.py): two spinning ggml threads collapse on
+        # a busy 2-core machine; one prefills about half as fast on an idle one.
         "--n_threads",
-        str(os.cpu_count() or 1),
+        "1",
         "--n_threads_batch",
-        str(os.cpu_count() or 1),
+        "1",
     ]
     begin = time.monotonic()
     with open(log_path, "wb") as log:

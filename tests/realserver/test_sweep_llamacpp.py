@@ -40,7 +40,7 @@ extra = ""
 [server]
 command = [
     "{llama_server}", "-m", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--alias", "smollm2", "--metrics",
-    "--no-webui", "-t", "2", "-tb", "2", "-np", "{np}", "-c", "{ctx}", "-b", "128", "-ub", "128", "{extra}",
+    "--no-webui", "-t", "1", "-tb", "1", "-np", "{np}", "-c", "{ctx}", "-b", "128", "-ub", "128", "{extra}",
 ]
 start_timeout_s = 60
 
