@@ -58,12 +58,12 @@ def test_locate_says_what_is_missing(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("options", "flags"),
     [
-        (ServerOptions(), ["-np", "1", "-c", "8192", "-t", "2", "-tb", "2"]),
+        (ServerOptions(), ["-np", "1", "-c", "8192", "-t", "1", "-tb", "1"]),
         (
             ServerOptions(parallel=2, ctx=16384, batch=512, ubatch=512),
-            ["-np", "2", "-c", "16384", "-t", "2", "-tb", "2", "-b", "512", "-ub", "512"],
+            ["-np", "2", "-c", "16384", "-t", "1", "-tb", "1", "-b", "512", "-ub", "512"],
         ),
-        (ServerOptions(extra_args=("--no-repack",)), ["-np", "1", "-c", "8192", "-t", "2", "-tb", "2", "--no-repack"]),
+        (ServerOptions(extra_args=("--no-repack",)), ["-np", "1", "-c", "8192", "-t", "1", "-tb", "1", "--no-repack"]),
     ],
 )
 def test_server_options_flags(options: ServerOptions, flags: list[str]) -> None:
