@@ -119,6 +119,32 @@ def stress_run(vllm_server: Any, tmp_path_factory: pytest.TempPathFactory):
     return get
 
 
+def test_a_second_run_of_the_same_prompts_names_vllms_prefix_cache(
+    stress_run, vllm_server: Any, tmp_path: Path
+) -> None:
+    """First in this file, while the default configuration's server is still the one running (the next tests move
+    to the other configuration's): the default run again, same seed, unsalted (`--reuse-prompts`), on the same warm
+    server. Its long prompts come from vLLM's prefix cache, and the verdicts say so with vLLM's own counter, instead
+    of calling a 0.1 s "prefill" a measurement or advising a longer prompt."""
+    stress_run("default")  # the first run, which warmed the server with these prompts
+    srv = vllm_server(**SERVERS["default"])
+    argv = ["stress", "--base-url", srv.base_url, "--cycles", "1", "--seed", str(SEED)]
+    argv += ["--long-tokens", str(LONG_TOKENS), "--long-max-tokens", "16", "--short-max-tokens", "16"]
+    argv += ["--gen-tokens", str(GEN_TOKENS), "--timeout-s", "300", "--no-progress", "--reuse-prompts"]
+    proc = run_evalkit([*argv, "--out", str(tmp_path), "--name", "again"], cwd=tmp_path, timeout_s=600)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run_dir_from(proc) / "summary.json").read_text())
+    rate = summary["prefix_cache"]["hit_rate"]
+    print(f"\n[realserver] vLLM second run of the same prompts: prefix-cache hit rate {rate}")
+    for name in ("cancel_aborts", "head_of_line_blocking"):
+        v = summary["diagnoses"][name]
+        print(f"[realserver]   {name}: {v['verdict']}: {v.get('why')}")
+        assert v["verdict"] in ("not exercised", "can't tell"), v
+        assert "came from the server's prefix cache" in v["why"] and "vllm:prefix_cache_hits_total" in v["why"], v
+    assert rate > 0.5, summary["prefix_cache"]
+    assert "came from the server's prefix cache" in proc.stdout
+
+
 @pytest.mark.parametrize("label", list(SERVERS))
 def test_stress_run_is_clean_and_token_accurate(stress_run, label: str) -> None:
     """Zero errors; every long prompt within 2% of --long-tokens by vLLM's own usage count."""
