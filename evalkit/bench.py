@@ -28,7 +28,7 @@ from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import REQUESTS, Line, RunDir, read_jsonl
-from evalkit.stats import median
+from evalkit.stats import median, union_length
 
 DEFAULT_PROMPTS = ("code", "math", "prose")
 
@@ -214,10 +214,7 @@ def server_combined_rate(group: list[dict[str, Any]]) -> float | None:
             return None
         spans.append((x["t_last_token"] - t["predicted_ms"] / 1000.0, x["t_last_token"]))
         tokens += int(t["predicted_n"])
-    union, end = 0.0, float("-inf")
-    for lo, hi in sorted(spans):
-        union += max(0.0, hi - max(lo, end))
-        end = max(end, hi)
+    union = union_length(spans)
     return tokens / union if union > 0 else None
 
 

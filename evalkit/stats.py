@@ -34,3 +34,12 @@ def distribution(values: Iterable[float | None], quantiles: Sequence[int] = (50,
     out["max"] = max(xs) if xs else None
     out["n"] = len(xs)
     return out
+
+
+def union_length(spans: Iterable[tuple[float, float]]) -> float:
+    """The total length covered by the intervals (lo, hi): overlaps counted once."""
+    total, end = 0.0, float("-inf")
+    for lo, hi in sorted(spans):
+        total += max(0.0, hi - max(lo, end))
+        end = max(end, hi)
+    return total

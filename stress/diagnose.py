@@ -433,15 +433,14 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
     """Judged from the next request alone: when it started and whether it decoded at its speed alone."""
     s = splits[n["request_id"]]
     server = _server_side(s) and s.before_start_s is not None
+    alone = facts.short_decode_client
+    client_slowed = 1 / n["decode_tok_s"] / alone if n.get("decode_tok_s") and alone else None
     if server:
         wait, per_tok, alone_tok = s.before_start_s, s.decode_s_per_token, facts.short_decode_server
+        # without the server's decode figures, the client's clock for both
+        slowed = per_tok / alone_tok if per_tok and alone_tok else client_slowed
     else:
-        wait = n["ttft_s"] - (facts.short_ttft or 0.0)
-        per_tok = 1 / n["decode_tok_s"] if n.get("decode_tok_s") else None
-        alone_tok = facts.short_decode_client
-    slowed = per_tok / alone_tok if per_tok and alone_tok else None
-    if slowed is None and n.get("decode_tok_s") and facts.short_decode_client:  # the client's clock for both
-        slowed = 1 / n["decode_tok_s"] / facts.short_decode_client
+        wait, slowed = n["ttft_s"] - (facts.short_ttft or 0.0), client_slowed
     figures: Figures = {"next_wait_s": wait, "prefill_left_s": left, "next_decode_vs_alone": slowed}
     evidence = s.evidence if server else "client"
     if wait is not None and wait <= STARTED_EARLY * left and slowed is not None and slowed <= DECODE_SLOWED:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.evidence.server_metrics import counter_deltas, window_pairs
-from evalkit.stats import median
+from evalkit.stats import median, union_length
 
 GENERATED = "vllm:generation_tokens_total"
 DECODE_SUM = "vllm:request_decode_time_seconds_sum"
@@ -69,13 +69,9 @@ def combined_decode_rate(scrapes: Iterable[dict[str, Any]], groups: list[list[di
         steps = sum(tokens) - len(group)
         if not total_s or count != len(group) or steps <= 0 or any(x.get("t_last_token") is None for x in group):
             continue
-        spans = sorted(
+        union = union_length(
             (x["t_last_token"] - total_s * (n - 1) / steps, x["t_last_token"]) for x, n in zip(group, tokens)
         )
-        union, end = 0.0, float("-inf")
-        for lo, hi in spans:
-            union += max(0.0, hi - max(lo, end))
-            end = max(end, hi)
         if union > 0:
             rates.append((sum(tokens) - 1) / union)
     return median(rates)

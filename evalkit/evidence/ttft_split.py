@@ -136,9 +136,12 @@ def _uncounted(o: dict[str, Any]) -> bool:
     return o.get("status") == "cancelled" and o.get("t_first_token") is None
 
 
-def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence, suffix: str) -> float | None:
-    """The change of a histogram's sum across the request's window, when it alone was in flight (besides requests
-    the server never counts, `_uncounted`) and the histogram counted one request there."""
+Scrape = dict[str, Any]
+
+
+def _metrics_window(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence) -> tuple[Scrape, Scrape] | None:
+    """The scrapes just before the request was sent and just after it ended, when it alone was in flight between
+    them (besides requests the server never counts, `_uncounted`); None otherwise."""
     if not ev.scrapes or r.get("t_sent") is None or r.get("t_done") is None:
         return None
     before = [s for s in ev.scrapes if s["t"] <= r["t_sent"]]
@@ -151,6 +154,13 @@ def _metrics_part(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvid
             continue
         if o["t_sent"] < s1["t"] and (o.get("t_done") or float("inf")) > s0["t"]:
             return None  # another request shared the window: the change is not this one's alone
+    return s0, s1
+
+
+def _metrics_part(window: tuple[Scrape, Scrape], suffix: str) -> float | None:
+    """The change of a histogram's sum across the request's window (`_metrics_window`), when the histogram counted
+    one request there."""
+    s0, s1 = window
 
     def total(series: dict[str, float], tail: str) -> float | None:
         vals = [v for k, v in series.items() if k.split("{", 1)[0].endswith(suffix + tail)]
@@ -209,11 +219,12 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
     # vLLM's TTFT runs from the front end's arrival; its queue time only from when the engine core took the request
     # in, between two steps: a wait behind a running step is in the one and not the other. Before the server
     # started on it is therefore TTFT less prefill (queue and any step it waited out), never the queue time alone.
-    server_ttft = _metrics_part(r, lines, ev, "time_to_first_token_seconds")
-    prefill = _metrics_part(r, lines, ev, "request_prefill_time_seconds")
-    if server_ttft is not None and prefill is not None and ttft is not None and sent is not None:
+    window = _metrics_window(r, lines, ev)
+    server_ttft = _metrics_part(window, "time_to_first_token_seconds") if window else None
+    prefill = _metrics_part(window, "request_prefill_time_seconds") if window else None
+    if window and server_ttft is not None and prefill is not None and ttft is not None and sent is not None:
         before = max(0.0, server_ttft - prefill)
-        decode = _metrics_part(r, lines, ev, "request_decode_time_seconds")
+        decode = _metrics_part(window, "request_decode_time_seconds")
         done_tokens = r.get("completion_tokens") or 0
         if decode is not None and done_tokens > 1 and "decode_s_per_token" not in extra:
             extra["decode_s_per_token"] = decode / (done_tokens - 1)
