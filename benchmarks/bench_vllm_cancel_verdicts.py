@@ -27,12 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "realserver"))
 
-from vllm_support import aborted_in_log, computed_prefix_tokens, whole_blocks  # noqa: E402
+from vllm_support import aborted_in_log, cancelled_prompt, computed_prefix_tokens, whole_blocks  # noqa: E402
 
 from evalkit.realserver import vllm_cpu  # noqa: E402
 from evalkit.realserver.vllm_launch import VllmOptions, start_vllm  # noqa: E402
-from evalkit_stress.resume import load_fitted  # noqa: E402
-from evalkit_stress.schedule import build_schedule  # noqa: E402
 
 LONG_TOKENS, GEN_TOKENS = 1800, 64
 CONFIGS = {
@@ -48,15 +46,6 @@ def _seeds(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
-def _cancelled_prompt(run: Path, seed: int) -> str:
-    schedule = build_schedule(seed, 1, LONG_TOKENS, gen_tokens=GEN_TOKENS)
-    rows = [json.loads(x) for x in (run / "long_prompts.jsonl").read_text().splitlines() if x.strip()]
-    fitted = load_fitted(rows, schedule)
-    row = next(r for r in rows if r["plan_id"].endswith("cancel_then_short-long"))
-    spec = next(q for q in fitted if (q.first_word, q.code) == (row["first_word"], row["code"]))
-    return fitted[spec].text
-
-
 def one_run(server, out: Path, seed: int) -> dict:
     name = f"seed{seed}"
     cmd = [sys.executable, "-m", "evalkit", "stress", "--base-url", server.base_url, "--cycles", "1"]
@@ -69,7 +58,7 @@ def one_run(server, out: Path, seed: int) -> dict:
     summary = json.loads((run / "summary.json").read_text())
     lines = [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines() if x.strip()]
     c = next(x for x in lines if x.get("scenario") == "cancel_then_short" and x.get("role") == "long")
-    computed, prompt = computed_prefix_tokens(server, _cancelled_prompt(run, seed))
+    computed, prompt = computed_prefix_tokens(server, cancelled_prompt(run, seed, LONG_TOKENS, GEN_TOKENS))
     ca = summary["diagnoses"]["cancel_aborts"]
     ran_to_end = computed >= whole_blocks(prompt)
     agrees = (ca["verdict"] == "yes") if not ran_to_end else (ca["verdict"] != "yes")

@@ -20,10 +20,7 @@ from typing import Any
 
 import pytest
 from realserver_support import read_jsonl, run_dir_from, run_evalkit
-from vllm_support import aborted_in_log, computed_prefix_tokens, whole_blocks
-
-from evalkit_stress.resume import load_fitted
-from evalkit_stress.schedule import build_schedule
+from vllm_support import aborted_in_log, cancelled_prompt, computed_prefix_tokens, whole_blocks
 
 pytestmark = pytest.mark.realserver
 
@@ -49,16 +46,6 @@ class StressResult:
     @property
     def diagnoses(self) -> dict[str, Any]:
         return self.summary.get("diagnoses") or self.summary.get("diagnosis") or {}
-
-
-def _cancelled_prompt(run: Path) -> str:
-    """The cancelled long prompt's text, rebuilt as the run sent it (the schedule plus its fitted length)."""
-    schedule = build_schedule(SEED, 1, LONG_TOKENS, gen_tokens=GEN_TOKENS)
-    rows = read_jsonl(run / "long_prompts.jsonl")
-    fitted = load_fitted(rows, schedule)
-    row = next(r for r in rows if r["plan_id"].endswith("cancel_then_short-long"))
-    spec = next(q for q in fitted if (q.first_word, q.code) == (row["first_word"], row["code"]))
-    return fitted[spec].text
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +80,7 @@ def stress_run(vllm_server: Any, tmp_path_factory: pytest.TempPathFactory):
                 "--server-log",
                 str(srv.log_path),
                 "--no-progress",
-                # Unsalted, so _cancelled_prompt rebuilds the exact text from the seed (each configuration's server
+                # Unsalted, so cancelled_prompt rebuilds the exact text from the seed (each configuration's server
                 # is new to these prompts: nothing else sends them).
                 "--reuse-prompts",
                 "--out",
@@ -106,7 +93,7 @@ def stress_run(vllm_server: Any, tmp_path_factory: pytest.TempPathFactory):
         )
         assert proc.returncode == 0, proc.stderr
         run = run_dir_from(proc)
-        computed, prompt = computed_prefix_tokens(srv, _cancelled_prompt(run))
+        computed, prompt = computed_prefix_tokens(srv, cancelled_prompt(run, SEED, LONG_TOKENS, GEN_TOKENS))
         runs[label] = StressResult(
             json.loads((run / "summary.json").read_text()),
             read_jsonl(run / "requests.jsonl"),

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 import urllib.request
+from pathlib import Path
 from typing import Any
 
-from realserver_support import get_json
+from realserver_support import get_json, read_jsonl
 
 from evalkit.client.tokenize import messages_for
+from evalkit_stress.resume import load_fitted
+from evalkit_stress.schedule import build_schedule
 
 BLOCK_TOKENS = 128  # vLLM's CPU KV block (vllm:cache_config_info block_size): the prefix cache's unit
 
@@ -44,3 +47,14 @@ def computed_prefix_tokens(server: Any, text: str, timeout_s: float = 300.0) -> 
 def whole_blocks(prompt_tokens: int) -> int:
     """The most of a prompt the prefix cache can give back: its whole blocks, less the last token it recomputes."""
     return (prompt_tokens - 1) // BLOCK_TOKENS * BLOCK_TOKENS
+
+
+def cancelled_prompt(run: Path, seed: int, long_tokens: int, gen_tokens: int) -> str:
+    """The cancelled long prompt's text of a one-cycle unsalted stress run (`--reuse-prompts`), rebuilt as the run
+    sent it: the seed's schedule plus the fitted length the run recorded."""
+    schedule = build_schedule(seed, 1, long_tokens, gen_tokens=gen_tokens)
+    rows = read_jsonl(run / "long_prompts.jsonl")
+    fitted = load_fitted(rows, schedule)
+    row = next(r for r in rows if r["plan_id"].endswith("cancel_then_short-long"))
+    spec = next(q for q in fitted if (q.first_word, q.code) == (row["first_word"], row["code"]))
+    return fitted[spec].text
