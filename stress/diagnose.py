@@ -58,6 +58,17 @@ LONGER_PROMPT = (
 FRESH_PROMPTS = (
     "long prompts the server has not seen (stress salts them per run unless --reuse-prompts), or its prefix cache reset"
 )
+# What tells a cancel's fate, by server: llama.cpp logs the stop; vLLM logs the abort as its engine takes it in.
+CANCEL_LOG = (
+    "the server's log (--server-log: llama.cpp's 'stop processing' line after the cancel; vLLM's 'Aborted request' "
+    "line, with --enable-log-requests)"
+)
+LLAMA_EVIDENCE = ("log", "timings")  # a split from llama.cpp's log or its per-request timings
+# An unattributed wait on a server seen only through /metrics (vLLM, SGLang): llama.cpp's trace-log advice is no use.
+ENGINE_LOG = (
+    "the server's log with its request lines (--server-log; vLLM: --enable-log-requests), to say what the engine "
+    "ran in the wait"
+)
 WARM_CACHE = 0.5  # the server's counters say its cache served at least half the run's prompt tokens
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
 STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
@@ -340,8 +351,13 @@ def _next_delay(
         parts_s=parts,
         wait_s=start - n["t_sent"],
         prefill_s=s.prefill_s,
-        would_tell=SILENT_WOULD_TELL if UNATTRIBUTED in parts else None,
+        would_tell=_unattributed_advice(s.evidence) if UNATTRIBUTED in parts else None,
     )
+
+
+def _unattributed_advice(evidence: str) -> str:
+    """What would name a silent wait: llama.cpp's trace log for a split from llama.cpp, else the engine's log."""
+    return SILENT_WOULD_TELL if evidence in LLAMA_EVIDENCE else ENGINE_LOG
 
 
 def _tokens_left(c: Line, left: float | None, facts: _Facts) -> float | None:
@@ -472,8 +488,8 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
             why=f"the next request waited {wait:.3g} s before the server started on it ({evidence}), about the "
             f"{left:.3g} s of prefill left: the cancelled prefill ran on, or other work held the server as long, and "
             "no wait after a finished long request (alone in its /metrics window) says which",
-            would_tell="the server's log (--server-log: its 'stop processing' line after the cancel), or a longer "
-            "long prompt (--long-tokens) so the cancel lands steps before the prefill's end",
+            would_tell=f"{CANCEL_LOG}, or a longer long prompt (--long-tokens) so the cancel lands steps before the "
+            "prefill's end",
         )
     return CancelSample(
         CANT,
@@ -481,8 +497,8 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
         figures,
         why="the next request's wait could be the cancelled prefill running on or other work "
         "(housekeeping), and its decode does not say which",
-        would_tell="the server's log (--server-log: its 'stop processing' line after the cancel), or /metrics "
-        "request gauges that change within an engine step (vLLM's change only as a step ends)",
+        would_tell=f"{CANCEL_LOG}, or /metrics request gauges that change within an engine step (vLLM's change only "
+        "as a step ends)",
     )
 
 

@@ -95,3 +95,6 @@ def test_gauges_that_never_counted_the_request_do_not_judge_its_cancel(tmp_path:
     assert ca["evidence"] != "metrics" or ca["verdict"] == CANT, ca  # never a yes/no from gauges blind to it
     if ca["verdict"] == CANT:
         assert ca["would_tell"]
+    # what would tell is advice for this server (seen through /metrics only), not llama.cpp's trace log
+    for said in [ca.get("would_tell")] + [(x.get("next_delay") or {}).get("would_tell") for x in ca["samples"]]:
+        assert "-lv 4" not in (said or "") and "--no-cache-idle-slots" not in (said or ""), said
