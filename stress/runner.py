@@ -23,7 +23,7 @@ from evalkit.client import auxiliary
 from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.client.prompts import LongSpec
 from evalkit.client.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
-from evalkit.clock import Clock
+from evalkit.clock import Clock, sleep_until
 from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
@@ -197,12 +197,7 @@ class StressRunner:
         )
 
     async def _until(self, at: float) -> None:
-        delay = at - self.clock.now()
-        if delay > 0:
-            try:
-                await asyncio.wait_for(self.stop.wait(), timeout=delay)
-            except asyncio.TimeoutError:
-                pass
+        await sleep_until(self.clock, at, self.stop)
 
     async def _cancel_on_event(self, r: PlannedRequest, tl: Timeline, cancel: asyncio.Event) -> None:
         # A cancel timed from another request's event (or this one's first token) sets `cancel` at that time.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.client.chat import ChatClient
-from evalkit.clock import Clock
+from evalkit.clock import Clock, sleep_until
 from evalkit.load.caps import SendCaps
 from evalkit.load.precision import warm
 from evalkit.load.schedule import PointPlan
@@ -146,9 +146,7 @@ class LoadRunner:
         tasks = []
         for req, off, stage in zip(reqs, offsets, stages):
             at = start + off
-            delay = at - self.clock.now()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(self.clock, at)
             phase = plan.phase(req.index)
             if phase == "measured" and point.precise_enough():
                 break
