@@ -48,7 +48,9 @@ def test_a_first_token_merged_after_a_long_wait_is_bounded_by_the_reads_lateness
 def test_bench_after_a_long_prefill_does_not_call_its_stamps_late_by_the_prefill(
     sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    s = sim("--time-scale", "20")  # tokens 0.5 ms apart: first tokens are often read with the next
+    # Tokens 50 µs apart (the sim sleeps only for 0.5 ms or more, yielding every 2 ms): the first token is written
+    # with the next ones and read with them. At 0.5 ms apart it often was, but a loaded run once read none merged.
+    s = sim("--time-scale", "20", "--decode-rate", "1000")
     prompts = tmp_path / "long.jsonl"
     prompts.write_text(json.dumps({"name": "long", "prompt": "word " * 6000}) + "\n")
     argv = bench_args(s.base_url, tmp_path, "b", "--runs", "6", "--max-tokens", "64", "--concurrency", "1")
