@@ -63,7 +63,6 @@ CANCEL_LOG = (
     "the server's log (--server-log: llama.cpp's 'stop processing' line after the cancel; vLLM's 'Aborted request' "
     "line, with --enable-log-requests)"
 )
-LLAMA_EVIDENCE = ("log", "timings")  # a split from llama.cpp's log or its per-request timings
 # An unattributed wait on a server seen only through /metrics (vLLM, SGLang): llama.cpp's trace-log advice is no use.
 ENGINE_LOG = (
     "the server's log with its request lines (--server-log; vLLM: --enable-log-requests), to say what the engine "
@@ -356,8 +355,9 @@ def _next_delay(
 
 
 def _unattributed_advice(evidence: str) -> str:
-    """What would name a silent wait: llama.cpp's trace log for a split from llama.cpp, else the engine's log."""
-    return SILENT_WOULD_TELL if evidence in LLAMA_EVIDENCE else ENGINE_LOG
+    """What would name a silent wait: the engine's log for a split from /metrics alone (vLLM, SGLang); llama.cpp's
+    trace log for one from llama.cpp's own timings or log ("timings", "log", "timings+log")."""
+    return ENGINE_LOG if evidence == "metrics" else SILENT_WOULD_TELL
 
 
 def _tokens_left(c: Line, left: float | None, facts: _Facts) -> float | None:

@@ -237,6 +237,8 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
     n = ev[_of(r["lines"], "cancel_then_short", "short")[0]["request_id"]]
     if n["launched"] < c["engine_stopped"] - 0.02:  # launched beside the cancelled prompt, waited for its steps
         nd = d["cancel_aborts"]["samples"][0]["next_delay"]
+        if "unattributed" in nd["parts_s"]:  # llama.cpp's evidence ("timings+log"): llama.cpp's trace-log advice
+            assert "--no-cache-idle-slots" in nd["would_tell"], nd
         assert "in a launched slot" in nd["cause"], nd
         assert abs(nd["wait_s"] - (n["prefill_start"] - n["arrived"])) <= 0.06, (nd, n)
     alone = client_only(r["lines"], r["summary"]["metrics"])
