@@ -667,6 +667,19 @@ def judge_head_of_line(
             would_tell="a run with the short_insert or double_insert scenario",
         )
     verdict = _vote([x.verdict for x in samples])
+    if verdict == NO and facts.from_cache:
+        # The long prompts came from the prefix cache: their "prefill" was a cache hit of milliseconds, so a short
+        # request that did not wait for it says nothing of a prefill it would have waited for.
+        return HeadOfLineVerdict(
+            CANT,
+            None,
+            _best([x.evidence for x in samples]),
+            samples,
+            judged=0,
+            wait_fraction_p50=median([x.figures.ttft_s / x.figures.long_prefill_left_s for x in samples]),
+            why=f"no inserted short request waited, but there was no real prefill to wait for; {facts.from_cache}",
+            would_tell=FRESH_PROMPTS,
+        )
     settled = [x for x in samples if x.verdict == verdict]
     causes = [x.cause for x in settled if x.cause]
     cause = max(set(causes), key=causes.count) if causes else None
