@@ -24,24 +24,17 @@ from evalkit.client.probe import (
     chat_probe,
     essential,
     evalkit_body,
+    generation_body,
     learn_fields,
+    probe_headers,
     probe_id,
     probe_session,
     refusal_words,
-    scrub_row,
     scrubbed,
     server_root,
 )
+from evalkit.client.stream_killing import stream_killing
 from evalkit.client.thinking_text import split_inline_reasoning
-
-GEN_PROMPT = "Count from 1 to 100, separated by commas."
-
-
-def _gen_body(result: CheckResult, extra_body: dict[str, Any], tokens: int, prompt: str = GEN_PROMPT) -> dict[str, Any]:
-    """A generation of `tokens` as the commands send it: a forced length where the server has one, no refused field."""
-    forced, _ = length_fields(result.fields, tokens)
-    body = {**evalkit_body(result.model, extra_body, tokens, prompt), **forced}
-    return {k: v for k, v in body.items() if k not in result.omit_fields}
 
 
 @dataclass(frozen=True)
@@ -115,12 +108,13 @@ async def concurrency(
     http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any], tokens: int = 32
 ) -> Row:
     """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued."""
-    body = _gen_body(result, extra_body, tokens)
+    body = generation_body(result, extra_body, tokens)
 
-    alone = await chat_probe(http, result.base_url, body, _hdr(result))
+    alone = await chat_probe(http, result.base_url, body, probe_headers(result))
     start = time.perf_counter()
     pair = await asyncio.gather(
-        chat_probe(http, result.base_url, body, _hdr(result)), chat_probe(http, result.base_url, body, _hdr(result))
+        chat_probe(http, result.base_url, body, probe_headers(result)),
+        chat_probe(http, result.base_url, body, probe_headers(result)),
     )
     together = time.perf_counter() - start
     killed = [p for p in pair if p.status == 200 and p.finish_reason is None]
@@ -151,62 +145,6 @@ async def concurrency(
         f"{spans - union:.2f} of {union:.2f} s; the pair took {together:.2f} s, one alone "
         f"{alone.elapsed_s:.2f} s)",
     )
-
-
-KILL_TRIES = 5
-KILL_ATTEMPTS = 10
-KILL_ROW = "a new request kills the stream in progress"
-
-
-async def stream_killing(
-    http: auxiliary.ClientSession,
-    result: CheckResult,
-    extra_body: dict[str, Any],
-    tries: int = KILL_TRIES,
-    tokens: int = 64,
-    attempts: int = KILL_ATTEMPTS,
-) -> Row:
-    """Does a request that arrives end the stream in progress (llama-cpp-python's server does)?
-
-    A generation of `tokens` is started and, once its first chunk is read, a second request is sent. A kill is
-    seen when the first stream then ends with HTTP 200 and no finish_reason, after the second was sent, while the
-    second one finishes; a clean try is one where both finish and the first streamed on for at least half its
-    streaming time after the second was sent (so the second had reached the server). One clean try is a no (a
-    server that kills streams kills every one); yes needs `tries` kills, so a server that drops connections at
-    random (the sim's fault tests drop 15%) is called a killer ~3e-5 of the time. A try that is neither (a slow
-    client sent the second late, or something failed) is sent again, up to `attempts` in all. `stress` relabels
-    cut streams only on a yes.
-    """
-    body = _gen_body(result, extra_body, tokens)
-    seen, notes = 0, []
-    for i in range(attempts):
-        started = asyncio.Event()
-        first = asyncio.ensure_future(chat_probe(http, result.base_url, body, _hdr(result), started.set))
-        waiter = asyncio.ensure_future(started.wait())
-        await asyncio.wait([first, waiter], return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        t_second = time.perf_counter()
-        second = await chat_probe(http, result.base_url, body, _hdr(result))
-        a = await first
-        if (
-            a.ok
-            and second.ok
-            and a.t_end is not None
-            and a.t_first_chunk is not None
-            and a.t_end - t_second >= 0.5 * (a.t_end - a.t_first_chunk)
-        ):
-            return Row(KILL_ROW, False, f"no: a stream finished while a second request ran (try {i + 1})")
-        if a.status == 200 and a.finish_reason is None and a.t_end is not None and a.t_end >= t_second and second.ok:
-            seen += 1
-            notes.append(f"{a.t_end - t_second:.3f} s after the second request was sent, {a.chunks} chunks in")
-            if seen == tries:
-                return Row(
-                    KILL_ROW,
-                    True,
-                    f"yes, {seen} of {i + 1} tries: the first stream ended (HTTP 200, no "
-                    f"finish_reason) {notes[0]}; stress counts such streams as killed_stream",
-                )
-    return Row(KILL_ROW, None, f"can't tell: {seen} of {attempts} tries saw a kill, none finished both in time")
 
 
 def _cause(reply: Reply, body: dict[str, Any], result: CheckResult) -> str:
@@ -312,7 +250,7 @@ async def full_check(
         forced, mode = length_fields(support, cap, ignore_eos)
         capped_body = {**evalkit_body(model, body0, cap, "What is 17 + 25? Reply with only the number."), **forced}
         capped_body = {k: v for k, v in capped_body.items() if k not in result.omit_fields}
-        capped = await chat_probe(http, base_url, capped_body, _hdr(result))
+        capped = await chat_probe(http, base_url, capped_body, probe_headers(result))
         n = capped.usage.get("completion_tokens") if capped.usage else capped.chunks
         if capped.ok:
             rows.append(
@@ -388,7 +326,7 @@ async def full_check(
         for mode_name, (body, system) in thinking.items():
             sent = evalkit_body(model, {**body0, **body}, 48, "What is 17 * 3?", system)
             sent = {k: v for k, v in sent.items() if k not in result.omit_fields}
-            reply = await chat_probe(http, base_url, sent, _hdr(result))
+            reply = await chat_probe(http, base_url, sent, probe_headers(result))
             reasoning = reply.reasoning or split_inline_reasoning(reply.content)[0]
             want = mode_name != "off"
             if not reply.ok:
@@ -416,26 +354,3 @@ async def full_check(
         rows.append(await concurrency(http, result, body0))
         rows.append(await stream_killing(http, result, body0))
     return scrubbed(result, api_key)
-
-
-async def kill_check(
-    base_url: str,
-    model: str,
-    api_key: str | None,
-    extra_body: dict[str, Any],
-    uuid_request_ids: bool,
-    timeout_s: float = 60.0,
-    preflight: CheckResult | None = None,
-) -> Row:
-    """`stream_killing` alone, for a command that already passed the quick check (stress runs it first)."""
-    result = CheckResult(
-        base_url=base_url, model=model, uuid_request_ids=uuid_request_ids, secrets=(api_key,) if api_key else ()
-    )
-    if preflight is not None:  # what the quick check learned: the same fields are left out
-        result.fields, result.refused_fields = preflight.fields, list(preflight.refused_fields)
-    async with probe_session(api_key, timeout_s) as http:
-        return scrub_row(await stream_killing(http, result, extra_body), (api_key,))
-
-
-def _hdr(result: CheckResult) -> dict[str, str]:
-    return {"X-Request-Id": str(uuid.uuid4()) if result.uuid_request_ids else probe_id()}

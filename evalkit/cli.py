@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_secrets(args: argparse.Namespace) -> tuple[str, ...]:
     # The key of the server profile the flags name, resolved here once for the whole run (the command reads the
     # same profile, `args.resolved_profile`), else of the default variable.
-    from evalkit.config.profiles import resolve_from_args
+    from evalkit.commands.target_flags import resolve_from_args
 
     try:
         key = resolve_from_args(args).api_key

@@ -99,7 +99,7 @@ async def run_live(
     items: list[DatasetItem],
     grader: Grader,
     revisions: dict[str, str],
-    extra_body: dict[str, Any],
+    extra_body: dict[str, Any],  # what each request adds over the client's standing body (thinking)
     system_prompt: str | None,
     max_tokens: int,
     concurrency: int,

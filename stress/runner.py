@@ -60,7 +60,6 @@ class RunOptions:
     gen_tokens: int = 512
     timeout_s: float = 900.0
     gpu_interval_s: float = 1.0
-    extra_body: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
     log_steps: bool = False  # a line per completed cycle on stderr (when there is no bar: a log, not a terminal)
     # The preflight saw this server end the stream in progress when a new request arrived (llama-cpp-python):
@@ -129,7 +128,6 @@ class StressRunner:
                 ChatRequest(
                     messages=messages,
                     max_tokens=1,
-                    extra_body=dict(self.opts.extra_body),
                     request_id=f"{self.nonce}-calibration-{uuid.uuid4().hex[:6]}",
                     timeout_s=self.opts.timeout_s,
                     tags={"scenario": "calibration", "role": "calibration", "cycle": 0, "outcome": "calibration"},
@@ -174,7 +172,7 @@ class StressRunner:
     # --- sending --------------------------------------------------------------------------------------
     def _request(self, r: PlannedRequest) -> ChatRequest:
         q = r.question
-        body = dict(self.opts.extra_body)
+        body: dict[str, Any] = {}  # over the client's standing body (the profile's extra_body)
         if isinstance(q, LongSpec):
             text, max_tokens = self.fitted[q].text, self.opts.long_max_tokens
         elif r.prompt == "count":
@@ -182,7 +180,7 @@ class StressRunner:
             # still get checked.
             text, max_tokens = q.text, self.opts.gen_tokens
             body.update(self.opts.length_body)
-            if "min_tokens" in body:
+            if "min_tokens" in body or "min_tokens" in self.client.standing_body:
                 body["min_tokens"] = r.max_tokens or max_tokens
         else:
             text, max_tokens = q.text, self.opts.short_max_tokens

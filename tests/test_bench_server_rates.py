@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench import server_combined_rate, server_rate
+from evalkit.bench.throughput import server_combined_rate, server_rate
 
 
 def _line(last: float, n: int, ms: float) -> dict:

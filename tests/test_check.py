@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.check import KILL_ROW, KILL_TRIES
 from evalkit.cli import main
 from evalkit.client.http_errors import describe
 from evalkit.client.probe import ESSENTIAL_TRIES
+from evalkit.client.stream_killing import KILL_ROW, KILL_TRIES
 from evalkit.runs.rundir import read_jsonl
 from runfixtures import bench_args
 

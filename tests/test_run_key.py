@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from evalkit.config.profiles import manifest_fields, resolve_from_args
+from evalkit.commands.target_flags import profile_from_args, resolve_from_args
+from evalkit.config.profiles import manifest_fields
 from evalkit.errors import UsageError
-from evalkit.runs.context import profile_from_args
 
 
 def _args(**kw: object) -> argparse.Namespace:

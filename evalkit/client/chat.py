@@ -64,9 +64,12 @@ class ChatClient:
         clock: Clock | None = None,
         uuid_request_ids: bool = False,
         omit_fields: frozenset[str] = frozenset(),
+        standing_body: dict[str, Any] | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
+        # The server profile's `extra_body`, sent with every request under what the request itself adds.
+        self.standing_body: dict[str, Any] = dict(standing_body or {})
         self.clock = clock or Clock()
         # Servers behind starlette-context (llama-cpp-python) answer HTTP 400 to an X-Request-Id that is not a
         # UUID; then the id sent, and recorded as `request_id`, is a UUID and the caller's id is `request_label`.
@@ -192,7 +195,8 @@ class ChatClient:
             rec.usage_source = "chunks"
 
     def _request_body(self, request: ChatRequest) -> dict[str, Any]:
-        """The JSON body, as the openai SDK built it: its fields, then `extra_body` merged over them."""
+        """The JSON body, as the openai SDK built it: its fields, then the standing body and the request's
+        `extra_body` merged over them (the request's own fields last)."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
@@ -203,6 +207,7 @@ class ChatClient:
             body["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        body.update(self.standing_body)
         body.update(request.extra_body)
         for name in self.omit_fields.intersection(body):
             del body[name]

@@ -96,6 +96,7 @@ async def open_client(
             clock=clock,
             uuid_request_ids=check.uuid_request_ids,
             omit_fields=check.omit_fields,
+            standing_body=profile.extra_body,
         )
     else:
         client = ChatClient(
@@ -105,6 +106,7 @@ async def open_client(
             clock=clock,
             uuid_request_ids=check.uuid_request_ids,
             omit_fields=check.omit_fields,
+            standing_body=profile.extra_body,
         )
     client.preflight = check
     client.identity = identity

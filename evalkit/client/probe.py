@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from evalkit.client import auxiliary, field_cache
-from evalkit.client.field_support import FieldSupport, ProbeReply, probe_fields
+from evalkit.client.field_support import FieldSupport, ProbeReply, length_fields, probe_fields
 from evalkit.client.http_errors import describe
 from evalkit.redact import scrub
 
@@ -389,3 +389,20 @@ async def quick_check(
         if result.rejects_everything is None and all(r.supported is not False for r in result.rows):
             await learn_fields(http, result, extra_body, identity)
     return scrubbed(result, api_key)
+
+
+GEN_PROMPT = "Count from 1 to 100, separated by commas."
+
+
+def generation_body(
+    result: CheckResult, extra_body: dict[str, Any], tokens: int, prompt: str = GEN_PROMPT
+) -> dict[str, Any]:
+    """A generation of `tokens` as the commands send it: a forced length where the server has one, no refused field."""
+    forced, _ = length_fields(result.fields, tokens)
+    body = {**evalkit_body(result.model, extra_body, tokens, prompt), **forced}
+    return {k: v for k, v in body.items() if k not in result.omit_fields}
+
+
+def probe_headers(result: CheckResult) -> dict[str, str]:
+    """The request-id header a probe sends: a UUID where the server wants one."""
+    return {"X-Request-Id": str(uuid.uuid4()) if result.uuid_request_ids else probe_id()}

@@ -32,6 +32,7 @@ class WorkerSpec:
     anchor: tuple[float, float]
     uuid_request_ids: bool
     omit_fields: frozenset[str] = frozenset()
+    standing_body: tuple[tuple[str, Any], ...] = ()
 
 
 def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
@@ -54,6 +55,7 @@ async def _serve(spec: WorkerSpec, conn: Connection) -> None:
         clock=Clock.from_anchor(spec.anchor),
         uuid_request_ids=spec.uuid_request_ids,
         omit_fields=spec.omit_fields,
+        standing_body=dict(spec.standing_body),
     )
 
     async def run(key: int, request: ChatRequest, cancel_after_s: float | None, first: bool) -> None:
@@ -125,6 +127,7 @@ class MultiProcessChatClient:
         clock: Clock | None = None,
         uuid_request_ids: bool = False,
         omit_fields: frozenset[str] = frozenset(),
+        standing_body: dict[str, Any] | None = None,
     ) -> None:
         self.base_url, self.model = base_url, model
         self.clock = clock or Clock()
@@ -138,9 +141,19 @@ class MultiProcessChatClient:
             clock=self.clock,
             uuid_request_ids=uuid_request_ids,
             omit_fields=omit_fields,
+            standing_body=standing_body,
         )
         self.omit_fields = self._local.omit_fields
-        spec = WorkerSpec(base_url, model, api_key, self.clock.anchor, uuid_request_ids, frozenset(omit_fields))
+        self.standing_body = self._local.standing_body
+        spec = WorkerSpec(
+            base_url,
+            model,
+            api_key,
+            self.clock.anchor,
+            uuid_request_ids,
+            frozenset(omit_fields),
+            tuple(self.standing_body.items()),
+        )
         ctx = multiprocessing.get_context("spawn")  # never fork a process whose event loop is running
         self._workers = [_Worker(ctx, spec) for _ in range(max(1, procs))]
         self._keys = itertools.count()

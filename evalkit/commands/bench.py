@@ -4,31 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from tqdm import tqdm
-
-from evalkit.bench import BenchPlan, left_failed, load_prompts, measurements, packaged_prompts, run_bench, summarize
+from evalkit.bench.measure import BenchMeasurement
+from evalkit.bench.throughput import BenchPlan, load_prompts, packaged_prompts
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
-from evalkit.client.field_support import length_fields, unforced_words
-from evalkit.client.lag import client_lag
+from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import finite_float, nonneg_int, positive_int, timeout_s
 from evalkit.errors import UsageError
-from evalkit.evidence.capture import evidence_summary
-from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.evidence.gpu_telemetry import telemetry_line
-from evalkit.evidence.metrics_rates import COMBINED_SOURCE, SOURCE, combined_decode_rate, decode_rate
-from evalkit.evidence.prefix_cache_counters import hit_rate
-from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.gate import bisect
-from evalkit.runs.context import RunContext, open_run, print_run_path, profile_from_args
-from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.rundir import REQUESTS, RunFinished
+from evalkit.runs.session import measure_run, run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,91 +89,6 @@ def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
         warmup=max(0, args.warmup),
         timeout_s=args.timeout_s,
     )
-
-
-def _options(plan: BenchPlan) -> dict[str, object]:
-    """The flags that define a bench run: a resume with any of them different would mix two measurements."""
-    texts = hashlib.sha256("\0".join(f"{p.name}\0{p.text}" for p in plan.prompts).encode()).hexdigest()[:16]
-    return {
-        "--max-tokens": plan.max_tokens,
-        "--runs": plan.runs,
-        "--concurrency": plan.concurrency,
-        "--prompts": {"names": [p.name for p in plan.prompts], "sha256": texts},
-        "--no-ignore-eos": not plan.ignore_eos,
-    }
-
-
-async def _measure(args: argparse.Namespace, plan: BenchPlan) -> tuple[RunContext, dict, int]:
-    """Measure (or resume), write the summary and finish the run; the run, its summary and its exit code."""
-    total = plan.runs * len(plan.prompts) + (plan.runs * plan.concurrency if plan.concurrency > 1 else 0)
-    async with open_run(
-        args,
-        "bench",
-        {
-            "bench": {
-                "prompts": [p.name for p in plan.prompts],
-                "runs": plan.runs,
-                "max_tokens": plan.max_tokens,
-                "concurrency": plan.concurrency,
-                "ignore_eos": plan.ignore_eos,
-            }
-        },
-        _options(plan),
-    ) as ctx:
-        support = getattr(ctx.client.preflight, "fields", None)
-        forced, mode = length_fields(support, plan.max_tokens, plan.ignore_eos)
-        plan = BenchPlan(
-            **{
-                **plan.__dict__,
-                "extra_body": tuple(ctx.profile.extra_body.items()),
-                "length_body": tuple(forced.items()),
-                "length_mode": mode,
-                "length_why": unforced_words(support, plan.ignore_eos),
-            }
-        )
-        ctx.rundir.update_manifest(length_mode=mode)
-        with tqdm(total=total, desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
-            async with sample_gpu_memory(ctx.rundir, ctx.clock):
-                await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
-        await ctx.evidence.end()
-        lines = ctx.rundir.read(REQUESTS)
-        summary = summarize(lines, plan)
-        with_server_metrics(summary, ctx.rundir.read(METRICS_FILE), lines)
-        summary = {
-            **summary,
-            **evidence_summary(ctx.rundir.path),
-            "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
-            "client": client_lag(lines),
-        }
-        ctx.rundir.write_summary(summary)
-        code = 1 if summary["errors"] else 0
-        ctx.rundir.finish(exit_code=code, complete=not summary["errors"])
-        return ctx, summary, code
-
-
-def _failed_line(rundir_lines: list[dict], secrets: list[str | None]) -> str | None:
-    """The exit-1 line when measurements are left failed (`left_failed`, as the summary's `errors` counts them)."""
-    measured = [x for x in rundir_lines if x.get("bench_key")]
-    left = left_failed(measured)
-    keys = {(x["bench_key"], x.get("stream", 0)) for x in measured}
-    return failure_line("bench", count_failures((x.get("error") for x in left), len(keys)), secrets)
-
-
-def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]], lines: list[dict[str, Any]]) -> None:
-    """Where the server sent no `timings`, its decode rate per prompt and its streams' combined rate from its
-    /metrics windows (vLLM's counters); and its prefix-cache counters over the run."""
-    summary["prefix_cache"] = hit_rate(scrapes)
-    for name, p in summary["prompts"].items():
-        if p.get("server_tok_s") is None and (rate := decode_rate(scrapes, name)) is not None:
-            p["server_tok_s"], p["server_source"] = rate, SOURCE
-            p["vs_server"] = p["tok_s"] / rate - 1 if p.get("tok_s") else None
-    conc = summary.get("concurrent")
-    if conc and conc.get("server_combined_tok_s") is None:
-        done = measurements(lines)[0]
-        full = [g for k, g in done.items() if k.startswith("concurrent:") and len(g) == conc.get("streams")]
-        if (rate := combined_decode_rate(scrapes, full)) is not None:
-            conc["server_combined_tok_s"], conc["server_source"] = rate, COMBINED_SOURCE
-            conc["vs_server"] = conc["combined_tok_s"] / rate - 1 if conc.get("combined_tok_s") else None
 
 
 def _rate(v: float | None, failed: int) -> str:
@@ -272,16 +176,12 @@ def _bisect(args: argparse.Namespace, plan: BenchPlan) -> int:
         return code
 
     try:
-        asyncio.run(discover_model(profile_from_args(args)))
+        target = target_from_args(args)
+        asyncio.run(discover_model(target.profile))
     except UsageError as e:  # unreachable server: git bisect must skip this commit, not call it bad
         return record(None, bisect.SKIP, None, str(e))
-    try:
-        ctx, summary, _code = asyncio.run(_measure(args, plan))
-    except RunFinished as done:
-        done.say()
-        summary, path = done.summary, done.path
-    else:
-        path = ctx.rundir.path
+    result = measure_run(target, run_options_from_args(args), BenchMeasurement(plan))
+    summary, path = result.summary, result.path
     _print_table(summary)
     value = _metric_value(summary, args.metric)
     code = bisect.exit_code(value, good, bad)
@@ -299,16 +199,4 @@ def run(args: argparse.Namespace) -> int:
     plan = _plan(args, bisecting)
     if bisecting:
         return _bisect(args, plan)
-    try:
-        ctx, summary, code = asyncio.run(_measure(args, plan))
-    except RunFinished as done:  # the same run, complete: its own table and exit code
-        done.say()
-        _print_table(done.summary)
-        print(done.path, flush=True)
-        return done.exit_code
-    _print_table(summary)
-    print_run_path(ctx.rundir)
-    failed = _failed_line(ctx.rundir.read(REQUESTS), [ctx.profile.api_key])
-    if failed is not None:
-        print(failed, file=sys.stderr, flush=True)
-    return code
+    return run_measurement(target_from_args(args), run_options_from_args(args), BenchMeasurement(plan), _print_table)

@@ -10,17 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.client.lag import client_lag
+from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int, timeout_s
-from evalkit.config.profiles import THINKING_MODES, thinking_params
+from evalkit.config.profiles import THINKING_MODES
 from evalkit.errors import UsageError
-from evalkit.evidence.capture import evidence_summary
-from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
-from evalkit.redact import known_forms
-from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.context import RunContext, print_run_path
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
+from evalkit.runs.session import run_measurement
+from evalkit_evals.measure import OnePass, open_judge, score_run
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -199,52 +197,6 @@ def _check_resume(args: argparse.Namespace, fields: dict[str, Any]) -> None:
         )
 
 
-def _failed_line(latest: list[dict[str, Any]], secrets: list[str | None], replay: bool) -> str | None:
-    """The exit-1 line when questions are left graded `error` (their latest line: a resume re-asked the rest)."""
-    then = (
-        "the replay cannot retry them: fix the answers file and grade it under another --name or with --fresh"
-        if replay
-        else "run the same command again to ask them again"
-    )
-    errors = (ln.get("why") for ln in latest if ln.get("outcome") == "error")
-    return failure_line("capability", count_failures(errors, len(latest)), secrets, what="questions", then=then)
-
-
-def _finish(
-    rundir: RunDir,
-    lines: list[dict[str, Any]],
-    thinking: str | None,
-    extra: dict[str, Any],
-    secrets: list[str | None] = [],  # noqa: B006 - read, never changed
-    per_line: bool = False,
-) -> int:
-    """Summarize, print the table and the run's path. `per_line` (replay): every line is its own case; otherwise
-    the last line of each id and repeat counts (a resumed live run re-asks errored questions)."""
-    from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
-
-    latest = lines if per_line else latest_per_id(lines)
-    warning = thinking_warning(latest, thinking)
-    truncated = sum(1 for ln in latest if ln.get("finish_reason") == "length")
-    summary = summarize(
-        latest,
-        thinking,
-        truncated_answers=truncated,
-        thinking_warning=warning,
-        thinking_seen=sum(1 for ln in latest if ln.get("thinking")),
-        **extra,
-    )
-    rundir.write_summary(summary)
-    failed = _failed_line(latest, secrets, extra.get("mode") == "replay")
-    # A replay cannot do better by running again: complete either way.
-    rundir.finish(exit_code=1 if failed else 0, complete=failed is None or extra.get("mode") == "replay")
-    _print_summary(summary)
-    print_run_path(rundir)
-    if failed is not None:
-        sys.stderr.write(failed + "\n")
-        return 1
-    return 0
-
-
 def _print_summary(summary: dict[str, Any]) -> None:
     """The table and the lines under it, as a run prints them at its end (and again when started finished)."""
     from evalkit_evals.scoreboard import table
@@ -301,7 +253,7 @@ async def _replay_async(args: argparse.Namespace) -> int:
     datasets = sorted({it.dataset for it in items.values()})
     code_judge, isolation = _code_judge(datasets, args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
-    judge = await _open_judge(judge_settings, args.concurrency or 4)
+    judge = await open_judge(judge_settings, args.concurrency or 4)
     name = args.name or default_run_name("capability")
     manifest = {
         "mode": "replay",
@@ -347,23 +299,21 @@ async def _replay_async(args: argparse.Namespace) -> int:
     finally:
         if judge is not None:
             await judge.aclose()
-    return _finish(rundir, lines, None, {"mode": "replay", "question_set": qset.name}, per_line=True)
+    got = score_run(lines, None, {"mode": "replay", "question_set": qset.name}, per_line=True)
+    rundir.write_summary(got.summary)
+    rundir.finish(exit_code=got.exit_code, complete=got.complete)
+    _print_summary(got.summary)
+    print_run_path(rundir)
+    if got.failure is not None:
+        sys.stderr.write(got.failure + "\n")
+    return got.exit_code
 
 
-async def _open_judge(settings: Any, concurrency: int) -> Any:
-    """The judge, checked reachable before any grading (exit 2 in one line when it is not); None without one."""
-    if settings is None:
-        return None
-    from evalkit_evals.model_judge import ModelJudge
-
-    return await ModelJudge.connect(settings, concurrency)
-
-
-async def _live(args: argparse.Namespace) -> int:
-    from evalkit_evals.grader import Grader
+def _live(args: argparse.Namespace) -> int:
+    from evalkit_evals.measure import CapabilityMeasurement
     from evalkit_evals.prompting import template_hashes
     from evalkit_evals.question_set import load_manifest, parse_datasets, select_items
-    from evalkit_evals.runner import Sampling, run_live
+    from evalkit_evals.runner import Sampling
 
     if args.thinking is None:
         raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
@@ -417,77 +367,44 @@ async def _live(args: argparse.Namespace) -> int:
         "--judge": manifest.get("judge"),
     }
     scope = {"datasets": datasets, "limit": args.limit}  # a complete run asked for more questions resumes
-    async with open_run(args, "capability", manifest, options, scope) as ctx:
-        concurrency = args.concurrency or ctx.profile.concurrency or 1
-        if judge_settings is not None and judge_settings.api_key:
-            ctx.rundir.secrets += known_forms((judge_settings.api_key,))
-        judge = await _open_judge(judge_settings, concurrency)
-        body, system_prompt = thinking_params(ctx.profile, args.thinking)
-        extra_body = {**ctx.profile.extra_body, **body}
-        ctx.rundir.update_manifest(concurrency=concurrency, request_extra_body=extra_body, system_prompt=system_prompt)
-        grader = Grader(args.data_dir, code_judge)
-        wanted = {it.qid for it in items}
-        under: dict[str, Any] = {}
+    under_load = None
+    if load_spec is not None:
+        from evalkit.commands.under_load import run_passes
+        from evalkit.load.background import BackgroundLoad
 
-        async def one_pass(graded: str = "graded.jsonl", tags: dict[str, Any] | None = None) -> None:
-            await run_live(
+        spec, wanted = load_spec, {it.qid for it in items}
+
+        async def under_load(ctx: RunContext, one_pass: OnePass) -> dict[str, Any]:
+            return await run_passes(
                 ctx.rundir,
-                ctx.client,
-                items,
-                grader,
-                short,
-                extra_body,
-                system_prompt,
-                max_tokens,
-                concurrency,
-                Sampling(args.repeats, temperature, args.timeout_s),
-                graded=graded,
-                pass_tags=tags,
-                judge=judge,
+                spec,
+                args.idle_run,
+                one_pass,
+                lambda write: BackgroundLoad(ctx.client, ctx.clock, spec, write),
+                wanted,
             )
 
-        try:
-            async with sample_gpu_memory(ctx.rundir, ctx.clock):
-                if load_spec is None:
-                    await one_pass()
-                else:
-                    from evalkit.commands.under_load import run_passes
-                    from evalkit.load.background import BackgroundLoad
-
-                    spec = load_spec
-                    under = await run_passes(
-                        ctx.rundir,
-                        spec,
-                        args.idle_run,
-                        one_pass,
-                        lambda write: BackgroundLoad(ctx.client, ctx.clock, spec, dict(ctx.profile.extra_body), write),
-                        wanted,
-                    )
-        finally:
-            grader.close()
-            if judge is not None:
-                await judge.aclose()
-        lines = [ln for ln in ctx.rundir.read("graded.jsonl") if ln["id"] in wanted]
-        await ctx.evidence.end()
-        return _finish(
-            ctx.rundir,
-            lines,
-            args.thinking,
-            {
-                "mode": "live",
-                "question_set": qset.name,
-                "question_set_sha256": qset.sha256,
-                **evidence_summary(ctx.rundir.path),
-                "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
-                "client": client_lag(ctx.rundir.read("requests.jsonl")),
-                **({"under_load": under} if under else {}),
-            },
-            [ctx.profile.api_key],
-        )
+    measurement = CapabilityMeasurement(
+        items=tuple(items),
+        thinking=args.thinking,
+        max_tokens=max_tokens,
+        sampling=Sampling(args.repeats, temperature, args.timeout_s),
+        revisions=short,
+        manifest=manifest,
+        options=options,
+        scope=scope,
+        question_set=(qset.name, qset.sha256),
+        data_dir=args.data_dir,
+        concurrency=args.concurrency,
+        code_judge=code_judge,
+        judge_settings=judge_settings,
+        under_load=under_load,
+    )
+    return run_measurement(target_from_args(args), run_options_from_args(args), measurement, _print_summary)
 
 
 def _said_finished(done: RunFinished) -> int:
-    """A complete run started again: one line, its own table, its own exit code."""
+    """A complete replay started again: one line, its own table, its own exit code."""
     done.say()
     _print_summary(done.summary)
     print(done.path, flush=True)
@@ -500,7 +417,4 @@ def run(args: argparse.Namespace) -> int:
         if args.under_load is not None:
             raise UsageError("--under-load asks a live server; it does not go with --replay")
         return _replay(args)
-    try:
-        return asyncio.run(_live(args))
-    except RunFinished as done:
-        return _said_finished(done)
+    return _live(args)

@@ -14,12 +14,13 @@ from evalkit.check import full_check
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.client.probe import ALL_COMMANDS, CheckResult, Row
+from evalkit.commands.target_flags import profile_from_args
 from evalkit.config.argtypes import timeout_s
 from evalkit.config.profiles import THINKING_MODES, manifest_fields, thinking_params
 from evalkit.errors import UsageError
 from evalkit.evidence.server_identity import identify
 from evalkit.redact import scrub_tree
-from evalkit.runs.context import print_run_path, profile_from_args
+from evalkit.runs.context import print_run_path
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 

@@ -11,11 +11,9 @@ times. Load runs do not resume: an existing `--name` is refused.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
@@ -27,6 +25,7 @@ from evalkit.commands.load_shaping import (
     shaping_options,
     stage_rate,
 )
+from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import (
     MAX_REQUESTS,
     any_int,
@@ -38,6 +37,7 @@ from evalkit.config.argtypes import (
 )
 from evalkit.errors import UsageError
 from evalkit.evidence.capture import evidence_summary
+from evalkit.load.measure import LoadMeasurement, refuse_existing
 from evalkit.load.metrics import judge_point, point_metrics
 from evalkit.load.runner import LoadRunner, PointRun
 from evalkit.load.schedule import ARRIVALS, PointPlan, PointSpec, render_plan
@@ -46,9 +46,9 @@ from evalkit.load.slo import parse_target
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
-from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.failures import FailureCount, count_failures, failure_line
-from evalkit.runs.rundir import MANIFEST, REQUESTS, utc_now_iso
+from evalkit.runs.context import RunContext
+from evalkit.runs.rundir import utc_now_iso
+from evalkit.runs.session import run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -178,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
         if args.search:
             sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
         return 0
-    refuse_existing(args)
-    return asyncio.run(_run(args, mode, load, workload, targets))
+    refuse_existing(args.out, args.name, args.fresh)
+    return _run(args, mode, load, workload, targets)
 
 
 def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]:
@@ -203,86 +203,72 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
     }
 
 
-async def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
+def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
     options = _options(args, mode, start)
-    async with open_run(args, "load", {"seed": args.seed, "load": options}, {"--seed": args.seed, **options}) as ctx:
-        if args.token_scale is None:
-            scale, how = await measure_token_scale(ctx.client, dict(ctx.profile.extra_body))
-            workload = dataclasses.replace(workload, token_scale=scale)
-            ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
+
+    async def run(ctx: RunContext) -> dict[str, Any]:
+        return await _measure(args, mode, start, workload, targets, ctx)
+
+    measurement = LoadMeasurement({"seed": args.seed, "load": options}, {"--seed": args.seed, **options}, run)
+    return run_measurement(
+        target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_table(s), flush=True)
+    )
+
+
+async def _measure(
+    args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any], ctx: RunContext
+) -> dict[str, Any]:
+    """The points of the run (a search, or one point at `start`), its summary."""
+    if args.token_scale is None:
+        scale, how = await measure_token_scale(ctx.client)
+        workload = dataclasses.replace(workload, token_scale=scale)
+        ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
+    else:
+        ctx.rundir.update_manifest(token_scale=args.token_scale, tokenization={"method": "--token-scale"})
+    runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, args.timeout_s)
+    next_id = [0]
+
+    async def measure(load: float) -> bool:
+        reps = []
+        for repeat in range(args.runs):
+            spec = PointSpec(mode, load, repeat)
+            point = PointRun(next_id[0], _plan(args, workload, spec))
+            next_id[0] += 1
+            t0 = utc_now_iso()
+            await runner.run_point(point)
+            await ctx.evidence.snapshot(f"{spec.label} repeat {repeat}")  # the server's counters per point
+            m = point_metrics(point.measured(), mode, load, targets)
+            reps.append(m)
+            ctx.rundir.append(
+                POINTS,
+                {
+                    "point": point.point_id,
+                    "mode": mode,
+                    "load": load,
+                    "repeat": repeat,
+                    "key": spec.key(args.seed),
+                    "started": t0,
+                    "finished": utc_now_iso(),
+                    "valid": m["valid"],
+                    "invalid_reasons": m["invalid_reasons"],
+                    "measured_requests": len(point.measured()),
+                    "stopped_on_precision": point.stopped_early,
+                },
+            )
+        verdict = judge_point(reps, targets)
+        _progress(mode, load, reps, verdict)
+        return bool(verdict["meets_slo"])
+
+    try:
+        if args.search:
+            top = args.search_max or (256.0 if mode == "concurrency" else 1000.0)
+            await search_max(measure, start, top, integer=mode == "concurrency", resolution=args.resolution)
         else:
-            ctx.rundir.update_manifest(token_scale=args.token_scale, tokenization={"method": "--token-scale"})
-        runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, dict(ctx.profile.extra_body), args.timeout_s)
-        next_id = [0]
-
-        async def measure(load: float) -> bool:
-            reps = []
-            for repeat in range(args.runs):
-                spec = PointSpec(mode, load, repeat)
-                point = PointRun(next_id[0], _plan(args, workload, spec))
-                next_id[0] += 1
-                t0 = utc_now_iso()
-                await runner.run_point(point)
-                await ctx.evidence.snapshot(f"{spec.label} repeat {repeat}")  # the server's counters per point
-                m = point_metrics(point.measured(), mode, load, targets)
-                reps.append(m)
-                ctx.rundir.append(
-                    POINTS,
-                    {
-                        "point": point.point_id,
-                        "mode": mode,
-                        "load": load,
-                        "repeat": repeat,
-                        "key": spec.key(args.seed),
-                        "started": t0,
-                        "finished": utc_now_iso(),
-                        "valid": m["valid"],
-                        "invalid_reasons": m["invalid_reasons"],
-                        "measured_requests": len(point.measured()),
-                        "stopped_on_precision": point.stopped_early,
-                    },
-                )
-            verdict = judge_point(reps, targets)
-            _progress(mode, load, reps, verdict)
-            return bool(verdict["meets_slo"])
-
-        try:
-            if args.search:
-                top = args.search_max or (256.0 if mode == "concurrency" else 1000.0)
-                await search_max(measure, start, top, integer=mode == "concurrency", resolution=args.resolution)
-            else:
-                await measure(start)
-        finally:
-            runner.close()
-        await ctx.evidence.end()
-        summary = {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
-        ctx.rundir.write_summary(summary)
-        reqs = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
-        failed = load_failure_line(
-            count_failures((x.get("error") for x in reqs if x.get("outcome") == "error"), len(reqs)),
-            [ctx.profile.api_key],
-        )
-        ctx.rundir.finish(exit_code=1 if failed else 0)
-        print(_table(summary), flush=True)
-        print_run_path(ctx.rundir)
-    if failed is not None:
-        sys.stderr.write(failed + "\n")
-        return 1
-    return 0
-
-
-def refuse_existing(args: argparse.Namespace) -> None:
-    """Load runs do not resume: an existing --name is refused before any request, unless --fresh."""
-    if args.name and not args.fresh and (Path(args.out) / args.name / MANIFEST).exists():
-        raise UsageError(
-            f"{Path(args.out) / args.name} exists; load runs do not resume: pick another --name, or add --fresh "
-            "to measure again (its old files are deleted)"
-        )
-
-
-def load_failure_line(count: FailureCount, secrets: list[str | None]) -> str | None:
-    """The exit-1 line of a load run with failed requests (load runs do not resume)."""
-    return failure_line("load", count, secrets, then="load runs do not resume: add --fresh to measure again")
+            await measure(start)
+    finally:
+        runner.close()
+    await ctx.evidence.end()
+    return {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
 
 
 def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[str, Any]) -> None:

@@ -7,12 +7,12 @@ conversations and shared-prefix groups send chats of several messages and write 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import (
     MAX_TURNS,
     MAX_USERS,
@@ -27,6 +27,7 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.load import conversation, shared_prefix
 from evalkit.load.cache_metrics import metrics_hit_rate
 from evalkit.load.cache_reset import reset_prefix_cache
+from evalkit.load.measure import LoadMeasurement, refuse_existing
 from evalkit.load.runner import LoadRunner, PointRun
 from evalkit.load.session_summary import SESSIONS, session_summary
 from evalkit.load.slo import parse_target
@@ -36,9 +37,9 @@ from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, TraceOptions, ideal_hit_to
 from evalkit.load.trace import trace_plan as make_trace_plan
 from evalkit.load.turns import TurnSender, hit_rate
 from evalkit.load.workload import Lengths
-from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.failures import count_failures
-from evalkit.runs.rundir import REQUESTS, utc_now_iso
+from evalkit.runs.context import RunContext
+from evalkit.runs.rundir import utc_now_iso
+from evalkit.runs.session import run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,9 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{chosen[0]} sets its own load: drop --search, --rate and --concurrency")
     if args.slo and not args.trace:
         raise UsageError("--slo targets apply to --rate, --concurrency and --trace runs")
-    from evalkit.commands.load import refuse_existing
-
-    refuse_existing(args)
+    refuse_existing(args.out, args.name, args.fresh)
     if args.trace:
         for target in args.slo:
             parse_target(target)  # a bad target is refused before any request
@@ -137,10 +136,10 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(f"{i:5d}  {off:9.4f}  {r.prompt_tokens:13d}  {r.output_tokens:13d}  {r.digest()}")
             sys.stdout.write("\n".join(rows) + "\n")
             return 0
-        return asyncio.run(_run_trace(args, lines, opts))
+        return _run_trace(args, lines, opts)
     if args.dry_run:
         raise UsageError("--dry-run prints a --rate, --concurrency or --trace plan")
-    return asyncio.run(_run_sessions(args))
+    return _run_sessions(args)
 
 
 def _common(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,12 +157,12 @@ async def _token_scale(args: argparse.Namespace, ctx: Any) -> float:
     if args.token_scale is not None:
         ctx.rundir.update_manifest(token_scale=args.token_scale, tokenization={"method": "--token-scale"})
         return float(args.token_scale)
-    scale, how = await measure_token_scale(ctx.client, dict(ctx.profile.extra_body))
+    scale, how = await measure_token_scale(ctx.client)
     ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
     return scale
 
 
-async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -> int:
+def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -> int:
     trace_opts = {
         "file": str(args.trace),
         "speedup": opts.speedup,
@@ -173,10 +172,11 @@ async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -
     }
     load_opts = {**_common(args), "slo": list(args.slo), "mode": "rate", "arrivals": "trace", "trace": trace_opts}
     manifest = {"seed": args.seed, "load": load_opts}
-    async with open_run(args, "load", manifest, {"--seed": args.seed, **load_opts}) as ctx:
+
+    async def run(ctx: RunContext) -> dict[str, Any]:
         scale = await _token_scale(args, ctx)
         plan = make_trace_plan(lines, opts, scale)  # every prompt built before the first send
-        runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, dict(ctx.profile.extra_body), args.timeout_s)
+        runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, args.timeout_s)
         point = PointRun(0, plan)
         t0 = utc_now_iso()
         # A full collection walking the thousands of prompts built in advance pauses the loop for milliseconds, and
@@ -188,7 +188,6 @@ async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -
         finally:
             gc.unfreeze()
             runner.close()
-        assert ctx.evidence is not None
         await ctx.evidence.snapshot("trace")
         ctx.rundir.append(
             POINTS,
@@ -220,10 +219,15 @@ async def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -
             "prefix_cache": hit_rate([x for x in measured if x.get("outcome") in ("correct", "wrong")]),
             "prefix_cache_metrics": metrics_hit_rate(ctx.rundir.path),
         }
-        return _finish(ctx, summary, _trace_table(summary))
+        return summary
+
+    measurement = LoadMeasurement(manifest, {"--seed": args.seed, **load_opts}, run, errors_fail=True)
+    return run_measurement(
+        target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_trace_table(s), flush=True)
+    )
 
 
-async def _run_sessions(args: argparse.Namespace) -> int:
+def _run_sessions(args: argparse.Namespace) -> int:
     kind = "conversation" if args.conversations else "shared_prefix"
     opts: dict[str, Any] = {**_common(args), "mode": kind}
     opts["max_tokens"] = args.max_tokens
@@ -237,9 +241,10 @@ async def _run_sessions(args: argparse.Namespace) -> int:
             cache_runs=args.cache_runs,
             concurrency=args.concurrency or 1,
         )
-    async with open_run(args, "load", {"seed": args.seed, "load": opts}, {"--seed": args.seed, **opts}) as ctx:
+
+    async def run(ctx: RunContext) -> dict[str, Any]:
         scale = await _token_scale(args, ctx)
-        sender = TurnSender(ctx.rundir, ctx.client, dict(ctx.profile.extra_body), args.timeout_s)
+        sender = TurnSender(ctx.rundir, ctx.client, args.timeout_s)
         prompt, output = (
             Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
             Lengths.parse(args.output_tokens, "--output-tokens"),
@@ -273,29 +278,16 @@ async def _run_sessions(args: argparse.Namespace) -> int:
             sender.close()
         for rec in records:
             ctx.rundir.append(SESSIONS, rec)
-        assert ctx.evidence is not None
         await ctx.evidence.snapshot(kind)
         await ctx.evidence.end()
-        summary = {**session_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
-        return _finish(ctx, summary, _session_table(summary))
+        return {**session_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
 
-
-def _finish(ctx: Any, summary: dict[str, Any], table: str) -> int:
-    from evalkit.commands.load import load_failure_line
-
-    ctx.rundir.write_summary(summary)
-    measured = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
-    failed = load_failure_line(
-        count_failures((x.get("error") for x in measured if x.get("outcome") == "error"), len(measured)),
-        [ctx.profile.api_key],
+    measurement = LoadMeasurement(
+        {"seed": args.seed, "load": opts}, {"--seed": args.seed, **opts}, run, errors_fail=True
     )
-    code = 1 if failed or summary.get("errors") else 0
-    ctx.rundir.finish(exit_code=code)
-    print(table, flush=True)
-    print_run_path(ctx.rundir)
-    if failed is not None:
-        sys.stderr.write(failed + "\n")
-    return code
+    return run_measurement(
+        target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_session_table(s), flush=True)
+    )
 
 
 def _pct(x: Any) -> str:

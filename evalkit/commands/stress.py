@@ -27,42 +27,29 @@ A completed run started again says it is finished and exits with its own code; `
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import secrets
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from evalkit.check import KILL_ROW, kill_check
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.client.field_support import length_fields
-from evalkit.client.tokenize import TokenCounter
+from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import any_int, positive_float, positive_int, timeout_s
 from evalkit.errors import UsageError
-from evalkit.evidence.capture import evidence_summary
-from evalkit.evidence.gpu_memory import nvidia_smi, peaks_line
+from evalkit.evidence.gpu_memory import peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
-from evalkit.evidence.prefix_cache_counters import hit_rate
-from evalkit.evidence.server_metrics import METRICS_FILE
-from evalkit.runs.context import open_run, print_run_path
-from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.rundir import RunFinished, read_json_object
+from evalkit.runs.rundir import read_json_object
+from evalkit.runs.session import run_measurement
 from evalkit_stress.diagnose import diagnosis_lines
+from evalkit_stress.measure import StressMeasurement
 from evalkit_stress.resume import (
-    CYCLES_FILE,
-    SCHEDULE_OPTIONS,
-    attempt_of,
     check_resume,
-    completed_cycles,
-    load_fitted,
 )
-from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
+from evalkit_stress.runner import RunOptions
 from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
-from evalkit_stress.scenario_results import SCENARIO_COPY, check_same_scenarios, scenario_summary, summary_lines
+from evalkit_stress.scenario_results import check_same_scenarios, summary_lines
 from evalkit_stress.schedule import build_schedule, render_schedule
-from evalkit_stress.summary import build_summary
 
 EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one
 cancelled part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual
@@ -187,10 +174,33 @@ def run(args: argparse.Namespace) -> int:
         # Before opening the run: a refused resume must not stamp a resume into the manifest.
         check_resume(Path(args.out) / args.name, {"seed": args.seed, "cycles": args.cycles, **_options(args)})
         check_same_scenarios(Path(args.out) / args.name, source)
-    try:
-        return asyncio.run(_run(args, schedule))
-    except RunFinished as done:
-        return _said_finished(done, args.scenario_source.builtin)
+    measurement = StressMeasurement(
+        schedule=schedule,
+        seed=args.seed,
+        cycles=args.cycles,
+        source=source,
+        settings=_options(args),
+        send=RunOptions(
+            time_scale=args.time_scale,
+            short_max_tokens=args.short_max_tokens,
+            long_max_tokens=args.long_max_tokens,
+            gen_tokens=args.gen_tokens,
+            timeout_s=args.timeout_s,
+            gpu_interval_s=args.gpu_interval,
+            # Bars only on a terminal: in a log, tqdm's carriage returns make one endless line.
+            progress=not args.no_progress and sys.stderr.isatty(),
+            log_steps=not args.no_progress and not sys.stderr.isatty(),
+        ),
+        ignore_eos=args.ignore_eos,
+        max_minutes=args.max_minutes,
+    )
+
+    def show(summary: dict[str, Any]) -> None:
+        _print_summary(summary)
+        if not source.builtin:
+            print("\n".join(summary_lines(summary)), flush=True)
+
+    return run_measurement(target_from_args(args), run_options_from_args(args), measurement, show)
 
 
 def _salt(args: argparse.Namespace) -> str:
@@ -222,163 +232,6 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "scenario_sha256": args.scenario_source.sha256,
         "scenario_builtin": args.scenario_source.builtin,
     }
-
-
-async def _run(args: argparse.Namespace, schedule: Any) -> int:
-    options = _options(args)
-    defining = {
-        "--seed": args.seed,
-        "--cycles": args.cycles,
-        **{"--" + k.replace("_", "-"): options[k] for k in SCHEDULE_OPTIONS if k in options},
-        "--scenario": {"file": options["scenario_file"], "sha256": options["scenario_sha256"]},
-    }
-    async with open_run(args, "stress", {"seed": args.seed, "cycles": args.cycles, "stress": options}, defining) as ctx:
-        rd = ctx.rundir
-        manifest = rd.manifest
-        attempt = attempt_of(manifest)
-        completed = completed_cycles(rd.read(CYCLES_FILE)) if rd.resumed else {}
-        if not (rd.path / SCENARIO_COPY).exists():
-            # The run keeps its scenario file, so its summary can be recomputed from the directory alone.
-            (rd.path / SCENARIO_COPY).write_text(args.scenario_source.text, encoding="utf-8")
-        fitted = load_fitted(rd.read(PROMPTS_FILE), schedule) if rd.resumed else {}
-        counter = (
-            TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
-            if rd.resumed and manifest.get("tokenization")
-            else None
-        )
-        if rd.resumed:
-            print(
-                f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{args.cycles} cycles already done, "
-                f"{len(fitted)} long prompts reloaded",
-                file=sys.stderr,
-                flush=True,
-            )
-        stop = asyncio.Event()
-        reason: dict[str, str] = {}
-        loop = asyncio.get_running_loop()
-
-        def on_sigint() -> None:
-            # First Ctrl-C: stop cleanly and keep everything; a second one falls back to the default.
-            reason.setdefault("stopped", "interrupted")
-            stop.set()
-            loop.remove_signal_handler(signal.SIGINT)
-
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        timer = None
-        if args.max_minutes:
-
-            def on_time() -> None:
-                reason.setdefault("stopped", "max_minutes")
-                stop.set()
-
-            timer = loop.call_later(args.max_minutes * 60, on_time)
-        kill = await kill_check(
-            ctx.client.base_url,
-            ctx.client.model,
-            ctx.profile.api_key,
-            dict(ctx.profile.extra_body),
-            ctx.client.uuid_request_ids,
-            preflight=ctx.client.preflight,
-        )
-        killing = {"kills": kill.supported, "detail": kill.detail}
-        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), args.gen_tokens, args.ignore_eos)
-        ctx.rundir.update_manifest(
-            generation_length={"mode": mode, "fields": sorted(forced), "ignore_eos_flag": args.ignore_eos}
-        )
-        ctx.rundir.update_manifest(stream_killing=killing)
-        if kill.supported:
-            print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
-        opts = RunOptions(
-            time_scale=args.time_scale,
-            short_max_tokens=args.short_max_tokens,
-            long_max_tokens=args.long_max_tokens,
-            gen_tokens=args.gen_tokens,
-            timeout_s=args.timeout_s,
-            gpu_interval_s=args.gpu_interval,
-            # Bars only on a terminal: in a log, tqdm's carriage returns make one endless line.
-            extra_body=dict(ctx.profile.extra_body),
-            progress=not args.no_progress and sys.stderr.isatty(),
-            log_steps=not args.no_progress and not sys.stderr.isatty(),
-            kills_streams=bool(kill.supported),
-            length_body=forced,
-            length_mode=mode,
-        )
-        exe = nvidia_smi()
-        runner = StressRunner(
-            ctx.rundir,
-            ctx.client,
-            ctx.clock,
-            schedule,
-            opts,
-            stop,
-            gpu_exe=exe,
-            attempt=attempt,
-            completed=completed,
-            fitted=fitted,
-            counter=counter,
-            on_scenario_end=lambda name: ctx.evidence.snapshot(f"scenario:{name}"),
-        )
-        ctx.rundir.update_manifest(gpu_memory_sampler=exe)
-        try:
-            await runner.run()
-        finally:
-            if timer is not None:
-                timer.cancel()
-            try:
-                loop.remove_signal_handler(signal.SIGINT)
-            except (ValueError, RuntimeError):
-                pass
-        stopped = reason.get("stopped", "completed")
-        await ctx.evidence.end()
-        summary = {
-            **build_summary(ctx.rundir.path, args.seed, args.cycles, options, stopped).to_json(),
-            **evidence_summary(ctx.rundir.path),
-            **scenario_summary(ctx.rundir.path),
-            "stream_killing": killing,
-            # The server's own prefix-cache counters over the run (a warm server serves prompts from its cache).
-            "prefix_cache": hit_rate(ctx.rundir.read(METRICS_FILE)),
-        }
-        ctx.rundir.write_summary(summary)
-        code, failed = _exit(summary, stopped, [ctx.profile.api_key])
-        # Errors in completed cycles are the server's answers under stress: a resume re-runs only cut cycles.
-        ctx.rundir.finish(exit_code=code, complete=stopped == "completed", stopped=stopped)
-        _print_summary(summary)
-        if not args.scenario_source.builtin:
-            print("\n".join(summary_lines(summary)), flush=True)
-        print_run_path(ctx.rundir)
-    if failed is not None:
-        print(failed, file=sys.stderr, flush=True)
-    return code
-
-
-def _exit(summary: dict[str, Any], stopped: str, secrets: list[str | None]) -> tuple[int, str | None]:
-    """The run's exit code, and the line saying how many requests failed (None when none did)."""
-    if stopped == "interrupted":
-        return 130, None
-    failed = failure_line(
-        "stress",
-        count_failures(
-            (e.get("error") or e.get("kind") for e in summary["error_requests"] if e.get("scenario") != "calibration"),
-            summary["requests"],
-        ),
-        secrets,
-        then="listed in summary.json error_requests (a resume re-runs only cycles cut short)",
-    )
-    if failed is not None:
-        return 1, failed
-    # Contract: 1 = a check failed. A partial run's expectations are still shown but only judged when complete.
-    return (1 if summary.get("expectations_failed") and stopped == "completed" else 0), None
-
-
-def _said_finished(done: RunFinished, builtin: bool) -> int:
-    """A complete run started again: one line, its own summary, its own exit code."""
-    done.say()
-    summary = done.summary
-    _print_summary(summary)
-    if not builtin:
-        print("\n".join(summary_lines(summary)), flush=True)
-    print(done.path, flush=True)
-    return done.exit_code
 
 
 def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:

@@ -138,23 +138,6 @@ def resolve_profile(
     )
 
 
-def resolve_from_args(args: Any) -> ServerProfile:
-    """The server profile the common flags (`--server`, `--base-url`, ...) describe, with its API key read from the
-    environment; done once per run, where the command starts (`evalkit.cli` keeps it as `args.resolved_profile`)."""
-    resolved = getattr(args, "resolved_profile", None)
-    if isinstance(resolved, ServerProfile):
-        return resolved
-    profile = resolve_profile(
-        getattr(args, "config", None),
-        getattr(args, "server", None),
-        getattr(args, "base_url", None),
-        getattr(args, "model", None),
-        getattr(args, "api_key_env", None),
-    )
-    args.resolved_profile = profile
-    return profile
-
-
 def thinking_params(profile: ServerProfile, mode: str) -> tuple[dict[str, Any], str | None]:
     """(extra request body, system prompt or None) that ask this server for thinking `mode`."""
     if mode not in THINKING_MODES:

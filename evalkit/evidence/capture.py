@@ -8,12 +8,12 @@ the same files back as `evalkit.evidence.server_evidence.ServerEvidence`.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile
+from evalkit.config.target import EvidenceOptions
 from evalkit.evidence.gpu_telemetry import TELEMETRY_FILE, TelemetrySampler, open_reader, summarize_telemetry
 from evalkit.evidence.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
 from evalkit.evidence.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
@@ -103,20 +103,20 @@ class EvidenceCapture:
 DEFAULT_SAMPLE_S = {"stress": 1.0}
 
 
-def evidence_from_args(
-    args: argparse.Namespace, kind: str, rundir: RunDir, profile: ServerProfile, key: str | None, clock: Clock
+def evidence_capture(
+    options: EvidenceOptions, kind: str, rundir: RunDir, profile: ServerProfile, key: str | None, clock: Clock
 ) -> EvidenceCapture:
-    """The evidence capture the command's flags (`--server-log`, `--metrics-interval`, `--no-metrics`) ask for."""
-    interval = getattr(args, "metrics_interval", None)
+    """The evidence capture the run's options (`--server-log`, `--metrics-interval`, `--no-metrics`) ask for."""
+    interval = options.metrics_interval
     sample_s = DEFAULT_SAMPLE_S.get(kind, 0.0) if interval is None else max(0.0, interval)
     headers = {"Authorization": f"Bearer {key}"} if key else None
     return EvidenceCapture(
         rundir,
         profile.base_url or "",
         clock,
-        metrics=getattr(args, "metrics", True),
+        metrics=options.metrics,
         sample_s=sample_s,
-        log_path=getattr(args, "server_log", None),
+        log_path=options.server_log,
         log_patterns=profile.log_patterns,
         headers=headers,
         secrets=(key,),

@@ -35,12 +35,11 @@ class BackgroundLoad:
         client: ChatClient,
         clock: Clock,
         spec: LoadSpec,
-        extra_body: dict[str, Any],
         write: Callable[[dict[str, Any]], None],
         timeout_s: float = 300.0,
     ) -> None:
         self.client, self.clock, self.spec = client, clock, spec
-        self.extra_body, self.write, self.timeout_s = extra_body, write, timeout_s
+        self.write, self.timeout_s = write, timeout_s
         self.lines: list[dict[str, Any]] = []
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -69,7 +68,7 @@ class BackgroundLoad:
         if self._stop.is_set():
             ticket.leave()
             return
-        chat = req.chat_request("bg", self.spec.reasoning_room, self.extra_body, self.timeout_s)
+        chat = req.chat_request("bg", self.spec.reasoning_room, self.timeout_s)
         try:
             rec = await self.client.chat(chat, cancel_event=self._stop, on_first_token=ticket.first_token)
         finally:

@@ -64,13 +64,10 @@ class PointRun:
 class LoadRunner:
     """Sends the requests of load points and writes one line per request as it completes."""
 
-    def __init__(
-        self, rundir: RunDir, client: ChatClient, clock: Clock, extra_body: dict[str, Any], timeout_s: float
-    ) -> None:
+    def __init__(self, rundir: RunDir, client: ChatClient, clock: Clock, timeout_s: float) -> None:
         self.rundir = rundir
         self.client = client
         self.clock = clock
-        self.extra_body = extra_body
         self.timeout_s = timeout_s
         # fsync takes milliseconds; done on the event loop it would make the next sends late.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="load-writer")
@@ -102,7 +99,7 @@ class LoadRunner:
         spec = point.plan.spec
         ticket = await point.caps.enter(self.clock)
         released = ticket.released_at
-        chat = req.chat_request("load", point.plan.reasoning_room, self.extra_body, self.timeout_s)
+        chat = req.chat_request("load", point.plan.reasoning_room, self.timeout_s)
         try:
             rec = await self.client.chat(chat, cancel_event=cancel, on_first_token=ticket.first_token)
         finally:

@@ -20,7 +20,7 @@ from evalkit.load.workload import filler_text
 SAMPLE_TOKENS = 1000
 
 
-async def measure_token_scale(client: ChatClient, extra_body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+async def measure_token_scale(client: ChatClient) -> tuple[float, dict[str, Any]]:
     """(server tokens per sim-rule token, how they were counted); 1.0 when the server cannot count."""
 
     async def usage_probe(messages: list[dict[str, str]]) -> int | None:
@@ -28,7 +28,6 @@ async def measure_token_scale(client: ChatClient, extra_body: dict[str, Any]) ->
             ChatRequest(
                 messages=messages,
                 max_tokens=1,
-                extra_body=dict(extra_body),
                 request_id=new_request_id("load-tokens"),
                 timeout_s=120.0,
             )

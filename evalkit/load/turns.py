@@ -34,10 +34,9 @@ def message_digest(role: str, content: str) -> str:
 class TurnSender:
     """Sends turns on one client and appends each line to `requests.jsonl` off the event loop."""
 
-    def __init__(self, rundir: RunDir, client: ChatClient, extra_body: dict[str, Any], timeout_s: float) -> None:
+    def __init__(self, rundir: RunDir, client: ChatClient, timeout_s: float) -> None:
         self.rundir = rundir
         self.client = client
-        self.extra_body = extra_body
         self.timeout_s = timeout_s
         self.lines: list[dict[str, Any]] = []
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn-writer")
@@ -51,7 +50,6 @@ class TurnSender:
                 messages=messages,
                 max_tokens=max_tokens,
                 temperature=0.0,
-                extra_body=dict(self.extra_body),
                 request_id=new_request_id(str(labels.get("workload", "turn"))),
                 timeout_s=self.timeout_s,
             )

@@ -14,7 +14,6 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.client.chat import ChatRequest, new_request_id
 from evalkit.client.prompts import GenQuestion, filler_words
@@ -77,15 +76,12 @@ class LoadRequest:
     prompt_tokens: int  # by the sim's rule times the run's token scale, template included
     output_tokens: int  # the count's answer length by the sim's rule
 
-    def chat_request(
-        self, id_prefix: str, reasoning_room: int, extra_body: dict[str, Any], timeout_s: float
-    ) -> ChatRequest:
+    def chat_request(self, id_prefix: str, reasoning_room: int, timeout_s: float) -> ChatRequest:
         """The request as sent: the prompt as the only user message, at temperature 0, with room for reasoning."""
         return ChatRequest(
             messages=[{"role": "user", "content": self.prompt}],
             max_tokens=self.max_tokens + reasoning_room,
             temperature=0.0,
-            extra_body=dict(extra_body),
             request_id=new_request_id(id_prefix),
             timeout_s=timeout_s,
         )

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from evalkit.client.chat import ChatClient
 from evalkit.client.connect import open_client
 from evalkit.clock import Clock
-from evalkit.config.profiles import ServerProfile, manifest_fields, resolve_from_args
-from evalkit.errors import UsageError
-from evalkit.evidence.capture import EvidenceCapture, evidence_from_args
+from evalkit.config.profiles import ServerProfile, manifest_fields
+from evalkit.config.target import Target
+from evalkit.evidence.capture import EvidenceCapture, evidence_capture
 from evalkit.evidence.server_identity import apply_build_args, identify
 from evalkit.redact import scrub_tree
 from evalkit.runs.run_identity import run_defines
@@ -29,22 +29,27 @@ class RunContext:
     client: ChatClient
     profile: ServerProfile
     clock: Clock
-    evidence: EvidenceCapture | None = None  # the server's /metrics and log; commands call `end()` before summary
+    evidence: EvidenceCapture  # the server's /metrics and log; a measurement calls `end()` before its summary
 
 
-def profile_from_args(args: argparse.Namespace) -> ServerProfile:
-    """The run's server profile (resolved once, `resolve_from_args`); a named `--api-key-env` must be set."""
-    profile = resolve_from_args(args)
-    named = getattr(args, "api_key_env", None)
-    if named is not None and profile.api_key is None:
-        # The default OPENAI_API_KEY may be unset (most self-hosted servers want no key); a named one may not.
-        raise UsageError(f"--api-key-env {named}: no such environment variable is set")
-    return profile
+@dataclass(frozen=True)
+class RunDirOptions:
+    """Where a run directory goes and what it is called (`--out`, `--name`), whether an existing one is started over
+    (`--fresh`) or resumed from another URL (`--server-moved`), and the build identity the user adds to its manifest
+    (`--build-label`, `--build-info KEY=VALUE`)."""
+
+    out: Path | str = "results"
+    name: str | None = None
+    fresh: bool = False
+    server_moved: bool = False
+    build_label: str | None = None
+    build_info: tuple[str, ...] = ()
 
 
 @asynccontextmanager
 async def open_run(
-    args: argparse.Namespace,
+    target: Target,
+    run: RunDirOptions,
     kind: str,
     manifest: dict[str, Any],
     options: dict[str, Any],
@@ -58,13 +63,11 @@ async def open_run(
     printed as the last line of standard output by `print_run_path`.
     """
     clock = Clock()
-    procs = max(1, getattr(args, "client_procs", 1) or 1)
-    client, profile = await open_client(profile_from_args(args), clock, client_procs=procs)
+    procs = target.client_procs
+    client, profile = await open_client(target.profile, clock, client_procs=procs)
     try:
-        name = getattr(args, "name", None) or default_run_name(kind)
-        fields = apply_build_args(
-            manifest_fields(profile), getattr(args, "build_label", None), getattr(args, "build_info", None) or []
-        )
+        name = run.name or default_run_name(kind)
+        fields = apply_build_args(manifest_fields(profile), run.build_label, run.build_info)
         client_fields = {"client_procs": procs} if procs > 1 else {}
         key = profile.api_key
         identity = getattr(client, "identity", None) or await identify(
@@ -72,14 +75,14 @@ async def open_run(
         )
         identity = scrub_tree(identity, (key,))  # what the server says about itself (/props) may echo headers
         rundir = RunDir.create(
-            getattr(args, "out", "results"),
+            run.out,
             name,
             kind,
             {**fields, **client_fields, **manifest},
             secrets=(key,),
             defines=run_defines(profile.base_url, profile.model, identity, options),
-            fresh=bool(getattr(args, "fresh", False)),
-            server_moved=bool(getattr(args, "server_moved", False)),
+            fresh=run.fresh,
+            server_moved=run.server_moved,
             scope=scope,
         )
         if client.preflight is not None:  # what the preflight found, and how the client talks to this server
@@ -105,7 +108,7 @@ async def open_run(
                 )
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
         rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
-        evidence = evidence_from_args(args, kind, rundir, profile, key, clock)
+        evidence = evidence_capture(target.evidence, kind, rundir, profile, key, clock)
         await evidence.start()
         try:
             yield RunContext(rundir=rundir, client=client, profile=profile, clock=clock, evidence=evidence)

@@ -7,6 +7,7 @@ import asyncio
 import gc
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -340,11 +341,12 @@ def _accept(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
 
 
-def settings_from_args(args: argparse.Namespace) -> SimSettings:
-    """Defaults, then the profile, then every flag the user gave."""
-    values: dict[str, Any] = profile_settings(args.profile)
+def settings_from_flags(profile: str | None, given: Mapping[str, Any]) -> SimSettings:
+    """Defaults, then the profile, then every setting the user gave (`given`: flag values by setting name, None for
+    a flag not given)."""
+    values: dict[str, Any] = profile_settings(profile)
     for name in field_names():
-        v = getattr(args, name, None)
+        v = given.get(name)
         if v is not None:
             values[name] = v
     s = SimSettings(**values)
@@ -430,7 +432,7 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit sim` until SIGTERM or SIGINT."""
-    settings = settings_from_args(args)
+    settings = settings_from_flags(args.profile, vars(args))
     if args.evals:
         from evalkit_evals import registry
         from evalkit_evals.user_eval import load_user_eval

@@ -51,7 +51,6 @@ class BenchPlan:
     concurrency: int = 1
     ignore_eos: bool = True
     warmup: int = 1
-    extra_body: tuple[tuple[str, Any], ...] = ()
     # What forces the length on this server (evalkit.client.field_support.length_fields): its fields and the mode.
     length_body: tuple[tuple[str, Any], ...] = ()
     length_mode: str = "ignore_eos"
@@ -97,7 +96,7 @@ def load_prompts(path: Path) -> list[BenchPrompt]:
 
 
 def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> ChatRequest:
-    body = {**dict(plan.extra_body), **dict(plan.length_body)}
+    body = dict(plan.length_body)  # over the client's standing body (the profile's extra_body)
     # length_forced: the server honours what was sent to force max_tokens (the preflight saw it); else the length
     # rests on the prompt running long, and the figures are marked.
     tags = {**tags, "length_mode": plan.length_mode, "length_forced": plan.length_mode != "prompt"}

@@ -1,0 +1,56 @@
+"""`evalkit load` as one measurement of a run session: a workload's requests sent and summarized, the exit code
+and the line naming the failed requests. Load runs do not resume: the command refuses an existing `--name` unless
+`--fresh`.
+
+What is sent (points of a rate or concurrency search, a replayed trace, conversations, shared-prefix groups) is the
+`run` the command plans; `LoadMeasurement` gives it the open run and ends it alike for every workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UsageError
+from evalkit.runs.context import RunContext
+from evalkit.runs.failures import FailureCount, count_failures, failure_line
+from evalkit.runs.rundir import MANIFEST, REQUESTS
+from evalkit.runs.session import Measured
+
+
+@dataclass(frozen=True)
+class LoadMeasurement:
+    """One load run: `run` sends the workload on the open run and returns its summary."""
+
+    manifest: dict[str, Any]
+    options: dict[str, Any]
+    run: Callable[[RunContext], Awaitable[dict[str, Any]]]
+    errors_fail: bool = False  # the summary's `errors` alone makes exit 1 (trace and session workloads)
+    kind: str = "load"
+    scope: dict[str, Any] | None = None
+
+    async def measure(self, ctx: RunContext) -> Measured:
+        summary = await self.run(ctx)
+        measured = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
+        failed = load_failure_line(
+            count_failures((x.get("error") for x in measured if x.get("outcome") == "error"), len(measured)),
+            [ctx.profile.api_key],
+        )
+        code = 1 if failed or (self.errors_fail and summary.get("errors")) else 0
+        return Measured(summary, code, failure=failed)
+
+
+def load_failure_line(count: FailureCount, secrets: list[str | None]) -> str | None:
+    """The exit-1 line of a load run with failed requests (load runs do not resume)."""
+    return failure_line("load", count, secrets, then="load runs do not resume: add --fresh to measure again")
+
+
+def refuse_existing(out: Path | str, name: str | None, fresh: bool) -> None:
+    """Load runs do not resume: an existing --name is refused before any request, unless --fresh."""
+    if name and not fresh and (Path(out) / name / MANIFEST).exists():
+        raise UsageError(
+            f"{Path(out) / name} exists; load runs do not resume: pick another --name, or add --fresh "
+            "to measure again (its old files are deleted)"
+        )

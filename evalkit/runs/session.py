@@ -1,0 +1,97 @@
+"""A run's whole life in one place: open the run directory against the target, measure, write the summary, finish.
+
+Every server-facing measurement (bench, capability, stress, load) is a `Measurement`: what defines it (its manifest
+fields, the options a resume must match, the scope of what is asked) and one `measure(ctx)` that runs it and returns
+its summary with its exit code. `run_measurement` does the rest the same way for all of them: the run directory
+(created, or resumed when it is the same run: `evalkit.runs.run_identity`), the client and its preflight, the
+server's evidence, `summary.json`, the manifest's finish, the table, the run directory's path as the last line of
+standard output (the contract), and the exit-1 line naming what failed. A complete run started again prints its own
+table and exits with its own code, measuring nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from evalkit.config.target import Target
+from evalkit.runs.context import RunContext, RunDirOptions, open_run
+from evalkit.runs.rundir import RunFinished
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a measurement leaves: its summary, exit code, whether anything is left to redo (`complete`), why it
+    stopped (stress: `completed`, `interrupted`, `max_minutes`; None where a kind does not say) and the exit-1 line
+    naming the failures (None when nothing failed)."""
+
+    summary: dict[str, Any]
+    exit_code: int
+    complete: bool = True
+    stopped: str | None = None
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run as the command ends it: its summary, directory, exit code and failure line; `again` when it was a
+    complete run started again (nothing measured)."""
+
+    summary: dict[str, Any]
+    path: Path
+    exit_code: int
+    failure: str | None = None
+    again: bool = False
+
+
+class Measurement(Protocol):
+    """One kind of measurement, planned and validated: what defines its run, and how it is measured."""
+
+    @property
+    def kind(self) -> str: ...  # bench | capability | stress | load
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...  # the kind's fields of manifest.json
+
+    @property
+    def options(self) -> dict[str, Any]: ...  # the flags a resume must match (`runs.run_identity`)
+
+    @property
+    def scope(self) -> dict[str, Any] | None: ...  # what is asked; a complete run asked for more resumes
+
+    async def measure(self, ctx: RunContext) -> Measured: ...
+
+
+async def _measured(target: Target, where: RunDirOptions, m: Measurement) -> RunResult:
+    async with open_run(target, where, m.kind, m.manifest, m.options, m.scope) as ctx:
+        got = await m.measure(ctx)
+        ctx.rundir.write_summary(got.summary)
+        closing = {"stopped": got.stopped} if got.stopped is not None else {}
+        ctx.rundir.finish(exit_code=got.exit_code, complete=got.complete, **closing)
+        return RunResult(got.summary, ctx.rundir.path, got.exit_code, got.failure)
+
+
+def measure_run(target: Target, where: RunDirOptions, m: Measurement) -> RunResult:
+    """Measure (or resume) the run and finish it; a complete run started again is said and returned as it is."""
+    try:
+        return asyncio.run(_measured(target, where, m))
+    except RunFinished as done:
+        done.say()
+        return RunResult(done.summary, done.path, done.exit_code, again=True)
+
+
+def run_measurement(
+    target: Target, where: RunDirOptions, m: Measurement, show: Callable[[dict[str, Any]], None]
+) -> int:
+    """`measure_run`, then the run's table (`show`), its path as the last line of standard output, the failure line
+    on standard error; the exit code."""
+    result = measure_run(target, where, m)
+    show(result.summary)
+    print(result.path, flush=True)
+    if result.failure is not None:
+        print(result.failure, file=sys.stderr, flush=True)
+    return result.exit_code

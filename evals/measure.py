@@ -1,0 +1,158 @@
+"""`evalkit capability` as one measurement of a run session: the chosen questions asked live, graded as they come,
+summarized into the scoreboard with what the server said about itself; its exit code and the line naming the
+questions left graded `error`.
+
+`CapabilityMeasurement` is the live run (`evalkit.runs.session.run_measurement` opens and closes it); `score_run` is
+the summary and exit code both a live run and a replay end with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.client.lag import client_lag
+from evalkit.config.profiles import thinking_params
+from evalkit.evidence.capture import evidence_summary
+from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
+from evalkit.redact import known_forms
+from evalkit.runs.context import RunContext
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.session import Measured
+from evalkit_evals.datasets import DatasetItem
+from evalkit_evals.runner import Sampling, run_live
+from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
+
+GRADED = "graded.jsonl"
+OnePass = Callable[[str, "dict[str, Any] | None"], Awaitable[None]]  # (graded file, request tags) -> pass asked
+# The passes of a run under a background load (evalkit.commands.under_load): given the run and one pass, it asks
+# the idle and the loaded pass and returns summary.json's `under_load`.
+UnderLoad = Callable[[RunContext, OnePass], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class CapabilityMeasurement:
+    """One live capability run: `items` asked at `thinking` with `sampling`, graded by `code_judge` (HumanEval+'s
+    sandbox, or None) and the rules, with a model `judge_settings` where one is given."""
+
+    items: tuple[DatasetItem, ...]
+    thinking: str
+    max_tokens: int
+    sampling: Sampling
+    revisions: dict[str, str]  # dataset -> its short revision, recorded on each graded line
+    manifest: dict[str, Any]
+    options: dict[str, Any]
+    scope: dict[str, Any] | None
+    question_set: tuple[str, str]  # (name, sha256)
+    data_dir: str | None = None
+    concurrency: int | None = None  # None: the profile's, else 1
+    code_judge: Any = None
+    judge_settings: Any = None
+    under_load: UnderLoad | None = None
+    kind: str = "capability"
+
+    async def measure(self, ctx: RunContext) -> Measured:
+        from evalkit_evals.grader import Grader
+
+        concurrency = self.concurrency or ctx.profile.concurrency or 1
+        settings = self.judge_settings
+        if settings is not None and settings.api_key:
+            ctx.rundir.secrets += known_forms((settings.api_key,))
+        judge = await open_judge(settings, concurrency)
+        body, system_prompt = thinking_params(ctx.profile, self.thinking)
+        # What a request adds (thinking) over the client's standing body; the manifest records the two together.
+        request_body = {**ctx.client.standing_body, **body}
+        ctx.rundir.update_manifest(
+            concurrency=concurrency, request_extra_body=request_body, system_prompt=system_prompt
+        )
+        grader = Grader(self.data_dir, self.code_judge)
+        wanted = {it.qid for it in self.items}
+        under: dict[str, Any] = {}
+
+        async def one_pass(graded: str = GRADED, tags: dict[str, Any] | None = None) -> None:
+            await run_live(
+                ctx.rundir,
+                ctx.client,
+                list(self.items),
+                grader,
+                self.revisions,
+                body,
+                system_prompt,
+                self.max_tokens,
+                concurrency,
+                self.sampling,
+                graded=graded,
+                pass_tags=tags,
+                judge=judge,
+            )
+
+        try:
+            async with sample_gpu_memory(ctx.rundir, ctx.clock):
+                if self.under_load is None:
+                    await one_pass()
+                else:
+                    under = await self.under_load(ctx, one_pass)
+        finally:
+            grader.close()
+            if judge is not None:
+                await judge.aclose()
+        lines = [ln for ln in ctx.rundir.read(GRADED) if ln["id"] in wanted]
+        await ctx.evidence.end()
+        name, sha256 = self.question_set
+        extra = {
+            "mode": "live",
+            "question_set": name,
+            "question_set_sha256": sha256,
+            **evidence_summary(ctx.rundir.path),
+            "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
+            "client": client_lag(ctx.rundir.read("requests.jsonl")),
+            **({"under_load": under} if under else {}),
+        }
+        return score_run(lines, self.thinking, extra, [ctx.profile.api_key])
+
+
+async def open_judge(settings: Any, concurrency: int) -> Any:
+    """The judge, checked reachable before any grading (exit 2 in one line when it is not); None without one."""
+    if settings is None:
+        return None
+    from evalkit_evals.model_judge import ModelJudge
+
+    return await ModelJudge.connect(settings, concurrency)
+
+
+def score_run(
+    lines: list[dict[str, Any]],
+    thinking: str | None,
+    extra: dict[str, Any],
+    secrets: list[str | None] = [],  # noqa: B006 - read, never changed
+    per_line: bool = False,
+) -> Measured:
+    """The scoreboard of the graded lines, the exit code and the failure line. `per_line` (replay): every line is
+    its own case; otherwise the last line of each id and repeat counts (a resumed live run re-asks errored
+    questions). A replay cannot do better by running again: complete either way."""
+    latest = lines if per_line else latest_per_id(lines)
+    warning = thinking_warning(latest, thinking)
+    truncated = sum(1 for ln in latest if ln.get("finish_reason") == "length")
+    summary = summarize(
+        latest,
+        thinking,
+        truncated_answers=truncated,
+        thinking_warning=warning,
+        thinking_seen=sum(1 for ln in latest if ln.get("thinking")),
+        **extra,
+    )
+    replay = extra.get("mode") == "replay"
+    failed = failed_line(latest, secrets, replay)
+    return Measured(summary, 1 if failed else 0, complete=failed is None or replay, failure=failed)
+
+
+def failed_line(latest: list[dict[str, Any]], secrets: list[str | None], replay: bool) -> str | None:
+    """The exit-1 line when questions are left graded `error` (their latest line: a resume re-asked the rest)."""
+    then = (
+        "the replay cannot retry them: fix the answers file and grade it under another --name or with --fresh"
+        if replay
+        else "run the same command again to ask them again"
+    )
+    errors = (ln.get("why") for ln in latest if ln.get("outcome") == "error")
+    return failure_line("capability", count_failures(errors, len(latest)), secrets, what="questions", then=then)

@@ -1,0 +1,178 @@
+"""`evalkit stress` as one measurement of a run session: the seeded schedule sent cycle by cycle, resumed where a
+run stopped, summarized with the server's own evidence; its exit code and the line naming what failed.
+
+Resuming (which cycles are done, the prompts and token counter reloaded) is `evalkit_stress.resume`; sending is
+`evalkit_stress.runner.StressRunner`; the summary is `evalkit_stress.summary.build_summary`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from dataclasses import dataclass, replace
+from typing import Any
+
+from evalkit.client.field_support import length_fields
+from evalkit.client.stream_killing import KILL_ROW, kill_check
+from evalkit.client.tokenize import TokenCounter
+from evalkit.evidence.capture import evidence_summary
+from evalkit.evidence.gpu_memory import nvidia_smi
+from evalkit.evidence.prefix_cache_counters import hit_rate
+from evalkit.evidence.server_metrics import METRICS_FILE
+from evalkit.runs.context import RunContext
+from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.session import Measured
+from evalkit_stress.resume import CYCLES_FILE, SCHEDULE_OPTIONS, attempt_of, completed_cycles, load_fitted
+from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
+from evalkit_stress.scenario_file import ScenarioFile
+from evalkit_stress.scenario_results import SCENARIO_COPY, scenario_summary
+from evalkit_stress.schedule import Schedule
+from evalkit_stress.summary import build_summary
+
+
+@dataclass(frozen=True)
+class StressMeasurement:
+    """One stress run: `schedule` (seeded, `cycles` of the scenario file's `source`) sent with `send`; `settings`
+    are the stress options the manifest records (`stress`) and a resume must match."""
+
+    schedule: Schedule
+    seed: int
+    cycles: int
+    source: ScenarioFile
+    settings: dict[str, Any]
+    send: RunOptions
+    ignore_eos: bool = True
+    max_minutes: float | None = None
+    kind: str = "stress"
+    scope: dict[str, Any] | None = None
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return {"seed": self.seed, "cycles": self.cycles, "stress": self.settings}
+
+    @property
+    def options(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "--seed": self.seed,
+            "--cycles": self.cycles,
+            **{"--" + k.replace("_", "-"): s[k] for k in SCHEDULE_OPTIONS if k in s},
+            "--scenario": {"file": s["scenario_file"], "sha256": s["scenario_sha256"]},
+        }
+
+    async def measure(self, ctx: RunContext) -> Measured:
+        rd = ctx.rundir
+        manifest = rd.manifest
+        attempt = attempt_of(manifest)
+        completed = completed_cycles(rd.read(CYCLES_FILE)) if rd.resumed else {}
+        if not (rd.path / SCENARIO_COPY).exists():
+            # The run keeps its scenario file, so its summary can be recomputed from the directory alone.
+            (rd.path / SCENARIO_COPY).write_text(self.source.text, encoding="utf-8")
+        fitted = load_fitted(rd.read(PROMPTS_FILE), self.schedule) if rd.resumed else {}
+        counter = (
+            TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
+            if rd.resumed and manifest.get("tokenization")
+            else None
+        )
+        if rd.resumed:
+            print(
+                f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{self.cycles} cycles already done, "
+                f"{len(fitted)} long prompts reloaded",
+                file=sys.stderr,
+                flush=True,
+            )
+        stop = asyncio.Event()
+        reason: dict[str, str] = {}
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            # First Ctrl-C: stop cleanly and keep everything; a second one falls back to the default.
+            reason.setdefault("stopped", "interrupted")
+            stop.set()
+            loop.remove_signal_handler(signal.SIGINT)
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        timer = None
+        if self.max_minutes:
+
+            def on_time() -> None:
+                reason.setdefault("stopped", "max_minutes")
+                stop.set()
+
+            timer = loop.call_later(self.max_minutes * 60, on_time)
+        kill = await kill_check(
+            ctx.client.base_url,
+            ctx.client.model,
+            ctx.profile.api_key,
+            dict(ctx.profile.extra_body),
+            ctx.client.uuid_request_ids,
+            preflight=ctx.client.preflight,
+        )
+        killing = {"kills": kill.supported, "detail": kill.detail}
+        gen_tokens = self.send.gen_tokens
+        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), gen_tokens, self.ignore_eos)
+        rd.update_manifest(
+            generation_length={"mode": mode, "fields": sorted(forced), "ignore_eos_flag": self.ignore_eos}
+        )
+        rd.update_manifest(stream_killing=killing)
+        if kill.supported:
+            print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
+        opts = replace(self.send, kills_streams=bool(kill.supported), length_body=forced, length_mode=mode)
+        exe = nvidia_smi()
+        runner = StressRunner(
+            rd,
+            ctx.client,
+            ctx.clock,
+            self.schedule,
+            opts,
+            stop,
+            gpu_exe=exe,
+            attempt=attempt,
+            completed=completed,
+            fitted=fitted,
+            counter=counter,
+            on_scenario_end=lambda name: ctx.evidence.snapshot(f"scenario:{name}"),
+        )
+        rd.update_manifest(gpu_memory_sampler=exe)
+        try:
+            await runner.run()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            try:
+                loop.remove_signal_handler(signal.SIGINT)
+            except (ValueError, RuntimeError):
+                pass
+        stopped = reason.get("stopped", "completed")
+        await ctx.evidence.end()
+        summary = {
+            **build_summary(rd.path, self.seed, self.cycles, self.settings, stopped).to_json(),
+            **evidence_summary(rd.path),
+            **scenario_summary(rd.path),
+            "stream_killing": killing,
+            # The server's own prefix-cache counters over the run (a warm server serves prompts from its cache).
+            "prefix_cache": hit_rate(rd.read(METRICS_FILE)),
+        }
+        code, failed = exit_code(summary, stopped, [ctx.profile.api_key])
+        # Errors in completed cycles are the server's answers under stress: a resume re-runs only cut cycles.
+        return Measured(summary, code, complete=stopped == "completed", stopped=stopped, failure=failed)
+
+
+def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) -> tuple[int, str | None]:
+    """The run's exit code, and the line saying how many requests failed (None when none did)."""
+    if stopped == "interrupted":
+        return 130, None
+    failed = failure_line(
+        "stress",
+        count_failures(
+            (e.get("error") or e.get("kind") for e in summary["error_requests"] if e.get("scenario") != "calibration"),
+            summary["requests"],
+        ),
+        secrets,
+        then="listed in summary.json error_requests (a resume re-runs only cycles cut short)",
+    )
+    if failed is not None:
+        return 1, failed
+    # Contract: 1 = a check failed. A partial run's expectations are still shown but only judged when complete.
+    return (1 if summary.get("expectations_failed") and stopped == "completed" else 0), None
