@@ -134,13 +134,10 @@ def _drop_progress(s: str) -> str:
 
 
 def _mask(v: Any, snap: Snapshot, live: bool) -> Any:
-    """A live run's JSON as its shape: every key kept, every measured value replaced by its type."""
-    if isinstance(v, bool) or v is None:
-        return "<bool>" if isinstance(v, bool) else v
-    if isinstance(v, (int, float)):
-        return "<number>"
-    if isinstance(v, str):
-        return "<str>"
+    """A live run's JSON as its shape: every key, list and nesting kept, every value masked (a figure the run could
+    not measure on a busy machine is null where an idle one has a number)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return "<v>"
     if isinstance(v, list):
         return [_mask(x, snap, live) for x in v]
     if isinstance(v, dict):
