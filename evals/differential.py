@@ -88,7 +88,8 @@ def same(entry_point: str, inp: list[Any], out: Any, exp: Any, atol: float) -> b
     """Whether output `out` of the candidate on input `inp` passes against the reference's `exp`."""
     try:
         if entry_point == "find_zero":
-            return abs(_poly(*inp, out)) <= atol
+            (xs,) = inp  # find_zero's one argument, the coefficients (another length: ValueError, so False)
+            return abs(_poly(xs, out)) <= atol
         if out == exp:
             return True
         if atol == 0 and _is_floats(exp):
@@ -128,7 +129,7 @@ def _split(
 ) -> dict[str, Any]:
     inputs = problem[f"{split}_input"]
     total = len(inputs)
-    result = {"status": "pass", "passed": 0, "total": total}
+    result: dict[str, Any] = {"status": "pass", "passed": 0, "total": total}
     for i, inp in enumerate(inputs):
         limit = (
             max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * expected.seconds[split][i])

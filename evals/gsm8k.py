@@ -99,7 +99,7 @@ def to_decimal(text: str) -> Decimal | None:
         return None
 
 
-def gold_answer(row: dict) -> Decimal:
+def gold_answer(row: dict[str, Any]) -> Decimal:
     """The number after `####` in the dataset's worked answer."""
     value = to_decimal(row["answer"].split("####")[-1].strip())
     assert value is not None, row["answer"]
@@ -133,7 +133,11 @@ def _quantity(seg: str, how: str, question: str, lead: bool = True) -> FinalAnsw
     """The number a marker's text starts with (after markup), as the answer: a calculation's result, a compound
     quantity converted, a number in words; None when the text does not start with a number."""
     seg = seg.split("\n", 1)[0]
-    start = _LEAD.match(seg).end() if lead else 0
+    start = 0
+    if lead:
+        markup = _LEAD.match(seg)
+        assert markup is not None  # _LEAD matches the empty string too
+        start = markup.end()
     sign = _SIGN_WORD.match(seg, start)
     if sign and _NUM_RE.match(seg, sign.end()):
         read = _quantity(seg[sign.end() :], how, question, lead=False)
@@ -320,7 +324,7 @@ def _read_retracted(answer: str, question: str) -> FinalAnswer:
     return _read(answer, question)
 
 
-def grade(row: dict, answer: str) -> Verdict:
+def grade(row: dict[str, Any], answer: str) -> Verdict:
     """Compare the extracted number with the gold `####` number exactly (as decimals)."""
     gold = _fmt(gold_answer(row))
     read = read_final(answer, row.get("question") or "")

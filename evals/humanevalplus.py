@@ -43,7 +43,8 @@ def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
         # evalplus reads HUMANEVAL_OVERRIDE_PATH at import; setting the module's copy works after import too.
         he.HUMANEVAL_OVERRIDE_PATH = str(path.resolve())
     try:
-        return he.get_human_eval_plus()
+        problems: dict[str, dict[str, Any]] = he.get_human_eval_plus()  # evalplus has no type information
+        return problems
     except Exception as e:  # noqa: BLE001 - a failed download is one line
         raise UsageError(
             f"could not load HumanEval+ through evalplus: {type(e).__name__}; pass --data-dir or set EVALKIT_DATA_DIR"
@@ -190,7 +191,7 @@ class HumanEvalPlus(HubEval):
             if correct
             else "    raise NotImplementedError('evalkit sim: intended wrong answer')\n"
         )
-        code = (row["prompt"] + body).strip("\n")
+        code: str = (row["prompt"] + body).strip("\n")
         entry = row.get("entry_point", "the function")
         forms = [
             f"```python\n{code}\n```",

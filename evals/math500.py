@@ -131,7 +131,7 @@ def _stated(answer: str) -> str | None:
     return None
 
 
-def _read(row: dict, answer: str) -> tuple[str, str | None, str]:
+def _read(row: dict[str, Any], answer: str) -> tuple[str, str | None, str]:
     """(rule, extracted text, what math-verify is given) for an answer."""
     answer = reading_order.without_closing(answer)
     boxed = last_boxed(answer)
@@ -146,7 +146,7 @@ def _read(row: dict, answer: str) -> tuple[str, str | None, str]:
     return "math500.math_verify_fallback", None, normalize(answer)
 
 
-def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
+def grade(row: dict[str, Any], answer: str, judge: MathJudge) -> Verdict:
     """Read the final answer and ask math-verify whether it equals the gold `answer`, in `reading_order`: a
     correction after it that grades otherwise is a second reading (the grade follows the correction); a retraction
     with no new answer is `unparsed`."""
@@ -185,7 +185,7 @@ def grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
     return _grade(row, answer, judge)
 
 
-def _grade(row: dict, answer: str, judge: MathJudge) -> Verdict:
+def _grade(row: dict[str, Any], answer: str, judge: MathJudge) -> Verdict:
     gold = f"${row['answer'].strip()}$"
     rule, extracted, given = _read(row, answer)
     result = judge.check(gold, given)

@@ -315,7 +315,7 @@ def _extract(answer: str, choices: list[str]) -> ChoiceRead:
     return _conclusion(answer, choices) or ChoiceRead(None, "no 'ANSWER:' line and no concluding sentence", None)
 
 
-def grade(row: dict, answer: str) -> Verdict:
+def grade(row: dict[str, Any], answer: str) -> Verdict:
     """Right when the chosen number is `answer_index + 1`; a hedge between choices, or a number that contradicts
     the text beside it, is wrong."""
     choices = musr_choices(row)

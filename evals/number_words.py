@@ -46,7 +46,7 @@ _TOO_VAGUE = {"one", "half", "a half"}
 
 
 def _tokens(text: str, pos: int) -> list[tuple[str, int, int]]:
-    out = []
+    out: list[tuple[str, int, int]] = []
     while True:
         gap = re.match(r"[ \t\-]*", text[pos:])
         m = _WORD.match(text, pos + (gap.end() if gap else 0))
@@ -66,6 +66,7 @@ def parse_at(text: str, pos: int) -> tuple[Decimal, int] | None:
     sign, i = 1, 0
     if toks and toks[0][0] in ("negative", "minus"):
         sign, i = -1, 1
+    current: Decimal | int  # `(current or 1) * 100` makes it an int
     total, current, seen, end = Decimal(0), Decimal(0), False, None
     words = [t[0] for t in toks]
 

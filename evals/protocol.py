@@ -45,8 +45,16 @@ class Judges:
 class Eval(Protocol):
     """One capability dataset behind one small protocol; `name` is the `dataset` field and the question-id prefix."""
 
-    name: str
-    runs_code: bool  # grading runs model-written code: the run sets up the sandbox
+    # Read-only: evals are frozen dataclasses, a user eval's name a property.
+    @property
+    def name(self) -> str:
+        """The dataset's name."""
+        ...
+
+    @property
+    def runs_code(self) -> bool:
+        """Grading runs model-written code: the run sets up the sandbox."""
+        ...
 
     def load(self, data_dir: str | Path | None) -> list[DatasetItem]:
         """Every item, in the dataset's row order, with its contract question id."""

@@ -17,6 +17,8 @@ verdict: the harness compares the outputs itself. Limits and the uid drop happen
 Standard library only (plus `plain_values.py`, which sits beside this file).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import platform
@@ -24,6 +26,11 @@ import resource
 import struct
 import sys
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
 
 CLONE_NEWNET = 0x40000000
 # Every namespace flag of clone(2) (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET): refused, so
@@ -87,7 +94,7 @@ _PRELOAD = (
 )
 
 
-def _lock_down(init: dict) -> None:
+def _lock_down(init: dict[str, Any]) -> None:
     import ctypes  # loaded before the memory limit: the seccomp filter is installed through it
 
     if init.get("unshare_net"):  # the unsafe mode's cut of the network (bubblewrap does it otherwise)
@@ -147,8 +154,8 @@ def _no_namespaces() -> None:
         raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
 
 
-def _load(code: str, entry_point: str):
-    scope: dict = {"__name__": "__main__"}
+def _load(code: str, entry_point: str) -> Any:
+    scope: dict[str, Any] = {"__name__": "__main__"}
     exec(compile(code, "<answer>", "exec"), scope)
     return scope[entry_point]
 
@@ -163,7 +170,10 @@ def _error_text(e: BaseException) -> str:
 def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
-    import plain_values as pv
+    if TYPE_CHECKING:  # the same file, under the name the harness's side imports it by
+        from evalkit_evals import plain_values as pv
+    else:
+        import plain_values as pv
 
     reader = os.fdopen(os.dup(0), "rb")
     writer = os.fdopen(os.dup(1), "wb")
@@ -194,7 +204,7 @@ def main() -> None:
     except OSError as e:  # no filter here: refuse to run the program rather than run it with namespaces open
         send(json.dumps({"load_error": f"sandbox: {e}"}))
         os._exit(0)
-    fn = None
+    fn: Any = None  # the program's entry point: whatever it defined under that name, or None until one is loaded
     if init["code"] is not None:
         try:
             fn = _load(init["code"], init["entry_point"])
@@ -237,7 +247,7 @@ def main() -> None:
         send(f'{{"n":{nonce},"ok":true,"s":{seconds!r},"out":{text}}}')
 
 
-def _batch(fn, nonce, batch, max_out, send, pv) -> None:
+def _batch(fn: Any, nonce: int, batch: list[Any], max_out: int, send: Callable[[str], None], pv: ModuleType) -> None:
     outs, times = [], []
     for i, tree in enumerate(batch):
         args = pv.decode_obj(tree)

@@ -49,6 +49,7 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
         if repeats > 1:
             # With repeats a question counts its mean score, so correct / total is pass@1 over questions.
             p1 = _pass_at_1(mine)
+            assert p1 is not None  # mine is not empty, so neither are its question scores
             entry.update(
                 correct=round(sum(q.score for q in question_scores(mine).values()), 4),
                 total=p1["questions"],

@@ -366,7 +366,7 @@ def _tokens_left(c: Line, left: float | None, facts: _Facts) -> float | None:
         return None
     if facts.prefill_tok_s:
         return max(0.0, left) * facts.prefill_tok_s
-    prompt = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
+    prompt: int | None = c.get("planned_prompt_tokens") or c.get("prompt_tokens")
     if prompt and facts.prefill_alone:
         return max(0.0, left) / facts.prefill_alone * prompt
     return None
@@ -395,8 +395,9 @@ def _left(c: Line, splits: dict[str, TtftSplit], facts: _Facts) -> float | None:
     if facts.prefill_alone is None:
         return None
     s = splits.get(c["request_id"])
-    start = s.server_start if s is not None and s.server_start is not None else c["t_sent"]
-    return facts.prefill_alone - (c["t_done"] - start)
+    start: float = s.server_start if s is not None and s.server_start is not None else c["t_sent"]
+    done: float = c["t_done"]
+    return facts.prefill_alone - (done - start)
 
 
 def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: float | None) -> CancelSample | None:
@@ -646,7 +647,7 @@ def judge_head_of_line(
             and r.get("not_exercised")
         ]
         if missed:
-            why = (
+            why: str | None = (
                 f"none of {len(missed)} inserted short requests landed inside a long prefill: "
                 f"{missed[0]['not_exercised']}"
             )

@@ -23,8 +23,9 @@ NO_INSERT_INSIDE = "no short request landed inside its prefill"
 PAIR_APART = "the two generations were never in flight together (one ended before the other was sent)"
 PAIR_PARTNER_FAILED = "the other generation of the pair failed"
 
-# The metric each not-exercised request would have fed (the summary's `not_exercised` is keyed by it).
-_METRIC = {
+# The metric each not-exercised request would have fed (the summary's `not_exercised` is keyed by it), by the
+# line's (scenario, role), either of which a line may lack.
+_METRIC: dict[tuple[str | None, str | None], str] = {
     ("cancel_then_short", "short"): "post_cancel_ttft_s",
     ("short_insert", "short"): "short_insert_ttft_s",
     ("double_insert", "short"): "double_insert_ttft_s",

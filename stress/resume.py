@@ -125,7 +125,8 @@ def in_counted_cycle(row: Line, completed: Mapping[int, int]) -> bool:
 
 def load_fitted(rows: Iterable[Line], schedule: Schedule) -> dict[LongSpec, FittedPrompt]:
     """Long prompts fitted by earlier attempts, so a re-run cycle sends exactly the prompt it was fitted with."""
-    specs = {(q.first_word, q.code): q for q in schedule.long_specs()}
+    # Looked up by a fitted-prompt row's (first_word, code), either of which a row may lack.
+    specs: dict[tuple[str | None, str | None], LongSpec] = {(q.first_word, q.code): q for q in schedule.long_specs()}
     # A scenario file may give each long request its own length; the built-in cycle uses --long-tokens.
     targets = {r.question: schedule.long_target(r) for r in schedule.requests() if isinstance(r.question, LongSpec)}
     out: dict[LongSpec, FittedPrompt] = {}

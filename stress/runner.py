@@ -227,6 +227,7 @@ class StressRunner:
             stop_watch = asyncio.ensure_future(self.stop.wait())
             stop_watch.add_done_callback(lambda _: cancel.set())
         request = self._request(r)
+        assert request.request_id is not None  # _request names every request
         sent_at = self.clock.now()
         tl.stamp(r.plan_id, "sent", sent_at)
         wire_id = self.client.wire_id(request.request_id)

@@ -9,17 +9,19 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from evalkit.errors import UsageError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]  # the same module under its backport name
+else:  # Python 3.10: the same module under its backport name
+    import tomli as tomllib
 
 BUILTIN_NAME = "default-cycle.toml"
 EVENTS = ("sent", "first_token", "done")
@@ -240,7 +242,7 @@ class _Where:
     def scenario(self, name: Any, index: int) -> _Where:
         return _Where(self.label, name if isinstance(name, str) and name else f"#{index + 1}")
 
-    def fail(self, key: str, why: str) -> None:
+    def fail(self, key: str, why: str) -> NoReturn:
         at = f"scenario {self.name!r}: " if self.name else ""
         raise ScenarioFileError(f"{self.label}: {at}key {key!r}: {why}")
 
@@ -266,7 +268,7 @@ def _int(
 
 def _span(v: Any, key: str, where: _Where, integer: bool = False) -> Span:
     kind = "an integer" if integer else "a number"
-    ok = (
+    ok: Callable[[Any], bool] = (
         (lambda x: isinstance(x, int) and not isinstance(x, bool))
         if integer
         else (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))

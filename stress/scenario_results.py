@@ -78,6 +78,7 @@ def scenario_metrics(spec: ScenarioSpec, lines: list[Line]) -> dict[str, Any]:
     """Every metric of one scenario, over all its requests and per role (`short.ttft_s`)."""
     mine = [r for r in lines if r.get("scenario") == spec.name]
     groups: dict[str | None, list[Line]] = {None: mine}
+    role: str | None
     for role in dict.fromkeys(r.role for r in spec.requests):
         groups[role] = [r for r in mine if r.get("role") == role]
     out: dict[str, Any] = {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.evidence.gpu_memory import done_times, leak_verdict, summarize_gpu
+from evalkit.evidence.gpu_memory import GPU_FILE, done_times, leak_verdict, summarize_gpu
 from evalkit.evidence.server_evidence import read_evidence
 from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 from evalkit.stats import distribution
@@ -20,7 +20,7 @@ from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
 from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
-from evalkit_stress.runner import GPU_FILE, LAG_FILE, PROMPTS_FILE
+from evalkit_stress.runner import LAG_FILE, PROMPTS_FILE
 from evalkit_stress.selfcheck import client_health
 from evalkit_stress.verdicts import Diagnosis
 

@@ -16,7 +16,7 @@ import asyncio
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock, sleep_until
@@ -29,6 +29,14 @@ from evalkit.runs.rundir import REQUESTS, RunDir
 
 # Open loop starts this long after planning, so the first sends are not already late.
 _LEAD_S = 0.05
+
+
+class _ClosedLoopState(TypedDict):
+    """What a closed loop's streams share: measured requests out now, the measured phase's end, still issuing."""
+
+    in_flight: int
+    deadline: float | None
+    issuing: bool
 
 
 @dataclass
@@ -155,7 +163,7 @@ class LoadRunner:
         streams = int(plan.spec.load)
         indices = itertools.count()
         finished = asyncio.Event()
-        state = {"in_flight": 0, "deadline": None, "issuing": True}
+        state: _ClosedLoopState = {"in_flight": 0, "deadline": None, "issuing": True}
         start = self.clock.now()
 
         def phase_of(i: int) -> str:
@@ -164,9 +172,10 @@ class LoadRunner:
             if plan.measured is not None:
                 phase = plan.phase(i)
                 return "cooldown" if phase == "measured" and point.precise_enough() else phase
-            if state["deadline"] is None:
-                state["deadline"] = self.clock.now() + (plan.duration_s or 0.0)
-            return "measured" if self.clock.now() < state["deadline"] else "cooldown"
+            deadline = state["deadline"]
+            if deadline is None:
+                deadline = state["deadline"] = self.clock.now() + (plan.duration_s or 0.0)
+            return "measured" if self.clock.now() < deadline else "cooldown"
 
         def check_finished() -> None:
             if not state["issuing"] and state["in_flight"] == 0:

@@ -134,8 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evalkit.realserver.provisioning import provision_model
 
         print(f"cache: {llama_cpp_python.build_dir(args.cache)}", flush=True)
-        server = llama_cpp_python.provision(args.cache, seed_wheel=args.seed_wheel, say=lambda m: print(m, flush=True))
-        print(f"llama-cpp-python: {server.python}\nmodel: {provision_model(args.cache)}")
+        built = llama_cpp_python.provision(args.cache, seed_wheel=args.seed_wheel, say=lambda m: print(m, flush=True))
+        print(f"llama-cpp-python: {built.python}\nmodel: {provision_model(args.cache)}")
         return 0
     if args.action in ("provision-vllm", "locate-vllm"):
         return _vllm(args.action, args.cache)

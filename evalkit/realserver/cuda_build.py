@@ -126,7 +126,10 @@ def _unpack(sdist: Path, into: Path) -> Path:
     """Unpack the sdist into `into`; returns its `llama.cpp/` folder (a pack-source tarball or the sdist itself)."""
     with tarfile.open(sdist) as tf:
         # The "data" filter refuses links and paths out of `into`; Pythons before 3.10.12/3.11.4 lack it.
-        tf.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(into, filter="data")
+        else:
+            tf.extractall(into)
     found = sorted(into.glob("*/llama.cpp/CMakeLists.txt")) + sorted(into.glob("llama.cpp/CMakeLists.txt"))
     if not found:
         raise RuntimeError(f"no llama.cpp/CMakeLists.txt inside the unpacked source at {into}")

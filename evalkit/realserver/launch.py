@@ -115,13 +115,15 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # an AF_INET socket's name: (host, port)
+        return port
 
 
 def _healthy(root_url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{root_url}/health", timeout=2) as r:
-            return r.status == 200
+            status: int = r.status
+            return status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False  # 503 while loading the model, refused before it listens
 

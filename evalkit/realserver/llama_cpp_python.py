@@ -159,7 +159,8 @@ class RunningServer:
 def _up(base_url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{base_url}/models", timeout=2) as r:
-            return r.status == 200
+            status: int = r.status
+            return status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
 

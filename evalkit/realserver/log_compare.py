@@ -196,6 +196,7 @@ def compare(run: Path) -> tuple[list[str], int, int]:
         tn = task_of(nxt["request_id"]) if nxt else None
         nd = s.get("next_delay") or {}
         if tn is not None and tn.launched is not None and tc.released is not None:
+            assert nxt is not None  # tn is nxt's task
             in_slot = tn.launched < tc.released
             check(
                 ("in a launched slot" in (nd.get("cause") or "")) == in_slot

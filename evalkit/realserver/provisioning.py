@@ -166,7 +166,8 @@ def _installed_from(wheel: Path) -> bool:
     raw = dist.read_text("direct_url.json")
     if not raw:
         return False
-    return json.loads(raw).get("url") == wheel.resolve().as_uri()
+    url: str | None = json.loads(raw).get("url")  # PEP 610's direct_url.json
+    return url == wheel.resolve().as_uri()
 
 
 def install_wheel(wheel: Path, say: Callable[[str], None] = print) -> None:

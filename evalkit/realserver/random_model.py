@@ -167,6 +167,7 @@ def write_random_model(
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     # Tensor data goes out piece by piece: the 8B shape is 15 GB and never sits in memory at once.
+    assert w.fout is not None  # opened by write_header_to_file
     fout = w.fout[0]
     for _name, tshape, dtype in plan:
         w.write_padding(fout, fout.tell())

@@ -88,7 +88,8 @@ class VllmServer(ServerProcess):
 def _serving(root_url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{root_url}/v1/models", timeout=2) as r:
-            return r.status == 200
+            status: int = r.status
+            return status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False  # refused until the engine is up and the API listens
 

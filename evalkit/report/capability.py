@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.report import noise, trust
 from evalkit.report.grade_review import review_tables
@@ -155,7 +155,7 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     """Correct answers (or pass@1 over repeats) by dataset and in total, marks against the first column."""
     cols = [r.label for r in group]
     scores = [_scores(r) for r in group]
-    reasons = [[]] + [comparability(group[0], r) for r in group[1:]]
+    reasons: list[list[str]] = [[]] + [comparability(group[0], r) for r in group[1:]]
     datasets = [d for d in registry.names() if any(d in (r.summary.get("scores") or {}) for r in group)]
     datasets += sorted({d for r in group for d in (r.summary.get("scores") or {})} - set(datasets))
     rows: list[tuple[str, list[str]]] = []
@@ -325,7 +325,8 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             ]
             if len(cols) > 6:
                 used = [g["reasoning_tokens"] / max_tokens for g in mine if isinstance(g.get("reasoning_tokens"), int)]
-                cells.append(_fmt(median(used) * 100 if used else None, 0, "%"))
+                # a median of one or more numbers (token counts over the manifest's max_tokens)
+                cells.append(_fmt(cast(float, median(used)) * 100 if used else None, 0, "%"))
             rows.append((ds, cells))
         notes = [
             "Tokens per answer (reasoning and the answer itself, from graded.jsonl); truncated: hit max_tokens"

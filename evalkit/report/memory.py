@@ -25,7 +25,8 @@ from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.runs.rundir import REQUESTS, read_jsonl
 
-VERDICT_TEXT = {
+# Keyed by a card's `verdict` as read from summary.json: None (no verdict) finds no text.
+VERDICT_TEXT: dict[str | None, str] = {
     "growing": "growing",
     "falling": "falling",
     "flat": "flat",
@@ -81,7 +82,7 @@ def _slope_mark(base: dict[str, Any], other: dict[str, Any]) -> str:
     """Beyond noise when the slopes differ by more than their noises combined and by a visible growth."""
     a, b = base.get("slope_mib_per_cycle"), other.get("slope_mib_per_cycle")
     na, nb = base.get("slope_noise_mib_per_cycle"), other.get("slope_noise_mib_per_cycle")
-    if None in (a, b, na, nb):
+    if a is None or b is None or na is None or nb is None:
         return noise.UNKNOWN
     span = max(len(base.get("cycles") or []), len(other.get("cycles") or [])) - 1
     diff = b - a

@@ -9,6 +9,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from evalkit.stats import median, percentile
 
@@ -69,29 +70,31 @@ def bootstrap_diff_ci(
     for _ in range(n_resamples):
         a = [rng.choice(before) for _ in before]
         b = [rng.choice(after) for _ in after]
-        diffs.append(median(b) - median(a))
+        # a and b are resamples of samples_verdict's numbers (>= 3 a side): a median each unless all are NaN
+        diffs.append(cast(float, median(b)) - cast(float, median(a)))
     lo = percentile(diffs, 100 * (1 - level) / 2)
     hi = percentile(diffs, 100 * (1 + level) / 2)
     return lo, hi  # type: ignore[return-value]  # diffs has n_resamples items, so neither is None
 
 
 def samples_verdict(
-    before: Sequence[float],
-    after: Sequence[float],
+    before: Sequence[float | None],
+    after: Sequence[float | None],
     higher_is_better: bool,
     noise_floor: float = DEFAULT_NOISE_FLOOR,
 ) -> NoiseVerdict:
     """Beyond noise when the bootstrap CI of the median difference excludes 0 and the change passes the floor."""
-    before = [x for x in before if x is not None]
-    after = [x for x in after if x is not None]
-    if len(before) < MIN_BOOTSTRAP_SAMPLES or len(after) < MIN_BOOTSTRAP_SAMPLES:
+    xs_before = [x for x in before if x is not None]
+    xs_after = [x for x in after if x is not None]
+    if len(xs_before) < MIN_BOOTSTRAP_SAMPLES or len(xs_after) < MIN_BOOTSTRAP_SAMPLES:
         return NoiseVerdict(
-            UNKNOWN, "bootstrap", f"{len(before)} and {len(after)} samples; need {MIN_BOOTSTRAP_SAMPLES}"
+            UNKNOWN, "bootstrap", f"{len(xs_before)} and {len(xs_after)} samples; need {MIN_BOOTSTRAP_SAMPLES}"
         )
-    lo, hi = bootstrap_diff_ci(before, after)
-    base = median(before)
-    rel = (median(after) - base) / abs(base) if base else math.inf
-    detail = f"95% CI of the difference [{lo:.3g}, {hi:.3g}], n={len(before)}/{len(after)}"
+    lo, hi = bootstrap_diff_ci(xs_before, xs_after)
+    base = median(xs_before)
+    # >= 3 numbers a side: a median unless all are NaN
+    rel = (cast(float, median(xs_after)) - base) / abs(base) if base else math.inf
+    detail = f"95% CI of the difference [{lo:.3g}, {hi:.3g}], n={len(xs_before)}/{len(xs_after)}"
     if lo <= 0 <= hi or abs(rel) < noise_floor:
         return NoiseVerdict(WITHIN, "bootstrap", detail)
     up = lo > 0
@@ -99,7 +102,7 @@ def samples_verdict(
 
 
 def distribution_verdict(
-    before: dict, after: dict, higher_is_better: bool, noise_floor: float = DEFAULT_NOISE_FLOOR
+    before: dict[str, Any], after: dict[str, Any], higher_is_better: bool, noise_floor: float = DEFAULT_NOISE_FLOOR
 ) -> NoiseVerdict:
     """Without raw samples: beyond noise only when one run's median lies past the other's maximum."""
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def pick_cycle(runs: list[LabelledRun], wanted: Any = None) -> Any:
     """The cycle to draw: the one asked for, else the first cycle every stress run has."""
     if wanted is not None:
         return wanted
-    common = None
+    common: set[Any] | None = None
     for r in runs:
         cycles = {line.get("cycle") for line in r.requests() if line.get("cycle") is not None}
         common = cycles if common is None else common & cycles
@@ -108,6 +109,7 @@ def ttft_groups(runs: list[LabelledRun]) -> list[tuple[str, list[tuple[str, list
         if r.kind == "stress":
             f = time_scale(r)
             base = "real time" if f == 1 else f"sim time, {f:g}× faster than real"
+            keep: Callable[[dict[str, Any]], bool]
             for name, keep in (
                 ("stress, short requests", lambda x: x.get("role") != "long"),
                 ("stress, long prefills", lambda x: x.get("role") == "long"),

@@ -121,7 +121,7 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
     for k in keys:
         row(f"build.{k}", [(r.run.manifest.get("build") or {}).get(k) for r in runs])
     warnings = []
-    models = {r.run.manifest.get("model") for r in all_runs if r.run.manifest.get("model")}
+    models = {model for r in all_runs if (model := r.run.manifest.get("model"))}
     if len(models) > 1:
         warnings.append(
             "the runs served different models (" + ", ".join(sorted(models)) + "): their figures "

@@ -35,7 +35,7 @@ VERDICTS = (
 
 
 def _long_words(runs: list[LabelledRun]) -> str:
-    tokens = {(r.summary.get("options") or {}).get("long_tokens") for r in runs} - {None}
+    tokens: set[Any] = {(r.summary.get("options") or {}).get("long_tokens") for r in runs} - {None}
     return f"{tokens.pop() / 1000:g}K-token" if len(tokens) == 1 else "long"
 
 

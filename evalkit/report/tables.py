@@ -63,8 +63,9 @@ def _cells(
         text = _num(v, digits)
         if i and v is not None:
             text += delta(v, values[0])
-            if verdicts[i] is not None:
-                text += f" {verdicts[i].mark}"
+            verdict = verdicts[i]
+            if verdict is not None:
+                text += f" {verdict.mark}"
         out.append(text)
     return out
 
@@ -166,19 +167,19 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 row_header="prompt",
             )
         )
-    conc = [r.summary.get("concurrent") for r in runs]
-    if any(isinstance(c, dict) for c in conc):
-        conc = [c if isinstance(c, dict) else {} for c in conc]
+    raw_conc = [r.summary.get("concurrent") for r in runs]
+    if any(isinstance(c, dict) for c in raw_conc):
+        conc: list[dict[str, Any]] = [c if isinstance(c, dict) else {} for c in raw_conc]
         streams = [c.get("streams") for c in conc]
         combined = [c.get("combined_tok_s") for c in conc]
-        verdicts = [None] + [
+        cverdicts = [None] + [
             noise.samples_verdict(conc[0].get("runs") or [], c.get("runs") or [], True, noise_floor) for c in conc[1:]
         ]
-        verdicts = trust.suppress(runs, verdicts)
+        cverdicts = trust.suppress(runs, cverdicts)
         per_stream = [" / ".join(_num(x, 1) for x in (c.get("per_stream_tok_s") or [])) or "–" for c in conc]
         rows = [
             ("streams", [_num(s, 0) for s in streams]),
-            ("combined tok/s", _empty_cells(_cells(combined, 1, verdicts), combined, [c.get("failed") for c in conc])),
+            ("combined tok/s", _empty_cells(_cells(combined, 1, cverdicts), combined, [c.get("failed") for c in conc])),
             ("per stream tok/s", per_stream),
         ]
         tables.append(
@@ -250,9 +251,8 @@ def _empty_cells(
     for i, v in enumerate(values):
         if v is not None:
             continue
-        parts = ([not_exercised[i]] if not_exercised and not_exercised[i] else []) + (
-            [f"{failed[i]} failed"] if failed[i] else []
-        )
+        why = not_exercised[i] if not_exercised else None
+        parts = ([why] if why else []) + ([f"{failed[i]} failed"] if failed[i] else [])
         if parts:
             out[i] = "– (" + "; ".join(parts) + ")"
     return out
@@ -344,8 +344,8 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         "else beyond noise only when one run's median lies past the other's maximum."
     ]
     notes += trust.notes(runs)
-    scaled = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
-    scaled = {label: f for label, f in scaled.items() if f not in (None, 1, 1.0)}
+    time_scales = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
+    scaled = {label: f for label, f in time_scales.items() if f is not None and f not in (1, 1.0)}
     for factor in sorted(set(scaled.values())):
         who = ", ".join(k for k, v in scaled.items() if v == factor)
         notes.append(f"Run against a sped-up server ({who}: --time-scale {factor:g}): {time_scale_words(factor)}.")
@@ -388,7 +388,8 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
                 text = "–" if c is None else f"{c}/{t}"
                 if i and c is not None:
                     text += _count_delta(c, scores[0].get("correct"))
-                    text += f" {verdicts[i].mark}" if verdicts[i] else f" {noise.UNKNOWN}"
+                    verdict = verdicts[i]
+                    text += f" {verdict.mark}" if verdict else f" {noise.UNKNOWN}"
                 cells.append(text)
             rows.append((ds, cells))
         tables.append(

@@ -43,7 +43,8 @@ def _stress(q: Question, correct: bool) -> str:
     if q.kind == "stress_short":
         return str(q.gold if correct else q.gold + 1)
     if q.kind == "stress_long":
-        return q.gold if correct else q.gold[::-1] + "X"
+        code: str = q.gold  # the secret code
+        return code if correct else code[::-1] + "X"
     n = int(q.gold)
     nums = [str(i) for i in range(1, n + 1)]
     if not correct and n > 1:

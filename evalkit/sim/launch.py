@@ -57,7 +57,7 @@ class SimProcess:
         """The sim's events; waits up to `wait_s` for every request to end (status no longer `running`)."""
         deadline = time.monotonic() + wait_s
         while True:
-            evs = self._get("/sim/events")["events"]
+            evs: list[dict[str, Any]] = self._get("/sim/events")["events"]
             if all(e["status"] != "running" for e in evs) or time.monotonic() > deadline:
                 return evs
             time.sleep(0.02)
@@ -75,7 +75,8 @@ class SimProcess:
 
     def config(self) -> dict[str, Any]:
         """The engine's settings."""
-        return self._get("/sim/config")
+        settings: dict[str, Any] = self._get("/sim/config")
+        return settings
 
     def stderr_text(self) -> str:
         """Everything the sim wrote to stderr so far."""

@@ -21,11 +21,11 @@ token of its own, so a stream decodes `decode_rate * (1 + sum(accept))` tokens/s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from evalkit.sim.trace import RequestTrace
 
@@ -164,13 +164,17 @@ def render(
         _histogram(
             "vllm:request_queue_time_seconds",
             "Time spent waiting in the queue.",
-            (t.prefill_start - (t.engine_intake or t.arrived) for t in finished),
+            (t.prefill_start - (t.engine_intake or t.arrived) for t in finished if t.prefill_start is not None),
             labels,
         ),
         _histogram(
             "vllm:request_prefill_time_seconds",
             "Time spent in prefill.",
-            (t.prefill_done - t.prefill_start for t in finished if t.prefill_done is not None),
+            (
+                t.prefill_done - t.prefill_start
+                for t in finished
+                if t.prefill_done is not None and t.prefill_start is not None
+            ),
             labels,
         ),
         _histogram(
@@ -208,9 +212,9 @@ def render(
 class _Fixed(CollectorRegistry):
     """A registry that yields the families it was given (one render, no global registry)."""
 
-    def __init__(self, families: list) -> None:
+    def __init__(self, families: list[Metric]) -> None:
         super().__init__(auto_describe=False)
         self._families = families
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         yield from self._families

@@ -18,6 +18,7 @@ import json
 import time
 import uuid
 import zlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -179,7 +180,9 @@ class SimServer:
         return recognise(messages, self.index)
 
     @web.middleware
-    async def _stamp_arrival(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _stamp_arrival(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         """Every request's (clock, perf_counter) arrival, taken before its handler runs: the kernel's receive stamp of
         its first bytes on a stamped connection (evalkit/sim/stamped_server.py), else now. Its body is read at once,
         so that bytes of a long body that came later are not taken for the next request's arrival."""
@@ -226,7 +229,8 @@ class SimServer:
             trace.end("error", self.clock.now())
             return _error(500, "simulated internal server error (fault http_500)")
         ignore_eos = bool(body.get("ignore_eos")) and "ignore_eos" not in self.s.ignore_fields
-        min_tokens = body.get("min_tokens") if isinstance(body.get("min_tokens"), int) else 0
+        asked_min = body.get("min_tokens")
+        min_tokens = asked_min if isinstance(asked_min, int) else 0
         if "min_tokens" in self.s.ignore_fields:
             min_tokens = 0
 
@@ -235,6 +239,7 @@ class SimServer:
             if question.kind != "filler":
                 correct = True
                 if question.kind == "capability":
+                    assert question.qid is not None  # a capability question always has its id (questions._entry)
                     correct = unit_draw(self.s.seed, question.qid + _sample_key(body), "wrong") >= 1.0 - self.s.accuracy
                 elif question.kind == "judge":  # a fallible judge: this verdict the wrong way round
                     correct = unit_draw(self.s.seed, *question.gold, "judge") >= self.s.judge_error_rate
@@ -243,6 +248,7 @@ class SimServer:
                 if (self.s.wrong_when_batched and batched) or (
                     batched
                     and question.kind == "capability"
+                    and question.qid is not None  # always, for a capability question
                     and correct
                     and unit_draw(self.s.seed, question.qid + _sample_key(body), "batched")
                     < self.s.wrong_when_batched_rate

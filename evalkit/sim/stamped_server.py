@@ -158,7 +158,7 @@ class StampedTransport(asyncio.Transport):
     def abort(self) -> None:
         self._fatal(None)
 
-    def _fatal(self, exc: BaseException | None) -> None:
+    def _fatal(self, exc: Exception | None) -> None:
         self._closing = True
         if self._reading:
             self._reading = False
@@ -168,7 +168,7 @@ class StampedTransport(asyncio.Transport):
             self._loop.remove_writer(self._fd)
         self._loop.call_soon(self._connection_lost, exc)
 
-    def _connection_lost(self, exc: BaseException | None) -> None:
+    def _connection_lost(self, exc: Exception | None) -> None:
         if self._lost:
             return
         self._lost = True
