@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from evalkit.bench.measure import BenchMeasurement
 from evalkit.bench.throughput import BenchPlan, load_prompts, packaged_prompts
@@ -97,7 +98,7 @@ def _rate(v: float | None, failed: int) -> str:
     return text + (f" ({failed} failed)" if failed else "")
 
 
-def _print_table(summary: dict) -> None:
+def _print_table(summary: dict[str, Any]) -> None:
     lines = ["prompt      decode tok/s   request tok/s   runs"]
     for name, p in summary["prompts"].items():
         runs = ", ".join(f"{r:.1f}" for r in p["runs"])
@@ -149,7 +150,7 @@ def _print_table(summary: dict) -> None:
     print("\n".join(lines), file=sys.stderr)
 
 
-def _metric_value(summary: dict, metric: str) -> float | None:
+def _metric_value(summary: dict[str, Any], metric: str) -> float | None:
     if metric == "concurrent":
         return (summary.get("concurrent") or {}).get("combined_tok_s")
     return (summary["prompts"].get(metric) or {}).get("tok_s")

@@ -116,7 +116,8 @@ def _user_evals(paths: list[Path]) -> tuple[list[str], dict[str, Any]]:
     from evalkit_evals import registry
     from evalkit_evals.user_eval import load_user_eval
 
-    names, info = [], {}
+    names: list[str] = []
+    info: dict[str, Any] = {}
     for path in paths:
         ev = load_user_eval(path)
         if ev.name in info:

@@ -14,7 +14,7 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
 from evalkit.config.argtypes import positive_float, positive_int, run_name
 from evalkit.runs.rundir import default_run_name
@@ -48,7 +48,7 @@ _HINTS = {"try --client-procs 2 or fewer streams": "a real server's bench or str
 class _DemoStderr(io.TextIOBase):
     """Standard error as the steps write it, with their flag hints put in the demo's terms."""
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: TextIO) -> None:
         self.real = real
 
     def write(self, text: str) -> int:

@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.config.argtypes import any_int, fraction, nonneg_float, nonneg_int, port, positive_float, positive_int
 from evalkit.errors import UsageError
@@ -397,6 +397,7 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
     server = SimServer(settings, Clock.from_env())
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
+    assert runner.server is not None  # set by setup()
     listener = None
     try:
         if kernel_stamps.available():
@@ -406,7 +407,7 @@ async def _serve(settings: SimSettings, host: str, port: int) -> None:
         else:
             site = web.TCPSite(runner, host, port)
             await site.start()
-            sockets = site._server.sockets if site._server else []
+            sockets = list(cast("asyncio.Server", site._server).sockets) if site._server else []
     except OSError as e:
         await runner.cleanup()
         raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
