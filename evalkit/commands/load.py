@@ -11,8 +11,6 @@ times. Load runs do not resume: an existing `--name` is refused.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import sys
 from typing import Any
 
@@ -36,18 +34,11 @@ from evalkit.config.argtypes import (
     timeout_s,
 )
 from evalkit.errors import UsageError
-from evalkit.evidence.capture import evidence_summary
-from evalkit.load.measure import LoadMeasurement, refuse_existing
-from evalkit.load.metrics import judge_point, point_metrics
-from evalkit.load.runner import LoadRunner, PointRun
-from evalkit.load.schedule import ARRIVALS, PointPlan, PointSpec, render_plan
-from evalkit.load.search import search_max
+from evalkit.load.measure import refuse_existing
+from evalkit.load.points import PointsPlan, PointTemplate, points_measurement
+from evalkit.load.schedule import ARRIVALS, PointSpec, render_plan
 from evalkit.load.slo import parse_target
-from evalkit.load.summary import POINTS, build_summary
-from evalkit.load.tokens import measure_token_scale
 from evalkit.load.workload import Lengths, Workload
-from evalkit.runs.context import RunContext
-from evalkit.runs.rundir import utc_now_iso
 from evalkit.runs.session import run_measurement
 
 
@@ -141,21 +132,15 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
     check_shaping(args, mode)
 
 
-def _plan(args: argparse.Namespace, workload: Workload, spec: PointSpec) -> PointPlan:
-    if args.warmup is not None:
-        warmup = args.warmup
-    else:
-        warmup = int(spec.load) if spec.mode == "concurrency" else max(2, math.ceil(spec.load))
-    measured = None if args.duration is not None else (args.requests or 50)
-    fields: dict[str, Any] = {"measured": measured, **plan_fields(args)}
-    return PointPlan(
+def _template(args: argparse.Namespace) -> PointTemplate:
+    """What every point of the run shares, from the flags."""
+    return PointTemplate(
         seed=args.seed,
-        spec=spec,
-        workload=workload,
-        warmup=warmup,
-        duration_s=args.duration,
         arrivals=args.arrivals,
-        **fields,
+        warmup=args.warmup,
+        requests=args.requests,
+        duration_s=args.duration,
+        shaping=plan_fields(args),
     )
 
 
@@ -174,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         args.token_scale or 1.0,
     )
     if args.dry_run:
-        sys.stdout.write(render_plan(_plan(args, workload, PointSpec(mode, load))))
+        sys.stdout.write(render_plan(_template(args).plan(workload, PointSpec(mode, load))))
         if args.search:
             sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
         return 0
@@ -204,79 +189,23 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
 
 
 def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
-    options = _options(args, mode, start)
-
-    async def run(ctx: RunContext) -> dict[str, Any]:
-        return await _measure(args, mode, start, workload, targets, ctx)
-
-    measurement = LoadMeasurement({"seed": args.seed, "load": options}, {"--seed": args.seed, **options}, run)
+    plan = PointsPlan(
+        mode=mode,
+        start=start,
+        template=_template(args),
+        workload=workload,
+        targets=tuple(targets),
+        runs=args.runs,
+        search=bool(args.search),
+        search_max=args.search_max,
+        resolution=args.resolution,
+        token_scale=args.token_scale,
+        timeout_s=args.timeout_s,
+    )
+    measurement = points_measurement(plan, _options(args, mode, start))
     return run_measurement(
         target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_table(s), flush=True)
     )
-
-
-async def _measure(
-    args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any], ctx: RunContext
-) -> dict[str, Any]:
-    """The points of the run (a search, or one point at `start`), its summary."""
-    if args.token_scale is None:
-        scale, how = await measure_token_scale(ctx.client)
-        workload = dataclasses.replace(workload, token_scale=scale)
-        ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
-    else:
-        ctx.rundir.update_manifest(token_scale=args.token_scale, tokenization={"method": "--token-scale"})
-    runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, args.timeout_s)
-    next_id = [0]
-
-    async def measure(load: float) -> bool:
-        reps = []
-        for repeat in range(args.runs):
-            spec = PointSpec(mode, load, repeat)
-            point = PointRun(next_id[0], _plan(args, workload, spec))
-            next_id[0] += 1
-            t0 = utc_now_iso()
-            await runner.run_point(point)
-            await ctx.evidence.snapshot(f"{spec.label} repeat {repeat}")  # the server's counters per point
-            m = point_metrics(point.measured(), mode, load, targets)
-            reps.append(m)
-            ctx.rundir.append(
-                POINTS,
-                {
-                    "point": point.point_id,
-                    "mode": mode,
-                    "load": load,
-                    "repeat": repeat,
-                    "key": spec.key(args.seed),
-                    "started": t0,
-                    "finished": utc_now_iso(),
-                    "valid": m["valid"],
-                    "invalid_reasons": m["invalid_reasons"],
-                    "measured_requests": len(point.measured()),
-                    "stopped_on_precision": point.stopped_early,
-                },
-            )
-        verdict = judge_point(reps, targets)
-        _progress(mode, load, reps, verdict)
-        return bool(verdict["meets_slo"])
-
-    try:
-        if args.search:
-            top = args.search_max or (256.0 if mode == "concurrency" else 1000.0)
-            await search_max(measure, start, top, integer=mode == "concurrency", resolution=args.resolution)
-        else:
-            await measure(start)
-    finally:
-        runner.close()
-    await ctx.evidence.end()
-    return {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
-
-
-def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[str, Any]) -> None:
-    ttft = [r["ttft_s"]["p99"] for r in reps]
-    state = "meets targets" if verdict["meets_slo"] else "misses targets"
-    if not verdict["valid"]:
-        state += " (invalid: the client fell behind)"
-    sys.stderr.write(f"load {mode} {load:g}: ttft p99 {', '.join(_f(x) for x in ttft)} s; {state}\n")
 
 
 def _f(x: Any, digits: int = 3) -> str:

@@ -7,7 +7,6 @@ conversations and shared-prefix groups send chats of several messages and write 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,22 +22,12 @@ from evalkit.config.argtypes import (
     positive_int,
 )
 from evalkit.errors import UsageError
-from evalkit.evidence.capture import evidence_summary
-from evalkit.load import conversation, shared_prefix
-from evalkit.load.cache_metrics import metrics_hit_rate
-from evalkit.load.cache_reset import reset_prefix_cache
-from evalkit.load.measure import LoadMeasurement, refuse_existing
-from evalkit.load.runner import LoadRunner, PointRun
-from evalkit.load.session_summary import SESSIONS, session_summary
+from evalkit.load.chat_workloads import ChatWorkload, chat_measurement
+from evalkit.load.measure import refuse_existing
 from evalkit.load.slo import parse_target
-from evalkit.load.summary import POINTS, build_summary
-from evalkit.load.tokens import measure_token_scale
-from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, TraceOptions, ideal_hit_tokens, parse_window, read_trace, select
+from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, TraceOptions, parse_window, read_trace
 from evalkit.load.trace import trace_plan as make_trace_plan
-from evalkit.load.turns import TurnSender, hit_rate
-from evalkit.load.workload import Lengths
-from evalkit.runs.context import RunContext
-from evalkit.runs.rundir import utc_now_iso
+from evalkit.load.trace_replay import TraceReplay, trace_measurement
 from evalkit.runs.session import run_measurement
 
 
@@ -153,77 +142,21 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-async def _token_scale(args: argparse.Namespace, ctx: Any) -> float:
-    if args.token_scale is not None:
-        ctx.rundir.update_manifest(token_scale=args.token_scale, tokenization={"method": "--token-scale"})
-        return float(args.token_scale)
-    scale, how = await measure_token_scale(ctx.client)
-    ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
-    return scale
-
-
 def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -> int:
-    trace_opts = {
+    figures = {
         "file": str(args.trace),
         "speedup": opts.speedup,
         "window_s": list(opts.window),
         "sample": opts.sample,
         "block_tokens": opts.block_tokens,
     }
-    load_opts = {**_common(args), "slo": list(args.slo), "mode": "rate", "arrivals": "trace", "trace": trace_opts}
-    manifest = {"seed": args.seed, "load": load_opts}
-
-    async def run(ctx: RunContext) -> dict[str, Any]:
-        scale = await _token_scale(args, ctx)
-        plan = make_trace_plan(lines, opts, scale)  # every prompt built before the first send
-        runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, args.timeout_s)
-        point = PointRun(0, plan)
-        t0 = utc_now_iso()
-        # A full collection walking the thousands of prompts built in advance pauses the loop for milliseconds, and
-        # sends are due every 5 ms at 200/s: they live until the end of the run, so they are kept out of its walks.
-        gc.collect()
-        gc.freeze()
-        try:
-            await runner.run_point(point)
-        finally:
-            gc.unfreeze()
-            runner.close()
-        await ctx.evidence.snapshot("trace")
-        ctx.rundir.append(
-            POINTS,
-            {
-                "point": 0,
-                "mode": "rate",
-                "load": plan.spec.load,
-                "repeat": 0,
-                "key": "trace",
-                "started": t0,
-                "finished": utc_now_iso(),
-            },
-        )
-        await ctx.evidence.end()
-        summary = {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
-        hit, total = ideal_hit_tokens(select(lines, opts), opts.block_tokens)
-        measured = point.measured()
-        errors = [abs(x["send_lateness_s"]) for x in measured if x.get("send_lateness_s") is not None]
-        summary["trace"] = {
-            **trace_opts,
-            "lines_in_file": len(lines),
-            "requests_sent": len(measured),
-            "mean_rate_rps": plan.spec.load,
-            "ideal_hit_rate": hit / total if total else None,
-            "send_error_s": {
-                "max": max(errors) if errors else None,
-                "within_5ms": sum(e <= 0.005 for e in errors) / len(errors) if errors else None,
-            },
-            "prefix_cache": hit_rate([x for x in measured if x.get("outcome") in ("correct", "wrong")]),
-            "prefix_cache_metrics": metrics_hit_rate(ctx.rundir.path),
-        }
-        return summary
-
-    measurement = LoadMeasurement(manifest, {"--seed": args.seed, **load_opts}, run, errors_fail=True)
+    load_opts = {**_common(args), "slo": list(args.slo), "mode": "rate", "arrivals": "trace", "trace": figures}
+    replay = TraceReplay(lines, opts, figures, token_scale=args.token_scale, timeout_s=args.timeout_s)
     return run_measurement(
-        target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_trace_table(s), flush=True)
+        target_from_args(args),
+        run_options_from_args(args),
+        trace_measurement(replay, args.seed, load_opts),
+        lambda s: print(_trace_table(s), flush=True),
     )
 
 
@@ -233,6 +166,7 @@ def _run_sessions(args: argparse.Namespace) -> int:
     opts["max_tokens"] = args.max_tokens
     if kind == "conversation":
         opts.update(users=args.conversations, turns=args.turns, think_s=args.think_s)
+        shape: dict[str, Any] = {"users": args.conversations, "turns": args.turns, "think_s": args.think_s}
     else:
         opts.update(
             groups=args.shared_prefix,
@@ -241,52 +175,28 @@ def _run_sessions(args: argparse.Namespace) -> int:
             cache_runs=args.cache_runs,
             concurrency=args.concurrency or 1,
         )
-
-    async def run(ctx: RunContext) -> dict[str, Any]:
-        scale = await _token_scale(args, ctx)
-        sender = TurnSender(ctx.rundir, ctx.client, args.timeout_s)
-        prompt, output = (
-            Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
-            Lengths.parse(args.output_tokens, "--output-tokens"),
-        )
-        try:
-            if kind == "conversation":
-                cspec = conversation.ConversationSpec(
-                    args.conversations, args.turns, args.think_s, prompt, output, args.seed, scale, args.max_tokens
-                )
-                records = await conversation.run_conversations(cspec, sender, ctx.clock)
-            else:
-                runs = ("cold", "warm") if args.cache_runs == "both" else (args.cache_runs,)
-                sspec = shared_prefix.SharedPrefixSpec(
-                    args.shared_prefix,
-                    args.users_per_group,
-                    args.system_tokens,
-                    prompt,
-                    output,
-                    runs,
-                    args.concurrency or 1,
-                    args.seed,
-                    scale,
-                    args.max_tokens,
-                )
-                key = ctx.profile.api_key
-                records = await shared_prefix.run_shared_prefix(
-                    sspec, sender, lambda: reset_prefix_cache(ctx.client.base_url, key)
-                )
-            await sender.flush()
-        finally:
-            sender.close()
-        for rec in records:
-            ctx.rundir.append(SESSIONS, rec)
-        await ctx.evidence.snapshot(kind)
-        await ctx.evidence.end()
-        return {**session_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
-
-    measurement = LoadMeasurement(
-        {"seed": args.seed, "load": opts}, {"--seed": args.seed, **opts}, run, errors_fail=True
+        shape = {
+            "groups": args.shared_prefix,
+            "users_per_group": args.users_per_group,
+            "system_tokens": args.system_tokens,
+            "cache_runs": args.cache_runs,
+            "concurrency": args.concurrency or 1,
+        }
+    workload = ChatWorkload(
+        kind=kind,
+        seed=args.seed,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        max_tokens=args.max_tokens,
+        token_scale=args.token_scale,
+        timeout_s=args.timeout_s,
+        **shape,
     )
     return run_measurement(
-        target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_session_table(s), flush=True)
+        target_from_args(args),
+        run_options_from_args(args),
+        chat_measurement(workload, opts),
+        lambda s: print(_session_table(s), flush=True),
     )
 
 

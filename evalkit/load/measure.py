@@ -2,8 +2,9 @@
 and the line naming the failed requests. Load runs do not resume: the command refuses an existing `--name` unless
 `--fresh`.
 
-What is sent (points of a rate or concurrency search, a replayed trace, conversations, shared-prefix groups) is the
-`run` the command plans; `LoadMeasurement` gives it the open run and ends it alike for every workload.
+What is sent is the workload's own: points of a rate or concurrency search (`evalkit.load.points`), a replayed
+trace (`evalkit.load.trace_replay`), conversations or shared-prefix groups (`evalkit.load.chat_workloads`), each a
+typed plan and a `run(ctx)`; `LoadMeasurement` gives that run the open session and ends it alike for all of them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.load.tokens import measure_token_scale
 from evalkit.runs.context import RunContext
 from evalkit.runs.failures import FailureCount, count_failures, failure_line
 from evalkit.runs.rundir import MANIFEST, REQUESTS
@@ -54,3 +56,13 @@ def refuse_existing(out: Path | str, name: str | None, fresh: bool) -> None:
             f"{Path(out) / name} exists; load runs do not resume: pick another --name, or add --fresh "
             "to measure again (its old files are deleted)"
         )
+
+
+async def run_token_scale(ctx: RunContext, given: float | None) -> float:
+    """The run's token scale: `given` (`--token-scale`), else measured against the server; recorded in the manifest."""
+    if given is not None:
+        ctx.rundir.update_manifest(token_scale=given, tokenization={"method": "--token-scale"})
+        return float(given)
+    scale, how = await measure_token_scale(ctx.client)
+    ctx.rundir.update_manifest(token_scale=scale, tokenization=how)
+    return scale
