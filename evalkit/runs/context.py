@@ -1,4 +1,5 @@
-"""What every server-facing command does first and last: resolve the server, open the run directory, print its path."""
+"""The open run a session measures in: the client connected to the target, the run directory created or resumed,
+the server's evidence started (`open_run`); `evalkit.runs.session` drives it from start to finish."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ async def open_run(
 
     `options` are the flags that define the measurement (with the server's URL, model and identity, they must
     match for a resume: `runs.run_identity`); a complete run of the same definition and `scope` (what is asked)
-    raises `RunFinished`. The caller writes `summary.json` and calls `rundir.finish()`; the run directory's path is
-    printed as the last line of standard output by `print_run_path`.
+    raises `RunFinished`. `evalkit.runs.session` writes `summary.json`, calls `rundir.finish()` and prints the run
+    directory's path as the last line of standard output (`print_run_path`, also a replay's).
     """
     clock = Clock()
     procs = target.client_procs
