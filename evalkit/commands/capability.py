@@ -14,10 +14,10 @@ from evalkit.commands.target_flags import run_options_from_args, target_from_arg
 from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int, timeout_s
 from evalkit.config.profiles import THINKING_MODES
 from evalkit.errors import UsageError
-from evalkit.runs.context import RunContext, print_run_path
+from evalkit.runs.context import RunContext
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
-from evalkit.runs.session import run_measurement
+from evalkit.runs.session import finish_run, run_measurement, show_result, started_again
 from evalkit_evals.measure import OnePass, open_judge, score_run
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
@@ -291,7 +291,7 @@ async def _replay_async(args: argparse.Namespace) -> int:
                 fresh=args.fresh,
             )
         except RunFinished as done:
-            return _said_finished(done)
+            return show_result(started_again(done), _print_summary)
         grader = Grader(args.data_dir, code_judge)
         try:
             lines = await run_replay(rundir, answers, items, grader, short, judge)
@@ -301,13 +301,7 @@ async def _replay_async(args: argparse.Namespace) -> int:
         if judge is not None:
             await judge.aclose()
     got = score_run(lines, None, {"mode": "replay", "question_set": qset.name}, per_line=True)
-    rundir.write_summary(got.summary)
-    rundir.finish(exit_code=got.exit_code, complete=got.complete)
-    _print_summary(got.summary)
-    print_run_path(rundir)
-    if got.failure is not None:
-        sys.stderr.write(got.failure + "\n")
-    return got.exit_code
+    return show_result(finish_run(rundir, got), _print_summary)
 
 
 def _live(args: argparse.Namespace) -> int:
@@ -402,14 +396,6 @@ def _live(args: argparse.Namespace) -> int:
         under_load=under_load,
     )
     return run_measurement(target_from_args(args), run_options_from_args(args), measurement, _print_summary)
-
-
-def _said_finished(done: RunFinished) -> int:
-    """A complete replay started again: one line, its own table, its own exit code."""
-    done.say()
-    _print_summary(done.summary)
-    print(done.path, flush=True)
-    return done.exit_code
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from evalkit.config.argtypes import (
 )
 from evalkit.errors import UsageError
 from evalkit.load.measure import refuse_existing
-from evalkit.load.points import PointsPlan, PointTemplate, points_measurement
+from evalkit.load.points import PointsPlan, PointTemplate, points_measurement, short_figure
 from evalkit.load.schedule import ARRIVALS, PointSpec, render_plan
 from evalkit.load.slo import parse_target
 from evalkit.load.workload import Lengths, Workload
@@ -208,10 +208,6 @@ def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, 
     )
 
 
-def _f(x: Any, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}"
-
-
 def _table(s: dict[str, Any]) -> str:
     head = [
         "load",
@@ -232,18 +228,20 @@ def _table(s: dict[str, Any]) -> str:
     for p in s["points"]:
         m = p["metrics"]
         late = m["send_lateness_s"]["p95"]
-        answer = [f"{_f(m['ttft_answer_s']['p50'])}/{_f(m['ttft_answer_s']['p99'])}"] if reasoned else []
+        answer = (
+            [f"{short_figure(m['ttft_answer_s']['p50'])}/{short_figure(m['ttft_answer_s']['p99'])}"] if reasoned else []
+        )
         rows.append(
             [
                 p["label"],
-                f"{_f(m['ttft_s']['p50'])}/{_f(m['ttft_s']['p99'])}",
+                f"{short_figure(m['ttft_s']['p50'])}/{short_figure(m['ttft_s']['p99'])}",
                 *answer,
-                _f(m["itl_ms"]["p99"]),
-                _f(m["e2e_s"]["p99"]),
-                _f(m["goodput_rps"]),
+                short_figure(m["itl_ms"]["p99"]),
+                short_figure(m["e2e_s"]["p99"]),
+                short_figure(m["goodput_rps"]),
                 str(m["errors"]),
                 str(m["wrong_answers"]),
-                _f(None if late is None else late * 1000),
+                short_figure(None if late is None else late * 1000),
                 "yes" if p["meets_slo"] else "no",
                 "yes" if p["valid"] else "no",
             ]
@@ -256,6 +254,6 @@ def _table(s: dict[str, Any]) -> str:
         best = s["max_load_meeting_slo"]
         out.append(
             f"largest {s['mode']} meeting {', '.join(t['slo'] for t in s['slo'])}: "
-            f"{_f(best, 6)}" + ("" if s["bounded"] else " (the largest tried: not bounded)")
+            f"{short_figure(best, 6)}" + ("" if s["bounded"] else " (the largest tried: not bounded)")
         )
     return "\n".join(out)

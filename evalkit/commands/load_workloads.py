@@ -162,19 +162,9 @@ def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -> int:
 
 def _run_sessions(args: argparse.Namespace) -> int:
     kind = "conversation" if args.conversations else "shared_prefix"
-    opts: dict[str, Any] = {**_common(args), "mode": kind}
-    opts["max_tokens"] = args.max_tokens
     if kind == "conversation":
-        opts.update(users=args.conversations, turns=args.turns, think_s=args.think_s)
         shape: dict[str, Any] = {"users": args.conversations, "turns": args.turns, "think_s": args.think_s}
     else:
-        opts.update(
-            groups=args.shared_prefix,
-            users_per_group=args.users_per_group,
-            system_tokens=args.system_tokens,
-            cache_runs=args.cache_runs,
-            concurrency=args.concurrency or 1,
-        )
         shape = {
             "groups": args.shared_prefix,
             "users_per_group": args.users_per_group,
@@ -182,6 +172,8 @@ def _run_sessions(args: argparse.Namespace) -> int:
             "cache_runs": args.cache_runs,
             "concurrency": args.concurrency or 1,
         }
+    # The manifest's `load`: the common lengths, the workload's kind and cap, then its shape.
+    opts: dict[str, Any] = {**_common(args), "mode": kind, "max_tokens": args.max_tokens, **shape}
     workload = ChatWorkload(
         kind=kind,
         seed=args.seed,

@@ -46,8 +46,7 @@ def chat_measurement(workload: ChatWorkload, options: dict[str, Any]) -> LoadMea
     async def run(ctx: RunContext) -> dict[str, Any]:
         return await measure_chats(workload, ctx)
 
-    seed = workload.seed
-    return LoadMeasurement({"seed": seed, "load": options}, {"--seed": seed, **options}, run, errors_fail=True)
+    return LoadMeasurement(workload.seed, options, run, errors_fail=True)
 
 
 async def measure_chats(w: ChatWorkload, ctx: RunContext) -> dict[str, Any]:

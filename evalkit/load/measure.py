@@ -24,14 +24,23 @@ from evalkit.runs.session import Measured
 
 @dataclass(frozen=True)
 class LoadMeasurement:
-    """One load run: `run` sends the workload on the open run and returns its summary."""
+    """One load run of `seed`: `run` sends the workload on the open run and returns its summary; `settings` are what
+    the manifest records of it (`load`), and with the seed what a run of the same name must match."""
 
-    manifest: dict[str, Any]
-    options: dict[str, Any]
+    seed: int
+    settings: dict[str, Any]
     run: Callable[[RunContext], Awaitable[dict[str, Any]]]
     errors_fail: bool = False  # the summary's `errors` alone makes exit 1 (trace and session workloads)
     kind: str = "load"
     scope: dict[str, Any] | None = None
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return {"seed": self.seed, "load": self.settings}
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"--seed": self.seed, **self.settings}
 
     async def measure(self, ctx: RunContext) -> Measured:
         summary = await self.run(ctx)

@@ -2,7 +2,8 @@
 the highest load that still meets every target; the measurement a run session runs.
 
 `PointTemplate` turns a point's spec (mode, load, repeat) into its `PointPlan` with the run's shaping; `PointsPlan`
-is the validated plan of the whole run; `PointsMeasurement` sends it (`evalkit.runs.session`).
+is the validated plan of the whole run; `points_measurement` is what a run session sends it with
+(`evalkit.runs.session`).
 """
 
 from __future__ import annotations
@@ -80,9 +81,7 @@ def points_measurement(plan: PointsPlan, options: dict[str, Any]) -> LoadMeasure
     async def run(ctx: RunContext) -> dict[str, Any]:
         return await measure_points(plan, ctx)
 
-    return LoadMeasurement(
-        {"seed": plan.template.seed, "load": options}, {"--seed": plan.template.seed, **options}, run
-    )
+    return LoadMeasurement(plan.template.seed, options, run)
 
 
 async def measure_points(plan: PointsPlan, ctx: RunContext) -> dict[str, Any]:
@@ -141,8 +140,9 @@ def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[
     state = "meets targets" if verdict["meets_slo"] else "misses targets"
     if not verdict["valid"]:
         state += " (invalid: the client fell behind)"
-    sys.stderr.write(f"load {mode} {load:g}: ttft p99 {', '.join(_f(x) for x in ttft)} s; {state}\n")
+    sys.stderr.write(f"load {mode} {load:g}: ttft p99 {', '.join(short_figure(x) for x in ttft)} s; {state}\n")
 
 
-def _f(x: Any, digits: int = 3) -> str:
+def short_figure(x: Any, digits: int = 3) -> str:
+    """A figure to `digits` significant digits, "-" for none (the progress line's and the load table's)."""
     return "-" if x is None else f"{x:.{digits}g}"

@@ -38,7 +38,7 @@ def trace_measurement(replay: TraceReplay, seed: int, options: dict[str, Any]) -
     async def run(ctx: RunContext) -> dict[str, Any]:
         return await measure_trace(replay, ctx)
 
-    return LoadMeasurement({"seed": seed, "load": options}, {"--seed": seed, **options}, run, errors_fail=True)
+    return LoadMeasurement(seed, options, run, errors_fail=True)
 
 
 async def measure_trace(replay: TraceReplay, ctx: RunContext) -> dict[str, Any]:

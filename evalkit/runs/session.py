@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from evalkit.config.target import Target
 from evalkit.runs.context import RunContext, RunDirOptions, open_run
-from evalkit.runs.rundir import RunFinished
+from evalkit.runs.rundir import RunDir, RunFinished
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,33 @@ class Measurement(Protocol):
     async def measure(self, ctx: RunContext) -> Measured: ...
 
 
+def finish_run(rundir: RunDir, got: Measured) -> RunResult:
+    """Write the run's `summary.json` and stamp its finish in the manifest (a replay, which has no server, too)."""
+    rundir.write_summary(got.summary)
+    closing = {"stopped": got.stopped} if got.stopped is not None else {}
+    rundir.finish(exit_code=got.exit_code, complete=got.complete, **closing)
+    return RunResult(got.summary, rundir.path, got.exit_code, got.failure)
+
+
+def started_again(done: RunFinished) -> RunResult:
+    """A complete run started again: said in one line, and returned as it is."""
+    done.say()
+    return RunResult(done.summary, done.path, done.exit_code, again=True)
+
+
+def show_result(result: RunResult, show: Callable[[dict[str, Any]], None]) -> int:
+    """The run's table (`show`), its path as the last line of standard output, the failure line on standard error;
+    the exit code."""
+    show(result.summary)
+    print(result.path, flush=True)
+    if result.failure is not None:
+        print(result.failure, file=sys.stderr, flush=True)
+    return result.exit_code
+
+
 async def _measured(target: Target, where: RunDirOptions, m: Measurement) -> RunResult:
     async with open_run(target, where, m.kind, m.manifest, m.options, m.scope) as ctx:
-        got = await m.measure(ctx)
-        ctx.rundir.write_summary(got.summary)
-        closing = {"stopped": got.stopped} if got.stopped is not None else {}
-        ctx.rundir.finish(exit_code=got.exit_code, complete=got.complete, **closing)
-        return RunResult(got.summary, ctx.rundir.path, got.exit_code, got.failure)
+        return finish_run(ctx.rundir, await m.measure(ctx))
 
 
 def measure_run(target: Target, where: RunDirOptions, m: Measurement) -> RunResult:
@@ -80,18 +100,11 @@ def measure_run(target: Target, where: RunDirOptions, m: Measurement) -> RunResu
     try:
         return asyncio.run(_measured(target, where, m))
     except RunFinished as done:
-        done.say()
-        return RunResult(done.summary, done.path, done.exit_code, again=True)
+        return started_again(done)
 
 
 def run_measurement(
     target: Target, where: RunDirOptions, m: Measurement, show: Callable[[dict[str, Any]], None]
 ) -> int:
-    """`measure_run`, then the run's table (`show`), its path as the last line of standard output, the failure line
-    on standard error; the exit code."""
-    result = measure_run(target, where, m)
-    show(result.summary)
-    print(result.path, flush=True)
-    if result.failure is not None:
-        print(result.failure, file=sys.stderr, flush=True)
-    return result.exit_code
+    """`measure_run`, then `show_result`; the exit code."""
+    return show_result(measure_run(target, where, m), show)
