@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.runs.rundir import Line
+from evalkit_stress.metric_registry import exercised_key
 
 NOT_EXERCISED = "not exercised"
 CANCEL_NOT_SENT = "the long request ended before its planned cancel, so no cancel was sent"
@@ -23,17 +24,9 @@ NO_INSERT_INSIDE = "no short request landed inside its prefill"
 PAIR_APART = "the two generations were never in flight together (one ended before the other was sent)"
 PAIR_PARTNER_FAILED = "the other generation of the pair failed"
 
-# The metric each not-exercised request would have fed (the summary's `not_exercised` is keyed by it), by the
-# line's (scenario, role), either of which a line may lack.
-_METRIC: dict[tuple[str | None, str | None], str] = {
-    ("cancel_then_short", "short"): "post_cancel_ttft_s",
-    ("short_insert", "short"): "short_insert_ttft_s",
-    ("double_insert", "short"): "double_insert_ttft_s",
-    ("short_insert", "long"): "long_prefill_with_inserts_s",
-    ("double_insert", "long"): "long_prefill_with_inserts_s",
-    ("concurrent_gen", "gen_pair"): "concurrent_combined_tok_s",
-    ("cancel_then_short", "long"): "cancel",
-}
+# A not-exercised request is counted (summary's `not_exercised`) under the metric it would have fed
+# (stress/metric_registry.py); the long request of a cancel that was never sent, under the cancel itself.
+_CANCEL_KEY: dict[tuple[str | None, str | None], str] = {("cancel_then_short", "long"): "cancel"}
 
 
 def cancel_sent(line: Line) -> bool:
@@ -109,7 +102,8 @@ def summary(lines: list[Line]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in annotate(lines):
         why = r.get("not_exercised")
-        metric = _METRIC.get((r.get("scenario"), r.get("role")))
+        key = (r.get("scenario"), r.get("role"))
+        metric = _CANCEL_KEY.get(key) or exercised_key(*key)
         if not why or metric is None:
             continue
         entry = out.setdefault(metric, {"count": 0, "reasons": {}})

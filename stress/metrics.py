@@ -11,6 +11,8 @@ from typing import Any
 
 from evalkit.runs.rundir import Line
 from evalkit.stats import distribution, median
+from evalkit_stress import metric_registry
+from evalkit_stress.metric_registry import WHOLE_TIME, CycleMetric, LineMetric
 
 
 def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:
@@ -58,40 +60,33 @@ def pair_stats(pair: list[Line], solos: list[Line]) -> dict[str, float | None]:
 
 
 def compute_metrics(lines: list[Line]) -> dict[str, Any]:
-    """Every stress metric's distribution (`p50`, `p95`, `max`, `n`) over all cycles."""
-    shorts_ins = _ok(lines, "short_insert", "short")
+    """Every registered stress metric's distribution (`p50`, `p95`, `max`, `n`) over all cycles, in registry order
+    (stress/metric_registry.py); the reasoning-only ones only when some answer had reasoning tokens."""
     pairs = _by_cycle(_ok(lines, "concurrent_gen", "gen_pair"))
     solos = _by_cycle(_ok(lines, "concurrent_gen", "gen_solo"))
     per_cycle = [pair_stats(p, solos.get(c, [])) for c, p in sorted(pairs.items())]
-    return {
-        "long_prefill_s": distribution(r["ttft_s"] for r in _ok(lines, "long_alone", "long")),
-        "long_prefill_with_inserts_s": distribution(
-            r["ttft_s"] for s in ("short_insert", "double_insert") for r in _ok(lines, s, "long")
-        ),
-        "short_insert_ttft_s": distribution(r["ttft_s"] for r in shorts_ins),
-        "short_insert_done_s": distribution(r["t_done"] - r["t_sent"] for r in shorts_ins),
-        "double_insert_ttft_s": distribution(r["ttft_s"] for r in _ok(lines, "double_insert", "short")),
-        "post_cancel_ttft_s": distribution(r["ttft_s"] for r in _ok(lines, "cancel_then_short", "short")),
-        "short_alone_ttft_s": distribution(r["ttft_s"] for r in _ok(lines, "short_baseline", "short")),
-        "concurrent_combined_tok_s": distribution(p["combined_tok_s"] for p in per_cycle),
-        "concurrent_stream_tok_s": distribution(r.get("decode_tok_s") for p in pairs.values() for r in p),
-        "gen_alone_tok_s": distribution(r.get("decode_tok_s") for s in solos.values() for r in s),
-        "effective_concurrency": distribution(p["effective_concurrency"] for p in per_cycle),
-        "concurrency_speedup": distribution(p["speedup"] for p in per_cycle),
-        **reasoning_metrics(lines, shorts_ins),
-    }
+    reasoned = any(r.get("reasoning_tokens") for r in lines if r.get("status") == "ok")
+    out: dict[str, Any] = {}
+    for m in metric_registry.metrics():
+        if m.needs_reasoning and not reasoned:
+            continue
+        if isinstance(m, CycleMetric):
+            out[m.name] = distribution(p[m.pair_stat] for p in per_cycle)
+        else:
+            out[m.name] = distribution(line_samples(lines, m))
+    return out
 
 
-def reasoning_metrics(lines: list[Line], shorts_ins: list[Line]) -> dict[str, Any]:
-    """With a server that reasoned: the inserted shorts' first answer token, and every answer's token split."""
-    ok = [r for r in lines if r.get("status") == "ok"]
-    if not any(r.get("reasoning_tokens") for r in ok):
-        return {}
-    return {
-        "short_insert_ttft_answer_s": distribution(r.get("ttft_answer_s") for r in shorts_ins),
-        "reasoning_tokens": distribution(r.get("reasoning_tokens") for r in ok),
-        "answer_tokens": distribution(r.get("answer_tokens") for r in ok),
-    }
+def line_samples(lines: list[Line], metric: LineMetric) -> list[Any]:
+    """A per-request metric's samples: its field on each finished request it reads (every finished request when
+    it names no scenario)."""
+    if metric.scenarios is None:
+        return [r.get(metric.field) for r in lines if r.get("status") == "ok"]
+    return [_field(r, metric.field) for s in metric.scenarios for r in _ok(lines, s, metric.role or "")]
+
+
+def _field(r: Line, name: str) -> Any:
+    return r["t_done"] - r["t_sent"] if name == WHOLE_TIME else r.get(name)
 
 
 def insert_wait_fractions(lines: list[Line]) -> list[float]:

@@ -27,6 +27,7 @@ from evalkit.clock import Clock, sleep_until
 from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
+from evalkit_stress.metric_registry import line_metric
 from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
@@ -35,19 +36,6 @@ from evalkit_stress.text_answer import judge_prompt
 
 LAG_FILE = "loop_lag.jsonl"
 PROMPTS_FILE = "long_prompts.jsonl"
-
-# Which summary metric a request's timing feeds (the report reads this tag to find raw samples).
-METRIC_OF = {
-    ("long_alone", "long"): "long_prefill_s",
-    ("short_insert", "long"): "long_prefill_with_inserts_s",
-    ("double_insert", "long"): "long_prefill_with_inserts_s",
-    ("short_insert", "short"): "short_insert_ttft_s",
-    ("double_insert", "short"): "double_insert_ttft_s",
-    ("cancel_then_short", "short"): "post_cancel_ttft_s",
-    ("short_baseline", "short"): "short_alone_ttft_s",
-    ("concurrent_gen", "gen_pair"): "concurrent_stream_tok_s",
-    ("concurrent_gen", "gen_solo"): "gen_alone_tok_s",
-}
 
 
 @dataclass(frozen=True)
@@ -261,7 +249,9 @@ class StressRunner:
         line = rec.to_json()
         if killer is not None:
             line["killed_by"] = killer
-        metric = METRIC_OF.get((r.scenario, r.role))
+        # Which summary metric the request's timing feeds (the report reads this tag to find raw samples).
+        feeds = line_metric(r.scenario, r.role)
+        metric = feeds.name if feeds is not None else None
         line.update(
             cycle=r.cycle,
             scenario=r.scenario,
@@ -280,8 +270,8 @@ class StressRunner:
         )
         if isinstance(r.question, LongSpec):
             line["planned_prompt_tokens"] = self.fitted[r.question].counted_tokens
-        if metric == "concurrent_stream_tok_s" or metric == "gen_alone_tok_s":
-            line[metric] = rec.decode_tok_s
+        if feeds is not None and feeds.field != "ttft_s" and feeds.field in line:
+            line[feeds.name] = line[feeds.field]  # a rate also under its metric's name
         if r.prompt == "count":
             line.update(length_mode=self.opts.length_mode, length_forced=self.opts.length_mode != "prompt")
         planned_cancel = self._cancel_at.pop(r.plan_id, None)

@@ -306,9 +306,9 @@ def test_stress_table_says_when_runs_were_time_scaled(tmp_path):
     ],
 )
 def test_which_stress_metrics_are_better_higher(metric, higher):
-    from evalkit.report.tables import _higher_is_better
+    from evalkit_stress.metric_registry import higher_is_better
 
-    assert _higher_is_better(metric) is higher
+    assert higher_is_better(metric) is higher
 
 
 def test_two_runs_of_one_build_label_are_told_apart_by_their_directories(tmp_path):

@@ -41,6 +41,7 @@ from evalkit.evidence.gpu_memory import peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.runs.rundir import read_json_object
 from evalkit.runs.session import run_measurement
+from evalkit_stress import metric_registry
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.measure import StressMeasurement
 from evalkit_stress.resume import (
@@ -257,10 +258,9 @@ def _print_summary(s: dict[str, Any]) -> None:
             f"  cycle {u['cycle']} cut off after {u['requests']} requests ({u['errors']} errors, "
             f"{u['wrong_answers']} wrong answers): not counted; run again with the same --name to resume"
         )
-    missing = {"short_insert_done_s": "short_insert_ttft_s"}  # the same requests as another metric
     for name, d in s["metrics"].items():
         text = _fmt(d)
-        ne = (s.get("not_exercised") or {}).get(missing.get(name, name))
+        ne = (s.get("not_exercised") or {}).get(metric_registry.same_requests(name))
         failed = (s.get("failed_by_metric") or {}).get(name)
         if text == "-" and (ne or failed):
             # Never a figure made of nothing: say what left it empty.

@@ -14,16 +14,8 @@ from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
 from evalkit_evals import registry
-
-STRESS_ORDER = (
-    "short_insert_ttft_s",
-    "short_insert_done_s",
-    "double_insert_ttft_s",
-    "post_cancel_ttft_s",
-    "long_prefill_s",
-    "long_prefill_with_inserts_s",
-    "concurrent_combined_tok_s",
-)
+from evalkit_stress import metric_registry
+from evalkit_stress.metric_registry import WHOLE_TIME
 
 
 @dataclass(frozen=True)
@@ -194,31 +186,6 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     return tables
 
 
-# Where each stress metric's raw samples live in requests.jsonl: (scenario, role, field). Lines carry `scenario`
-# and `role` as the stress command writes them; `t_done-t_sent` is the request's whole time.
-STRESS_SAMPLES: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "short_insert_ttft_s": (("short_insert",), "short", "ttft_s"),
-    "short_insert_done_s": (("short_insert",), "short", "t_done-t_sent"),
-    "short_insert_ttft_answer_s": (("short_insert",), "short", "ttft_answer_s"),
-    "double_insert_ttft_s": (("double_insert",), "short", "ttft_s"),
-    "post_cancel_ttft_s": (("cancel_then_short",), "short", "ttft_s"),
-    "short_alone_ttft_s": (("short_baseline",), "short", "ttft_s"),
-    "long_prefill_s": (("long_alone",), "long", "ttft_s"),
-    "long_prefill_with_inserts_s": (("short_insert", "double_insert"), "long", "ttft_s"),
-    "concurrent_stream_tok_s": (("concurrent_gen",), "gen_pair", "decode_tok_s"),
-    "gen_alone_tok_s": (("concurrent_gen",), "gen_solo", "decode_tok_s"),
-}
-# The statistic each metric's row shows, as the write-up reports it (p95 waits, worst post-cancel wait, median
-# rates); every other metric shows its p95 when it is a time and its median otherwise.
-HEADLINE_STAT = {
-    "post_cancel_ttft_s": "max",
-    "concurrent_combined_tok_s": "p50",
-    "concurrent_stream_tok_s": "p50",
-    "gen_alone_tok_s": "p50",
-    "effective_concurrency": "p50",
-}
-
-
 def _answer_rows(runs: list[LabelledRun], prompts: list[str]) -> list[tuple[str, list[str]]]:
     """Bench rows of TTFT, time to the first answer token and the token split, when any run's server reasoned."""
     if not any((_get(r.summary, "prompts", n) or {}).get("reasoning_tokens") for r in runs for n in prompts):
@@ -258,52 +225,36 @@ def _empty_cells(
     return out
 
 
-# A metric measured on the same requests as another: its not-exercised count is that one's.
-_SAME_REQUESTS = {
-    "short_insert_done_s": "short_insert_ttft_s",
-    "concurrent_stream_tok_s": "concurrent_combined_tok_s",
-    "effective_concurrency": "concurrent_combined_tok_s",
-    "concurrency_speedup": "concurrent_combined_tok_s",
-}
-
-
 def not_exercised_text(summary: dict[str, Any], metric: str) -> str | None:
     """ "not exercised: <reason> (n)" for a stress metric some of whose planned requests did not happen."""
-    ne = (summary.get("not_exercised") or {}).get(_SAME_REQUESTS.get(metric, metric))
+    ne = (summary.get("not_exercised") or {}).get(metric_registry.same_requests(metric))
     if not ne or not ne.get("count"):
         return None
     return f"not exercised: {'; '.join(ne.get('reasons') or {})} ({ne['count']})"
 
 
-def _higher_is_better(metric: str) -> bool:
-    return metric.endswith("tok_s") or metric in ("effective_concurrency", "concurrency_speedup")
-
-
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
     from evalkit_stress.exercised import exercised
+    from evalkit_stress.metrics import pair_stats
 
     # As the summary: only requests whose planned situation happened (a short sent after no cancel is no sample).
     lines = [x for x in exercised(run.requests()) if x.get("status", "ok") == "ok"]
-    if metric == "concurrent_combined_tok_s":
+    spec = metric_registry.get(metric)
+    if isinstance(spec, metric_registry.CycleMetric) and spec.bootstrap:
         # One sample per cycle, as the stress summary computes it: both streams' tokens over their joint window.
         cycles: dict[Any, list[dict[str, Any]]] = {}
         for x in lines:
-            if x.get("scenario") == "concurrent_gen" and x.get("role") == "gen_pair" and x.get("t_last_token"):
+            if spec.feeds(x.get("scenario"), x.get("role")) and x.get("t_last_token"):
                 cycles.setdefault(x.get("cycle"), []).append(x)
-        out = []
-        for pair in cycles.values():
-            window = max(x["t_last_token"] for x in pair) - min(x["t_first_token"] for x in pair)
-            if len(pair) >= 2 and window > 0:
-                out.append(sum(x.get("completion_tokens") or 0 for x in pair) / window)
-        return out
-    if metric in STRESS_SAMPLES:
-        scenarios, role, fld = STRESS_SAMPLES[metric]
-        mine = [x for x in lines if x.get("scenario") in scenarios and x.get("role") == role]
+        stats = (pair_stats(pair, [])[spec.pair_stat] for pair in cycles.values())
+        return [float(v) for v in stats if v is not None]
+    if isinstance(spec, metric_registry.LineMetric) and spec.scenarios is not None:
+        mine, fld = [x for x in lines if spec.feeds(x.get("scenario"), x.get("role"))], spec.field
     else:  # a run may also tag its lines with the metric they feed
         mine, fld = [x for x in lines if x.get("metric") == metric], "ttft_s"
     out = []
     for x in mine:
-        v = (x.get("t_done") or 0) - x["t_sent"] if fld == "t_done-t_sent" and x.get("t_sent") else x.get(fld)
+        v = (x.get("t_done") or 0) - x["t_sent"] if fld == WHOLE_TIME and x.get("t_sent") else x.get(fld)
         if isinstance(v, (int, float)):
             out.append(float(v))
     return out
@@ -312,10 +263,10 @@ def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
 def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
     """The latency-under-load table: each metric's headline statistic, errors and wrong answers."""
     cols = [r.label for r in runs]
-    metrics = _ordered([list((r.summary.get("metrics") or {}).keys()) for r in runs], STRESS_ORDER)
+    metrics = _ordered([list((r.summary.get("metrics") or {}).keys()) for r in runs], metric_registry.table_order())
     rows: list[tuple[str, list[str]]] = []
     for m in metrics:
-        higher = _higher_is_better(m)
+        higher = metric_registry.higher_is_better(m)
         dists = [_get(r.summary, "metrics", m) or {} for r in runs]
         missing = [not_exercised_text(r.summary, m) for r in runs]
         failed = [(r.summary.get("failed_by_metric") or {}).get(m) for r in runs]
@@ -330,7 +281,7 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             else:
                 verdicts.append(noise.distribution_verdict(dists[0], d, higher, noise_floor))
         verdicts = trust.suppress(runs, verdicts)
-        stat = HEADLINE_STAT.get(m, "p95" if m.endswith("_s") and not m.endswith("tok_s") else "p50")
+        stat = metric_registry.headline(m)
         digits = 1 if m.endswith("tok_s") else 2
         values = [d.get(stat) for d in dists]
         rows.append((f"{m} {stat}", _empty_cells(_cells(values, digits, verdicts), values, failed, missing)))
