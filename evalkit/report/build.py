@@ -6,21 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.report import answer as answer_report
-from evalkit.report import capability as capability_report
-from evalkit.report import capacity, noise, plots, stress_diagnoses, tables
+from evalkit.report import noise, plots, tables
 from evalkit.report.capacity_plot import latency_vs_load
 from evalkit.report.memory import memory_section
 from evalkit.report.memory_plot import gpu_memory_plot
 from evalkit.report.runs import LabelledRun
+from evalkit.report.sections import sections as report_sections
 from evalkit.report.server_says import server_says_section
-
-SECTION_ORDER = ("bench", "capability", "stress", "load")
-HEADINGS = {
-    "bench": "Throughput (bench)",
-    "capability": "Capability",
-    "stress": "Latency under load (stress)",
-    "load": "Capacity (load)",
-}
 
 
 def build_context(
@@ -34,21 +26,7 @@ def build_context(
     by_kind: dict[str, list[LabelledRun]] = {}
     for r in runs:
         by_kind.setdefault(r.kind, []).append(r)
-    sections = []
-    for kind in sorted(by_kind, key=lambda k: (SECTION_ORDER.index(k) if k in SECTION_ORDER else 99, k)):
-        group = by_kind[kind]
-        if kind == "bench":
-            tbls = tables.bench_tables(group, noise_floor)
-        elif kind == "capability":
-            tbls = capability_report.capability_tables(group)
-        elif kind == "stress":
-            tbls = [tables.stress_table(group, noise_floor), *stress_diagnoses.diagnosis_tables(group)]
-        elif kind == "load":
-            sections.append(capacity.capacity_section(group, HEADINGS[kind]))
-            continue
-        else:
-            continue
-        sections.append({"kind": kind, "heading": HEADINGS[kind], "tables": tbls})
+    sections = report_sections(by_kind, noise_floor)
     if bisect_entries:
         sections.append({"kind": "bisect", "heading": "Bisect", "tables": [tables.bisect_table(bisect_entries)]})
     stem = out_md.stem
