@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.client.thinking_text import split_inline_reasoning
+from evalkit.runs.schemas import GradedLine
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
@@ -74,8 +75,8 @@ def token_counts(content: str, reasoning: str | None, content_chunks: int, reaso
 
 
 def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **extra: Any) -> dict[str, Any]:
-    """The `graded.jsonl` line: contract fields first, then provenance and whatever the caller adds."""
-    return {
+    """The `graded.jsonl` line (`GradedLine`): contract fields first, then provenance and whatever the caller adds."""
+    given: dict[str, Any] = {
         "id": item.qid,
         "dataset": item.dataset,
         "correct": verdict.correct,
@@ -84,12 +85,14 @@ def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **ext
         "why": verdict.why,
         "rule": verdict.rule,
         "ambiguous": verdict.ambiguous,
-        **({"readings": [r.to_json() for r in verdict.readings]} if verdict.ambiguous else {}),
         "details": verdict.details,
         "dataset_revision": revision,
         "row_hash": item.row_hash,
         **extra,
     }
+    if verdict.ambiguous:
+        given["readings"] = [r.to_json() for r in verdict.readings]
+    return GradedLine.model_validate(given).to_json()  # in GradedLine's order, the caller's extras last
 
 
 def inline_reasoning(content: str | None) -> str | None:

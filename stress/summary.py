@@ -7,13 +7,13 @@ resumed run reports what an uninterrupted one would. A partial run's cut cycle i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.evidence.gpu_memory import GPU_FILE, done_times, leak_verdict, summarize_gpu
 from evalkit.evidence.server_evidence import read_evidence
 from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
+from evalkit.runs.schemas import LongPromptTokens, StressSummary
 from evalkit.stats import distribution
 from evalkit_stress.diagnose import diagnose
 from evalkit_stress.exercised import annotate, exercised
@@ -22,7 +22,6 @@ from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
 from evalkit_stress.runner import LAG_FILE, PROMPTS_FILE
 from evalkit_stress.selfcheck import client_health
-from evalkit_stress.verdicts import Diagnosis
 
 
 def _brief(r: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -67,66 +66,6 @@ def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
         "errors": sum(r.get("outcome") == "error" for r in lines),
         "wrong_answers": sum(r.get("outcome") == "wrong" for r in lines),
     }
-
-
-Json = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class LongPromptTokens:
-    """The long prompt's length: the target, as counted when fitted, as the server reported it."""
-
-    target: int | None
-    counted: dict[str, float | int | None]  # distributions (evalkit.stats.distribution)
-    reported_by_server: dict[str, float | int | None]
-    max_error_vs_target: float | None
-
-    def to_json(self) -> Json:
-        """The record as summary.json holds it."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-@dataclass(frozen=True)
-class StressSummary:
-    """A stress run's `summary.json` (before the evidence and scenario sections the command adds), field order
-    as written."""
-
-    seed: int
-    cycles: int
-    cycles_planned: int
-    partial: bool
-    stopped: str
-    requests: int
-    errors: int
-    wrong_answers: int
-    divergent: int
-    attempts: int
-    cycle_attempts: dict[str, int]
-    unfinished_cycle: Json | None
-    ignored_lines: dict[str, int]
-    metrics: Json
-    diagnoses: Diagnosis
-    not_exercised: dict[str, Json]
-    failed_by_metric: dict[str, int]
-    error_kinds: dict[str, int]
-    error_requests: list[Json]
-    wrong_answer_requests: list[Json]
-    divergent_requests: list[Json]
-    long_prompt_tokens: LongPromptTokens
-    client: Json
-    gpu_memory: Json | None
-    gpu_memory_verdict: Json | None
-    options: Json
-    kind: str = "stress"
-
-    def to_json(self) -> Json:
-        """The summary as summary.json holds it: `kind` first, then every field in order."""
-        out: Json = {"kind": self.kind}
-        for k in self.__dataclass_fields__:
-            v = getattr(self, k)
-            if k != "kind":
-                out[k] = v.to_json() if isinstance(v, (Diagnosis, LongPromptTokens)) else v
-        return out
 
 
 def build_summary(
@@ -180,7 +119,7 @@ def build_summary(
         unfinished_cycle=_unfinished(split.unfinished),
         ignored_lines={"abandoned_attempts": split.abandoned},
         metrics=metrics,
-        diagnoses=diagnose(metrics, annotate(stress_lines), read_evidence(run_path)),
+        diagnoses=diagnose(metrics, annotate(stress_lines), read_evidence(run_path)).to_json(),
         not_exercised=exercised_summary(stress_lines),
         failed_by_metric=failed_by_metric(stress_lines),
         error_kinds=kinds,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalkit.runs.outcomes import Verdict, error_kind, judge
+from evalkit.runs.outcomes import RequestVerdict, error_kind, judge
 from evalkit.runs.records import RequestRecord
 
 # The built-in judges by prompt kind (evalkit/runs/outcomes.py reads the answer by role name).
@@ -13,22 +13,26 @@ def _normal(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def judge_text(rec: RequestRecord, answer: str | None, planned_cancel: bool) -> Verdict:
+def judge_text(rec: RequestRecord, answer: str | None, planned_cancel: bool) -> RequestVerdict:
     """Error, wrong or correct; without an `answer` any non-empty finished response is correct."""
     kind = error_kind(rec)
     if planned_cancel:
-        return Verdict("cancelled_as_planned") if kind in (None, "cancelled", "empty") else Verdict("error", kind)
+        return (
+            RequestVerdict("cancelled_as_planned")
+            if kind in (None, "cancelled", "empty")
+            else RequestVerdict("error", kind)
+        )
     if kind is not None:
-        return Verdict("error", kind)
+        return RequestVerdict("error", kind)
     content = rec.content or ""
     if not answer:
-        return Verdict("correct", extracted=content[:40])
+        return RequestVerdict("correct", extracted=content[:40])
     # Whitespace and case do not matter: servers differ in both for the same answer.
     found = _normal(answer) in _normal(content)
-    return Verdict("correct" if found else "wrong", extracted=content[:40])
+    return RequestVerdict("correct" if found else "wrong", extracted=content[:40])
 
 
-def judge_prompt(rec: RequestRecord, prompt: str, expected: str, planned_cancel: bool) -> Verdict:
+def judge_prompt(rec: RequestRecord, prompt: str, expected: str, planned_cancel: bool) -> RequestVerdict:
     """The verdict for a request of prompt kind `prompt` (long, short, count or text)."""
     if prompt == "text":
         return judge_text(rec, expected or None, planned_cancel)

@@ -34,7 +34,7 @@ DEFAULT_PROMPTS = ("code", "math", "prose")
 
 
 @dataclass(frozen=True)
-class BenchPrompt:
+class NamedPrompt:
     """A named prompt sent as one user message."""
 
     name: str
@@ -45,7 +45,7 @@ class BenchPrompt:
 class BenchPlan:
     """What one bench run measures."""
 
-    prompts: tuple[BenchPrompt, ...]
+    prompts: tuple[NamedPrompt, ...]
     runs: int = 3
     max_tokens: int = 512
     concurrency: int = 1
@@ -64,13 +64,13 @@ class BenchPlan:
         return singles + groups
 
 
-def packaged_prompts() -> list[BenchPrompt]:
+def packaged_prompts() -> list[NamedPrompt]:
     """The three packaged prompts: code with heavy comments and explanation, math, prose."""
     base = files("evalkit_prompts") / "bench"
-    return [BenchPrompt(n, (base / f"{n}.txt").read_text(encoding="utf-8").strip()) for n in DEFAULT_PROMPTS]
+    return [NamedPrompt(n, (base / f"{n}.txt").read_text(encoding="utf-8").strip()) for n in DEFAULT_PROMPTS]
 
 
-def load_prompts(path: Path) -> list[BenchPrompt]:
+def load_prompts(path: Path) -> list[NamedPrompt]:
     """A user's prompts: TOML `[[prompt]] name=.. text=..`, or JSONL lines `{"name": .., "prompt": ..}`."""
     if not path.is_file():
         raise UsageError(f"prompts file not found: {path}")
@@ -87,7 +87,7 @@ def load_prompts(path: Path) -> list[BenchPrompt]:
     for i, (name, text) in enumerate(items, 1):
         if not isinstance(name, str) or not name or not isinstance(text, str) or not text.strip():
             raise UsageError(f"{path}: prompt {i} needs a non-empty name and text")
-        prompts.append(BenchPrompt(name, text.strip()))
+        prompts.append(NamedPrompt(name, text.strip()))
     if not prompts:
         raise UsageError(f"{path}: no prompts ([[prompt]] tables in TOML, or JSONL lines with name and prompt)")
     if len({p.name for p in prompts}) != len(prompts):
@@ -95,7 +95,7 @@ def load_prompts(path: Path) -> list[BenchPrompt]:
     return prompts
 
 
-def _request(plan: BenchPlan, prompt: BenchPrompt, tags: dict[str, Any]) -> ChatRequest:
+def _request(plan: BenchPlan, prompt: NamedPrompt, tags: dict[str, Any]) -> ChatRequest:
     body = dict(plan.length_body)  # over the client's standing body (the profile's extra_body)
     # length_forced: the server honours what was sent to force max_tokens (the preflight saw it); else the length
     # rests on the prompt running long, and the figures are marked.

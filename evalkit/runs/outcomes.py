@@ -22,7 +22,7 @@ _LIST_RE = re.compile(r"^\s*(\d+(?:\s*,\s*\d+)*)")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RequestVerdict:
     """The outcome of one request, the error kind when it failed, and what was read as its answer."""
 
     outcome: str
@@ -74,23 +74,23 @@ def extract_count(content: str) -> str | None:
     return ", ".join(x.strip() for x in m.group(1).split(","))
 
 
-def judge(rec: RequestRecord, role: str, expected: str, planned_cancel: bool) -> Verdict:
+def judge(rec: RequestRecord, role: str, expected: str, planned_cancel: bool) -> RequestVerdict:
     """Error, wrong or correct for a request of `role` whose answer should be `expected`."""
     kind = error_kind(rec)
     if planned_cancel:
         # The cancelled long request has nothing to check; only a failure before the cancel is an error.
         if kind in (None, "cancelled", "empty"):
-            return Verdict("cancelled_as_planned")
-        return Verdict("error", kind)
+            return RequestVerdict("cancelled_as_planned")
+        return RequestVerdict("error", kind)
     if kind is not None:
-        return Verdict("error", kind)
+        return RequestVerdict("error", kind)
     content = rec.content or ""
     if role == "short":
         got = extract_short(content)
-        return Verdict("correct" if got == expected else "wrong", extracted=got)
+        return RequestVerdict("correct" if got == expected else "wrong", extracted=got)
     if role == "long":
         got = extract_code(content)
-        return Verdict("correct" if got == expected else "wrong", extracted=got)
+        return RequestVerdict("correct" if got == expected else "wrong", extracted=got)
     got = extract_count(content)
     # The whole list must match: a longer count delivered to this request starts with this one's answer.
-    return Verdict("correct" if got == expected else "wrong", extracted=None if got is None else got[:40])
+    return RequestVerdict("correct" if got == expected else "wrong", extracted=None if got is None else got[:40])

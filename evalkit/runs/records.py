@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evalkit.runs.schemas import RequestLine
+
 STATUSES = ("ok", "error", "cancelled", "timeout")
 
 
@@ -87,16 +89,17 @@ class RequestRecord:
         return self.completion_tokens / span if span > 0 else None
 
     def to_json(self, with_chunk_times: bool = False) -> dict[str, Any]:
-        """A JSON-ready dict with the contract's fields (`ttft_s` included)."""
+        """The `requests.jsonl` line (`RequestLine`, in its order): the record's fields (`chunk_times` only when
+        asked), its derived figures (`ttft_s` ...), then its labels at the top level so a line reads flat (`cycle`,
+        `scenario`, `qid` ...). Built unvalidated: a server's odd value is recorded, not a reason to lose the line."""
         d = asdict(self)
         if not with_chunk_times:
             d.pop("chunk_times")
+        tags = d.pop("tags")
         d["ttft_s"] = self.ttft_s
         d["ttft_answer_s"] = self.ttft_answer_s
         d["decode_tok_s"] = self.decode_tok_s
         d["request_tok_s"] = self.request_tok_s
         d["t_last_token"] = self.chunk_times[-1] if self.chunk_times else None
-        # Labels go to the top level so a line reads flat (`cycle`, `scenario`, `qid` ...).
-        tags = d.pop("tags")
         d.update({k: v for k, v in tags.items() if k not in d})
-        return d
+        return RequestLine.model_construct(**d).to_json()

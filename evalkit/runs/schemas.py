@@ -84,16 +84,51 @@ class CapabilitySummary(_Open):
     total: Score
 
 
-class StressSummary(_Open):
-    """A finished stress run's counts and metrics (CONTRACT.md)."""
+class LongPromptTokens(_Open):
+    """A stress run's long prompt length: the target, as counted when fitted, as the server reported it."""
 
-    kind: Literal["stress"]
+    target: int | None = None
+    counted: dict[str, Any] = {}  # distributions (evalkit.stats.distribution)
+    reported_by_server: dict[str, Any] = {}
+    max_error_vs_target: float | None = None
+
+
+class StressSummary(_Open):
+    """A stress run's `summary.json`, the one record stress/summary.py writes and a reader validates: the contract's
+    counts and metrics (required), then what every run of this version adds, in the order written (optional, so
+    runs of earlier versions still read); the evidence and scenario sections follow as extra keys."""
+
+    kind: Literal["stress"] = "stress"
     seed: int
     cycles: int = Field(ge=0)
+    cycles_planned: int | None = None
+    partial: bool | None = None
+    stopped: str | None = None
     requests: int = Field(ge=0)
     errors: int = Field(ge=0)
     wrong_answers: int = Field(ge=0)
+    divergent: int | None = None
+    attempts: int | None = None
+    cycle_attempts: dict[str, Any] | None = None
+    unfinished_cycle: dict[str, Any] | None = None
+    ignored_lines: dict[str, Any] | None = None
     metrics: dict[str, Any]
+    diagnoses: dict[str, Any] | None = None
+    not_exercised: dict[str, Any] | None = None
+    failed_by_metric: dict[str, Any] | None = None
+    error_kinds: dict[str, Any] | None = None
+    error_requests: list[Any] | None = None
+    wrong_answer_requests: list[Any] | None = None
+    divergent_requests: list[Any] | None = None
+    long_prompt_tokens: LongPromptTokens | None = None
+    client: dict[str, Any] | None = None
+    gpu_memory: dict[str, Any] | None = None
+    gpu_memory_verdict: dict[str, Any] | None = None
+    options: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as summary.json holds it: `kind` first, then every field in order."""
+        return self.model_dump()
 
 
 class BenchPrompt(_Open):
@@ -119,17 +154,45 @@ _SUMMARY_BY_KIND: dict[str, type[BaseModel]] = {
 
 
 class RequestLine(_Open):
-    """One line of `requests.jsonl`: one request as the client saw it (CONTRACT.md)."""
+    """One line of `requests.jsonl`: one request as the client saw it, the one record every command writes
+    (`evalkit.runs.records.RequestRecord.to_json`, in this order) and a reader validates. The contract's fields
+    (CONTRACT.md) are required or typed as it says; the rest are optional, so lines of earlier versions still read;
+    the caller's labels (cycle, scenario, question id ...) and a command's own facts follow as extra keys."""
 
     request_id: str
     t_sent: float
+    t_first_byte: float | None = None
     t_first_token: float | None = None
+    t_first_answer_token: float | None = None
     t_done: float | None = None
-    ttft_s: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
     status: Literal[STATUSES]  # type: ignore[valid-type]  # as above
     error: str | None = None
+    http_status: int | None = None
+    content: str | None = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    usage_source: str | None = None
+    chunk_times: list[float] | None = None  # only where a command keeps them (bench)
+    reasoning_chunks: int | None = None
+    content_chunks: int | None = None
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    token_split_source: str | None = None
+    connection_retries: int | None = None
+    read_lag_s: float | None = None
+    first_token_stamp_bound_s: float | None = None
+    server_timings: dict[str, Any] | None = None
+    ttft_s: float | None = None
+    ttft_answer_s: float | None = None
+    decode_tok_s: float | None = None
+    request_tok_s: float | None = None
+    t_last_token: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The line as requests.jsonl holds it: the fields given, in this order, then the extras."""
+        return self.model_dump(exclude_unset=True, warnings=False)
 
 
 class JudgeOpinion(_Open):
@@ -142,16 +205,32 @@ class JudgeOpinion(_Open):
 
 
 class GradedLine(_Open):
-    """One line of `graded.jsonl`: one graded answer (CONTRACT.md); `judge` only where a judge was asked, never
-    changing `correct` or `outcome`; `replay_line` only in a replay, the answer's line in its file."""
+    """One line of `graded.jsonl`: one graded answer, the one record evals/grader.py writes (`graded_line`) and a
+    reader validates. The contract's fields (CONTRACT.md: `id`, `correct`, `outcome`, `extracted`) come first with
+    what the grade says (optional, so lines of earlier versions still read), then where the answer came from: a
+    request (`request_id`) or, in a replay, its line in the file (`replay_line`); the caller's extras (finish
+    reason, tokens, prompt, answer) follow. `judge` only where a judge was asked, never changing `correct` or
+    `outcome`."""
 
     id: str
+    dataset: str | None = None
     correct: bool
     outcome: Literal[OUTCOMES]  # type: ignore[valid-type]  # as above
     extracted: Any = None
+    why: str | None = None
+    rule: str | None = None
+    ambiguous: bool | None = None
+    readings: list[dict[str, Any]] | None = None  # only when two readings of the answer disagree
+    details: dict[str, Any] | None = None
+    dataset_revision: str | None = None
+    row_hash: str | None = None
     request_id: str | None = None
     replay_line: int | None = Field(default=None, ge=1)
     judge: JudgeOpinion | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The line as graded.jsonl holds it: the fields given, in order, then the extras."""
+        return self.model_dump(exclude_unset=True)
 
 
 class ReplayLine(_Open):
