@@ -173,7 +173,8 @@ async def full_check(
 
     Each failed probe names its cause (the server's status and body, scrubbed), and the advice is the one for the
     server kind seen (evalkit.evidence.server_kind), never another server's flags."""
-    from evalkit.evidence.server_kind import LABELS, advice, server_kind
+    from evalkit.evidence.server_kind import advice, server_kind
+    from evalkit.evidence.server_kind import label as kind_label
 
     kind = server_kind(identity)
     result = CheckResult(base_url=base_url, model=model, server_kind=kind, secrets=(api_key,) if api_key else ())
@@ -187,7 +188,7 @@ async def full_check(
             Row(
                 "server kind",
                 None if kind == "unknown" else True,
-                LABELS[kind] if kind != "unknown" else "not recognised (advice below is generic)",
+                kind_label(kind) if kind != "unknown" else "not recognised (advice below is generic)",
             )
         )
         support = await learn_fields(http, result, extra_body, identity, refresh=True)

@@ -1,4 +1,5 @@
 """The prefix cache's hits by the server's own `/metrics` counters, between two scrapes (issue 40: a warm server).
+Each server's counter names are its dialect's (evalkit.evidence.server_dialects):
 
 vLLM (and the sim): `vllm:prefix_cache_hits_total` against `vllm:prefix_cache_queries_total`, both in prompt tokens.
 llama.cpp: `llamacpp:prompt_tokens_cached_total` (reused) against `llamacpp:prompt_tokens_total` (computed).
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from evalkit.evidence.server_dialects import by_precedence
 
 
 def _totals(series: dict[str, float]) -> dict[str, float]:
@@ -31,20 +34,20 @@ def hit_rate(scrapes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     def delta(name: str) -> float | None:
         return last[name] - first[name] if name in first and name in last else None
 
-    hits, queries = delta("vllm:prefix_cache_hits_total"), delta("vllm:prefix_cache_queries_total")
-    sg_cached, sg_prompt = delta("sglang:cached_tokens_total"), delta("sglang:prompt_tokens_total")
-    if hits is not None and queries is not None:
-        source, cached, prompt = "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total", hits, queries
-    elif sg_cached is not None and sg_prompt is not None:
-        source, cached, prompt = "sglang:cached_tokens_total / sglang:prompt_tokens_total", sg_cached, sg_prompt
-    else:
-        reused, computed = delta("llamacpp:prompt_tokens_cached_total"), delta("llamacpp:prompt_tokens_total")
-        if reused is None or computed is None:
-            return None
-        source = "llamacpp:prompt_tokens_cached_total / (cached + llamacpp:prompt_tokens_total)"
-        cached, prompt = reused, reused + computed
+    found = next(
+        (
+            (c, cached, total)
+            for c in (d.prefix_cache for d in by_precedence())
+            if c is not None and (cached := delta(c.cached)) is not None and (total := delta(c.total)) is not None
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    c, cached, total = found
+    prompt = cached + total if c.total_is_computed else total
     return {
-        "source": source,
+        "source": c.source,
         "cached_tokens": int(cached),
         "prompt_tokens": int(prompt),
         "hit_rate": cached / prompt if prompt > 0 else None,

@@ -16,12 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evalkit.evidence.server_dialects import by_precedence
 from evalkit.evidence.server_metrics import counter_deltas, window_pairs
 
 _POSITION = re.compile(r'position="(\d+)"')
-_VLLM = "vllm:spec_decode_"
-# Counter prefix -> the server that publishes it; the counter names after the prefix are the same for both.
-_COUNTER_PREFIXES = {_VLLM: "vllm", "llamacpp:spec_decode_": "llama.cpp"}
 _SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
 
 
@@ -32,7 +30,8 @@ def _name(series: str) -> str:
 def from_counters(deltas: dict[str, float]) -> dict[str, Any] | None:
     """Acceptance figures from differenced vLLM or llama.cpp counters (summed over engines and models); None
     without drafts. `per_position` is accepted at position i / drafts, `per_position_accepted` the raw deltas."""
-    for prefix, server in _COUNTER_PREFIXES.items():
+    # Each server's counter prefix is its dialect's; the counter names after the prefix are the same for all.
+    for prefix, server in ((d.spec_decode_prefix, d.kind) for d in by_precedence() if d.spec_decode_prefix):
         got = _from_prefix(deltas, prefix, server)
         if got is not None:
             return got
