@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evalkit.commands.publish_schemas import json_schemas
 from evalkit.config.profiles import load_profiles
 from evalkit.errors import UsageError
 from evalkit.gate import load_rules
 from evalkit.runs.rundir import iter_runs, read_json_object, read_jsonl
-from evalkit.runs.schemas import json_schemas
 from evalkit_evals.runner import read_replay
 from evalkit_stress.scenario_file import parse_scenarios
 
@@ -29,7 +29,9 @@ FUZZ = settings(
 def test_published_json_schemas_are_current() -> None:
     want = json_schemas()
     have = {p.name: p.read_text(encoding="utf-8") for p in DOCS.glob("*.schema.json")}
-    assert have == want, f"docs/schemas is stale: run `{sys.executable} -m evalkit.runs.schemas docs/schemas`"
+    assert have == want, (
+        f"docs/schemas is stale: run `{sys.executable} -m evalkit.commands.publish_schemas docs/schemas`"
+    )
 
 
 # --- TOML: text built from the keys the files use, values of every TOML type, and raw noise ----------------------

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.config.config_file import THINKING_STYLES, ConfigFile
 from evalkit.errors import UsageError
-from evalkit.runs.schemas import ConfigFile, validate
+from evalkit.runs.schemas import validate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,7 +37,6 @@ else:  # pragma: no cover
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_CONFIG = "evalkit.toml"
-THINKING_STYLES = ("auto", "reasoning_effort", "chat_template_kwargs", "system_prompt", "none")
 THINKING_MODES = ("off", "low", "medium", "high")
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.runs.schemas import GateRules, validate
+from evalkit.gate.rules_file import GateRules
+from evalkit.runs.schemas import validate
 from evalkit.runs.summaries import FinishedRun, lookup
 
 OPS: dict[str, Callable[[float, float], bool]] = {

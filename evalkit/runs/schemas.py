@@ -1,22 +1,21 @@
-"""Schemas of every file evalkit reads, as pydantic v2 models; `validate` turns a failure into one line.
+"""Schemas of the run files evalkit writes and reads, as pydantic v2 models; `validate` turns a failure into one line
+for these and for the user-written files, whose models live with their owners (evalkit.config.config_file,
+evalkit.gate.rules_file) and forbid unknown keys (`ClosedModel`): a misspelt key is an error, never silently ignored.
 
-User-written files (profiles in `evalkit.toml`, gate rules) forbid unknown keys: a misspelt key is an error, never
-silently ignored. Run files (`manifest.json`, `summary.json`, `requests.jsonl`, `graded.jsonl`) type the fields
+Run files (`manifest.json`, `summary.json`, `requests.jsonl`, `graded.jsonl`) type the fields
 CONTRACT.md names and keep the rest open (`extra="allow"`): every command adds its own facts to them, and a reader
-must still read runs written by other evalkit versions. `python -m evalkit.runs.schemas DIR` writes their JSON Schema
-(docs/schemas/, kept current by tests/test_schemas.py).
+must still read runs written by other evalkit versions. `python -m evalkit.commands.publish_schemas DIR` writes their
+JSON Schema with the user files' (docs/schemas/, kept current by tests/test_schemas.py).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.errors import UsageError
 
@@ -24,11 +23,11 @@ KINDS = ("bench", "capability", "stress", "load", "check")
 STATUSES = ("ok", "error", "cancelled", "timeout")
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 JUDGE_VERDICTS = ("correct", "wrong", "unsure", "error")
-THINKING_STYLES = ("auto", "reasoning_effort", "chat_template_kwargs", "system_prompt", "none")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class _Closed(BaseModel):
+class ClosedModel(BaseModel):
+    """A user-written file's model: an unknown key is an error."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
@@ -36,7 +35,8 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-def _finite(v: float | None, what: str = "value") -> float | None:
+def finite(v: float | None, what: str = "value") -> float | None:
+    """`v`, refused when it is not a finite number."""
     if v is not None and not math.isfinite(v):
         raise ValueError(f"must be a finite number, not {v}")
     return v
@@ -242,88 +242,6 @@ class ReplayLine(_Open):
     finish_reason: str | None = None
 
 
-# --- user files --------------------------------------------------------------------------------------------------
-class ServerProfileTable(_Closed):
-    """One `[servers.NAME]` table of `evalkit.toml`."""
-
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    thinking: Literal[THINKING_STYLES] = "auto"  # type: ignore[valid-type]  # as above
-    thinking_on_prompt: str = "/think"
-    thinking_off_prompt: str = "/no_think"
-    concurrency: int | None = Field(default=None, ge=1, le=4096)
-    extra_body: dict[str, Any] = {}
-    build: dict[str, Any] = {}
-    log_patterns: dict[str, str] = {}
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, v: str) -> str:
-        if not _ENV_NAME.match(v):
-            raise ValueError("must be the name of an environment variable (letters, digits, _), not a key")
-        return v
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[^\s/]+", v):
-            raise ValueError("must be an http:// or https:// URL")
-        return v
-
-
-class ConfigFile(_Closed):
-    """`evalkit.toml`: named server profiles."""
-
-    servers: dict[str, ServerProfileTable] = {}
-
-
-class GateRule(_Closed):
-    """One `[[rule]]` of a gate rules file: a metric, a comparison and exactly one way to set the limit."""
-
-    metric: str = Field(pattern=r"^[a-z_]+\.[^.\s]+(\.[^.\s]+)*$")
-    op: Literal["<", "<=", ">", ">=", "==", "!="]
-    value: float | None = None
-    relative: float | None = None
-    offset: float | None = None
-    name: str | None = None
-    description: str | None = None
-
-    model_config = ConfigDict(extra="forbid", strict=False)
-
-    @field_validator("value", "relative", "offset", mode="before")
-    @classmethod
-    def _number(cls, v: Any) -> Any:
-        if isinstance(v, bool) or (v is not None and not isinstance(v, (int, float))):
-            raise ValueError("must be a number")
-        return v
-
-    @field_validator("value", "relative", "offset")
-    @classmethod
-    def _finite_limit(cls, v: float | None) -> float | None:
-        return _finite(v)
-
-    @field_validator("relative")
-    @classmethod
-    def _positive(cls, v: float | None) -> float | None:
-        if v is not None and v <= 0:
-            raise ValueError("must be above 0 (a fraction of the baseline, e.g. 0.97)")
-        return v
-
-    @model_validator(mode="after")
-    def _one_limit(self) -> GateRule:
-        given = [k for k in ("value", "relative", "offset") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of value, relative, offset")
-        return self
-
-
-class GateRules(_Closed):
-    """A gate rules file: a non-empty list of `[[rule]]` tables."""
-
-    rule: list[GateRule] = Field(min_length=1)
-
-
 # --- validation ---------------------------------------------------------------------------------------------------
 def _loc(loc: tuple[Any, ...]) -> str:
     out = ""
@@ -357,7 +275,9 @@ def validate(model: type[BaseModel], data: Any, where: Path | str) -> BaseModel:
         raise UsageError(f"{where}: {at}{msg.removeprefix('Value error, ')}{got}") from None
 
 
-PUBLISHED: dict[str, type[BaseModel]] = {
+# The run files' models, by the name of their JSON Schema in docs/schemas/ (evalkit.commands.publish_schemas adds the
+# user files' models from their owners: evalkit.config.config_file, evalkit.gate.rules_file).
+RUN_FILES: dict[str, type[BaseModel]] = {
     "manifest": Manifest,
     "summary": Summary,
     "capability-summary": CapabilitySummary,
@@ -366,27 +286,4 @@ PUBLISHED: dict[str, type[BaseModel]] = {
     "requests-line": RequestLine,
     "graded-line": GradedLine,
     "replay-line": ReplayLine,
-    "evalkit-toml": ConfigFile,
-    "gate-rules": GateRules,
 }
-
-
-def json_schemas() -> dict[str, str]:
-    """File name -> JSON Schema text of every published model (what docs/schemas/ holds)."""
-    return {
-        f"{name}.schema.json": json.dumps(m.model_json_schema(), indent=2, sort_keys=True) + "\n"
-        for name, m in PUBLISHED.items()
-    }
-
-
-def main(argv: list[str]) -> int:
-    """Write the JSON Schemas into the directory given (default docs/schemas)."""
-    out = Path(argv[0] if argv else "docs/schemas")
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in json_schemas().items():
-        (out / name).write_text(text, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(sys.argv[1:]))
