@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evalkit.runs.schemas import RequestLine
@@ -92,7 +92,7 @@ class RequestRecord:
         """The `requests.jsonl` line (`RequestLine`, in its order): the record's fields (`chunk_times` only when
         asked), its derived figures (`ttft_s` ...), then its labels at the top level so a line reads flat (`cycle`,
         `scenario`, `qid` ...). Built unvalidated: a server's odd value is recorded, not a reason to lose the line."""
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}  # the dump below copies what it holds
         if not with_chunk_times:
             d.pop("chunk_times")
         tags = d.pop("tags")
