@@ -49,7 +49,9 @@ def test_check_table_of_a_real_vllm(rows: dict[str, dict[str, Any]]) -> None:
     assert rows["timings in stream"]["supported"] is False  # vLLM sends no per-request timings
     assert rows["a new request kills the stream in progress"]["supported"] is False
     served = float(rows["requests served at once"]["detail"].split()[0].lstrip("~"))
-    assert served > 1.5, rows["requests served at once"]  # --max-num-seqs 4: a pair decodes together
+    # --max-num-seqs 4: a pair decodes together (one at a time reads ~1.0: llama.cpp -np 1). On a busy machine the
+    # pair overlaps less: loaded run 14 of #39 read ~1.5 (0.70 of 1.37 s together).
+    assert served >= 1.3, rows["requests served at once"]
 
 
 def test_check_sees_that_vllm_forces_the_length(rows: dict[str, dict[str, Any]]) -> None:
