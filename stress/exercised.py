@@ -102,9 +102,11 @@ def summary(lines: list[Line]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in annotate(lines):
         why = r.get("not_exercised")
+        if not why:
+            continue
         key = (r.get("scenario"), r.get("role"))
         metric = _CANCEL_KEY.get(key) or exercised_key(*key)
-        if not why or metric is None:
+        if metric is None:
             continue
         entry = out.setdefault(metric, {"count": 0, "reasons": {}})
         entry["count"] += 1

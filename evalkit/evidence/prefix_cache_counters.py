@@ -34,21 +34,17 @@ def hit_rate(scrapes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     def delta(name: str) -> float | None:
         return last[name] - first[name] if name in first and name in last else None
 
-    found = next(
-        (
-            (c, cached, total)
-            for c in (d.prefix_cache for d in by_precedence())
-            if c is not None and (cached := delta(c.cached)) is not None and (total := delta(c.total)) is not None
-        ),
-        None,
-    )
-    if found is None:
-        return None
-    c, cached, total = found
-    prompt = cached + total if c.total_is_computed else total
-    return {
-        "source": c.source,
-        "cached_tokens": int(cached),
-        "prompt_tokens": int(prompt),
-        "hit_rate": cached / prompt if prompt > 0 else None,
-    }
+    for c in (d.prefix_cache for d in by_precedence()):
+        if c is None:
+            continue
+        cached, total = delta(c.cached), delta(c.total)
+        if cached is None or total is None:
+            continue
+        prompt = cached + total if c.total_is_computed else total
+        return {
+            "source": c.source,
+            "cached_tokens": int(cached),
+            "prompt_tokens": int(prompt),
+            "hit_rate": cached / prompt if prompt > 0 else None,
+        }
+    return None
