@@ -44,11 +44,11 @@ from typing import Any, Literal
 
 import jinja2
 import regex
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.runs.schemas import validate
+from evalkit.runs.schemas import ClosedModel, validate
 from evalkit_evals.datasets import DatasetItem, HubSource, read_hub
 from evalkit_evals.prompting import template_environment
 from evalkit_evals.protocol import Judges
@@ -73,11 +73,7 @@ REGEX_TIMEOUT_S = 2.0
 _CALL_S = 10.0  # a `tests` score's limit per call; the answer as a whole has the sandbox's wall_s
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class DatasetTable(_Closed):
+class DatasetTable(ClosedModel):
     """Where the rows are: a local file, or a Hub dataset at a pinned commit."""
 
     path: str | None = None
@@ -98,7 +94,7 @@ class DatasetTable(_Closed):
         return self
 
 
-class ExtractTable(_Closed):
+class ExtractTable(ClosedModel):
     """How the final answer is read out of the reply."""
 
     kind: Literal["number", "choice", "math", "code", "regex"]
@@ -121,7 +117,7 @@ class ExtractTable(_Closed):
         return self
 
 
-class ScoreTable(_Closed):
+class ScoreTable(ClosedModel):
     """How the read answer is compared with the gold."""
 
     kind: Literal["exact", "numeric", "math", "choice", "tests"] | None = None
@@ -137,13 +133,13 @@ class ScoreTable(_Closed):
         return v
 
 
-class SimTable(_Closed):
+class SimTable(ClosedModel):
     """How the sim answers (a Jinja template; `answer` is the right or the wrong value)."""
 
     answer: str | None = None
 
 
-class UserEvalFile(_Closed):
+class UserEvalFile(ClosedModel):
     """A user eval file (`evalkit capability --eval FILE`)."""
 
     name: str

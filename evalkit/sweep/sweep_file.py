@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from evalkit.config.argtypes import MAX_TIMEOUT_S
 from evalkit.config.profiles import read_toml
-from evalkit.runs.schemas import validate
+from evalkit.runs.schemas import ClosedModel, validate
 
 Scalar = str | int | float | bool
 COMMANDS = ("bench", "stress", "capability", "load")  # the commands that record server evidence
@@ -22,11 +22,7 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BUILTINS = ("port", "point", "point_dir", "sweep_dir", "python")
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ServerSpec(_Closed):
+class ServerSpec(ClosedModel):
     """`[server]`: how to start the server at one point and how to know it is up."""
 
     command: str | list[str]  # a string is split as a shell would (shlex) after the placeholders are filled
@@ -47,7 +43,7 @@ class ServerSpec(_Closed):
         return v
 
 
-class ResetCall(_Closed):
+class ResetCall(ClosedModel):
     """One HTTP call that clears the server's caches (llama.cpp slot erase, vLLM/SGLang prefix-cache reset)."""
 
     method: Literal["GET", "POST"] = "POST"
@@ -55,7 +51,7 @@ class ResetCall(_Closed):
     body: str | None = None  # JSON text sent as the body (default: none)
 
 
-class ResetSpec(_Closed):
+class ResetSpec(ClosedModel):
     """`[reset]`: what happens between two commands at one point."""
 
     between: Literal["restart", "http", "none"] = "restart"
@@ -68,7 +64,7 @@ class ResetSpec(_Closed):
         return self
 
 
-class NamedPoint(_Closed):
+class NamedPoint(ClosedModel):
     """One `[[point]]`: a name and parameters that go together (e.g. `np` with its context)."""
 
     name: str
@@ -82,7 +78,7 @@ class NamedPoint(_Closed):
         return v
 
 
-class RunSpec(_Closed):
+class RunSpec(ClosedModel):
     """One `[[run]]`: an evalkit command run at every point, with its own options."""
 
     command: Literal[COMMANDS]  # type: ignore[valid-type]  # Literal over a tuple constant: pydantic reads it
@@ -97,7 +93,7 @@ class RunSpec(_Closed):
         return v
 
 
-class SweepFile(_Closed):
+class SweepFile(ClosedModel):
     """The whole sweep file."""
 
     name: str | None = None
