@@ -137,16 +137,18 @@ def _pct(a: float, b: float) -> str:
 def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLine]:
     flags = _flags(base, other)
     out = []
-    pa, pb = _d(base.summary.get("prompts")), _d(other.summary.get("prompts"))
-    names = [n for n in pa if n in pb and _d(pa[n]).get("tok_s") and _d(pb[n]).get("tok_s")]
+    ra, rb = base.bench(), other.bench()
+    pa, pb = ra.prompts, rb.prompts
+    names = [n for n in pa if n in pb and pa[n].tok_s and pb[n].tok_s]
     if names:
         marks, parts, weighed = [], [], []
         for n in names:
-            a, b = _d(pa[n]), _d(pb[n])
-            v = noise.samples_verdict(a.get("runs") or [], b.get("runs") or [], True, floor)
+            a, b = pa[n], pb[n]
+            v = noise.samples_verdict(a.runs, b.runs, True, floor)
             marks.append(v)
             weighed.append(trust.budget_cannot_explain(v, (a, b), (base, other), floor))
-            parts.append(f"{n} {_rate(a['tok_s'])} → {_rate(b['tok_s'])} ({_pct(a['tok_s'], b['tok_s'])})")
+            ta, tb = a.tok_s or 0.0, b.tok_s or 0.0  # both set: `names` keeps only prompts rated in both runs
+            parts.append(f"{n} {_rate(ta)} → {_rate(tb)} ({_pct(ta, tb)})")
         ups = sum(v.mark == noise.BETTER for v in marks)
         downs = sum(v.mark == noise.WORSE for v in marks)
         decode_flags = _flags(base, other, budget_weighed=all(weighed))
@@ -167,16 +169,17 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
                 "decode speed", f"{head}: decode tok/s " + ", ".join(parts), mark, "prompts.*.tok_s", decode_flags
             )
         )
-    ca, cb = _d(base.summary.get("concurrent")), _d(other.summary.get("concurrent"))
-    if ca.get("combined_tok_s") and cb.get("combined_tok_s"):
-        v = noise.samples_verdict(ca.get("runs") or [], cb.get("runs") or [], True, floor)
+    ca, cb = ra.concurrent, rb.concurrent
+    if ca is not None and cb is not None and ca.combined_tok_s and cb.combined_tok_s:
+        v = noise.samples_verdict(ca.runs, cb.runs, True, floor)
         mark = trust.MARK if flags else v.mark
-        per = " / ".join(_rate(x) for x in cb.get("per_stream_tok_s") or [])
+        per = " / ".join(_rate(x) for x in cb.per_stream_tok_s)
+        streams = cb.streams if "streams" in cb.model_fields_set else 2
         out.append(
             AnswerLine(
                 "streams at once",
-                f"{cb.get('streams', 2)} streams at once: {_rate(ca['combined_tok_s'])} → "
-                f"{_rate(cb['combined_tok_s'])} tok/s combined ({_pct(ca['combined_tok_s'], cb['combined_tok_s'])})"
+                f"{streams} streams at once: {_rate(ca.combined_tok_s)} → "
+                f"{_rate(cb.combined_tok_s)} tok/s combined ({_pct(ca.combined_tok_s, cb.combined_tok_s)})"
                 + (f"; each stream {per} tok/s" if per else ""),
                 mark,
                 "concurrent.combined_tok_s",

@@ -24,6 +24,7 @@ from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.runs.rundir import REQUESTS, read_jsonl
+from evalkit.runs.summary_parts import GpuCard, GpuMemoryVerdict
 
 # Keyed by a card's `verdict` as read from summary.json: None (no verdict) finds no text.
 VERDICT_TEXT: dict[str | None, str] = {
@@ -40,8 +41,8 @@ class RunMemory:
     """One run's cards (keyed by index as text) and, for runs with cycles, the leak verdict."""
 
     run: LabelledRun
-    cards: dict[str, Any]
-    verdict: dict[str, Any] | None
+    cards: dict[str, GpuCard]
+    verdict: GpuMemoryVerdict | None
 
 
 def gpu_samples(run: LabelledRun) -> list[dict[str, Any]]:
@@ -57,43 +58,48 @@ def gpu_samples(run: LabelledRun) -> list[dict[str, Any]]:
 
 def run_memory(run: LabelledRun) -> RunMemory | None:
     """The run's GPU memory figures, or None when it sampled none."""
-    cards = run.summary.get("gpu_memory")
-    verdict = run.summary.get("gpu_memory_verdict")
-    if not cards or any("slopes" not in c for c in cards.values()):
+    cards = run.record.gpu_cards()
+    verdict = run.record.gpu_verdict()
+    if not cards or any("slopes" not in c.model_fields_set for c in cards.values()):
         judged = summarize_gpu(gpu_samples(run), done_times(read_jsonl(run.run.path / REQUESTS)))
         if judged:
-            cards, verdict = judged, None
+            cards = {k: GpuCard.model_validate(c) for k, c in judged.items()}
+            verdict = _judged_verdict(judged) if run.kind == "stress" else None
     if not cards:
         return None
     if run.kind != "stress":
         verdict = None
     elif verdict is None:
-        verdict = leak_verdict(cards)
+        verdict = _judged_verdict({k: c.model_dump(exclude_unset=True) for k, c in cards.items()})
     return RunMemory(run, cards, verdict)
 
 
-def _mib(v: Any, signed: bool = False) -> str:
-    if not isinstance(v, (int, float)):
+def _judged_verdict(cards: dict[str, dict[str, object]]) -> GpuMemoryVerdict | None:
+    v = leak_verdict(cards)
+    return GpuMemoryVerdict.model_validate(v) if v is not None else None
+
+
+def _mib(v: float | None, signed: bool = False) -> str:
+    if v is None:
         return "–"
     return f"{v:+.1f}" if signed else f"{v:.0f}"
 
 
-def _slope_mark(base: dict[str, Any], other: dict[str, Any]) -> str:
+def _slope_mark(base: GpuCard, other: GpuCard) -> str:
     """Beyond noise when the slopes differ by more than their noises combined and by a visible growth."""
-    a, b = base.get("slope_mib_per_cycle"), other.get("slope_mib_per_cycle")
-    na, nb = base.get("slope_noise_mib_per_cycle"), other.get("slope_noise_mib_per_cycle")
+    a, b = base.slope_mib_per_cycle, other.slope_mib_per_cycle
+    na, nb = base.slope_noise_mib_per_cycle, other.slope_noise_mib_per_cycle
     if a is None or b is None or na is None or nb is None:
         return noise.UNKNOWN
-    span = max(len(base.get("cycles") or []), len(other.get("cycles") or [])) - 1
+    span = max(len(base.cycles), len(other.cycles)) - 1
     diff = b - a
     if abs(diff) <= math.hypot(na, nb) or abs(diff) * span < MIN_GROWTH_MIB:
         return noise.WITHIN
     return noise.WORSE if diff > 0 else noise.BETTER  # memory that grows faster is worse
 
 
-def _peak_mark(base: dict[str, Any], other: dict[str, Any], noise_floor: float) -> str:
-    a, b = base.get("cycle_peak_mib") or [], other.get("cycle_peak_mib") or []
-    return noise.samples_verdict(a, b, False, noise_floor).mark
+def _peak_mark(base: GpuCard, other: GpuCard, noise_floor: float) -> str:
+    return noise.samples_verdict(base.cycle_peak_mib, other.cycle_peak_mib, False, noise_floor).mark
 
 
 def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
@@ -101,18 +107,22 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
     indices = sorted({int(k) for m in mems for k in m.cards})
     rows: list[tuple[str, list[str]]] = []
     for i in indices:
-        cards = [m.cards.get(str(i)) or {} for m in mems]
+        cards = [m.cards.get(str(i)) for m in mems]
         base = cards[0]
-        names = [str(c.get("name") or "–") for c in cards]
+        names = [(c.name if c is not None else None) or "–" for c in cards]
         if any(n != "–" for n in names):
             rows.append((f"GPU {i} name", names))
         peak, slope = [], []
         for k, c in enumerate(cards):
-            p, s = _mib(c.get("peak_mib")), _mib(c.get("slope_mib_per_cycle"), signed=True)
-            if k and c and base:
-                if isinstance(c.get("peak_mib"), (int, float)) and isinstance(base.get("peak_mib"), (int, float)):
-                    p += f" ({c['peak_mib'] - base['peak_mib']:+.0f}) {_peak_mark(base, c, noise_floor)}"
-                if c.get("slope_mib_per_cycle") is not None:
+            if c is None:
+                peak.append("–")
+                slope.append("–")
+                continue
+            p, s = _mib(c.peak_mib), _mib(c.slope_mib_per_cycle, signed=True)
+            if k and base is not None:
+                if c.peak_mib is not None and base.peak_mib is not None:
+                    p += f" ({c.peak_mib - base.peak_mib:+.0f}) {_peak_mark(base, c, noise_floor)}"
+                if c.slope_mib_per_cycle is not None:
                     s += f" {_slope_mark(base, c)}"
             peak.append(p)
             slope.append(s)
@@ -125,7 +135,7 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
             (
                 f"GPU {i} verdict",
                 [
-                    VERDICT_TEXT.get(c.get("verdict"), "–") if m.verdict is not None and c else "–"
+                    VERDICT_TEXT.get(c.verdict, "–") if m.verdict is not None and c is not None else "–"
                     for m, c in zip(mems, cards)
                 ],
             )
@@ -143,22 +153,22 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
     return Table("gpu_memory", "GPU memory per card", [m.run.label for m in mems], rows, notes, row_header="card")
 
 
-def _noise(c: dict[str, Any]) -> str:
-    n = c.get("slope_noise_mib_per_cycle")
+def _noise(c: GpuCard | None) -> str:
+    n = c.slope_noise_mib_per_cycle if c is not None else None
     return "–" if n is None else f"{n:.1f}"
 
 
-def _per_hour(c: dict[str, Any]) -> str:
-    v, n = c.get("slope_mib_per_hour"), c.get("slope_noise_mib_per_hour")
-    if v is None:
+def _per_hour(c: GpuCard | None) -> str:
+    if c is None or c.slope_mib_per_hour is None:
         return "–"
+    v, n = c.slope_mib_per_hour, c.slope_noise_mib_per_hour
     return f"{v:+.0f}" + (f" ± {n:.0f}" if n is not None else "")
 
 
-def _per_request(c: dict[str, Any]) -> str:
-    v, n = c.get("slope_mib_per_request"), c.get("slope_noise_mib_per_request")
-    if v is None:
+def _per_request(c: GpuCard | None) -> str:
+    if c is None or c.slope_mib_per_request is None:
         return "–"
+    v, n = c.slope_mib_per_request, c.slope_noise_mib_per_request
     return f"{v:+.1f}" + (f" ± {n:.1f}" if n is not None else "")
 
 
@@ -168,7 +178,7 @@ def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_N
     if not mems:
         return None
     verdicts = [
-        {"label": m.run.label, "verdict": m.verdict["verdict"], "evidence": m.verdict.get("evidence")}
+        {"label": m.run.label, "verdict": m.verdict.verdict, "evidence": m.verdict.evidence}
         for m in mems
         if m.verdict
     ]

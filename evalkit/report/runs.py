@@ -7,7 +7,7 @@ from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import read_jsonl
-from evalkit.runs.schemas import GradedLine, RequestLine
+from evalkit.runs.schemas import BenchSummary, GradedLine, KindSummary, RequestLine
 from evalkit.runs.summaries import FinishedRun
 
 
@@ -27,6 +27,16 @@ class LabelledRun:
     def summary(self) -> dict[str, Any]:
         """The run's summary.json."""
         return self.run.summary
+
+    @property
+    def record(self) -> KindSummary:
+        """The run's summary as its kind's typed record."""
+        return self.run.record
+
+    def bench(self) -> BenchSummary:
+        """A bench run's record; an incomplete one without its figures reads as no prompts."""
+        rec = self.run.record
+        return rec if isinstance(rec, BenchSummary) else BenchSummary(kind="bench", prompts={})
 
     def requests(self) -> list[dict[str, Any]]:
         """The run's requests.jsonl lines that its summary counts (empty when it has none).

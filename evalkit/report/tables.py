@@ -13,6 +13,7 @@ from typing import Any
 from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
+from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary
 from evalkit_evals import registry
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import WHOLE_TIME
@@ -88,14 +89,14 @@ def _legend(noise_floor: float) -> str:
 def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> list[Table]:
     """Decode tok/s per prompt (headline), request tok/s per prompt, and the concurrency table."""
     cols = [r.label for r in runs]
-    prompts = _ordered([list((r.summary.get("prompts") or {}).keys()) for r in runs], ("code", "math", "prose"))
+    records = [r.bench() for r in runs]
+    prompts = _ordered([list(b.prompts) for b in records], ("code", "math", "prose"))
     decode_rows, request_rows, notes = [], [], []
     for name in prompts:
-        entries = [_get(r.summary, "prompts", name) or {} for r in runs]
-        values = [e.get("tok_s") for e in entries]
+        entries = [b.prompts.get(name) or _NO_PROMPT for b in records]
+        values = [e.tok_s for e in entries]
         verdicts = [None] + [
-            noise.samples_verdict(entries[0].get("runs") or [], e.get("runs") or [], True, noise_floor)
-            for e in entries[1:]
+            noise.samples_verdict(entries[0].runs, e.runs, True, noise_floor) for e in entries[1:]
         ]
         weighed = [False] + [
             trust.budget_cannot_explain(v, (entries[0], entries[i]), (runs[0], runs[i]), noise_floor)
@@ -103,27 +104,25 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         ]
         verdicts = trust.suppress(runs, verdicts, weighed)
         decode_rows.append(
-            (name, _empty_cells(_cells(values, 1, verdicts), values, [e.get("failed") for e in entries]))
+            (name, _empty_cells(_cells(values, 1, verdicts), values, [e.failed for e in entries]))
         )
-        req = [e.get("request_tok_s") for e in entries]
+        req = [e.request_tok_s for e in entries]
         if any(v is not None for v in req):
             rverdicts = [None] + [
-                noise.samples_verdict(
-                    entries[0].get("request_runs") or [], e.get("request_runs") or [], True, noise_floor
-                )
+                noise.samples_verdict(entries[0].request_runs, e.request_runs, True, noise_floor)
                 for e in entries[1:]
             ]
             # send→done rates use no first-token stamp: the error budget cannot touch them
             untouched = [True] * len(runs)
             request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts, untouched))))
-    for r in runs:
-        if r.summary.get("length_forced") is False:
-            why = r.summary.get("length_why") or "the preflight saw no length forced"
+    for r, b in zip(runs, records):
+        if b.length_forced is False:
+            why = b.length_why or "the preflight saw no length forced"
             notes.append(
                 f"{r.label}: no output length was forced ({why}): its rates rest on prompts that ran to "
                 "max_tokens on their own."
             )
-        early = r.summary.get("stopped_early") or []
+        early = b.stopped_early
         if early:
             notes.append(
                 f"{r.label}: {len(early)} request(s) stopped before max_tokens; their rates are less comparable."
@@ -138,7 +137,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             row_header="prompt",
         )
     ]
-    answer_rows = _answer_rows(runs, prompts)
+    answer_rows = _answer_rows(records, prompts)
     if answer_rows:
         tables.append(
             Table(
@@ -159,19 +158,16 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 row_header="prompt",
             )
         )
-    raw_conc = [r.summary.get("concurrent") for r in runs]
-    if any(isinstance(c, dict) for c in raw_conc):
-        conc: list[dict[str, Any]] = [c if isinstance(c, dict) else {} for c in raw_conc]
-        streams = [c.get("streams") for c in conc]
-        combined = [c.get("combined_tok_s") for c in conc]
-        cverdicts = [None] + [
-            noise.samples_verdict(conc[0].get("runs") or [], c.get("runs") or [], True, noise_floor) for c in conc[1:]
-        ]
+    if any(b.concurrent is not None for b in records):
+        conc = [b.concurrent or BenchConcurrent() for b in records]
+        streams = [c.streams for c in conc]
+        combined = [c.combined_tok_s for c in conc]
+        cverdicts = [None] + [noise.samples_verdict(conc[0].runs, c.runs, True, noise_floor) for c in conc[1:]]
         cverdicts = trust.suppress(runs, cverdicts)
-        per_stream = [" / ".join(_num(x, 1) for x in (c.get("per_stream_tok_s") or [])) or "–" for c in conc]
+        per_stream = [" / ".join(_num(x, 1) for x in c.per_stream_tok_s) or "–" for c in conc]
         rows = [
             ("streams", [_num(s, 0) for s in streams]),
-            ("combined tok/s", _empty_cells(_cells(combined, 1, cverdicts), combined, [c.get("failed") for c in conc])),
+            ("combined tok/s", _empty_cells(_cells(combined, 1, cverdicts), combined, [c.failed for c in conc])),
             ("per stream tok/s", per_stream),
         ]
         tables.append(
@@ -186,19 +182,22 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     return tables
 
 
-def _answer_rows(runs: list[LabelledRun], prompts: list[str]) -> list[tuple[str, list[str]]]:
+_NO_PROMPT = BenchPrompt(runs=[])
+
+
+def _answer_rows(records: list[BenchSummary], prompts: list[str]) -> list[tuple[str, list[str]]]:
     """Bench rows of TTFT, time to the first answer token and the token split, when any run's server reasoned."""
-    if not any((_get(r.summary, "prompts", n) or {}).get("reasoning_tokens") for r in runs for n in prompts):
+    if not any((b.prompts.get(n) or _NO_PROMPT).reasoning_tokens for b in records for n in prompts):
         return []
     rows = []
     for name in prompts:
-        entries = [_get(r.summary, "prompts", name) or {} for r in runs]
+        entries = [b.prompts.get(name) or _NO_PROMPT for b in records]
         rows.append(
             (
                 name,
                 [
-                    f"{_num(e.get('ttft_s'), 3)} / {_num(e.get('ttft_answer_s'), 3)} s; "
-                    f"{_num(e.get('reasoning_tokens'), 0)} / {_num(e.get('answer_tokens'), 0)} tok"
+                    f"{_num(e.ttft_s, 3)} / {_num(e.ttft_answer_s, 3)} s; "
+                    f"{_num(e.reasoning_tokens, 0)} / {_num(e.answer_tokens, 0)} tok"
                     for e in entries
                 ],
             )

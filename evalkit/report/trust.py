@@ -20,6 +20,8 @@ from evalkit.client.lag import ERROR_BUDGET_LIMIT_S
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import num
+from evalkit.runs.schemas import BenchPrompt
+from evalkit.runs.summary_parts import ClientTiming
 
 MARK = "⚠"
 SHORT = {
@@ -42,34 +44,26 @@ class TrustFlag:
         return SHORT.get(self.key, self.key)
 
 
-def _d(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
 def _ms(v: Any) -> str:
     return f"{num(v * 1000, 2)} ms" if isinstance(v, (int, float)) else "–"
 
 
-def _budget(summary: dict[str, Any]) -> tuple[float | None, int | None]:
+def _budget(run: LabelledRun) -> tuple[float | None, int | None]:
     """(the client's error budget in s, first tokens that may have shared a stamp), from the summary's `client`
     block (`error_budget_s`: p99 over requests of how far a first token's stamp may lie after its arrival;
     `first_tokens_maybe_shared_stamp`); (None, None) from a client that did not record them."""
-    client = _d(summary.get("client"))
-    budget = client.get("error_budget_s")
-    shared = client.get("first_tokens_maybe_shared_stamp")
-    return (
-        float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else None,
-        shared if isinstance(shared, int) and not isinstance(shared, bool) else None,
-    )
+    client = run.record.client_timing()
+    if client is None:
+        return None, None
+    return client.error_budget_s, client.first_tokens_maybe_shared_stamp
 
 
 def run_flags(run: LabelledRun) -> list[TrustFlag]:
     """Every reason the run itself gives not to trust its figures (empty when it gives none)."""
-    s = run.summary
-    client = _d(s.get("client"))
+    client = run.record.client_timing() or ClientTiming()
     out = []
-    if client.get("distorted"):
-        reasons = [str(x) for x in client.get("distortion_reasons") or []]
+    if client.distorted:
+        reasons = client.distortion_reasons
         out.append(
             TrustFlag(
                 "client_distorted",
@@ -77,16 +71,16 @@ def run_flags(run: LabelledRun) -> list[TrustFlag]:
                 + (": " + "; ".join(reasons) if reasons else ""),
             )
         )
-    if client.get("client_bound") or s.get("client_bound"):
-        lag = _d(client.get("read_lag_s")).get("p95")
-        gap = client.get("token_gap_p50_s")
+    if client.client_bound or run.summary.get("client_bound"):
+        lag = client.read_lag_s.p95 if client.read_lag_s is not None else None
+        gap = client.token_gap_p50_s
         figures = (
             f": it read answers {_ms(lag)} late (p95), longer than the server's {_ms(gap)} between tokens"
             if lag is not None and gap is not None
             else ""
         )
         out.append(TrustFlag("client_bound", "the client, not the server, was the bottleneck" + figures))
-    budget, shared = _budget(s)
+    budget, shared = _budget(run)
     if budget is not None and budget > ERROR_BUDGET_LIMIT_S:
         extra = f" ({shared} first token(s) read together with later bytes)" if shared else ""
         out.append(
@@ -99,21 +93,17 @@ def run_flags(run: LabelledRun) -> list[TrustFlag]:
     return out
 
 
-def rate_window_s(entry: dict[str, Any]) -> float | None:
+def rate_window_s(entry: BenchPrompt) -> float | None:
     """The shortest first→last-token window (s) behind a bench prompt's decode rates: (completion tokens - 1) / rate
     of each run; None when the entry does not say (then the budget is not weighed, and its flag stands)."""
-    tokens, rates = entry.get("completion_tokens") or [], entry.get("runs") or []
-    windows = [
-        (t - 1) / r
-        for t, r in zip(tokens, rates)
-        if isinstance(t, (int, float)) and isinstance(r, (int, float)) and r > 0 and t > 1
-    ]
+    rates = entry.runs
+    windows = [(t - 1) / r for t, r in zip(entry.completion_tokens, rates) if t is not None and r > 0 and t > 1]
     return min(windows) if windows and len(windows) == len(rates) else None
 
 
 def budget_cannot_explain(
     verdict: noise.NoiseVerdict | None,
-    entries: tuple[dict[str, Any], dict[str, Any]],
+    entries: tuple[BenchPrompt, BenchPrompt],
     runs: tuple[LabelledRun, LabelledRun],
     noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
 ) -> bool:
@@ -126,15 +116,15 @@ def budget_cannot_explain(
         return True
     errors = []
     for run, entry in zip(runs, entries):
-        budget, window = _budget(run.summary)[0], rate_window_s(entry)
+        budget, window = _budget(run)[0], rate_window_s(entry)
         if budget is None or budget <= ERROR_BUDGET_LIMIT_S:
             errors.append(0.0)
         elif window is None or window <= 0:
             return False
         else:
             errors.append(min(1.0, budget / window))
-    a, b = (e.get("tok_s") for e in entries)
-    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
+    a, b = (e.tok_s for e in entries)
+    if a is None or b is None or a <= 0 or b <= 0:
         return False
     if b >= a:
         return b * (1 - errors[1]) / a - 1 >= noise_floor

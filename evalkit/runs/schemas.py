@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.errors import UsageError
+from evalkit.runs.summary_parts import ClientTiming, GpuCard, GpuMemoryVerdict
 
 KINDS = ("bench", "capability", "stress", "load", "check")
 STATUSES = ("ok", "error", "cancelled", "timeout")
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 JUDGE_VERDICTS = ("correct", "wrong", "unsure", "error")
+_P = TypeVar("_P", bound=BaseModel)
 
 
 class ClosedModel(BaseModel):
@@ -56,10 +58,13 @@ class Manifest(_Open):
 
 
 class Score(_Open):
-    """Correct out of total, per dataset or overall (`correct` is a mean over repeats with `--repeats`)."""
+    """Correct out of total, per dataset or overall (`correct` is a mean over repeats with `--repeats`), the
+    outcomes counted and the ambiguous grades among them."""
 
-    correct: float = Field(ge=0)
+    correct: int | float = Field(ge=0)
     total: int = Field(ge=0)
+    outcomes: dict[str, int | float] = {}
+    ambiguous: int | None = None
 
 
 class Summary(_Open):
@@ -76,7 +81,41 @@ class Summary(_Open):
         return self
 
 
-class CapabilitySummary(_Open):
+class KindSummary(_Open):
+    """What every kind's summary may hold beside its own figures, read as typed parts (`summary_parts`): the
+    client's timing (`client`), the GPU memory cards (`gpu_memory`) and a stress run's leak verdict. The blocks
+    stay as written (a writer's key order is the file's); these read them, a wrong type a one-line error."""
+
+    def _part(self, key: str, model: type[_P]) -> _P | None:
+        raw = getattr(self, key, None)
+        if raw is None:
+            return None
+        if isinstance(raw, model):
+            return raw
+        return cast(_P, validate(model, raw, f"summary.json {key}"))
+
+    def client_timing(self) -> ClientTiming | None:
+        """`client`: how late the client read answers, its error budget, whether it distorted the run."""
+        return self._part("client", ClientTiming)
+
+    def gpu_cards(self) -> dict[str, GpuCard]:
+        """`gpu_memory`: the cards by index as text (empty when the run sampled none)."""
+        raw = getattr(self, "gpu_memory", None) or {}
+        if not isinstance(raw, dict):
+            raise UsageError(f"summary.json gpu_memory: expected an object of cards, found {_shown(raw)}")
+        return {str(k): cast(GpuCard, validate(GpuCard, c, f"summary.json gpu_memory.{k}")) for k, c in raw.items()}
+
+    def gpu_verdict(self) -> GpuMemoryVerdict | None:
+        """`gpu_memory_verdict`: a stress run's leak verdict (None when not judged)."""
+        return self._part("gpu_memory_verdict", GpuMemoryVerdict)
+
+    def options_block(self) -> dict[str, Any]:
+        """`options`: the flags that define the run, as written (empty when it has none)."""
+        raw = getattr(self, "options", None)
+        return raw if isinstance(raw, dict) else {}
+
+
+class CapabilitySummary(KindSummary):
     """A finished capability run's scores (CONTRACT.md)."""
 
     kind: Literal["capability"]
@@ -93,7 +132,7 @@ class LongPromptTokens(_Open):
     max_error_vs_target: float | None = None
 
 
-class StressSummary(_Open):
+class StressSummary(KindSummary):
     """A stress run's `summary.json`, the one record stress/summary.py writes and a reader validates: the contract's
     counts and metrics (required), then what every run of this version adds, in the order written (optional, so
     runs of earlier versions still read); the evidence and scenario sections follow as extra keys."""
@@ -132,25 +171,86 @@ class StressSummary(_Open):
 
 
 class BenchPrompt(_Open):
-    """One bench prompt's median rate and its runs."""
+    """One bench prompt's median rates and their runs (evalkit.bench.throughput.summarize, then the server's own
+    rate where it sent no `timings`)."""
 
     tok_s: float | None = None
     runs: list[float]
+    ttft_s: float | None = None
+    request_tok_s: float | None = None
+    request_runs: list[float] = []
+    completion_tokens: list[int | None] = []
+    failed: int | None = None
+    server_tok_s: float | None = None
+    vs_server: float | None = None
+    # medians, where the server reasoned: the first answer token, and the token split
+    ttft_answer_s: float | None = None
+    reasoning_tokens: float | None = None
+    answer_tokens: float | None = None
 
 
-class BenchSummary(_Open):
+class BenchConcurrent(_Open):
+    """A bench run's streams at once (`--concurrency N`): combined and per-stream rates and their runs."""
+
+    prompt: str | None = None
+    streams: int | None = None
+    combined_tok_s: float | None = None
+    runs: list[float] = []
+    combined_request_tok_s: float | None = None
+    request_runs: list[float] = []
+    per_stream_tok_s: list[float | None] = []
+    per_stream_runs: list[list[float]] = []
+    failed: int | None = None
+    server_combined_tok_s: float | None = None
+    vs_server: float | None = None
+
+
+class BenchSummary(KindSummary):
     """A finished bench run's rates (CONTRACT.md)."""
 
     kind: Literal["bench"]
     prompts: dict[str, BenchPrompt]
-    concurrent: dict[str, Any] | None = None
+    concurrent: BenchConcurrent | None = None
+    length_forced: bool | None = None
+    length_why: str | None = None
+    stopped_early: list[dict[str, Any]] = []
 
 
-_SUMMARY_BY_KIND: dict[str, type[BaseModel]] = {
+class _IncompleteSummary(KindSummary):
+    kind: str
+
+
+class LoadSummary(KindSummary):
+    """A load run's summary: its own figures (evalkit.load.summary) are not typed here yet; the shared parts are."""
+
+    kind: Literal["load"]
+
+
+class CheckSummary(KindSummary):
+    """A check run's summary (evalkit.check): what the server was found to take and say."""
+
+    kind: Literal["check"]
+
+
+_SUMMARY_BY_KIND: dict[str, type[KindSummary]] = {
     "capability": CapabilitySummary,
     "stress": StressSummary,
     "bench": BenchSummary,
 }
+_SUMMARY_BY_KIND_ALL: dict[str, type[KindSummary]] = {**_SUMMARY_BY_KIND, "load": LoadSummary, "check": CheckSummary}
+
+
+def summary_record(data: dict[str, Any], where: Path | str) -> KindSummary:
+    """A summary.json's record as its kind's model; an incomplete run's that lacks its kind's figures as the shared
+    parts alone. A malformed one is a one-line UsageError naming `where`."""
+    validate(Summary, data, where)
+    model = _SUMMARY_BY_KIND_ALL[data["kind"]]
+    if data.get("incomplete") is not None:
+        try:
+            return model.model_validate(data)
+        except ValidationError:
+            model = _IncompleteSummary
+    return cast(KindSummary, validate(model, data, where))
 
 
 class RequestLine(_Open):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import iter_runs
+from evalkit.runs.schemas import KindSummary, summary_record
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,11 @@ class FinishedRun:
     path: Path
     manifest: dict[str, Any]
     summary: dict[str, Any]
+
+    @cached_property
+    def record(self) -> KindSummary:
+        """The summary as its kind's typed record (`evalkit.runs.schemas.summary_record`)."""
+        return summary_record(self.summary, self.path / "summary.json")
 
     @property
     def kind(self) -> str:
