@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit.errors import UsageError
 from evalkit.redact import scrub
-from evalkit.runs.schemas import JUDGE_VERDICTS
+from evalkit.runs.schemas import JUDGE_VERDICTS, GradedLine
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 
@@ -175,10 +175,13 @@ class ModelJudge:
         await self.client.aclose()
 
 
-def disagrees(line: dict[str, Any]) -> bool:
+def disagrees(line: GradedLine | dict[str, Any]) -> bool:
     """True when the judge gave a verdict (correct or wrong) other than the rule's grade."""
-    verdict = (line.get("judge") or {}).get("verdict")
-    return verdict in ("correct", "wrong") and (verdict == "correct") != bool(line.get("correct"))
+    if isinstance(line, GradedLine):
+        verdict, correct = (line.judge.verdict if line.judge else None), line.correct
+    else:
+        verdict, correct = (line.get("judge") or {}).get("verdict"), bool(line.get("correct"))
+    return verdict in ("correct", "wrong") and (verdict == "correct") != correct
 
 
 def judge_counts(lines: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from evalkit.runs.schemas import GradedLine
 
 
 @dataclass(frozen=True)
@@ -50,27 +53,42 @@ class PassAt1:
     agreement: float
 
 
-def latest_per_sample(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+_Line = TypeVar("_Line", GradedLine, dict[str, Any])
+
+
+def sample_key(line: GradedLine | dict[str, Any]) -> tuple[str, int]:
+    """A graded line's sample: its question id and repeat (0 when absent)."""
+    if isinstance(line, GradedLine):
+        return line.id, line.repeat or 0
+    return str(line["id"]), int(line.get("repeat") or 0)
+
+
+def latest_per_sample(lines: Sequence[_Line]) -> list[_Line]:
     """The last line of each (id, repeat), in first-seen order."""
-    out: dict[tuple[str, int], dict[str, Any]] = {}
+    out: dict[tuple[str, int], _Line] = {}
     for line in lines:
-        out[(str(line["id"]), int(line.get("repeat") or 0))] = line
+        out[sample_key(line)] = line
     return list(out.values())
 
 
-def question_scores(lines: list[dict[str, Any]]) -> dict[str, QuestionScore]:
+def graded_lines(lines: Sequence[dict[str, Any]]) -> list[GradedLine]:
+    """Graded lines held as dicts (as written), as records."""
+    return [GradedLine.model_validate(x) for x in lines]
+
+
+def question_scores(lines: Sequence[GradedLine]) -> dict[str, QuestionScore]:
     """Each question's samples from a run's graded lines, in first-seen order of ids."""
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for line in sorted(latest_per_sample(lines), key=lambda ln: int(ln.get("repeat") or 0)):
-        grouped.setdefault(str(line["id"]), []).append(line)
-    order = list(dict.fromkeys(str(ln["id"]) for ln in lines))
+    grouped: dict[str, list[GradedLine]] = {}
+    for line in sorted(latest_per_sample(lines), key=lambda ln: ln.repeat or 0):
+        grouped.setdefault(line.id, []).append(line)
+    order = list(dict.fromkeys(ln.id for ln in lines))
     return {
         q: QuestionScore(
             q,
-            str(grouped[q][0].get("dataset") or q.split(":", 1)[0]),
-            tuple(str(ln.get("outcome") or ("correct" if ln.get("correct") else "wrong")) for ln in grouped[q]),
-            tuple(ln.get("extracted") for ln in grouped[q]),
-            tuple(str(ln.get("why") or "") for ln in grouped[q]),
+            str(grouped[q][0].dataset or q.split(":", 1)[0]),
+            tuple(str(ln.outcome or ("correct" if ln.correct else "wrong")) for ln in grouped[q]),
+            tuple(ln.extracted for ln in grouped[q]),
+            tuple(str(ln.why or "") for ln in grouped[q]),
         )
         for q in order
     }

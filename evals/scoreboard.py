@@ -6,7 +6,7 @@ from typing import Any
 
 from evalkit_evals import registry
 from evalkit_evals.model_judge import judge_counts
-from evalkit_evals.question_scores import latest_per_sample, pass_at_1, question_scores
+from evalkit_evals.question_scores import graded_lines, latest_per_sample, pass_at_1, question_scores
 from evalkit_evals.verdict import OUTCOMES
 
 
@@ -16,7 +16,7 @@ def latest_per_id(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
-    p = pass_at_1(list(question_scores(lines).values()))
+    p = pass_at_1(list(question_scores(graded_lines(lines)).values()))
     if p is None:
         return None
     return {
@@ -51,7 +51,7 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
             p1 = _pass_at_1(mine)
             assert p1 is not None  # mine is not empty, so neither are its question scores
             entry.update(
-                correct=round(sum(q.score for q in question_scores(mine).values()), 4),
+                correct=round(sum(q.score for q in question_scores(graded_lines(mine)).values()), 4),
                 total=p1["questions"],
                 samples=len(mine),
                 pass_at_1=p1,

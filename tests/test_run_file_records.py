@@ -49,11 +49,12 @@ def test_a_graded_line_is_a_graded_line_model() -> None:
         Verdict("correct", "4", "read 4", rule="gsm8k.final"),
         Verdict("wrong", "5", "two readings", rule="gsm8k.final", readings=(Reading("a", "5"), Reading("b", "4"))),
     ):
-        line = graded_line(item, verdict, "rev1", request_id="req-1", finish_reason="stop", prompt="p")
+        line = graded_line(item, verdict, "rev1", request_id="req-1", finish_reason="stop", prompt="p", note="n")
         head = _declared_prefix(list(line), GradedLine)
-        assert set(line) - set(head) == {"finish_reason", "prompt"}
+        assert set(line) - set(head) == {"note"}  # a caller's own fact, after every field
         assert ("readings" in line) == verdict.ambiguous
-        assert GradedLine.model_validate(line).correct is verdict.correct
+        read = GradedLine.model_validate(line)
+        assert read.correct is verdict.correct and read.finish_reason == "stop" and read.prompt == "p"
 
 
 def test_a_stress_summary_is_the_stress_summary_model() -> None:

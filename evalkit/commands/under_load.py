@@ -21,7 +21,7 @@ from evalkit.load.load_spec import LoadSpec, parse_load_spec
 from evalkit.report import noise
 from evalkit.report.capability import paired_verdict
 from evalkit.runs.rundir import RunDir, read_jsonl
-from evalkit_evals.question_scores import latest_per_sample, question_scores
+from evalkit_evals.question_scores import graded_lines, latest_per_sample, question_scores
 
 IDLE = "graded-idle.jsonl"
 RunPass = Callable[[str, dict[str, Any]], Awaitable[None]]  # (graded file, request tags) -> the pass asked
@@ -95,7 +95,7 @@ def _background(lines: list[dict[str, Any]], fg: list[dict[str, Any]]) -> dict[s
 
 def compare(idle: list[dict[str, Any]], loaded: list[dict[str, Any]]) -> dict[str, Any]:
     """Scores, flips, McNemar and the changed-text share of the questions both passes graded."""
-    a, b = question_scores(idle), question_scores(loaded)
+    a, b = question_scores(graded_lines(idle)), question_scores(graded_lines(loaded))
     common = [q for q in a if q in b]
     verdict = paired_verdict({q: a[q] for q in common}, {q: b[q] for q in common})
     lost = sorted(q for q in common if b[q].score < a[q].score)

@@ -16,6 +16,7 @@ from evalkit.report.grade_review import review_tables
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.report.words import num
+from evalkit.runs.schemas import GradedLine, Score, UnderLoadComparison
 from evalkit.stats import median
 from evalkit_evals import registry
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
@@ -57,7 +58,7 @@ class QuestionChange:
 
 
 def _scores(run: LabelledRun) -> dict[str, QuestionScore]:
-    return question_scores([g for g in run.graded() if "id" in g])
+    return question_scores(run.graded())
 
 
 def _dataset_of(qid: str) -> str:
@@ -74,12 +75,10 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
             f"{base.label}, {len(set(b) - set(a))} only in {other.label})"
         )
     elif not (a and b):
-        totals = [
-            {ds: (s or {}).get("total") for ds, s in (r.summary.get("scores") or {}).items()} for r in (base, other)
-        ]
+        totals = [{ds: s.total for ds, s in r.capability().scores.items()} for r in (base, other)]
         if totals[0] != totals[1]:
             reasons.append("their datasets or question counts differ")
-    hashes = [{g["id"]: g.get("row_hash") for g in r.graded() if "id" in g} for r in (base, other)]
+    hashes = [{g.id: g.row_hash for g in r.graded()} for r in (base, other)]
     moved = [
         q for q in set(hashes[0]) & set(hashes[1]) if hashes[0][q] and hashes[1][q] and hashes[0][q] != hashes[1][q]
     ]
@@ -98,7 +97,7 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
     if changed:
         reasons.append(f"different prompt templates ({', '.join(changed)})")
     for r in (base, other):
-        errors = ((r.summary.get("total") or {}).get("outcomes") or {}).get("error")
+        errors = r.capability().total.outcomes.get("error")
         if errors:
             reasons.append(f"{r.label} has {errors} error outcome(s)")
     return reasons
@@ -132,23 +131,23 @@ def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> 
     return noise.NoiseVerdict(noise.BETTER if gained > lost else noise.WORSE, "mcnemar", detail)
 
 
-def _score_cell(entry: dict[str, Any], scores: dict[str, QuestionScore], ds: str) -> tuple[str, float | None]:
+def _score_cell(entry: Score | None, scores: dict[str, QuestionScore], ds: str) -> tuple[str, float | None]:
     mine = [s for q, s in scores.items() if ds == "total" or _dataset_of(q) == ds]
     p1 = pass_at_1(mine)
     if p1 is not None and p1.repeats > 1:
         return f"{p1.value:.3f} [{p1.low:.3f}, {p1.high:.3f}]", p1.value * p1.questions
-    c, t = entry.get("correct"), entry.get("total")
-    return ("–" if c is None else f"{c}/{t}"), c
+    if entry is None:
+        return "–", None
+    return f"{entry.correct}/{entry.total}", entry.correct
 
 
-def _ambiguous_note(entry: dict[str, Any]) -> str:
-    n = entry.get("ambiguous")
+def _ambiguous_note(entry: Score | None) -> str:
+    n = entry.ambiguous if entry is not None else None
     return f" · {n} ambiguous" if n else ""
 
 
-def _outcome_counts(entry: dict[str, Any]) -> str:
-    o = entry.get("outcomes") or {}
-    return " / ".join(str(o.get(k, "–")) for k in ("unparsed", "truncated", "error"))
+def _outcome_counts(entry: Score) -> str:
+    return " / ".join(str(entry.outcomes.get(k, "–")) for k in ("unparsed", "truncated", "error"))
 
 
 def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
@@ -156,13 +155,12 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     cols = [r.label for r in group]
     scores = [_scores(r) for r in group]
     reasons: list[list[str]] = [[]] + [comparability(group[0], r) for r in group[1:]]
-    datasets = [d for d in registry.names() if any(d in (r.summary.get("scores") or {}) for r in group)]
-    datasets += sorted({d for r in group for d in (r.summary.get("scores") or {})} - set(datasets))
+    records = [r.capability() for r in group]
+    datasets = [d for d in registry.names() if any(d in c.scores for c in records)]
+    datasets += sorted({d for c in records for d in c.scores} - set(datasets))
     rows: list[tuple[str, list[str]]] = []
     for ds in [*datasets, "total"]:
-        entries = [
-            (r.summary.get("total") if ds == "total" else (r.summary.get("scores") or {}).get(ds)) or {} for r in group
-        ]
+        entries = [c.total if ds == "total" else c.scores.get(ds) for c in records]
         cells, base_value = [], None
         for i, (entry, sc) in enumerate(zip(entries, scores)):
             text, value = _score_cell(entry, sc, ds)
@@ -180,25 +178,22 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                     text += f" {paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
             cells.append(text + _ambiguous_note(entry))
         rows.append((ds, cells))
-    rows.append(("unparsed / truncated / error", [_outcome_counts(r.summary.get("total") or {}) for r in group]))
-    if any("ambiguous" in (r.summary.get("total") or {}) for r in group):
+    rows.append(("unparsed / truncated / error", [_outcome_counts(c.total) for c in records]))
+    if any("ambiguous" in c.total.model_fields_set for c in records):
         notes_ambiguous = True
         rows.append(
             (
                 "ambiguous (two readings disagree)",
-                [str((r.summary.get("total") or {}).get("ambiguous", "–")) for r in group],
+                [str(c.total.ambiguous) if "ambiguous" in c.total.model_fields_set else "–" for c in records],
             )
         )
     else:
         notes_ambiguous = False
-    if any(isinstance(r.summary.get("judge"), dict) for r in group):
+    if any(c.judge is not None for c in records):
         rows.append(
             (
                 "judge: lines sent / disagree with the rules",
-                [
-                    f"{j['sent']} / {j['disagree']}" if isinstance(j := r.summary.get("judge"), dict) else "–"
-                    for r in group
-                ],
+                [f"{c.judge.sent} / {c.judge.disagree}" if c.judge is not None else "–" for c in records],
             )
         )
     notes = [
@@ -296,35 +291,35 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     """Per run and dataset: median reasoning and answer tokens, truncation and unparsed rates, TTFT and tok/s."""
     out = []
     for r in group:
-        graded = [g for g in r.graded() if "id" in g]
+        graded = r.graded()
         if not graded:
             continue
-        requests = {x.get("request_id"): x for x in r.requests()}
+        requests = {x.request_id: x for x in r.request_lines()}
         max_tokens = r.run.manifest.get("max_tokens")
-        thinking = any(g.get("thinking") for g in graded)
+        thinking = any(g.thinking for g in graded)
         cols = ["reasoning tok p50", "answer tok p50", "truncated", "unparsed", "TTFT p50 s", "decode tok/s p50"]
         if thinking and max_tokens:
             cols.append("budget used by thinking p50")
         rows = []
-        by_ds: dict[str, list[dict[str, Any]]] = {}
+        by_ds: dict[str, list[GradedLine]] = {}
         for g in graded:
-            by_ds.setdefault(str(g.get("dataset") or _dataset_of(g["id"])), []).append(g)
+            by_ds.setdefault(g.dataset or _dataset_of(g.id), []).append(g)
         known = registry.names()
         order = [d for d in known if d in by_ds] + sorted(set(by_ds) - set(known))
         for ds in [*order, "all"]:
             mine = graded if ds == "all" else by_ds[ds]
-            reqs = [requests[g["request_id"]] for g in mine if g.get("request_id") in requests]
+            reqs = [requests[g.request_id] for g in mine if g.request_id in requests]
             n = len(mine)
             cells = [
-                _fmt(median([g.get("reasoning_tokens") for g in mine]), 0),
-                _fmt(median([g.get("answer_tokens") for g in mine]), 0),
-                f"{sum(g.get('finish_reason') == 'length' for g in mine) / n:.0%}",
-                f"{sum(g.get('outcome') == 'unparsed' for g in mine) / n:.0%}",
-                _fmt_seconds(median([x.get("ttft_s") for x in reqs])),
-                _fmt(median([x.get("decode_tok_s") for x in reqs]), 1),
+                _fmt(median([g.reasoning_tokens for g in mine]), 0),
+                _fmt(median([g.answer_tokens for g in mine]), 0),
+                f"{sum(g.finish_reason == 'length' for g in mine) / n:.0%}",
+                f"{sum(g.outcome == 'unparsed' for g in mine) / n:.0%}",
+                _fmt_seconds(median([x.ttft_s for x in reqs])),
+                _fmt(median([x.decode_tok_s for x in reqs]), 1),
             ]
             if len(cols) > 6:
-                used = [g["reasoning_tokens"] / max_tokens for g in mine if isinstance(g.get("reasoning_tokens"), int)]
+                used = [g.reasoning_tokens / cast(int, max_tokens) for g in mine if g.reasoning_tokens is not None]
                 # a median of one or more numbers (token counts over the manifest's max_tokens)
                 cells.append(_fmt(cast(float, median(used)) * 100 if used else None, 0, "%"))
             rows.append((ds, cells))
@@ -359,7 +354,8 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
 def _modes(runs: list[LabelledRun]) -> dict[str, list[LabelledRun]]:
     modes: dict[str, list[LabelledRun]] = {}
     for r in runs:
-        modes.setdefault(str(r.summary.get("thinking", "–")), []).append(r)
+        c = r.capability()
+        modes.setdefault(str(c.thinking) if "thinking" in c.model_fields_set else "–", []).append(r)
     return modes
 
 
@@ -373,23 +369,23 @@ def capability_tables(runs: list[LabelledRun]) -> list[Table]:
 
 def under_load_tables(runs: list[LabelledRun]) -> list[Table]:
     """Runs with `--under-load`: the same questions idle and under load, per run (summary.json's `under_load`)."""
-    mine = [r for r in runs if isinstance(r.summary.get("under_load"), dict)]
+    mine = [(r, u) for r in runs if (u := r.capability().under_load) is not None]
     if not mine:
         return []
 
-    def cells(u: dict[str, Any]) -> list[str]:
-        bg = u.get("background") or {}
-        share, mif = u.get("changed_text_share"), bg.get("mean_in_flight")
+    def cells(u: UnderLoadComparison) -> list[str]:
+        share = u.changed_text_share
+        mif = u.background.mean_in_flight if u.background is not None else None
         return [
-            str((u.get("load") or {}).get("source") or "–"),
-            f"{u['idle']['correct']:g}/{u['idle']['total']}",
-            f"{u['loaded']['correct']:g}/{u['loaded']['total']} {u['mcnemar']['mark']}",
-            f"{len(u.get('lost') or [])} / {len(u.get('gained') or [])}",
+            str((u.load.source if u.load is not None else None) or "–"),
+            f"{u.idle.correct:g}/{u.idle.total}",
+            f"{u.loaded.correct:g}/{u.loaded.total} {u.mcnemar['mark']}",
+            f"{len(u.lost)} / {len(u.gained)}",
             "–" if share is None else f"{share:.0%}",
             "–" if mif is None else f"{mif:.2f}",
         ]
 
-    rows = [(r.label, cells(r.summary["under_load"])) for r in mine]
+    rows = [(r.label, cells(u)) for r, u in mine]
     cols = ["load", "idle", "under load", "right→wrong / wrong→right", "answers changed", "background in flight"]
     notes = [
         "Each run asked its questions at idle, then again under its background load. Marks: McNemar's exact test "

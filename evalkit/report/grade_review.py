@@ -8,6 +8,7 @@ from typing import Any
 
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
+from evalkit.runs.schemas import GradedLine, JudgeCounts
 from evalkit_evals.model_judge import disagrees
 
 MAX_ROWS = 50  # a long list belongs in graded.jsonl; the report shows the first ones and says how many more
@@ -19,40 +20,38 @@ def _short(text: Any) -> str:
     return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
 
 
-def to_review(line: dict[str, Any]) -> bool:
+def to_review(line: GradedLine) -> bool:
     """True for a line a person should look at: ambiguous, or graded otherwise by the judge."""
-    return bool(line.get("ambiguous")) or disagrees(line)
+    return bool(line.ambiguous) or disagrees(line)
 
 
-def _readings(line: dict[str, Any]) -> str:
-    readings = line.get("readings") or []
-    if not readings:
-        return f"{_short(line.get('extracted'))} ({line.get('rule') or '–'})"
-    return "; ".join(f"{_short(r.get('value'))} ({r.get('rule') or '–'})" for r in readings)
+def _readings(line: GradedLine) -> str:
+    if not line.readings:
+        return f"{_short(line.extracted)} ({line.rule or '–'})"
+    return "; ".join(f"{_short(r.get('value'))} ({r.get('rule') or '–'})" for r in line.readings)
 
 
-def _judge_cell(line: dict[str, Any]) -> str:
-    j = line.get("judge")
-    if not isinstance(j, dict):
+def _judge_cell(line: GradedLine) -> str:
+    j = line.judge
+    if j is None:
         return "–"
     mark = " ≠ rules" if disagrees(line) else ""
-    return f"{j.get('verdict')}{mark}: {_short(j.get('words'))}"
+    return f"{j.verdict}{mark}: {_short(j.words)}"
 
 
-def _row_name(line: dict[str, Any]) -> str:
-    at = line.get("replay_line")
-    return f"{line['id']} (line {at})" if at is not None else str(line["id"])
+def _row_name(line: GradedLine) -> str:
+    at = line.replay_line
+    return f"{line.id} (line {at})" if at is not None else line.id
 
 
-def _judge_note(summary: dict[str, Any]) -> str | None:
-    j = summary.get("judge")
-    if not isinstance(j, dict):
+def _judge_note(j: JudgeCounts | None) -> str | None:
+    if j is None:
         return None
-    v = j.get("verdicts") or {}
+    v = j.verdicts
     return (
-        f"judge {', '.join(j.get('models') or [])} was asked about {j.get('sent')} line(s) (ambiguous or unparsed): "
-        f"it disagrees with the rules on {j.get('disagree')} ({j.get('judge_right_rules_not')} it calls right that "
-        f"the rules did not, {j.get('rules_right_judge_not')} the reverse), {v.get('unsure', 0)} unsure, "
+        f"judge {', '.join(j.models)} was asked about {j.sent} line(s) (ambiguous or unparsed): "
+        f"it disagrees with the rules on {j.disagree} ({j.judge_right_rules_not} it calls right that "
+        f"the rules did not, {j.rules_right_judge_not} the reverse), {v.get('unsure', 0)} unsure, "
         f"{v.get('error', 0)} could not be asked. The score stays the rules'."
     )
 
@@ -61,17 +60,17 @@ def review_tables(runs: list[LabelledRun]) -> list[Table]:
     """One table per capability run with anything to look at (none for a run whose grades are all confident)."""
     out = []
     for r in runs:
-        lines = [g for g in r.graded() if "id" in g and to_review(g)]
-        note = _judge_note(r.summary)
+        lines = [g for g in r.graded() if to_review(g)]
+        note = _judge_note(r.capability().judge)
         if not lines and note is None:
             continue
-        ambiguous = sum(1 for g in lines if g.get("ambiguous"))
+        ambiguous = sum(1 for g in lines if g.ambiguous)
         rows = [
             (
                 _row_name(g),
                 [
-                    f"{g.get('outcome')}{' (ambiguous)' if g.get('ambiguous') else ''}",
-                    str(g.get("rule") or "–"),
+                    f"{g.outcome}{' (ambiguous)' if g.ambiguous else ''}",
+                    str(g.rule or "–"),
                     _readings(g),
                     _judge_cell(g),
                 ],

@@ -23,6 +23,7 @@ from evalkit.report import html_figures, lanes
 from evalkit.report.capability import _modes, comparability, question_changes
 from evalkit.report.plots import pick_cycle
 from evalkit.report.runs import LabelledRun
+from evalkit.runs.schemas import GradedLine
 
 HTML_TEMPLATE = "report.html.j2"
 MAX_BYTES = 5_000_000  # the page's own limit: one file, small enough to mail
@@ -83,15 +84,17 @@ def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _side(g: dict[str, Any] | None) -> dict[str, Any]:
-    g = g or {}
+def _side(g: GradedLine | None) -> dict[str, object]:
+    """One run's answer to a changed question, for the page (every key None where the run has no line)."""
+    if g is None:
+        return dict.fromkeys(("extracted", "outcome", "rule", "why", "content", "reasoning"))
     return {
-        "extracted": g.get("extracted"),
-        "outcome": g.get("outcome"),
-        "rule": g.get("rule"),
-        "why": g.get("why"),
-        "content": g.get("content"),
-        "reasoning": g.get("reasoning"),
+        "extracted": g.extracted,
+        "outcome": g.outcome,
+        "rule": g.rule,
+        "why": g.why,
+        "content": g.content,
+        "reasoning": g.reasoning,
     }
 
 
@@ -99,9 +102,9 @@ def _flips(runs: list[LabelledRun]) -> list[dict[str, Any]]:
     out = []
     for mode, group in _modes([r for r in runs if r.kind == "capability"]).items():
         base = group[0]
-        base_lines = {g["id"]: g for g in base.graded() if "id" in g}
+        base_lines = {g.id: g for g in base.graded()}
         for r in group[1:]:
-            lines = {g["id"]: g for g in r.graded() if "id" in g}
+            lines = {g.id: g for g in r.graded()}
             why = comparability(base, r)
             for c in question_changes(base, r):
                 out.append(

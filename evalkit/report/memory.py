@@ -178,9 +178,7 @@ def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_N
     if not mems:
         return None
     verdicts = [
-        {"label": m.run.label, "verdict": m.verdict.verdict, "evidence": m.verdict.evidence}
-        for m in mems
-        if m.verdict
+        {"label": m.run.label, "verdict": m.verdict.verdict, "evidence": m.verdict.evidence} for m in mems if m.verdict
     ]
     return {
         "heading": "GPU memory",

@@ -47,20 +47,6 @@ def mcnemar_exact_p(only_a: int, only_b: int) -> float:
     return float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
 
 
-def paired_answers_verdict(before: dict[str, bool], after: dict[str, bool], alpha: float = ALPHA) -> NoiseVerdict:
-    """McNemar's exact test over the question ids both runs answered."""
-    common = sorted(set(before) & set(after))
-    if not common:
-        return NoiseVerdict(UNKNOWN, "mcnemar", "no question answered by both runs")
-    only_a = sum(1 for q in common if before[q] and not after[q])
-    only_b = sum(1 for q in common if after[q] and not before[q])
-    p = mcnemar_exact_p(only_a, only_b)
-    detail = f"{len(common)} paired, {only_a} lost, {only_b} gained, p={p:.3g}"
-    if p >= alpha:
-        return NoiseVerdict(WITHIN, "mcnemar", detail)
-    return NoiseVerdict(BETTER if only_b > only_a else WORSE, "mcnemar", detail)
-
-
 def bootstrap_diff_ci(
     before: Sequence[float], after: Sequence[float], n_resamples: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import read_jsonl
-from evalkit.runs.schemas import BenchSummary, GradedLine, KindSummary, RequestLine
+from evalkit.runs.rundir import read_jsonl, read_records
+from evalkit.runs.schemas import BenchSummary, CapabilitySummary, GradedLine, KindSummary, RequestLine, Score
 from evalkit.runs.summaries import FinishedRun
 
 
@@ -38,6 +38,13 @@ class LabelledRun:
         rec = self.run.record
         return rec if isinstance(rec, BenchSummary) else BenchSummary(kind="bench", prompts={})
 
+    def capability(self) -> CapabilitySummary:
+        """A capability run's record; an incomplete one without its scores reads as none."""
+        rec = self.run.record
+        if isinstance(rec, CapabilitySummary):
+            return rec
+        return CapabilitySummary(kind="capability", scores={}, total=Score(correct=0, total=0))
+
     def requests(self) -> list[dict[str, Any]]:
         """The run's requests.jsonl lines that its summary counts (empty when it has none).
 
@@ -52,9 +59,13 @@ class LabelledRun:
 
         return [r for r in lines if in_counted_cycle(r, completed)]
 
-    def graded(self) -> list[dict[str, Any]]:
+    def request_lines(self) -> list[RequestLine]:
+        """The run's requests.jsonl lines as records (all of them: a capability or bench run's)."""
+        return read_records(self.run.path / "requests.jsonl", RequestLine)
+
+    def graded(self) -> list[GradedLine]:
         """The run's graded.jsonl lines (empty when it has none)."""
-        return read_jsonl(self.run.path / "graded.jsonl", GradedLine)
+        return read_records(self.run.path / "graded.jsonl", GradedLine)
 
 
 def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[LabelledRun]:

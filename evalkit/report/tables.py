@@ -14,7 +14,6 @@ from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
 from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary
-from evalkit_evals import registry
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import WHOLE_TIME
 
@@ -95,22 +94,17 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     for name in prompts:
         entries = [b.prompts.get(name) or _NO_PROMPT for b in records]
         values = [e.tok_s for e in entries]
-        verdicts = [None] + [
-            noise.samples_verdict(entries[0].runs, e.runs, True, noise_floor) for e in entries[1:]
-        ]
+        verdicts = [None] + [noise.samples_verdict(entries[0].runs, e.runs, True, noise_floor) for e in entries[1:]]
         weighed = [False] + [
             trust.budget_cannot_explain(v, (entries[0], entries[i]), (runs[0], runs[i]), noise_floor)
             for i, v in enumerate(verdicts[1:], 1)
         ]
         verdicts = trust.suppress(runs, verdicts, weighed)
-        decode_rows.append(
-            (name, _empty_cells(_cells(values, 1, verdicts), values, [e.failed for e in entries]))
-        )
+        decode_rows.append((name, _empty_cells(_cells(values, 1, verdicts), values, [e.failed for e in entries])))
         req = [e.request_tok_s for e in entries]
         if any(v is not None for v in req):
             rverdicts = [None] + [
-                noise.samples_verdict(entries[0].request_runs, e.request_runs, True, noise_floor)
-                for e in entries[1:]
+                noise.samples_verdict(entries[0].request_runs, e.request_runs, True, noise_floor) for e in entries[1:]
             ]
             # send→done rates use no first-token stamp: the error budget cannot touch them
             untouched = [True] * len(runs)
@@ -307,55 +301,6 @@ def _count_delta(value: float | None, base: float | None) -> str:
         return ""
     d = value - base
     return f" ({d:+d})" if isinstance(d, int) else f" ({d:+.3f}".rstrip("0").rstrip(".") + ")"
-
-
-def _correct_by_id(run: LabelledRun) -> dict[str, bool]:
-    return {str(g["id"]): bool(g.get("correct")) for g in run.graded() if "id" in g}
-
-
-def capability_tables(runs: list[LabelledRun]) -> list[Table]:
-    """Correct answers by dataset with a total, one table per thinking mode, McNemar marks on paired ids."""
-    modes: dict[str, list[LabelledRun]] = {}
-    for r in runs:
-        modes.setdefault(str(r.summary.get("thinking", "–")), []).append(r)
-    tables = []
-    for mode, group in modes.items():
-        cols = [r.label for r in group]
-        answers = [_correct_by_id(r) for r in group]
-        datasets = _ordered([list((r.summary.get("scores") or {}).keys()) for r in group], registry.names())
-        rows = []
-        for ds in [*datasets, "total"]:
-            scores = [
-                (_get(r.summary, "total") if ds == "total" else _get(r.summary, "scores", ds)) or {} for r in group
-            ]
-            subset = [{q: c for q, c in a.items() if ds == "total" or q.startswith(ds + ":")} for a in answers]
-            verdicts: list[noise.NoiseVerdict | None] = [None]
-            for s in subset[1:]:
-                verdicts.append(noise.paired_answers_verdict(subset[0], s) if subset[0] and s else None)
-            cells = []
-            for i, sc in enumerate(scores):
-                c, t = sc.get("correct"), sc.get("total")
-                text = "–" if c is None else f"{c}/{t}"
-                if i and c is not None:
-                    text += _count_delta(c, scores[0].get("correct"))
-                    verdict = verdicts[i]
-                    text += f" {verdict.mark}" if verdict else f" {noise.UNKNOWN}"
-                cells.append(text)
-            rows.append((ds, cells))
-        tables.append(
-            Table(
-                f"capability_{mode}",
-                f"Capability, thinking {mode}: correct answers",
-                cols,
-                rows,
-                [
-                    "Marks by McNemar's exact test on the questions both runs answered (graded.jsonl); "
-                    "? when a run has no graded.jsonl."
-                ],
-                row_header="dataset",
-            )
-        )
-    return tables
 
 
 def bisect_table(entries: list[dict[str, Any]]) -> Table:

@@ -19,12 +19,17 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from evalkit import __version__
 from evalkit.errors import UsageError
 from evalkit.redact import known_forms, scrub_known
 from evalkit.runs.run_identity import first_difference, recorded_defines
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+_M = TypeVar("_M", bound="BaseModel")
 
 Line = dict[str, Any]  # one parsed line of a JSONL run file (requests.jsonl, metrics.jsonl ...)
 
@@ -121,20 +126,37 @@ def _json_type(v: Any) -> str:
     )
 
 
+def read_records(path: Path, model: type[_M]) -> list[_M]:
+    """Every complete line of a JSONL run file as its record (`evalkit.runs.schemas`): a line that is not one exits
+    2 naming the file, the line and the key; a torn last line is skipped."""
+    from evalkit.runs.schemas import validate
+
+    return [cast(_M, validate(model, obj, f"{path}:{n}")) for n, obj in _json_lines(path)]
+
+
 def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
     """Every complete JSON line of a file; a torn last line is skipped, a bad line elsewhere exits 2 naming it.
 
     With `schema` (an `evalkit.runs.schemas` model), each line is also checked against it.
     """
+    if schema is not None:
+        from evalkit.runs.schemas import validate
+    out = []
+    for n, obj in _json_lines(path):
+        if schema is not None:
+            validate(schema, obj, f"{path}:{n}")
+        out.append(obj)
+    return out
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each complete JSON line; a torn last line is skipped."""
     if not path.exists():
-        return []
+        return
     try:
         data = path.read_bytes()
     except OSError as e:
         raise UsageError(f"{path}: cannot read ({e.strerror or e})") from None
-    if schema is not None:
-        from evalkit.runs.schemas import validate
-    out = []
     lines = data.split(b"\n")
     # The last element is what follows the last newline: empty for a whole file, a torn line otherwise.
     for n, raw in enumerate(lines[:-1], 1):
@@ -148,10 +170,7 @@ def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
             raise UsageError(f"{path}:{n}: not a JSON line ({_json_reason(e)})") from None
         if not isinstance(obj, dict):
             raise UsageError(f"{path}:{n}: expected a JSON object, found {_json_type(obj)}")
-        if schema is not None:
-            validate(schema, obj, f"{path}:{n}")
-        out.append(obj)
-    return out
+        yield n, obj
 
 
 def _cut_torn_tail(path: Path) -> None:

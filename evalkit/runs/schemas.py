@@ -115,12 +115,49 @@ class KindSummary(_Open):
         return raw if isinstance(raw, dict) else {}
 
 
+class JudgeCounts(_Open):
+    """A capability summary's `judge` (evals/model_judge.judge_counts): lines sent to a judge model, its verdicts,
+    and how often it disagrees with the rules."""
+
+    sent: int
+    verdicts: dict[str, int] = {}
+    disagree: int | None = None
+    judge_right_rules_not: int | None = None
+    rules_right_judge_not: int | None = None
+    models: list[str] = []
+
+
+class _Background(_Open):
+    mean_in_flight: float | None = None
+
+
+class _LoadSource(_Open):
+    source: str | None = None
+
+
+class UnderLoadComparison(_Open):
+    """A capability summary's `under_load` (`--under-load`): the same questions idle and under load, McNemar's
+    mark between them, the background's mean requests in flight and where the load came from."""
+
+    idle: Score
+    loaded: Score
+    mcnemar: dict[str, str]
+    lost: list[str] = []
+    gained: list[str] = []
+    changed_text_share: float | None = None
+    background: _Background | None = None
+    load: _LoadSource | None = None
+
+
 class CapabilitySummary(KindSummary):
     """A finished capability run's scores (CONTRACT.md)."""
 
     kind: Literal["capability"]
     scores: dict[str, Score]
     total: Score
+    thinking: str | None = None
+    judge: JudgeCounts | None = None
+    under_load: UnderLoadComparison | None = None
 
 
 class LongPromptTokens(_Open):
@@ -327,6 +364,16 @@ class GradedLine(_Open):
     request_id: str | None = None
     replay_line: int | None = Field(default=None, ge=1)
     judge: JudgeOpinion | None = None
+    # what the capability command adds (evals/runner.py), in the order it passes them
+    repeat: int | None = None  # with --repeats
+    finish_reason: str | None = None
+    thinking: bool | None = None  # the answer came with reasoning
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    token_count_source: str | None = None
+    prompt: str | None = None
+    content: str | None = None
+    reasoning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The line as graded.jsonl holds it: the fields given, in order, then the extras."""
