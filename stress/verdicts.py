@@ -7,7 +7,7 @@ renders an old run and a new one alike. Keys are identifiers; the words a reader
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.evidence.ttft_split import TtftSplit
@@ -311,10 +311,62 @@ class Diagnosis:
         }
 
 
+def _number(v: Any) -> float | None:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _numbers(v: Any) -> dict[str, float]:
+    return {k: x for k, x in v.items() if _number(x) is not None} if isinstance(v, dict) else {}
+
+
+@dataclass(frozen=True)
+class DelayReading:
+    """A cancel sample's `next_delay`: how long the request sent after the cancel waited, its first token, and the
+    parts of its wait (numbers only)."""
+
+    wait_s: float | None = None
+    ttft_s: float | None = None
+    parts_s: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Any) -> DelayReading:
+        """The reading of a `next_delay` record (an empty one where it is not an object)."""
+        if not isinstance(d, dict):
+            return cls()
+        return cls(_number(d.get("wait_s")), _number(d.get("ttft_s")), _numbers(d.get("parts_s")))
+
+
+@dataclass(frozen=True)
+class SampleReading:
+    """One sample behind a verdict: for head-of-line blocking, the short request's wait before the server started
+    on it and that wait's parts; for a cancel, the next request's delay."""
+
+    wait_before_start_s: float | None = None
+    wait_parts_s: dict[str, float] = field(default_factory=dict)
+    next_delay: DelayReading | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SampleReading:
+        """The reading of one sample record."""
+        f = d.get("figures")
+        f = f if isinstance(f, dict) else {}
+        nd = d.get("next_delay")
+        return cls(
+            _number(f.get("wait_before_start_s")),
+            _numbers(f.get("wait_parts_s")),
+            DelayReading.from_json(nd) if nd else None,
+        )
+
+
 @dataclass(frozen=True)
 class VerdictReading:
     """Any verdict of summary.json's `diagnoses` as a reader shows it, from a run file of any evalkit version: the
-    answer and its evidence, what it waited for, the figures it names, and for "can't tell" why and what would."""
+    answer and its evidence, what it waited for, the figures it names, its samples, and for "can't tell" why and
+    what would."""
 
     verdict: str
     evidence: Any = "client"
@@ -325,12 +377,18 @@ class VerdictReading:
     stop_after_cancel_s_max: float | None = None
     why: str | None = None
     would_tell: str | None = None
+    blocked: int | None = None
+    judged: int | None = None
+    wait_fraction_p50: float | None = None
+    figures: dict[str, float | None] = field(default_factory=dict)  # numbers, and None for a figure not measured
+    samples: tuple[SampleReading, ...] = ()
 
     @classmethod
     def from_json(cls, d: Any) -> VerdictReading | None:
         """The reading of one verdict record; None for a missing one (an older run without that verdict)."""
         if not isinstance(d, dict) or "verdict" not in d:
             return None
+        figures = d.get("figures")
         return cls(
             d["verdict"],
             d.get("evidence", "client"),
@@ -346,4 +404,13 @@ class VerdictReading:
                     "would_tell",
                 )
             },
+            blocked=_count(d.get("blocked")),
+            judged=_count(d.get("judged")),
+            wait_fraction_p50=_number(d.get("wait_fraction_p50")),
+            figures=(
+                {k: v for k, v in figures.items() if v is None or _number(v) is not None}
+                if isinstance(figures, dict)
+                else {}
+            ),
+            samples=tuple(SampleReading.from_json(x) for x in d.get("samples") or [] if isinstance(x, dict)),
         )

@@ -9,8 +9,11 @@ extend the profile's `[servers.X.build]` table. Reports label runs from this and
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict
 
 from evalkit.client import auxiliary
 from evalkit.errors import UsageError
@@ -177,18 +180,84 @@ _TELLING_PATHS = {
 }
 
 
+Scalar = str | int | float | bool | None  # as the server said it (a number stays a number)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class ServerProps(_Record):
+    """What a manifest's identity keeps of llama.cpp's /props."""
+
+    build_info: Scalar = None
+    total_slots: Scalar = None
+    n_ctx: Scalar = None
+
+
+class ServerInfo(_Record):
+    """What a manifest's identity keeps of a server's own info endpoint (e.g. transformers serve)."""
+
+    version: Scalar = None
+    context_length: Scalar = None
+
+
+class ServedModel(_Record):
+    """One entry of /v1/models as the identity keeps it."""
+
+    max_model_len: Scalar = None
+
+
+class IdentityRecord(_Record):
+    """A manifest's `server_identity` as a reader shows it: what the server said it is, from a run of any evalkit
+    version (an older run wrote it as a JSON string)."""
+
+    server_type: Scalar = None
+    version: Scalar = None
+    props: ServerProps | None = None
+    server_info: ServerInfo | None = None
+    models: list[ServedModel] = []
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any]) -> IdentityRecord:
+        """The manifest's identity (an empty one when it has none or an unreadable string)."""
+        ident = manifest.get("server_identity")
+        if isinstance(ident, str):
+            try:
+                ident = json.loads(ident)
+            except ValueError:
+                ident = None
+        if not isinstance(ident, dict):
+            return cls()
+        from evalkit.runs.schemas import validate
+
+        return cast(IdentityRecord, validate(cls, ident, "manifest.json server_identity"))
+
+    def version_text(self) -> Scalar:
+        """The version, else /props' build info, else the info endpoint's version."""
+        return (
+            self.version
+            or (self.props.build_info if self.props else None)
+            or (self.server_info.version if self.server_info else None)
+        )
+
+    def context_length(self) -> Scalar:
+        """The context the server was started with: /props' n_ctx, the info endpoint's, or a model's max length."""
+        return (
+            (self.props.n_ctx if self.props else None)
+            or (self.server_info.context_length if self.server_info else None)
+            or next((m.max_model_len for m in self.models if m.max_model_len), None)
+        )
+
+
 def identity_label(manifest: dict[str, Any]) -> str:
     """One line naming the build: label, server type and version or build info, model."""
-    ident = manifest.get("server_identity") or {}
+    ident = IdentityRecord.of(manifest)
     parts = [str(manifest.get("build_label") or "")]
-    kind = ident.get("server_type")
-    ver = (
-        ident.get("version")
-        or (ident.get("props") or {}).get("build_info")
-        or (ident.get("server_info") or {}).get("version")
-    )
+    kind = ident.server_type
+    ver = ident.version_text()
     if kind:
-        parts.append(f"{kind} {ver}" if ver else kind)
+        parts.append(f"{kind} {ver}" if ver else str(kind))
     if manifest.get("model"):
         parts.append(str(manifest["model"]))
     return " · ".join(p for p in parts if p)

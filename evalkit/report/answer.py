@@ -9,14 +9,15 @@ baseline is the first label. Every line keeps its metric key for scripts; a line
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.evidence.server_identity import identity_label
+from evalkit.evidence.server_identity import IdentityRecord, ServerProps, identity_label
 from evalkit.report import noise, trust, words
 from evalkit.report.capability import comparability, question_changes
 from evalkit.report.runs import LabelledRun
+from evalkit.runs.schemas import CapabilitySummary
+from evalkit.runs.summary_parts import Distribution
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, VerdictReading
 
 
@@ -50,41 +51,28 @@ class Build:
     settings: dict[str, str]
 
 
-def _d(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _ident(manifest: dict[str, Any]) -> dict[str, Any]:
-    ident = manifest.get("server_identity")
-    if isinstance(ident, str):  # an older run wrote it as a JSON string
-        try:
-            ident = json.loads(ident)
-        except ValueError:
-            ident = {}
-    return _d(ident)
-
-
 def _settings(run: LabelledRun) -> dict[str, str]:
     m = run.run.manifest
-    ident = _ident(m)
-    props = _d(ident.get("props"))
+    ident = IdentityRecord.of(m)
+    props = ident.props or ServerProps()
     out: dict[str, str] = {}
     if m.get("model"):
         out["model"] = str(m["model"])
     if m.get("build_label"):
         out["build label"] = str(m["build_label"])
-    for k, v in _d(m.get("build")).items():
+    build = m.get("build")
+    for k, v in build.items() if isinstance(build, dict) else ():
         out[f"build {k}"] = str(v)
-    if ident.get("server_type"):
-        out["server"] = str(ident["server_type"])
-    ver = ident.get("version") or props.get("build_info")
+    if ident.server_type:
+        out["server"] = str(ident.server_type)
+    ver = ident.version or props.build_info
     if ver:
         out["server version"] = str(ver)
     if isinstance(m.get("concurrency"), int):
         out[f"{run.kind} requests at once"] = str(m["concurrency"])
-    for k in ("total_slots", "n_ctx"):
-        if props.get(k) is not None:
-            out[f"/props {k}"] = str(props[k])
+    for k, v in (("total_slots", props.total_slots), ("n_ctx", props.n_ctx)):
+        if v is not None:
+            out[f"/props {k}"] = str(v)
     return out
 
 
@@ -189,25 +177,27 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
     return out
 
 
-def _score(total: dict[str, Any]) -> str:
+def _score(run: LabelledRun) -> str:
     """`correct/total`, with the ambiguous grades beside it when there are any (`49/50 (2 ambiguous)`)."""
-    n = total.get("ambiguous")
-    return f"{total.get('correct', '–')}/{total.get('total', '–')}" + (f" ({n} ambiguous)" if n else "")
+    rec = run.record
+    if not isinstance(rec, CapabilitySummary):
+        return "–/–"
+    n = rec.total.ambiguous
+    return f"{rec.total.correct}/{rec.total.total}" + (f" ({n} ambiguous)" if n else "")
 
 
 def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerLine]:
     out = []
     bases = [r for r in runs if r.label == baseline and r.kind == "capability"]
     for base in bases:
-        mode = base.summary.get("thinking")
+        mode = base.capability().thinking
         other = next(
-            (r for r in runs if r.label == label and r.kind == "capability" and r.summary.get("thinking") == mode),
+            (r for r in runs if r.label == label and r.kind == "capability" and r.capability().thinking == mode),
             None,
         )
         if other is None:
             continue
-        ta, tb = _d(base.summary.get("total")), _d(other.summary.get("total"))
-        score = f"{_score(ta)} → {_score(tb)}"
+        score = f"{_score(base)} → {_score(other)}"
         why = comparability(base, other)
         flags: list[str] = []  # a slow client bends times, not grades
         if why:
@@ -259,12 +249,23 @@ def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerL
     return out
 
 
-def _metric(run: LabelledRun, key: str, stat: str) -> Any:
-    return _d(_d(run.summary.get("metrics")).get(key)).get(stat)
+def _distribution(run: LabelledRun, key: str) -> Distribution | None:
+    s = run.stress()
+    return s.metric(key) if s is not None else None
+
+
+def _metric(run: LabelledRun, key: str, stat: str) -> int | float | None:
+    d = _distribution(run, key)
+    return d.statistic(stat) if d is not None else None
+
+
+def _diagnoses(run: LabelledRun) -> dict[str, Any]:
+    s = run.stress()
+    return (s.diagnoses or {}) if s is not None else {}
 
 
 def _verdict(run: LabelledRun, key: str) -> VerdictReading | None:
-    return VerdictReading.from_json(_d(run.summary.get("diagnoses")).get(key))
+    return VerdictReading.from_json(_diagnoses(run).get(key))
 
 
 def _verdict_word(v: VerdictReading | None) -> str:
@@ -280,9 +281,7 @@ def _stress_mark(base: LabelledRun, other: LabelledRun, metric: str) -> str:
     a, b = _stress_samples(base, metric), _stress_samples(other, metric)
     if len(a) >= noise.MIN_BOOTSTRAP_SAMPLES and len(b) >= noise.MIN_BOOTSTRAP_SAMPLES:
         return noise.samples_verdict(a, b, False).mark
-    return noise.distribution_verdict(
-        _d(_d(base.summary.get("metrics")).get(metric)), _d(_d(other.summary.get("metrics")).get(metric)), False
-    ).mark
+    return noise.distribution_verdict(_distribution(base, metric), _distribution(other, metric), False).mark
 
 
 def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
@@ -291,7 +290,7 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
     a, b = _metric(base, "short_insert_ttft_s", "p95"), _metric(other, "short_insert_ttft_s", "p95")
     va, vb = _verdict(base, "head_of_line_blocking"), _verdict(other, "head_of_line_blocking")
     if a is not None or b is not None or va or vb:
-        long_tokens = _d(other.summary.get("options")).get("long_tokens")
+        long_tokens = other.record.options_block().get("long_tokens")
         during = f"a {long_tokens / 1000:g}K-token prefill" if long_tokens else "a long prefill"
         mark = ""
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not flags:
@@ -329,8 +328,8 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
                 flags,
             )
         )
-    ea = _d(base.summary.get("diagnoses")).get("effective_concurrency_raw")
-    eb = _d(other.summary.get("diagnoses")).get("effective_concurrency_raw")
+    ea = _diagnoses(base).get("effective_concurrency_raw")
+    eb = _diagnoses(other).get("effective_concurrency_raw")
     if isinstance(ea, (int, float)) and isinstance(eb, (int, float)):
         out.append(
             AnswerLine(
@@ -344,15 +343,19 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
     return out
 
 
+def _energy_per_token(run: LabelledRun) -> int | float | None:
+    t = run.record.gpu_telemetry_part()
+    return t.run.j_per_output_token if t is not None and t.run is not None else None
+
+
 def _memory_energy(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerLine]:
     out = []
     for kind in ("bench", "stress", "capability"):
         a, b = _of(runs, baseline, kind), _of(runs, label, kind)
         if a is None or b is None:
             continue
-        ja = _d(_d(a.summary.get("gpu_telemetry")).get("run")).get("j_per_output_token")
-        jb = _d(_d(b.summary.get("gpu_telemetry")).get("run")).get("j_per_output_token")
-        if isinstance(ja, (int, float)) and isinstance(jb, (int, float)):
+        ja, jb = (_energy_per_token(x) for x in (a, b))
+        if ja is not None and jb is not None:
             out.append(
                 AnswerLine(
                     f"energy ({kind})",
@@ -360,14 +363,15 @@ def _memory_energy(runs: list[LabelledRun], baseline: str, label: str) -> list[A
                     key="gpu_telemetry.run.j_per_output_token",
                 )
             )
-        ma, mb = _d(a.summary.get("gpu_memory")), _d(b.summary.get("gpu_memory"))
+        ma, mb = a.record.gpu_cards(), b.record.gpu_cards()
         peaks = [
-            (g, _d(ma.get(g)).get("peak_mib"), _d(mb.get(g)).get("peak_mib"))
+            (g, ma[g].peak_mib, mb[g].peak_mib)
             for g in sorted(set(ma) & set(mb))
-            if _d(ma.get(g)).get("peak_mib") is not None and _d(mb.get(g)).get("peak_mib") is not None
+            if ma[g].peak_mib is not None and mb[g].peak_mib is not None
         ]
         if peaks:
-            verdict = _d(b.summary.get("gpu_memory_verdict")).get("verdict")
+            leak_verdict = b.record.gpu_verdict()
+            verdict = leak_verdict.verdict if leak_verdict is not None else None
             leak = f"; memory over the run: {verdict.replace('_', ' ')}" if verdict else ""
             out.append(
                 AnswerLine(
@@ -417,7 +421,10 @@ def time_bases(runs: list[LabelledRun]) -> list[str]:
     """One sentence per run kind that did not run in real time (a sped-up sim), naming the factor."""
     by_factor: dict[float, list[str]] = {}
     for r in runs:
-        f = _d(r.summary.get("options")).get("time_scale") or _d(r.run.manifest.get("stress")).get("time_scale")
+        stress_manifest = r.run.manifest.get("stress")
+        f = r.record.options_block().get("time_scale") or (
+            stress_manifest.get("time_scale") if isinstance(stress_manifest, dict) else None
+        )
         if isinstance(f, (int, float)) and f not in (1, 1.0):
             by_factor.setdefault(float(f), []).append(f"{r.label} {r.kind}")
     real = [f"{r.label} {r.kind}" for r in runs if not any(f"{r.label} {r.kind}" in v for v in by_factor.values())]

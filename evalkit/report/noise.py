@@ -9,8 +9,9 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
+from evalkit.runs.summary_parts import Distribution
 from evalkit.stats import median, percentile
 
 BETTER, WORSE, WITHIN, UNKNOWN = "▲", "▼", "≈", "?"
@@ -88,13 +89,15 @@ def samples_verdict(
 
 
 def distribution_verdict(
-    before: dict[str, Any], after: dict[str, Any], higher_is_better: bool, noise_floor: float = DEFAULT_NOISE_FLOOR
+    before: Distribution | None,
+    after: Distribution | None,
+    higher_is_better: bool,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
 ) -> NoiseVerdict:
     """Without raw samples: beyond noise only when one run's median lies past the other's maximum."""
-    try:
-        b50, bmax, a50, amax = (float(before["p50"]), float(before["max"]), float(after["p50"]), float(after["max"]))
-    except (KeyError, TypeError, ValueError):
+    if before is None or after is None or None in (before.p50, before.max, after.p50, after.max):
         return NoiseVerdict(UNKNOWN, "range", "no p50/max to compare")
+    b50, bmax, a50, amax = (float(cast(float, x)) for x in (before.p50, before.max, after.p50, after.max))
     if b50 and abs(a50 - b50) / abs(b50) < noise_floor:
         return NoiseVerdict(WITHIN, "range", f"medians differ by less than {noise_floor:.0%}")
     if a50 > bmax:

@@ -7,7 +7,15 @@ from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import read_jsonl, read_records
-from evalkit.runs.schemas import BenchSummary, CapabilitySummary, GradedLine, KindSummary, RequestLine, Score
+from evalkit.runs.schemas import (
+    BenchSummary,
+    CapabilitySummary,
+    GradedLine,
+    KindSummary,
+    RequestLine,
+    Score,
+    StressSummary,
+)
 from evalkit.runs.summaries import FinishedRun
 
 
@@ -58,6 +66,11 @@ class LabelledRun:
         from evalkit_stress.resume import in_counted_cycle
 
         return [r for r in lines if in_counted_cycle(r, completed)]
+
+    def stress(self) -> StressSummary | None:
+        """A stress run's record (None for an incomplete run without its figures, or a run of another kind)."""
+        rec = self.run.record
+        return rec if isinstance(rec, StressSummary) else None
 
     def request_lines(self) -> list[RequestLine]:
         """The run's requests.jsonl lines as records (all of them: a capability or bench run's)."""

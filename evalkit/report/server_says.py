@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from evalkit.evidence.capture import evidence_summary
-from evalkit.evidence.server_identity import identity_label
+from evalkit.evidence.server_identity import IdentityRecord, identity_label
 from evalkit.evidence.server_log import DEFAULT_PATTERNS
 from evalkit.report import noise
 from evalkit.report.gpu_energy import gpu_table
@@ -92,27 +92,13 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
         if any(v not in (None, "", []) for v in values):
             rows.append((name, ["–" if v in (None, "") else str(v) for v in values]))
 
-    idents = [r.run.manifest.get("server_identity") or {} for r in runs]
+    idents = [IdentityRecord.of(r.run.manifest) for r in runs]
     row("build", [identity_label(r.run.manifest) for r in runs])
     row("model", [r.run.manifest.get("model") for r in runs])
-    row("server", [i.get("server_type") for i in idents])
-    row(
-        "version / build info",
-        [
-            i.get("version") or (i.get("props") or {}).get("build_info") or (i.get("server_info") or {}).get("version")
-            for i in idents
-        ],
-    )
-    row("slots", [(i.get("props") or {}).get("total_slots") for i in idents])
-    row(
-        "context (server)",
-        [
-            (i.get("props") or {}).get("n_ctx")
-            or (i.get("server_info") or {}).get("context_length")
-            or next((m.get("max_model_len") for m in i.get("models") or [] if m.get("max_model_len")), None)
-            for i in idents
-        ],
-    )
+    row("server", [i.server_type for i in idents])
+    row("version / build info", [i.version_text() for i in idents])
+    row("slots", [i.props.total_slots if i.props else None for i in idents])
+    row("context (server)", [i.context_length() for i in idents])
     row(
         "context per request (log)",
         [next((c for x in all_runs if x.label == r.label and (c := _context_from_log(x))), None) for r in runs],

@@ -12,6 +12,8 @@ from typing import Any
 from evalkit.report import words as w
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table, not_exercised_text
+from evalkit.runs.schemas import StressSummary
+from evalkit.runs.summary_parts import Distribution
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, YES, VerdictReading
 
 # (words, metric key, statistic); `{long}` is the run's long prompt length.
@@ -35,7 +37,7 @@ VERDICTS = (
 
 
 def _long_words(runs: list[LabelledRun]) -> str:
-    tokens: set[Any] = {(r.summary.get("options") or {}).get("long_tokens") for r in runs} - {None}
+    tokens: set[Any] = {r.record.options_block().get("long_tokens") for r in runs} - {None}
     return f"{tokens.pop() / 1000:g}K-token" if len(tokens) == 1 else "long"
 
 
@@ -43,86 +45,75 @@ def _num(v: Any) -> str:
     return w.num(v)
 
 
-def _d(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _largest_part(parts: Any) -> tuple[str, float] | None:
-    parts = {k: v for k, v in _d(parts).items() if isinstance(v, (int, float))}
+def _largest_part(parts: dict[str, float]) -> tuple[str, float] | None:
     if not parts:
         return None
     k = max(parts, key=lambda x: parts[x])
     return w.cause(k), float(parts[k])
 
 
-def _next_delay_words(raw: dict[str, Any]) -> str | None:
+def _next_delay_words(d: VerdictReading) -> str | None:
     """What held the request sent after each cancel, with its figures: the longest wait and its largest part."""
-    delays = [_d(x.get("next_delay")) for x in raw.get("samples") or [] if isinstance(x, dict) and x.get("next_delay")]
+    delays = [s.next_delay for s in d.samples if s.next_delay is not None]
     if not delays:
-        cause = raw.get("next_delay_cause")
+        cause = d.next_delay_cause
         return None if not cause or cause == CANT else f"the next request waited for {w.cause(cause)}"
-    waits = [d for d in delays if isinstance(d.get("wait_s"), (int, float))]
+    waits = [(x.wait_s, x) for x in delays if x.wait_s is not None]
     if waits:
-        worst = max(waits, key=lambda d: d["wait_s"])
-        part = _largest_part(worst.get("parts_s"))
-        text = f"the next request waited up to {w.seconds(worst['wait_s'])} before the server started on it"
+        wait_s, worst = max(waits, key=lambda p: p[0])
+        part = _largest_part(worst.parts_s)
+        text = f"the next request waited up to {w.seconds(wait_s)} before the server started on it"
         if part:
             text += f", most of it ({w.seconds(part[1])}) for {part[0]}"
         return text
-    ttfts = [d["ttft_s"] for d in delays if isinstance(d.get("ttft_s"), (int, float))]
+    ttfts = [x.ttft_s for x in delays if x.ttft_s is not None]
     if ttfts:
         return f"the next request's first token came up to {w.seconds(max(ttfts))} after it was sent"
     return None
 
 
-def _hol_words(raw: dict[str, Any]) -> list[str]:
+def _hol_words(d: VerdictReading) -> list[str]:
     parts: list[str] = []
-    blocked, judged = raw.get("blocked"), raw.get("judged")
-    if isinstance(blocked, int) and isinstance(judged, int) and judged:
-        parts.append(f"{blocked} of {judged} short requests waited out the long prefill")
-    frac = raw.get("wait_fraction_p50")
-    if isinstance(frac, (int, float)):
-        parts.append(f"their wait was {frac:.0%} of the long prefill's remaining time (median)")
-    samples = [_d(x.get("figures")) for x in raw.get("samples") or [] if isinstance(x, dict)]
-    waits = [f for f in samples if isinstance(f.get("wait_before_start_s"), (int, float))]
+    if d.blocked is not None and d.judged:
+        parts.append(f"{d.blocked} of {d.judged} short requests waited out the long prefill")
+    if d.wait_fraction_p50 is not None:
+        parts.append(f"their wait was {d.wait_fraction_p50:.0%} of the long prefill's remaining time (median)")
+    waits = [(s.wait_before_start_s, s) for s in d.samples if s.wait_before_start_s is not None]
     if waits:
-        worst = max(waits, key=lambda f: f["wait_before_start_s"])
-        text = f"the longest wait before the server started on one was {w.seconds(worst['wait_before_start_s'])}"
-        part = _largest_part(worst.get("wait_parts_s"))
+        wait_s, worst = max(waits, key=lambda p: p[0])
+        text = f"the longest wait before the server started on one was {w.seconds(wait_s)}"
+        part = _largest_part(worst.wait_parts_s)
         if part:
             text += f", most of it ({w.seconds(part[1])}) for {part[0]}"
         parts.append(text)
-    elif raw.get("cause") and raw.get("cause") != CANT:
-        parts.append(f"they waited for {w.cause(raw['cause'])}")
+    elif d.cause and d.cause != CANT:
+        parts.append(f"they waited for {w.cause(d.cause)}")
     return parts
 
 
-def _concurrency_words(raw: dict[str, Any], summary: dict[str, Any]) -> list[str]:
-    f = _d(raw.get("figures"))
+def _concurrency_words(d: VerdictReading, run: StressSummary | None) -> list[str]:
+    f = d.figures
     if not f:
-        f = {
-            k: _d(_d(summary.get("metrics")).get(k)).get("p50")
-            for k in ("concurrent_combined_tok_s", "gen_alone_tok_s")
-        }
+        f = {k: (m.p50 if (m := _metric(run, k)) else None) for k in ("concurrent_combined_tok_s", "gen_alone_tok_s")}
     out = []
-    if f.get("concurrent_combined_tok_s") is not None and f.get("gen_alone_tok_s") is not None:
-        out.append(
-            f"two generations at once made {_num(f['concurrent_combined_tok_s'])} tok/s together, one alone "
-            f"{_num(f['gen_alone_tok_s'])} tok/s"
-        )
-    eff = f.get("effective_concurrency", _d(summary.get("diagnoses")).get("effective_concurrency_raw"))
+    combined, alone = f.get("concurrent_combined_tok_s"), f.get("gen_alone_tok_s")
+    if combined is not None and alone is not None:
+        out.append(f"two generations at once made {_num(combined)} tok/s together, one alone {_num(alone)} tok/s")
+    raw_eff = (run.diagnoses or {}).get("effective_concurrency_raw") if run is not None else None
+    eff = f.get("effective_concurrency", raw_eff)
     if isinstance(eff, (int, float)):
         out.append(f"{eff:.2f} streams served at once (effective concurrency)")
     return out
 
 
-def _verdict_cell(
-    d: VerdictReading | None, raw: Any = None, summary: dict[str, Any] | None = None, key: str = ""
-) -> str:
+def _metric(run: StressSummary | None, key: str) -> Distribution | None:
+    return run.metric(key) if run is not None else None
+
+
+def _verdict_cell(d: VerdictReading | None, run: StressSummary | None = None, key: str = "") -> str:
     """A verdict as a sentence with its figures and its evidence in words; never an identifier."""
     if d is None:
         return "–"
-    raw, summary = _d(raw), summary or {}
     parts: list[str] = []
     if key == "cancel_aborts":
         if d.verdict not in (CANT, NOT_EXERCISED):
@@ -138,23 +129,20 @@ def _verdict_cell(
                 else "the engine kept working on the cancelled request"
                 + (f" (it stopped {d.granularity})" if gran else "")
             )
-        nxt = _next_delay_words(raw)
+        nxt = _next_delay_words(d)
         if nxt:
             parts.append(nxt)
     elif key == "head_of_line_blocking":
-        parts += _hol_words(raw)
+        parts += _hol_words(d)
     elif key == "long_hurt_by_inserts":
-        f = _d(raw.get("figures"))
         if d.ratio_p50 is not None:
             text = f"its own prefill took {d.ratio_p50:.3f}× its time alone"
-            if f.get("prefill_with_inserts_s_p50") is not None and f.get("prefill_alone_s_p50") is not None:
-                text += (
-                    f" ({w.seconds(f['prefill_with_inserts_s_p50'])} with inserts, "
-                    f"{w.seconds(f['prefill_alone_s_p50'])} alone, medians)"
-                )
+            with_inserts, alone = d.figures.get("prefill_with_inserts_s_p50"), d.figures.get("prefill_alone_s_p50")
+            if with_inserts is not None and alone is not None:
+                text += f" ({w.seconds(with_inserts)} with inserts, {w.seconds(alone)} alone, medians)"
             parts.append(text)
     elif key == "concurrency":
-        parts += _concurrency_words(raw, summary)
+        parts += _concurrency_words(d, run)
     else:
         if d.cause and d.cause != CANT:
             parts.append(f"waited for {w.cause(d.cause)}")
@@ -174,11 +162,12 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
     cols = [r.label for r in runs]
     long = _long_words(runs)
     rows = []
+    records = [r.stress() for r in runs]
     for words, key, stat in FIGURES:
-        vals = [((r.summary.get("metrics") or {}).get(key) or {}).get(stat) for r in runs]
+        vals = [m.statistic(stat) if (m := _metric(s, key)) else None for s in records]
         # A situation that never happened gets a row that says so, never a figure (stress/exercised.py).
-        missing = [not_exercised_text(r.summary, key) for r in runs]
-        failed = [(r.summary.get("failed_by_metric") or {}).get(key) for r in runs]
+        missing = [not_exercised_text(s, key) for s in records]
+        failed = [(s.failed_by_metric or {}).get(key) if s is not None else None for s in records]
         if any(v is not None for v in vals) or any(missing) or any(failed):
             cells = [
                 _num(v)
@@ -200,9 +189,9 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
     vrows = []
     for words, key in VERDICTS:
         cells = []
-        for r in runs:
-            raw = (r.summary.get("diagnoses") or {}).get(key)
-            cells.append(_verdict_cell(VerdictReading.from_json(raw), raw, r.summary, key))
+        for s in records:
+            raw = (s.diagnoses or {}).get(key) if s is not None else None
+            cells.append(_verdict_cell(VerdictReading.from_json(raw), s, key))
         if any(c != "–" for c in cells):
             vrows.append((f"{words} `diagnoses.{key}`", cells))
     verdicts = Table(

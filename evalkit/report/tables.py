@@ -13,7 +13,7 @@ from typing import Any
 from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
-from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary
+from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary, StressSummary
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import WHOLE_TIME
 
@@ -218,12 +218,12 @@ def _empty_cells(
     return out
 
 
-def not_exercised_text(summary: dict[str, Any], metric: str) -> str | None:
+def not_exercised_text(summary: StressSummary | None, metric: str) -> str | None:
     """ "not exercised: <reason> (n)" for a stress metric some of whose planned requests did not happen."""
-    ne = (summary.get("not_exercised") or {}).get(metric_registry.same_requests(metric))
-    if not ne or not ne.get("count"):
+    ne = summary.not_exercised_for(metric_registry.same_requests(metric)) if summary is not None else None
+    if ne is None or not ne.count:
         return None
-    return f"not exercised: {'; '.join(ne.get('reasons') or {})} ({ne['count']})"
+    return f"not exercised: {'; '.join(ne.reasons)} ({ne.count})"
 
 
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
@@ -256,14 +256,15 @@ def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
 def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
     """The latency-under-load table: each metric's headline statistic, errors and wrong answers."""
     cols = [r.label for r in runs]
-    metrics = _ordered([list((r.summary.get("metrics") or {}).keys()) for r in runs], metric_registry.table_order())
+    records = [r.stress() for r in runs]
+    metrics = _ordered([list(s.metrics) if s is not None else [] for s in records], metric_registry.table_order())
     rows: list[tuple[str, list[str]]] = []
     for m in metrics:
         higher = metric_registry.higher_is_better(m)
-        dists = [_get(r.summary, "metrics", m) or {} for r in runs]
-        missing = [not_exercised_text(r.summary, m) for r in runs]
-        failed = [(r.summary.get("failed_by_metric") or {}).get(m) for r in runs]
-        if not any(isinstance(d, dict) and d.get("n") != 0 for d in dists) and not any(missing) and not any(failed):
+        dists = [s.metric(m) if s is not None else None for s in records]
+        missing = [not_exercised_text(s, m) for s in records]
+        failed = [(s.failed_by_metric or {}).get(m) if s is not None else None for s in records]
+        if not any(d is None or d.n != 0 for d in dists) and not any(missing) and not any(failed):
             continue  # a scenario no run measured
         verdicts: list[noise.NoiseVerdict | None] = [None]
         base_samples = _stress_samples(runs[0], m)
@@ -276,7 +277,7 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         verdicts = trust.suppress(runs, verdicts)
         stat = metric_registry.headline(m)
         digits = 1 if m.endswith("tok_s") else 2
-        values = [d.get(stat) for d in dists]
+        values = [d.statistic(stat) if d is not None else None for d in dists]
         rows.append((f"{m} {stat}", _empty_cells(_cells(values, digits, verdicts), values, failed, missing)))
     for key in ("requests", "errors", "wrong_answers", "divergent"):
         vals = [r.summary.get(key) for r in runs]

@@ -18,7 +18,14 @@ from typing import Any, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.errors import UsageError
-from evalkit.runs.summary_parts import ClientTiming, GpuCard, GpuMemoryVerdict
+from evalkit.runs.summary_parts import (
+    ClientTiming,
+    Distribution,
+    GpuCard,
+    GpuMemoryVerdict,
+    GpuTelemetry,
+    NotExercised,
+)
 
 KINDS = ("bench", "capability", "stress", "load", "check")
 STATUSES = ("ok", "error", "cancelled", "timeout")
@@ -88,7 +95,7 @@ class KindSummary(_Open):
 
     def _part(self, key: str, model: type[_P]) -> _P | None:
         raw = getattr(self, key, None)
-        if raw is None:
+        if not raw:  # absent, null or empty: nothing recorded
             return None
         if isinstance(raw, model):
             return raw
@@ -108,6 +115,10 @@ class KindSummary(_Open):
     def gpu_verdict(self) -> GpuMemoryVerdict | None:
         """`gpu_memory_verdict`: a stress run's leak verdict (None when not judged)."""
         return self._part("gpu_memory_verdict", GpuMemoryVerdict)
+
+    def gpu_telemetry_part(self) -> GpuTelemetry | None:
+        """`gpu_telemetry`: the cards' power and energy (None when the run recorded none)."""
+        return self._part("gpu_telemetry", GpuTelemetry)
 
     def options_block(self) -> dict[str, Any]:
         """`options`: the flags that define the run, as written (empty when it has none)."""
@@ -205,6 +216,16 @@ class StressSummary(KindSummary):
     def to_json(self) -> dict[str, Any]:
         """The summary as summary.json holds it: `kind` first, then every field in order."""
         return self.model_dump()
+
+    def metric(self, key: str) -> Distribution | None:
+        """One metric's distribution (None when the run has no such metric)."""
+        raw = self.metrics.get(key)
+        return cast(Distribution, validate(Distribution, raw, f"summary.json metrics.{key}")) if raw else None
+
+    def not_exercised_for(self, key: str) -> NotExercised | None:
+        """The requests of a metric whose planned situation did not happen (None when all happened)."""
+        raw = (self.not_exercised or {}).get(key)
+        return cast(NotExercised, validate(NotExercised, raw, f"summary.json not_exercised.{key}")) if raw else None
 
 
 class BenchPrompt(_Open):

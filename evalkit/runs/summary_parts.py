@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+Number = int | float  # as written: an int stays an int (a report shows 3, not 3.0)
+
 
 class Part(BaseModel):
     """A block of a summary: typed fields, extra keys kept (a writer may add facts a reader does not know yet)."""
@@ -20,14 +22,28 @@ class Part(BaseModel):
 
 
 class Distribution(Part):
-    """`evalkit.stats.distribution`: percentiles (`p50`, `p95`; load adds `p90`, `p99`), `max` and `n`."""
+    """`evalkit.stats.distribution`: percentiles (`p50`, `p95`; load adds `p90`, `p99`), `max` and `n`. A number
+    stays as written (an int is not read as a float: a report shows 3, not 3.0)."""
 
-    p50: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    max: float | None = None
+    p50: Number | None = None
+    p90: Number | None = None
+    p95: Number | None = None
+    p99: Number | None = None
+    max: Number | None = None
     n: int | None = None
+
+    def statistic(self, name: str) -> Number | None:
+        """The statistic named as summary.json names it (`p95`, `max`, `n` ...); None when absent."""
+        v = getattr(self, name, None)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+class NotExercised(Part):
+    """A stress summary's `not_exercised` entry for one metric: requests whose planned situation did not happen,
+    and how many for each reason."""
+
+    count: int = 0
+    reasons: dict[str, int] = {}
 
 
 class GpuCard(Part):
@@ -37,22 +53,22 @@ class GpuCard(Part):
     index: int | None = None
     name: str | None = None
     samples: int | None = None
-    total_mib: float | None = None
-    first_mib: float | None = None
-    last_mib: float | None = None
-    peak_mib: float | None = None
-    growth_mib: float | None = None
-    range_mib: float | None = None
+    total_mib: Number | None = None
+    first_mib: Number | None = None
+    last_mib: Number | None = None
+    peak_mib: Number | None = None
+    growth_mib: Number | None = None
+    range_mib: Number | None = None
     cycles: list[Any] = []
-    cycle_peak_mib: list[float] = []
-    slope_mib_per_cycle: float | None = None
-    slope_noise_mib_per_cycle: float | None = None
-    slope_mib_per_hour: float | None = None
-    slope_noise_mib_per_hour: float | None = None
-    slope_mib_per_request: float | None = None
-    slope_noise_mib_per_request: float | None = None
-    slope_mib_per_second: float | None = None
-    slope_noise_mib_per_second: float | None = None
+    cycle_peak_mib: list[Number] = []
+    slope_mib_per_cycle: Number | None = None
+    slope_noise_mib_per_cycle: Number | None = None
+    slope_mib_per_hour: Number | None = None
+    slope_noise_mib_per_hour: Number | None = None
+    slope_mib_per_request: Number | None = None
+    slope_noise_mib_per_request: Number | None = None
+    slope_mib_per_second: Number | None = None
+    slope_noise_mib_per_second: Number | None = None
     slopes: dict[str, Any] | None = None  # present in runs summarised with per-request slopes
     leak_by: list[str] | None = None
     verdict: str | None = None
@@ -74,11 +90,50 @@ class ClientTiming(Part):
     and for stress and load whether it distorted the run (sent or cancelled late)."""
 
     read_lag_s: Distribution | None = None
-    token_gap_p50_s: float | None = None
-    decode_vs_server_p50: float | None = None
+    token_gap_p50_s: Number | None = None
+    decode_vs_server_p50: Number | None = None
     client_bound: bool | None = None
     note: str | None = None
-    error_budget_s: float | None = None
+    error_budget_s: Number | None = None
     first_tokens_maybe_shared_stamp: int | None = None
     distorted: bool | None = None
     distortion_reasons: list[str] = []
+
+
+class MeanMax(Part):
+    """A card's power or utilisation over the run: mean and max."""
+
+    mean: Number | None = None
+    max: Number | None = None
+
+
+class TelemetryCard(Part):
+    """One card's power, utilisation and memory over the run (evalkit.evidence.gpu_telemetry)."""
+
+    gpu: int
+    name: str | None = None
+    power_w: MeanMax | None = None
+    sm_util_pct: MeanMax | None = None
+    mem_used_mib_max: Number | None = None
+    energy_j: Number | None = None
+    samples: int | None = None
+
+
+class TelemetryWindow(Part):
+    """Energy over a stretch of the run (the whole run, or one label's requests)."""
+
+    energy_j: Number | None = None
+    output_tokens: int | None = None
+    j_per_output_token: Number | None = None
+    seconds: Number | None = None
+    power_w_mean: Number | None = None
+
+
+class GpuTelemetry(Part):
+    """A summary's `gpu_telemetry`: where the figures came from, each card, the run's energy and each label's."""
+
+    source: str | None = None
+    energy_from: str | None = None
+    cards: list[TelemetryCard] = []
+    run: TelemetryWindow | None = None
+    per_label: dict[str, TelemetryWindow] = {}
