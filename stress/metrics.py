@@ -12,6 +12,7 @@ from typing import Any
 from evalkit.runs.rundir import Line
 from evalkit.stats import distribution, median
 from evalkit_stress import metric_registry
+from evalkit_stress.exercised import exercised
 from evalkit_stress.metric_registry import WHOLE_TIME, CycleMetric, LineMetric
 
 
@@ -123,4 +124,30 @@ def cancel_samples(lines: list[Line]) -> list[dict[str, float | bool]]:
                 "next_ttft_s": s["ttft_s"],
             }
         )
+    return out
+
+
+def metric_samples(lines: list[Line], metric: str) -> list[float]:
+    """A metric's raw samples, for a bootstrap between two runs (the report's marks): only requests whose planned
+    situation happened (a short sent after no cancel is no sample), finished; a per-cycle metric one sample per
+    cycle (both streams' tokens over their joint window), a per-request one its field on each request it reads,
+    and a metric a run tagged on its lines their TTFT."""
+    lines = [x for x in exercised(lines) if x.get("status", "ok") == "ok"]
+    spec = metric_registry.get(metric)
+    if isinstance(spec, CycleMetric) and spec.bootstrap:
+        cycles: dict[object, list[Line]] = {}
+        for x in lines:
+            if spec.feeds(x.get("scenario"), x.get("role")) and x.get("t_last_token"):
+                cycles.setdefault(x.get("cycle"), []).append(x)
+        stats = (pair_stats(pair, [])[spec.pair_stat] for pair in cycles.values())
+        return [float(v) for v in stats if v is not None]
+    if isinstance(spec, LineMetric) and spec.scenarios is not None:
+        mine, fld = [x for x in lines if spec.feeds(x.get("scenario"), x.get("role"))], spec.field
+    else:  # a run may also tag its lines with the metric they feed
+        mine, fld = [x for x in lines if x.get("metric") == metric], "ttft_s"
+    out = []
+    for x in mine:
+        v = (x.get("t_done") or 0) - x["t_sent"] if fld == WHOLE_TIME and x.get("t_sent") else x.get(fld)
+        if isinstance(v, (int, float)):
+            out.append(float(v))
     return out

@@ -119,8 +119,12 @@ def split_lines(
 
 def in_counted_cycle(row: Line, completed: Mapping[int, int]) -> bool:
     """Whether a per-cycle row (loop lag, GPU sample) belongs to the attempt that completed its cycle."""
-    cycle = int(row.get("cycle") or 0)
-    return cycle in completed and completed[cycle] == int(row.get("attempt", 0))
+    return counted_attempt(int(row.get("cycle") or 0), int(row.get("attempt", 0)), completed)
+
+
+def counted_attempt(cycle: int, attempt: int, completed: Mapping[int, int]) -> bool:
+    """Whether this attempt at the cycle is the one that completed it (`completed`: cycle -> attempt)."""
+    return cycle in completed and completed[cycle] == attempt
 
 
 def load_fitted(rows: Iterable[Line], schedule: Schedule) -> dict[LongSpec, FittedPrompt]:

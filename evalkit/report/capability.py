@@ -294,7 +294,7 @@ def answering_tables(group: list[LabelledRun], mode: str) -> list[Table]:
         graded = r.graded()
         if not graded:
             continue
-        requests = {x.request_id: x for x in r.request_lines()}
+        requests = {x.request_id: x for x in r.requests()}
         max_tokens = r.run.manifest.get("max_tokens")
         thinking = any(g.thinking for g in graded)
         cols = ["reasoning tok p50", "answer tok p50", "truncated", "unparsed", "TTFT p50 s", "decode tok/s p50"]

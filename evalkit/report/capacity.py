@@ -62,12 +62,9 @@ def max_verdict(before: LabelledRun, after: LabelledRun) -> tuple[str, str]:
 
 def _ttft_samples(run: LabelledRun, load: float) -> list[float]:
     return [
-        r["ttft_s"]
+        r.ttft_s
         for r in run.requests()
-        if r.get("phase") == "measured"
-        and r.get("load") == load
-        and r.get("outcome") == "correct"
-        and isinstance(r.get("ttft_s"), (int, float))
+        if r.phase == "measured" and r.load == load and r.outcome == "correct" and r.ttft_s is not None
     ]
 
 

@@ -61,7 +61,7 @@ def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
     out = []
     first = pick_cycle(stress, wanted) if stress else None
     for k, r in enumerate(stress):
-        cycles = sorted({int(x["cycle"]) for x in r.requests() if isinstance(x.get("cycle"), int) and x["cycle"] > 0})
+        cycles = sorted({x.cycle for x in r.requests() if x.cycle is not None and x.cycle > 0})
         for c in cycles:
             ls = lanes.lanes(r, c)
             if not ls:

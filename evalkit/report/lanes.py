@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.evidence.ttft_split import TtftSplit
 from evalkit.report.runs import LabelledRun
+from evalkit.runs.schemas import TaggedRequestLine
 
 # A request's part in its scenario, in words (scenario, role).
 ROLE_WORDS = {
@@ -45,25 +47,28 @@ class Lane:
     completion_tokens: int | None
 
 
-def role_words(line: dict[str, Any]) -> str:
+def role_words(line: TaggedRequestLine) -> str:
     """The request's part in its scenario, in words."""
-    key = (str(line.get("scenario")), str(line.get("role")))
+    key = (str(line.scenario), str(line.role))
     if key in ROLE_WORDS:
         return ROLE_WORDS[key]
-    return f"{str(line.get('scenario', 'request')).replace('_', ' ')} ({str(line.get('role', '')).replace('_', ' ')})"
+    scenario = line.scenario if "scenario" in line.model_fields_set else "request"
+    role = line.role if "role" in line.model_fields_set else ""
+    return f"{str(scenario).replace('_', ' ')} ({str(role).replace('_', ' ')})"
 
 
-def cycle_lines(run: LabelledRun, cycle: Any) -> list[dict[str, Any]]:
+def cycle_lines(run: LabelledRun, cycle: int | None) -> list[TaggedRequestLine]:
     """The run's requests of one cycle, in send order."""
-    lines = [r for r in run.requests() if r.get("cycle") == cycle and isinstance(r.get("t_sent"), (int, float))]
-    return sorted(lines, key=lambda r: r["t_sent"])
+    return sorted((r for r in run.requests() if r.cycle == cycle), key=lambda r: r.t_sent)
 
 
-def _splits(run: LabelledRun, lines: list[dict[str, Any]]) -> dict[str, Any]:
+def _splits(run: LabelledRun, cycle: int | None) -> dict[str, TtftSplit]:
+    """The server's windows of the cycle's requests (its timings or log), by request id."""
     try:
         from evalkit.evidence.server_evidence import read_evidence
         from evalkit.evidence.ttft_split import split_all
 
+        lines = sorted((r for r in run.raw_requests() if r.get("cycle") == cycle), key=lambda r: r["t_sent"])
         return split_all(lines, read_evidence(run.run.path))
     except Exception:  # noqa: BLE001  # the server's windows are extra detail: a run without evidence still draws
         return {}
@@ -74,37 +79,37 @@ def lanes(run: LabelledRun, cycle: Any) -> list[Lane]:
     lines = cycle_lines(run, cycle)
     if not lines:
         return []
-    t0 = lines[0]["t_sent"]
-    splits = _splits(run, lines)
+    t0 = lines[0].t_sent
+    splits = _splits(run, cycle)
     out = []
     for r in lines:
-        sp = splits.get(str(r.get("request_id")))
+        sp = splits.get(r.request_id)
 
-        def rel(t: Any) -> float | None:
-            return t - t0 if isinstance(t, (int, float)) else None
+        def rel(t: float | None) -> float | None:
+            return t - t0 if t is not None else None
 
-        start = rel(getattr(sp, "server_start", None))
-        prefill = getattr(sp, "prefill_s", None)
-        if start is None and isinstance(r.get("server_timings"), dict) and r.get("t_first_token"):
-            ms = r["server_timings"].get("prompt_ms")
+        start = rel(sp.server_start if sp is not None else None)
+        prefill = sp.prefill_s if sp is not None else None
+        if start is None and r.server_timings is not None and r.t_first_token:
+            ms = r.server_timings.get("prompt_ms")
             if isinstance(ms, (int, float)):
                 prefill = ms / 1000
-                start = r["t_first_token"] - prefill - t0
+                start = r.t_first_token - prefill - t0
         out.append(
             Lane(
-                request_id=str(r.get("request_id")),
+                request_id=r.request_id,
                 words=role_words(r),
-                sent=r["t_sent"] - t0,
-                first_token=rel(r.get("t_first_token")),
-                done=rel(r.get("t_done")),
-                cancelled=r.get("status") == "cancelled",
+                sent=r.t_sent - t0,
+                first_token=rel(r.t_first_token),
+                done=rel(r.t_done),
+                cancelled=r.status == "cancelled",
                 server_start=start,
-                prefill_s=prefill if isinstance(prefill, (int, float)) else None,
-                launched=rel(getattr(sp, "launched", None)),
-                evidence=str(getattr(sp, "evidence", "client")),
-                status=str(r.get("status", "ok")),
-                ttft_s=r.get("ttft_s"),
-                completion_tokens=r.get("completion_tokens"),
+                prefill_s=prefill,
+                launched=rel(sp.launched if sp is not None else None),
+                evidence=str(sp.evidence if sp is not None else "client"),
+                status=str(r.status),
+                ttft_s=r.ttft_s,
+                completion_tokens=r.completion_tokens,
             )
         )
     return out
@@ -112,7 +117,7 @@ def lanes(run: LabelledRun, cycle: Any) -> list[Lane]:
 
 def time_scale(run: LabelledRun) -> float:
     """The run's --time-scale (1 in real time)."""
-    f = (run.summary.get("options") or {}).get("time_scale")
+    f = run.record.options_block().get("time_scale")
     return float(f) if isinstance(f, (int, float)) and f > 0 else 1.0
 
 

@@ -15,14 +15,10 @@ from matplotlib.ticker import FuncFormatter
 from evalkit.report.lanes import lanes, time_axis_words, time_scale
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import num
+from evalkit.runs.schemas import TaggedRequestLine
 
 WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR = "#f2a541", "#3a6ea5", "#c0392b"
 PREFILL_COLOR = "#7fb069"
-
-
-def _cycle_requests(run: LabelledRun, cycle: Any) -> list[dict[str, Any]]:
-    lines = [r for r in run.requests() if r.get("cycle") == cycle and isinstance(r.get("t_sent"), (int, float))]
-    return sorted(lines, key=lambda r: r["t_sent"])
 
 
 def pick_cycle(runs: list[LabelledRun], wanted: Any = None) -> Any:
@@ -31,7 +27,7 @@ def pick_cycle(runs: list[LabelledRun], wanted: Any = None) -> Any:
         return wanted
     common: set[Any] | None = None
     for r in runs:
-        cycles = {line.get("cycle") for line in r.requests() if line.get("cycle") is not None}
+        cycles = {line.cycle for line in r.requests() if line.cycle is not None}
         common = cycles if common is None else common & cycles
     if not common:
         return None
@@ -99,26 +95,23 @@ def ttft_groups(runs: list[LabelledRun]) -> list[tuple[str, list[tuple[str, list
     panels: dict[str, list[tuple[str, list[float]]]] = {}
     for r in runs:
         ok = [
-            x
+            (x, x.ttft_s)
             for x in r.requests()
-            if x.get("status", "ok") == "ok"
-            and isinstance(x.get("ttft_s"), (int, float))
-            and x["ttft_s"] > 0
-            and x.get("scenario") != "calibration"
+            if x.status == "ok" and x.ttft_s is not None and x.ttft_s > 0 and x.scenario != "calibration"
         ]
         if r.kind == "stress":
             f = time_scale(r)
             base = "real time" if f == 1 else f"sim time, {f:g}× faster than real"
-            keep: Callable[[dict[str, Any]], bool]
+            keep: Callable[[TaggedRequestLine], bool]
             for name, keep in (
-                ("stress, short requests", lambda x: x.get("role") != "long"),
-                ("stress, long prefills", lambda x: x.get("role") == "long"),
+                ("stress, short requests", lambda x: x.role != "long"),
+                ("stress, long prefills", lambda x: x.role == "long"),
             ):
-                xs = sorted(x["ttft_s"] for x in ok if keep(x))
+                xs = sorted(t for x, t in ok if keep(x))
                 if xs:
                     panels.setdefault(f"{name} ({base})", []).append((r.label, xs))
         else:
-            xs = sorted(x["ttft_s"] for x in ok)
+            xs = sorted(t for _, t in ok)
             if xs:
                 panels.setdefault("bench and capability (real time)", []).append((f"{r.label} {r.kind}", xs))
     return list(panels.items())

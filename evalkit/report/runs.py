@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import read_jsonl, read_records
+from evalkit.runs.rundir import Line, read_jsonl, read_records
 from evalkit.runs.schemas import (
     BenchSummary,
     CapabilitySummary,
@@ -15,6 +15,7 @@ from evalkit.runs.schemas import (
     RequestLine,
     Score,
     StressSummary,
+    TaggedRequestLine,
 )
 from evalkit.runs.summaries import FinishedRun
 
@@ -53,28 +54,42 @@ class LabelledRun:
             return rec
         return CapabilitySummary(kind="capability", scores={}, total=Score(correct=0, total=0))
 
-    def requests(self) -> list[dict[str, Any]]:
-        """The run's requests.jsonl lines that its summary counts (empty when it has none).
+    def raw_requests(self) -> list[Line]:
+        """The run's requests.jsonl lines that its summary counts, as written: for the measurement's own functions
+        (stress's exercised and pair statistics, the evidence's TTFT split), which read lines as written.
 
         A resumed stress run keeps the lines of attempts cut off mid-cycle on disk; its summary's
         `cycle_attempts` says which attempt completed each cycle, and only those lines are samples.
         """
         lines = read_jsonl(self.run.path / "requests.jsonl", RequestLine)
-        completed = {int(k): int(v) for k, v in (self.summary.get("cycle_attempts") or {}).items()}
-        if self.kind != "stress" or not completed:
+        completed = self._completed()
+        if not completed:
             return lines
         from evalkit_stress.resume import in_counted_cycle
 
         return [r for r in lines if in_counted_cycle(r, completed)]
 
+    def requests(self) -> list[TaggedRequestLine]:
+        """The run's requests.jsonl lines that its summary counts, as records (`raw_requests`)."""
+        lines = read_records(self.run.path / "requests.jsonl", TaggedRequestLine)
+        completed = self._completed()
+        if not completed:
+            return lines
+        from evalkit_stress.resume import counted_attempt
+
+        return [r for r in lines if counted_attempt(r.cycle or 0, r.attempt or 0, completed)]
+
+    def _completed(self) -> dict[int, int]:
+        """A stress run's attempt that completed each cycle (empty for other kinds and older runs)."""
+        s = self.stress()
+        if self.kind != "stress" or s is None or not s.cycle_attempts:
+            return {}
+        return {int(k): int(v) for k, v in s.cycle_attempts.items()}
+
     def stress(self) -> StressSummary | None:
         """A stress run's record (None for an incomplete run without its figures, or a run of another kind)."""
         rec = self.run.record
         return rec if isinstance(rec, StressSummary) else None
-
-    def request_lines(self) -> list[RequestLine]:
-        """The run's requests.jsonl lines as records (all of them: a capability or bench run's)."""
-        return read_records(self.run.path / "requests.jsonl", RequestLine)
 
     def graded(self) -> list[GradedLine]:
         """The run's graded.jsonl lines (empty when it has none)."""

@@ -15,7 +15,6 @@ from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
 from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary, StressSummary
 from evalkit_stress import metric_registry
-from evalkit_stress.metric_registry import WHOLE_TIME
 
 
 @dataclass(frozen=True)
@@ -227,30 +226,9 @@ def not_exercised_text(summary: StressSummary | None, metric: str) -> str | None
 
 
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
-    from evalkit_stress.exercised import exercised
-    from evalkit_stress.metrics import pair_stats
+    from evalkit_stress.metrics import metric_samples
 
-    # As the summary: only requests whose planned situation happened (a short sent after no cancel is no sample).
-    lines = [x for x in exercised(run.requests()) if x.get("status", "ok") == "ok"]
-    spec = metric_registry.get(metric)
-    if isinstance(spec, metric_registry.CycleMetric) and spec.bootstrap:
-        # One sample per cycle, as the stress summary computes it: both streams' tokens over their joint window.
-        cycles: dict[Any, list[dict[str, Any]]] = {}
-        for x in lines:
-            if spec.feeds(x.get("scenario"), x.get("role")) and x.get("t_last_token"):
-                cycles.setdefault(x.get("cycle"), []).append(x)
-        stats = (pair_stats(pair, [])[spec.pair_stat] for pair in cycles.values())
-        return [float(v) for v in stats if v is not None]
-    if isinstance(spec, metric_registry.LineMetric) and spec.scenarios is not None:
-        mine, fld = [x for x in lines if spec.feeds(x.get("scenario"), x.get("role"))], spec.field
-    else:  # a run may also tag its lines with the metric they feed
-        mine, fld = [x for x in lines if x.get("metric") == metric], "ttft_s"
-    out = []
-    for x in mine:
-        v = (x.get("t_done") or 0) - x["t_sent"] if fld == WHOLE_TIME and x.get("t_sent") else x.get(fld)
-        if isinstance(v, (int, float)):
-            out.append(float(v))
-    return out
+    return metric_samples(run.raw_requests(), metric)
 
 
 def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:

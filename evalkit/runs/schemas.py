@@ -353,6 +353,21 @@ class RequestLine(_Open):
         return self.model_dump(exclude_unset=True, warnings=False)
 
 
+class TaggedRequestLine(RequestLine):
+    """A requests.jsonl line with the labels the commands put on it, as a reader reads them: stress's cycle,
+    attempt, scenario, role and metric, load's phase, load and outcome (stress has an outcome too). The writer
+    writes a RequestLine and its labels as extra keys; this names the ones readers use."""
+
+    cycle: int | None = None
+    attempt: int | None = None
+    scenario: str | None = None
+    role: str | None = None
+    metric: str | None = None
+    phase: str | None = None
+    load: int | float | None = None
+    outcome: str | None = None
+
+
 class JudgeOpinion(_Open):
     """`graded.jsonl`'s `judge`: a judge model's verdict on a line the rules were unsure of (`--judge-url`)."""
 
