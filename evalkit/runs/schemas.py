@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.errors import UsageError
+from evalkit.runs.load_parts import Conversation, SharedPrefix
 from evalkit.runs.summary_parts import (
     ClientTiming,
     Distribution,
@@ -279,9 +280,12 @@ class _IncompleteSummary(KindSummary):
 
 
 class LoadSummary(KindSummary):
-    """A load run's summary: its own figures (evalkit.load.summary) are not typed here yet; the shared parts are."""
+    """A load run's summary: its kind, and a conversation or shared-prefix run's own block; the points and the
+    capacity figures (evalkit.load.summary) are read by the report's capacity section."""
 
     kind: Literal["load"]
+    conversation: Conversation | None = None
+    shared_prefix: SharedPrefix | None = None
 
 
 class CheckSummary(KindSummary):
