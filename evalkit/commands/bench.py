@@ -18,6 +18,7 @@ from evalkit.config.argtypes import finite_float, nonneg_int, positive_int, time
 from evalkit.errors import UsageError
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.gate import bisect
+from evalkit.runs.bisect_log import append_step
 from evalkit.runs.session import measure_run, run_measurement
 
 
@@ -162,7 +163,7 @@ def _bisect(args: argparse.Namespace, plan: BenchPlan) -> int:
     log = args.bisect_log or Path(os.environ.get("EVALKIT_BISECT_LOG") or Path(args.out) / "bisect-log.jsonl")
 
     def record(value: float | None, code: int, run_dir: Path | None, reason: str | None) -> int:
-        bisect.append_step(
+        append_step(
             log,
             bisect.make_step(
                 args.bisect_commit, args.bisect_note, args.metric, value, code, good, bad, run_dir, reason

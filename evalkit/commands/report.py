@@ -9,12 +9,12 @@ from pathlib import Path
 
 from evalkit.config.argtypes import nonneg_float, positive_int
 from evalkit.errors import UsageError
-from evalkit.gate.bisect import read_log
 from evalkit.redact import scrub
 from evalkit.report.build import build_context
 from evalkit.report.noise import DEFAULT_NOISE_FLOOR
 from evalkit.report.render import render
 from evalkit.report.runs import label_runs
+from evalkit.runs.bisect_log import read_log
 from evalkit.runs.summaries import load_runs, run_problems, run_warnings
 from evalkit.runs.sweepdir import is_sweep_dir
 

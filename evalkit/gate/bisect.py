@@ -7,35 +7,15 @@ write-up's commit table after the bisect ends.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import read_jsonl, utc_now_iso
+from evalkit.runs.bisect_log import BisectStep
+from evalkit.runs.rundir import utc_now_iso
 
 GOOD, BAD, SKIP = 0, 1, 125
 VERDICTS = {GOOD: "good", BAD: "bad", SKIP: "skip"}
-
-
-@dataclass(frozen=True)
-class BisectStep:
-    """One bisect step as logged: which commit, what was measured, and the verdict."""
-
-    commit: str
-    note: str
-    metric: str
-    tok_s: float | None
-    verdict: str
-    good_at_least: float
-    bad_at_most: float
-    run_dir: str | None
-    commit_time: int | None
-    at: str
-    reason: str | None = None
 
 
 def check_thresholds(good_at_least: float, bad_at_most: float) -> None:
@@ -108,19 +88,3 @@ def _same_commit(given: str | None, head: str | None) -> bool:
     if not head:
         return False
     return given.startswith(head) or head.startswith(given)
-
-
-def append_step(log: Path, step: BisectStep) -> None:
-    """Append one step to the bisect log (one flushed JSON line)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(json.dumps(asdict(step)) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_log(log: Path) -> list[dict[str, Any]]:
-    """Every step of a bisect log; a missing file is a usage error."""
-    if not log.exists():
-        raise UsageError(f"bisect log not found: {log}")
-    return read_jsonl(log)

@@ -13,11 +13,12 @@ from evalkit.report.memory_plot import gpu_memory_plot
 from evalkit.report.runs import LabelledRun
 from evalkit.report.sections import sections as report_sections
 from evalkit.report.server_says import server_says_section
+from evalkit.runs.bisect_log import BisectStep
 
 
 def build_context(
     runs: list[LabelledRun],
-    bisect_entries: list[dict[str, Any]] | None,
+    bisect_entries: list[BisectStep] | None,
     out_md: Path,
     noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
     cycle: Any = None,

@@ -13,6 +13,7 @@ from typing import Any
 from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
+from evalkit.runs.bisect_log import BisectStep
 from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary, StressSummary
 from evalkit_stress import metric_registry
 
@@ -282,25 +283,21 @@ def _count_delta(value: float | None, base: float | None) -> str:
     return f" ({d:+d})" if isinstance(d, int) else f" ({d:+.3f}".rstrip("0").rstrip(".") + ")"
 
 
-def bisect_table(entries: list[dict[str, Any]]) -> Table:
+def bisect_table(entries: list[BisectStep]) -> Table:
     """The write-up's commit table from a bisect log: commit, note, measured tok/s and verdict."""
-    by_commit: dict[str, dict[str, Any]] = {}
+    by_commit: dict[str, BisectStep] = {}
     for e in entries:
-        by_commit[str(e.get("commit"))] = e  # a commit measured twice keeps its last verdict
+        by_commit[str(e.commit)] = e  # a commit measured twice keeps its last verdict
     ordered = list(by_commit.values())
-    if all(isinstance(e.get("commit_time"), (int, float)) for e in ordered):
-        ordered.sort(key=lambda e: e["commit_time"])
-    metric = next((e.get("metric") for e in ordered if e.get("metric")), "code")
-    rows = [
-        (str(e.get("commit")), [str(e.get("note") or ""), _num(e.get("tok_s"), 1), str(e.get("verdict"))])
-        for e in ordered
-    ]
+    times = [e.commit_time for e in ordered]
+    if all(t is not None for t in times):
+        ordered.sort(key=lambda e: e.commit_time or 0)
+    metric = next((e.metric for e in ordered if e.metric), "code")
+    rows = [(str(e.commit), [str(e.note or ""), _num(e.tok_s, 1), str(e.verdict)]) for e in ordered]
     notes = []
     if ordered:
         e = ordered[0]
-        notes.append(
-            f"good at ≥ {e.get('good_at_least')} tok/s, bad at ≤ {e.get('bad_at_most')} tok/s, skip in between."
-        )
+        notes.append(f"good at ≥ {e.good_at_least} tok/s, bad at ≤ {e.bad_at_most} tok/s, skip in between.")
     return Table(
         "bisect",
         "Commits measured, in commit order",
