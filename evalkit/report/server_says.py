@@ -19,6 +19,9 @@ from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
 from evalkit.report.words import num
+from evalkit.runs.evidence_parts import GaugeRange, ServerMetrics, SpecDecode
+from evalkit.runs.schemas import KindSummary, summary_record
+from evalkit.runs.summary_parts import Number
 
 RARE_SCRAPES = 2  # scrapes before and after a run only: too few for a gauge's maximum
 _CONTEXT_NUMBER = re.compile(r"(\d[\d,]*)")
@@ -43,12 +46,12 @@ _GAUGE_ROWS = (
 )
 
 
-def _evidence(run: LabelledRun) -> dict[str, Any]:
-    """The run's evidence fields, recomputed from its files when its summary predates them."""
+def _evidence(run: LabelledRun) -> KindSummary:
+    """The run's record with its evidence fields, recomputed from its files when its summary predates them."""
     s = run.summary
     if ("server_metrics" in s and "spec_decode" in s) or not (run.run.path / "metrics.jsonl").exists():
-        return s
-    return {**s, **evidence_summary(run.run.path)}
+        return run.record
+    return summary_record({**s, **evidence_summary(run.run.path)}, run.run.path / "summary.json")
 
 
 def _edges_only(run: LabelledRun) -> bool:
@@ -63,13 +66,13 @@ def _edges_only(run: LabelledRun) -> bool:
     return bool(labels) and all(lb.split(":", 1)[0] in ("before", "after") for lb in labels)
 
 
-def _sum(series: dict[str, Any], name: str) -> float | None:
-    vals = [v for k, v in series.items() if k.split("{", 1)[0] == name and isinstance(v, (int, float))]
+def _sum(series: dict[str, Number], name: str) -> float | None:
+    vals = [v for k, v in series.items() if k.split("{", 1)[0] == name]
     return sum(vals) if vals else None
 
 
-def _gauge_max(gauges: dict[str, Any], name: str) -> float | None:
-    vals = [g["max"] for k, g in gauges.items() if k.split("{", 1)[0] == name]
+def _gauge_max(gauges: dict[str, GaugeRange], name: str) -> float | None:
+    vals = [g.max for k, g in gauges.items() if k.split("{", 1)[0] == name and g.max is not None]
     return max(vals) if vals else None
 
 
@@ -117,7 +120,8 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
 
 
 def _context_from_log(run: LabelledRun) -> str | None:
-    for ln in (run.summary.get("server_log") or {}).get("flagged_lines") or []:
+    log = run.record.server_log_part()
+    for ln in log.flagged_lines if log is not None else []:
         if "context_per_request" in ln.get("flags", []):
             # The number after the flagged phrase: a log line's own time stamp (FastLLM's "14:47:03,455") is
             # not a context length.
@@ -139,35 +143,35 @@ def _prop_mark(p0: float, n0: float, p1: float, n1: float) -> str:
 
 def acceptance_table(runs: list[LabelledRun]) -> Table | None:
     """Draft acceptance per position per bench prompt, one column per run; marks against the first column."""
-    whole = [_evidence(r).get("spec_decode") or {} for r in runs]
-    specs = [w.get("per_label") or {} for w in whole]
-    timed = [w.get("timings_per_label") or {} for w in whole]
+    whole = [_evidence(r).spec_decode_part() or SpecDecode() for r in runs]
+    specs = [w.per_label for w in whole]
+    timed = [w.timings_per_label for w in whole]
     prompts = list(dict.fromkeys([*(p for s in specs for p in s), *(p for t in timed for p in t)]))
     if not prompts:
         return None
     rows: list[tuple[str, list[str]]] = []
     for p in prompts:
         base = specs[0].get(p)
-        depth = max(len((s.get(p) or {}).get("per_position") or []) for s in specs)
+        depth = max(len(e.per_position) if (e := s.get(p)) else 0 for s in specs)
         for i in range(depth):
             cells = []
             for s in specs:
                 e = s.get(p)
-                pos = (e or {}).get("per_position") or []
-                if e is None or i >= len(pos):
+                if e is None or i >= len(e.per_position):
                     cells.append("–")
                     continue
+                pos = e.per_position
                 cell = f"{pos[i]:.1%}"
-                if base is not None and e is not base and i < len(base.get("per_position") or []):
-                    b = base["per_position"][i]
-                    cell += f" ({(pos[i] - b) * 100:+.1f} pt) " + _prop_mark(b, base["drafts"], pos[i], e["drafts"])
+                if base is not None and e is not base and i < len(base.per_position):
+                    b = base.per_position[i]
+                    cell += f" ({(pos[i] - b) * 100:+.1f} pt) " + _prop_mark(b, base.drafts or 0, pos[i], e.drafts or 0)
                 cells.append(cell)
             rows.append((f"{p} position {i}", cells))
         if any(s.get(p) for s in specs):
             rows.append(
                 (
                     f"{p} mean acceptance length",
-                    [f"{(s.get(p) or {}).get('mean_acceptance_length') or 0:.2f}" if s.get(p) else "–" for s in specs],
+                    [f"{e.mean_acceptance_length or 0:.2f}" if (e := s.get(p)) else "–" for s in specs],
                 )
             )
         if any(t.get(p) for t in timed):
@@ -175,8 +179,8 @@ def acceptance_table(runs: list[LabelledRun]) -> Table | None:
                 (
                     f"{p} acceptance rate (per-request timings)",
                     [
-                        f"{t[p]['acceptance_rate']:.1%} of {t[p]['draft_tokens']:,}"
-                        if t.get(p) and t[p].get("acceptance_rate") is not None
+                        f"{e.acceptance_rate:.1%} of {e.draft_tokens:,}"
+                        if (e := t.get(p)) and e.acceptance_rate is not None
                         else "–"
                         for t in timed
                     ],
@@ -187,12 +191,12 @@ def acceptance_table(runs: list[LabelledRun]) -> Table | None:
         "the prompt's requests; marks: beyond two binomial standard errors of the drafts counted"
     ]
     sources = sorted(
-        {e["source"] for s in specs for e in s.values() if e.get("source")}
-        | {e["source"] for t in timed for e in t.values() if e.get("source")}
+        {e.source for s in specs for e in s.values() if e.source}
+        | {e.source for t in timed for e in t.values() if e.source}
     )
     if sources:
         notes.append("source: " + "; ".join(sources))
-    if any(e.get("caveat") for s in specs for e in s.values()):
+    if any(e.caveat for s in specs for e in s.values()):
         notes.append("SGLang figures are gauges read after the prompt: they describe recent steps, not only it")
     return Table(
         "spec_acceptance",
@@ -206,15 +210,15 @@ def acceptance_table(runs: list[LabelledRun]) -> Table | None:
 
 def counters_table(runs: list[LabelledRun]) -> Table | None:
     """Server counters over each run (before -> after) and the largest queue/running gauges seen."""
-    mets = [_evidence(r).get("server_metrics") or {} for r in runs]
-    if not any(m.get("available") for m in mets):
+    found = [_evidence(r).server_metrics_part() for r in runs]
+    mets = [m or ServerMetrics() for m in found]
+    if not any(m.available for m in mets):
         return None
     rows = []
     for name, series in _COUNTER_ROWS:
         cells = []
         for m in mets:
-            c = m.get("counters") or {}
-            vals = [_sum(c, s) for s in series]
+            vals = [_sum(m.counters, s) for s in series]
             if name.startswith("mean"):
                 cells.append(num(vals[0] / vals[1]) if vals[0] is not None and vals[1] else "–")
             elif name.startswith("prefix"):
@@ -229,8 +233,8 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
     for name, series in _GAUGE_ROWS:
         cells = []
         for m, edge in zip(mets, edges):
-            v = next((x for x in (_gauge_max(m.get("gauges") or {}, s) for s in series) if x is not None), None)
-            scrapes = m.get("ok", m.get("scrapes"))
+            v = next((x for x in (_gauge_max(m.gauges, s) for s in series) if x is not None), None)
+            scrapes = m.ok if "ok" in m.model_fields_set else m.scrapes
             if v is not None and (edge or (isinstance(scrapes, int) and scrapes <= RARE_SCRAPES)):
                 # Scraped only before and after the run (or each request): a gauge's maximum then never saw a
                 # request in flight and says nothing of the run itself.
@@ -248,9 +252,9 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
         if rare
         else []
     ) + [
-        f"{r.label}: /metrics unavailable ({m.get('first_error')})"
-        for r, m in zip(runs, mets)
-        if m and not m.get("available")
+        f"{r.label}: /metrics unavailable ({m.first_error})"
+        for r, m in zip(runs, found)
+        if m is not None and not m.available
     ]
     return Table("server_counters", "Server counters over the run", columns(runs), rows, notes, row_header="what")
 
@@ -266,15 +270,15 @@ def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
             tables.append(t)
     flagged = []
     for r in runs:
-        log = r.summary.get("server_log")
-        if log and log.get("flagged_lines"):
+        log = r.record.server_log_part()
+        if log is not None and log.flagged_lines:
             flagged.append(
                 {
                     "label": r.label,
                     "kind": r.kind,
-                    "path": log.get("path"),
-                    "lines": log["flagged_lines"][:12],
-                    "more": max(0, log.get("flagged", 0) - 12),
+                    "path": log.path,
+                    "lines": log.flagged_lines[:12],
+                    "more": max(0, log.flagged - 12),
                 }
             )
     return {"heading": "What the server says", "tables": tables, "warnings": warnings, "flagged": flagged}

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.errors import UsageError
+from evalkit.runs.evidence_parts import ServerLog, ServerMetrics, SpecDecode
 from evalkit.runs.load_parts import Conversation, SharedPrefix
 from evalkit.runs.summary_parts import (
     ClientTiming,
@@ -120,6 +121,18 @@ class KindSummary(_Open):
     def gpu_telemetry_part(self) -> GpuTelemetry | None:
         """`gpu_telemetry`: the cards' power and energy (None when the run recorded none)."""
         return self._part("gpu_telemetry", GpuTelemetry)
+
+    def server_metrics_part(self) -> ServerMetrics | None:
+        """`server_metrics`: /metrics over the run (None when the run scraped none)."""
+        return self._part("server_metrics", ServerMetrics)
+
+    def spec_decode_part(self) -> SpecDecode | None:
+        """`spec_decode`: draft acceptance (None when the server drafted nothing the run could see)."""
+        return self._part("spec_decode", SpecDecode)
+
+    def server_log_part(self) -> ServerLog | None:
+        """`server_log`: the server log's flagged lines (None without --server-log)."""
+        return self._part("server_log", ServerLog)
 
     def options_block(self) -> dict[str, Any]:
         """`options`: the flags that define the run, as written (empty when it has none)."""
