@@ -259,13 +259,14 @@ def _metric(run: LabelledRun, key: str, stat: str) -> int | float | None:
     return d.statistic(stat) if d is not None else None
 
 
-def _diagnoses(run: LabelledRun) -> dict[str, Any]:
-    s = run.stress()
-    return (s.diagnoses or {}) if s is not None else {}
-
-
 def _verdict(run: LabelledRun, key: str) -> VerdictReading | None:
-    return VerdictReading.from_json(_diagnoses(run).get(key))
+    s = run.stress()
+    return VerdictReading.from_json(s.diagnosis(key)) if s is not None else None
+
+
+def _effective_concurrency(run: LabelledRun) -> float | None:
+    s = run.stress()
+    return s.effective_concurrency_raw() if s is not None else None
 
 
 def _verdict_word(v: VerdictReading | None) -> str:
@@ -328,9 +329,8 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
                 flags,
             )
         )
-    ea = _diagnoses(base).get("effective_concurrency_raw")
-    eb = _diagnoses(other).get("effective_concurrency_raw")
-    if isinstance(ea, (int, float)) and isinstance(eb, (int, float)):
+    ea, eb = _effective_concurrency(base), _effective_concurrency(other)
+    if ea is not None and eb is not None:
         out.append(
             AnswerLine(
                 "two generations at once",

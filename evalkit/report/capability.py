@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
 from evalkit.report import noise, trust
 from evalkit.report.grade_review import review_tables
@@ -36,10 +36,10 @@ class QuestionChange:
     before: QuestionScore
     after: QuestionScore
 
-    def to_json(self, before_label: str, after_label: str) -> dict[str, Any]:
-        """A line of the `--changed-only` export."""
+    def export_line(self, mode: str, before_label: str, after_label: str, why: list[str]) -> ChangedLine:
+        """A line of the `--changed-only` export (`why`: the reasons the runs do not compare, if any)."""
 
-        def side(label: str, s: QuestionScore) -> dict[str, Any]:
+        def side(label: str, s: QuestionScore) -> ChangedSide:
             return {
                 "label": label,
                 "score": s.score,
@@ -48,13 +48,42 @@ class QuestionChange:
                 "why": list(s.whys),
             }
 
-        return {
+        line: ChangedLine = {
+            "thinking": mode,
             "id": self.qid,
             "dataset": self.dataset,
             "change": self.change,
             "before": side(before_label, self.before),
             "after": side(after_label, self.after),
+            "comparable": not why,
         }
+        if why:
+            line["not_comparable"] = why
+        return line
+
+
+class ChangedSide(TypedDict):
+    """One run's side of a changed question in the `--changed-only` export."""
+
+    label: str
+    score: float
+    outcomes: list[str]
+    extracted: list[object]
+    why: list[str]
+
+
+class ChangedLine(TypedDict, total=False):
+    """A line of the `--changed-only` export: one question whose score moved, both sides, and whether the two
+    runs compare at all (`not_comparable`: why not)."""
+
+    thinking: str
+    id: str
+    dataset: str
+    change: str
+    before: ChangedSide
+    after: ChangedSide
+    comparable: bool
+    not_comparable: list[str]
 
 
 def _scores(run: LabelledRun) -> dict[str, QuestionScore]:
@@ -395,21 +424,13 @@ def under_load_tables(runs: list[LabelledRun]) -> list[Table]:
     return [Table("capability-under-load", "Answers under load", cols, rows, notes, row_header="run")]
 
 
-def changed_lines(runs: list[LabelledRun]) -> list[dict[str, Any]]:
+def changed_lines(runs: list[LabelledRun]) -> list[ChangedLine]:
     """The `--changed-only` export: one line per changed question per run against its mode's first run."""
-    out = []
+    out: list[ChangedLine] = []
     for mode, group in _modes(runs).items():
         for r in group[1:]:
             why = comparability(group[0], r)
-            for c in question_changes(group[0], r):
-                out.append(
-                    {
-                        "thinking": mode,
-                        **c.to_json(group[0].label, r.label),
-                        "comparable": not why,
-                        **({"not_comparable": why} if why else {}),
-                    }
-                )
+            out.extend(c.export_line(mode, group[0].label, r.label, why) for c in question_changes(group[0], r))
     return out
 
 

@@ -23,7 +23,7 @@ from evalkit.evidence.gpu_memory import (
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.runs.rundir import REQUESTS, read_jsonl
+from evalkit.runs.rundir import REQUESTS, Line, read_jsonl
 from evalkit.runs.summary_parts import GpuCard, GpuMemoryVerdict
 
 # Keyed by a card's `verdict` as read from summary.json: None (no verdict) finds no text.
@@ -45,10 +45,10 @@ class RunMemory:
     verdict: GpuMemoryVerdict | None
 
 
-def gpu_samples(run: LabelledRun) -> list[dict[str, Any]]:
+def gpu_samples(run: LabelledRun) -> list[Line]:
     """The run's `gpu_memory.jsonl` lines that its summary counts (cycle 0 and the cycles it completed)."""
     lines = read_jsonl(run.run.path / GPU_FILE)
-    completed = {int(k): int(v) for k, v in (run.summary.get("cycle_attempts") or {}).items()}
+    completed = run.completed_attempts()
     if not completed:
         return lines
     from evalkit_stress.resume import in_counted_cycle

@@ -62,7 +62,7 @@ class LabelledRun:
         `cycle_attempts` says which attempt completed each cycle, and only those lines are samples.
         """
         lines = read_jsonl(self.run.path / "requests.jsonl", RequestLine)
-        completed = self._completed()
+        completed = self.completed_attempts()
         if not completed:
             return lines
         from evalkit_stress.resume import in_counted_cycle
@@ -72,14 +72,14 @@ class LabelledRun:
     def requests(self) -> list[TaggedRequestLine]:
         """The run's requests.jsonl lines that its summary counts, as records (`raw_requests`)."""
         lines = read_records(self.run.path / "requests.jsonl", TaggedRequestLine)
-        completed = self._completed()
+        completed = self.completed_attempts()
         if not completed:
             return lines
         from evalkit_stress.resume import counted_attempt
 
         return [r for r in lines if counted_attempt(r.cycle or 0, r.attempt or 0, completed)]
 
-    def _completed(self) -> dict[int, int]:
+    def completed_attempts(self) -> dict[int, int]:
         """A stress run's attempt that completed each cycle (empty for other kinds and older runs)."""
         s = self.stress()
         if self.kind != "stress" or s is None or not s.cycle_attempts:

@@ -99,8 +99,7 @@ def _concurrency_words(d: VerdictReading, run: StressSummary | None) -> list[str
     combined, alone = f.get("concurrent_combined_tok_s"), f.get("gen_alone_tok_s")
     if combined is not None and alone is not None:
         out.append(f"two generations at once made {_num(combined)} tok/s together, one alone {_num(alone)} tok/s")
-    raw_eff = (run.diagnoses or {}).get("effective_concurrency_raw") if run is not None else None
-    eff = f.get("effective_concurrency", raw_eff)
+    eff = f.get("effective_concurrency", run.diagnosis("effective_concurrency_raw") if run is not None else None)
     if isinstance(eff, (int, float)):
         out.append(f"{eff:.2f} streams served at once (effective concurrency)")
     return out
@@ -190,8 +189,7 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
     for words, key in VERDICTS:
         cells = []
         for s in records:
-            raw = (s.diagnoses or {}).get(key) if s is not None else None
-            cells.append(_verdict_cell(VerdictReading.from_json(raw), s, key))
+            cells.append(_verdict_cell(VerdictReading.from_json(s.diagnosis(key)) if s else None, s, key))
         if any(c != "–" for c in cells):
             vrows.append((f"{words} `diagnoses.{key}`", cells))
     verdicts = Table(

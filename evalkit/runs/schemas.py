@@ -231,6 +231,15 @@ class StressSummary(KindSummary):
         """The summary as summary.json holds it: `kind` first, then every field in order."""
         return self.model_dump()
 
+    def diagnosis(self, key: str) -> Any:
+        """One verdict's record as written in `diagnoses` (read by evalkit_stress.verdicts.VerdictReading)."""
+        return (self.diagnoses or {}).get(key)
+
+    def effective_concurrency_raw(self) -> float | None:
+        """How many streams the server served at once, unrounded (`diagnoses.effective_concurrency_raw`)."""
+        v = self.diagnosis("effective_concurrency_raw")
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
     def metric(self, key: str) -> Distribution | None:
         """One metric's distribution (None when the run has no such metric)."""
         raw = self.metrics.get(key)
