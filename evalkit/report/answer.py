@@ -15,6 +15,7 @@ from typing import Any
 from evalkit.evidence.server_identity import IdentityRecord, ServerProps, identity_label
 from evalkit.report import noise, trust, words
 from evalkit.report.capability import comparability, question_changes
+from evalkit.report.context import AnswerContext
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import CapabilitySummary
 from evalkit.runs.summary_parts import Distribution
@@ -434,7 +435,7 @@ def time_bases(runs: list[LabelledRun]) -> list[str]:
     return out
 
 
-def context(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> dict[str, Any]:
+def context(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> AnswerContext:
     """The template's `answer`: builds, what differs, the per-build summaries, flagged runs and time bases."""
     bs = builds(runs)
     differ, same = differences(bs)

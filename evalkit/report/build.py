@@ -8,6 +8,7 @@ from typing import Any
 from evalkit.report import answer as answer_report
 from evalkit.report import noise, plots, tables
 from evalkit.report.capacity_plot import latency_vs_load
+from evalkit.report.context import PlotEntry, ReportContext
 from evalkit.report.memory import memory_section
 from evalkit.report.memory_plot import gpu_memory_plot
 from evalkit.report.runs import LabelledRun
@@ -22,7 +23,7 @@ def build_context(
     out_md: Path,
     noise_floor: float = noise.DEFAULT_NOISE_FLOOR,
     cycle: Any = None,
-) -> dict[str, Any]:
+) -> ReportContext:
     """Everything a template needs; plots are written now, next to `out_md`, and referenced by file name."""
     by_kind: dict[str, list[LabelledRun]] = {}
     for r in runs:
@@ -31,7 +32,7 @@ def build_context(
     if bisect_entries:
         sections.append({"kind": "bisect", "heading": "Bisect", "tables": [tables.bisect_table(bisect_entries)]})
     stem = out_md.stem
-    made = []
+    made: list[PlotEntry] = []
     if "stress" in by_kind:
         p = plots.stress_timeline(by_kind["stress"], out_md.with_name(f"{stem}-stress-timeline.png"), cycle)
         if p:
@@ -73,7 +74,7 @@ def build_context(
         ],
         "sections": sections,
         "tables": {
-            t.key: t for s in [*sections, *([{"tables": [memory["table"]]}] if memory else [])] for t in s["tables"]
+            t.key: t for ts in [*(s["tables"] for s in sections), [memory["table"]] if memory else []] for t in ts
         },
         "memory": memory,
         "server_says": server_says_section(runs),

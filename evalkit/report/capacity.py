@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.report import noise, sessions
+from evalkit.report.context import SectionContext, SectionVerdict
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.report.words import num
@@ -166,10 +167,10 @@ def capacity_tables(runs: list[LabelledRun]) -> list[Table]:
     return [headline_table(runs)] + [point_table(r, runs[0] if i else None) for i, r in enumerate(runs)]
 
 
-def capacity_section(runs: list[LabelledRun], heading: str) -> dict[str, Any]:
+def capacity_section(runs: list[LabelledRun], heading: str) -> SectionContext:
     """The report section of load runs: the verdict of each run against the first, and the tables."""
     pointed = [r for r in runs if r.summary.get("points")]  # conversation and shared-prefix runs have none
-    verdicts = []
+    verdicts: list[SectionVerdict] = []
     for r in pointed[1:]:
         mark, sentence = max_verdict(pointed[0], r)
         verdicts.append({"label": f"{r.label} vs {pointed[0].label}:", "mark": mark, "sentence": sentence})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import iter_runs, read_jsonl
@@ -22,11 +22,16 @@ FORMATS = ("csv", "parquet")
 FIRST = ("run", "kind", "request_id", "id", "dataset", "repeat", "status", "outcome", "correct")
 
 
-def _cell(v: Any) -> Any:
-    return json.dumps(v, sort_keys=True, ensure_ascii=False) if isinstance(v, (dict, list)) else v
+Cell = str | int | float | bool | None  # a JSON scalar; an object or a list is held as its JSON text
 
 
-def run_rows(run: Path) -> list[dict[str, Any]]:
+def _cell(v: object) -> Cell:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, ensure_ascii=False)
+    return cast(Cell, v)  # the rest of a JSON line is scalars
+
+
+def run_rows(run: Path) -> list[dict[str, Cell]]:
     """The run's rows: each request with its grade (graded fields win where both files hold one), then grades
     without a request (a replay)."""
     [(path, manifest, _)] = list(iter_runs([run]))

@@ -21,6 +21,7 @@ import jinja2
 
 from evalkit.report import html_figures, lanes
 from evalkit.report.capability import _modes, comparability, question_changes
+from evalkit.report.context import FlipEntry, FlipSide, ReportContext, TimelineEntry
 from evalkit.report.plots import pick_cycle
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import GradedLine
@@ -56,9 +57,9 @@ def plotly_bundle() -> str:
     return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 9, mtime=0)).decode("ascii")
 
 
-def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
+def _timelines(runs: list[LabelledRun], wanted: Any) -> list[TimelineEntry]:
     stress = [r for r in runs if r.kind == "stress"]
-    out = []
+    out: list[TimelineEntry] = []
     first = pick_cycle(stress, wanted) if stress else None
     for k, r in enumerate(stress):
         cycles = sorted({x.cycle for x in r.requests() if x.cycle is not None and x.cycle > 0})
@@ -84,10 +85,10 @@ def _timelines(runs: list[LabelledRun], wanted: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _side(g: GradedLine | None) -> dict[str, object]:
+def _side(g: GradedLine | None) -> FlipSide:
     """One run's answer to a changed question, for the page (every key None where the run has no line)."""
     if g is None:
-        return dict.fromkeys(("extracted", "outcome", "rule", "why", "content", "reasoning"))
+        return {"extracted": None, "outcome": None, "rule": None, "why": None, "content": None, "reasoning": None}
     return {
         "extracted": g.extracted,
         "outcome": g.outcome,
@@ -98,8 +99,8 @@ def _side(g: GradedLine | None) -> dict[str, object]:
     }
 
 
-def _flips(runs: list[LabelledRun]) -> list[dict[str, Any]]:
-    out = []
+def _flips(runs: list[LabelledRun]) -> list[FlipEntry]:
+    out: list[FlipEntry] = []
     for mode, group in _modes([r for r in runs if r.kind == "capability"]).items():
         base = group[0]
         base_lines = {g.id: g for g in base.graded()}
@@ -135,7 +136,7 @@ BUNDLE_SLOT = "@@evalkit-plotly-bundle@@"
 
 
 def render_html(
-    context: dict[str, Any],
+    context: ReportContext,
     runs: list[LabelledRun],
     cycle: Any = None,
     scrub_text: Callable[[str], str] = lambda text: text,
@@ -157,7 +158,7 @@ def render_html(
 
 
 def write_html(
-    context: dict[str, Any],
+    context: ReportContext,
     runs: list[LabelledRun],
     path: Path,
     cycle: Any = None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.evidence.gpu_memory import (
     FLAT_RANGE_SHARE,
@@ -21,6 +20,7 @@ from evalkit.evidence.gpu_memory import (
     summarize_gpu,
 )
 from evalkit.report import noise
+from evalkit.report.context import MemoryContext, MemoryVerdict
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.runs.rundir import REQUESTS, Line, read_jsonl
@@ -172,12 +172,12 @@ def _per_request(c: GpuCard | None) -> str:
     return f"{v:+.1f}" + (f" ± {n:.1f}" if n is not None else "")
 
 
-def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> dict[str, Any] | None:
+def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> MemoryContext | None:
     """The template's `memory`: each run's verdict line and the per-card table; None when no run sampled memory."""
     mems = [m for m in (run_memory(r) for r in runs) if m is not None]
     if not mems:
         return None
-    verdicts = [
+    verdicts: list[MemoryVerdict] = [
         {"label": m.run.label, "verdict": m.verdict.verdict, "evidence": m.verdict.evidence} for m in mems if m.verdict
     ]
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     return env
 
 
-def render(context: dict[str, Any], template: Path | None = None) -> str:
+def render(context: Mapping[str, object], template: Path | None = None) -> str:
     """Render the report; a user template may `{% import "tables.md.j2" as t %}` to reuse the table macro."""
     try:
         if template is None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.report import capability as capability_report
 from evalkit.report import capacity, stress_diagnoses, tables
+from evalkit.report.context import SectionContext
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 
@@ -22,9 +22,9 @@ class Section:
     heading: str
     tables: Callable[[list[LabelledRun], float], list[Table]] | None = None
     # A section with more than tables (load's verdicts): built whole from the runs and the heading.
-    whole: Callable[[list[LabelledRun], str], dict[str, Any]] | None = None
+    whole: Callable[[list[LabelledRun], str], SectionContext] | None = None
 
-    def build(self, runs: list[LabelledRun], noise_floor: float) -> dict[str, Any]:
+    def build(self, runs: list[LabelledRun], noise_floor: float) -> SectionContext:
         """The section's template context."""
         if self.whole is not None:
             return self.whole(runs, self.heading)
@@ -44,6 +44,6 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 
-def sections(by_kind: dict[str, list[LabelledRun]], noise_floor: float) -> list[dict[str, Any]]:
+def sections(by_kind: dict[str, list[LabelledRun]], noise_floor: float) -> list[SectionContext]:
     """The sections of the kinds present, in the report's order."""
     return [s.build(by_kind[s.kind], noise_floor) for s in SECTIONS if s.kind in by_kind]

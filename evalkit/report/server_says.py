@@ -15,6 +15,7 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.server_identity import IdentityRecord, identity_label
 from evalkit.evidence.server_log import DEFAULT_PATTERNS
 from evalkit.report import noise
+from evalkit.report.context import FlaggedLog, ServerSaysContext
 from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
@@ -259,7 +260,7 @@ def counters_table(runs: list[LabelledRun]) -> Table | None:
     return Table("server_counters", "Server counters over the run", columns(runs), rows, notes, row_header="what")
 
 
-def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
+def server_says_section(runs: list[LabelledRun]) -> ServerSaysContext | None:
     """The section's context: tables, warnings, and the flagged log lines of each run."""
     if not runs:
         return None
@@ -268,7 +269,7 @@ def server_says_section(runs: list[LabelledRun]) -> dict[str, Any] | None:
     for t in (acceptance_table(runs), counters_table(runs), gpu_table(runs)):
         if t is not None:
             tables.append(t)
-    flagged = []
+    flagged: list[FlaggedLog] = []
     for r in runs:
         log = r.record.server_log_part()
         if log is not None and log.flagged_lines:

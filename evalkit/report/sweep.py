@@ -10,6 +10,7 @@ from typing import Any
 
 from evalkit.report import noise
 from evalkit.report.build import build_context
+from evalkit.report.context import SweepContext
 from evalkit.report.render import render
 from evalkit.report.runs import LabelledRun
 from evalkit.report.sweep_plots import KEY_FIGURES, figure_plots
@@ -56,22 +57,25 @@ def points_table(state: SweepState) -> Table:
 
 def sweep_context(
     sweep_dir: Path, out_md: Path, noise_floor: float = noise.DEFAULT_NOISE_FLOOR, cycle: Any = None
-) -> tuple[dict[str, Any], list[LabelledRun]]:
+) -> tuple[SweepContext, list[LabelledRun]]:
     """The report context of a sweep (`build_context` over every point's runs, plus the points and their plots) and
     the labelled runs it was built from."""
     state = read_state(sweep_dir)
     per_point = point_runs(sweep_dir, state)
     runs = [r for _, rs in per_point for r in rs]
-    context = build_context(runs, None, out_md, noise_floor, cycle)
-    context["title"] = f"evalkit sweep: {state.name} ({len(state.points)} points, baseline {state.baseline})"
-    context["points"] = points_table(state)
-    context["failed"] = [
-        {"name": r.name, "failure": r.failure or r.status, "log_tail": r.log_tail}
-        for r, _ in per_point
-        if r.status != DONE
-    ]
-    context["figure_plots"] = figure_plots(per_point, out_md, state.baseline)
-    context["key_figures"] = [f.title for f in KEY_FIGURES]
+    report = build_context(runs, None, out_md, noise_floor, cycle)
+    context: SweepContext = {
+        **report,
+        "title": f"evalkit sweep: {state.name} ({len(state.points)} points, baseline {state.baseline})",
+        "points": points_table(state),
+        "failed": [
+            {"name": r.name, "failure": r.failure or r.status, "log_tail": r.log_tail}
+            for r, _ in per_point
+            if r.status != DONE
+        ],
+        "figure_plots": figure_plots(per_point, out_md, state.baseline),
+        "key_figures": [f.title for f in KEY_FIGURES],
+    }
     return context, runs
 
 
@@ -81,7 +85,7 @@ class SweepReport:
 
     text: str
     files: list[str]
-    context: dict[str, Any]
+    context: SweepContext
     runs: list[LabelledRun]
 
 
@@ -99,7 +103,7 @@ def write_sweep_report(
     return SweepReport(text, files, context, runs)
 
 
-def render_sweep(context: dict[str, Any]) -> str:
+def render_sweep(context: SweepContext) -> str:
     """The packaged sweep template."""
     from evalkit.report.render import environment
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt
 
+from evalkit.report.context import FigurePlot
 from evalkit.report.runs import LabelledRun
-from evalkit.runs.summaries import lookup
+from evalkit.runs.summaries import FinishedRun, lookup
 from evalkit.runs.sweepdir import PointRecord
 
 
@@ -44,7 +44,7 @@ def figure_values(per_point: list[tuple[PointRecord, list[LabelledRun]]], metric
     """(point, value) for every point whose runs hold the metric (the first run of its kind at that point)."""
     out = []
     for rec, runs in per_point:
-        by_kind: dict[str, Any] = {}
+        by_kind: dict[str, FinishedRun] = {}
         for r in runs:
             by_kind.setdefault(r.kind, r.run)
         value = lookup(metric, by_kind)
@@ -55,9 +55,9 @@ def figure_values(per_point: list[tuple[PointRecord, list[LabelledRun]]], metric
 
 def figure_plots(
     per_point: list[tuple[PointRecord, list[LabelledRun]]], out_md: Path, baseline: str
-) -> list[dict[str, str]]:
+) -> list[FigurePlot]:
     """Write one PNG per key figure that at least two points measured; their titles and file names."""
-    made = []
+    made: list[FigurePlot] = []
     for fig in KEY_FIGURES:
         values = figure_values(per_point, fig.metric)
         if len(values) < 2:
