@@ -7,6 +7,10 @@ byte-identical; `diff -r BEFORE AFTER` names what a change altered.
 
     python tools/behaviour_snapshot.py OUT_DIR [--data-dir ../shared/datasets] [--offline | --live-only]
 
+It runs the code of the checkout it lives in, all of it (a link tree of every import name on PYTHONPATH): from a
+worktree of another commit, `python WORKTREE/tools/behaviour_snapshot.py ...` with any evalkit venv snapshots that
+commit.
+
 Offline cases (exact, nothing masked but paths): `report` and `gate` over the contract fixtures of
 tests/runfixtures.py (before/after pairs of each kind), `report` re-rendering the committed demo and H200 example
 runs, `export`, and the one-line refusals for bad input. Live cases (masked numbers): `check`, `bench`, `stress`,
@@ -282,5 +286,27 @@ def main() -> int:
     return 0
 
 
+def _this_checkouts_code() -> None:
+    """Run (and let every `python -m evalkit` it starts run) this checkout's code, all of it: a link tree of every
+    import name (pyproject's package-dir: evalkit, evalkit_evals, evalkit_stress ...) on PYTHONPATH, then exec again.
+    From a worktree of another commit, `PYTHONPATH=WORKTREE` alone would take evals/ and stress/ from whichever
+    checkout the venv's editable install points at, and compare two mixes of code."""
+    if os.environ.get("EVALKIT_SNAPSHOT_LINKS"):
+        return
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    dirs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    links = Path(tempfile.mkdtemp(prefix="evalkit-snapshot-links-"))
+    for name, folder in dirs.items():
+        if name:
+            (links / name).symlink_to(REPO / folder)
+    env = {**os.environ, "EVALKIT_SNAPSHOT_LINKS": str(links)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(links), os.environ.get("PYTHONPATH", "")) if p)
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
 if __name__ == "__main__":
+    _this_checkouts_code()
     sys.exit(main())
