@@ -12,6 +12,7 @@ from evalkit.runs.schemas import (
     CapabilitySummary,
     GradedLine,
     KindSummary,
+    LoadSummary,
     RequestLine,
     Score,
     StressSummary,
@@ -85,6 +86,11 @@ class LabelledRun:
         if self.kind != "stress" or s is None or not s.cycle_attempts:
             return {}
         return {int(k): int(v) for k, v in s.cycle_attempts.items()}
+
+    def load(self) -> LoadSummary | None:
+        """A load run's record (None for a run of another kind)."""
+        rec = self.run.record
+        return rec if isinstance(rec, LoadSummary) else None
 
     def stress(self) -> StressSummary | None:
         """A stress run's record (None for an incomplete run without its figures, or a run of another kind)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.runs.load_parts import CacheReset, Conversation, HitRate, RequestGroup, SharedPrefix, SharedPrefixRun
-from evalkit.runs.schemas import LoadSummary
 from evalkit.runs.summary_parts import Distribution
 
 
@@ -40,18 +39,13 @@ def _notes(reading: str, shapes: set[str]) -> list[str]:
     return [reading, "Shape: " + "; ".join(sorted(shapes)) + "."]
 
 
-def _load(run: LabelledRun) -> LoadSummary | None:
-    rec = run.record
-    return rec if isinstance(rec, LoadSummary) else None
-
-
 def _conversation(run: LabelledRun) -> Conversation | None:
-    rec = _load(run)
+    rec = run.load()
     return rec.conversation if rec is not None else None
 
 
 def _shared_prefix(run: LabelledRun) -> SharedPrefix | None:
-    rec = _load(run)
+    rec = run.load()
     return rec.shared_prefix if rec is not None else None
 
 
