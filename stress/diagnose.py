@@ -81,12 +81,24 @@ RAN_ON_SERIAL = 0.6
 # that CI run), so a start that came early only because the prefill ran faster than alone is not read as an abort.
 SERVED_SHORT = 0.6
 DECODE_SLOWED = 1.25  # a next request decoding 25% slower than alone shares the engine with something
+# A decode rate read from fewer tokens than this is a clock's noise, not a speed: the built-in cycle's shorts answer
+# in 1-4 tokens, and a one-token reply's "decode time" (llama.cpp's predicted_ms) is a few microseconds of nothing.
+# CI read the after build's next request as 1.49x slower than alone from such replies (#41): its cancel verdict
+# came out "can't tell" or "yes" by chance.
+DECODE_TIMED_TOKENS = 8
 AT_ONCE_S = 0.06  # a stop logged this soon after the cancel is "at once" (the log is read every ~50 ms)
 # A prefill step (a chunk, a batch) a server may finish before it looks at a cancel: llama.cpp's -b default, vLLM's
 # chunked-prefill budget, the sim's --prefill-chunk. A cancel with no more than this left lands in the last step,
 # where an engine that stops at step boundaries and one that runs on both end with the prompt (issue 39).
 LAST_STEP_TOKENS = 2048
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
+
+
+def _decode_timed(r: Line) -> bool:
+    """Whether a reply decoded enough tokens for its decode rate to say how fast the engine ran."""
+    t = r.get("server_timings") or {}
+    n = t.get("predicted_n") if isinstance(t, dict) else None
+    return max(n or 0, r.get("completion_tokens") or 0) >= DECODE_TIMED_TOKENS
 
 
 def _ok(lines: list[Line], scenario: str, role: str) -> list[Line]:
@@ -132,8 +144,9 @@ class _Facts:
         self.prefill_tok_s = median(rates)
         shorts = _ok(lines, "short_baseline", "short")
         self.short_ttft = median([r["ttft_s"] for r in shorts])
-        self.short_decode_server = median([splits[r["request_id"]].decode_s_per_token for r in shorts])
-        self.short_decode_client = median([1 / r["decode_tok_s"] for r in shorts if r.get("decode_tok_s")])
+        timed = [r for r in shorts if _decode_timed(r)]
+        self.short_decode_server = median([splits[r["request_id"]].decode_s_per_token for r in timed])
+        self.short_decode_client = median([1 / r["decode_tok_s"] for r in timed if r.get("decode_tok_s")])
         # The long request sent right after the long one alone finished: its wait is the housekeeping after a long.
         after = [splits[r["request_id"]] for r in _ok(lines, "short_insert", "long")]
         self.wait_after_long = median([s.before_start_s for s in after if _server_side(s)])
@@ -450,10 +463,12 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
     """Judged from the next request alone: when it started and whether it decoded at its speed alone."""
     s = splits[n["request_id"]]
     server = _server_side(s) and s.before_start_s is not None
+    timed = _decode_timed(n)
     alone = facts.short_decode_client
-    client_slowed = 1 / n["decode_tok_s"] / alone if n.get("decode_tok_s") and alone else None
+    client_slowed = 1 / n["decode_tok_s"] / alone if timed and n.get("decode_tok_s") and alone else None
     if server:
-        wait, per_tok, alone_tok = s.before_start_s, s.decode_s_per_token, facts.short_decode_server
+        wait, alone_tok = s.before_start_s, facts.short_decode_server
+        per_tok = s.decode_s_per_token if timed else None
         # without the server's decode figures, the client's clock for both
         slowed = per_tok / alone_tok if per_tok and alone_tok else client_slowed
     else:
@@ -468,6 +483,18 @@ def _cancel_from_next(c: Line, n: Line, splits: dict[str, TtftSplit], facts: _Fa
             granularity=CANT,
             why=f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of "
             "prefill left, and decoded at its speed alone: the engine was not still prefilling",
+        )
+    if wait is not None and wait <= STARTED_EARLY * left and slowed is None:
+        tokens = n.get("completion_tokens")
+        return CancelSample(
+            CANT,
+            evidence,
+            figures,
+            why=f"the next request started {wait:.3g} s after the cancel, with {left:.3g} s of prefill left, but a "
+            "server that serves two at once starts it beside a prefill that runs on, and its reply "
+            f"({tokens if tokens is not None else 'no'} tokens) is too short to time its decode against a short's "
+            "alone",
+            would_tell=f"{CANCEL_LOG}, or /metrics request gauges scraped while the cancelled request ran",
         )
     hk = facts.wait_after_long
     if server and wait is not None and wait >= RAN_ON * left and hk is not None and hk <= 0.1 * left:

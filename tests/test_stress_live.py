@@ -8,6 +8,10 @@ client stamped `t_sent` at the transport instead of before the SDK built the req
 A shorter prompt does not help: the before/after ratio needs the 54K prefill (with 27K the before build's wait is
 ~18 s against a ~1.15 s chunk, under 20x).
 An `nvidia-smi` stand-in on the PATH exercises the GPU memory sampler.
+The sim writes its llama.cpp-style log and the run follows it (`--server-log`): whether a cancel stopped the prefill
+is the log's to say. Without it, the next request's reply (one token at this scale) is too short to tell a prefill
+that stopped from one that runs on beside it on a server that serves two at once; CI once read a one-token reply's
+"decode time" as 1.49x slower than alone and called the after build's cancel "can't tell" (#41).
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from typing import Any
 
 import pytest
 
+from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
+from evalkit_stress.diagnose import CANT, YES, diagnose
 
 SCALE = os.environ.get("EVALKIT_TEST_STRESS_SCALE", "20")
 LONG = 54000
@@ -71,7 +77,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     result = {}
     for profile in ("dual-2080ti-before", "dual-2080ti-after"):
-        with start_sim(["--profile", profile, "--time-scale", SCALE]) as sim:
+        log = out / f"{profile}-server.log"
+        with start_sim(["--profile", profile, "--time-scale", SCALE, "--server-log-file", str(log)]) as sim:
             p = run_stress(
                 sim.base_url,
                 out,
@@ -86,6 +93,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
                 str(LONG),
                 "--gpu-interval",
                 "0.2",
+                "--server-log",
+                str(log),
                 env=env,
             )
             assert p.returncode == 0, p.stderr[-2000:]
@@ -136,6 +145,21 @@ def test_before_after_ratio_and_diagnoses(runs: dict[str, dict[str, Any]]) -> No
     assert after["diagnoses"]["head_of_line_blocking"]["detected"] is False
     assert "cancel aborts the prefill: no" in runs["dual-2080ti-before"]["stdout"]
     assert "effective concurrency: 2" in runs["dual-2080ti-after"]["stdout"]
+    assert {s["evidence"] for s in after["diagnoses"]["cancel_aborts"]["samples"]} == {"log"}
+
+
+def test_cancel_without_the_log_is_never_no(runs: dict[str, dict[str, Any]]) -> None:
+    """The after build's run read again with its timings but no log or /metrics: the next request started at once,
+    but its short reply cannot say the prefill stopped rather than ran on beside it. Never "no"; where it cannot
+    tell, it says what would."""
+    r = runs["dual-2080ti-after"]
+    lines = [x for x in r["lines"] if x.get("scenario") != "calibration"]
+    got = diagnose(r["summary"]["metrics"], lines, ServerEvidence()).to_json()["cancel_aborts"]
+    assert got["samples"], got
+    for s in got["samples"]:
+        assert s["verdict"] in (YES, CANT), got
+        if s["verdict"] == CANT:
+            assert s["would_tell"] and "--server-log" in s["would_tell"], s
 
 
 @pytest.mark.parametrize("profile", ["dual-2080ti-before", "dual-2080ti-after"])
