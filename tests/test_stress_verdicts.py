@@ -28,6 +28,7 @@ from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
 
 SCALE = "25"
 LONG = "16000"
+UNLANDED = "unlanded"  # truth when the cancel reached the sim after the prefill was over
 CANCELS = {
     "chunk": ["--cancel-aborts"],
     "batch": ["--cancel-aborts", "--cancel-batch-tokens", "4096"],
@@ -90,8 +91,12 @@ def truth(lines: list[dict[str, Any]], ev: dict[str, dict[str, Any]]) -> dict[st
     out = {}
     c = _of(lines, "cancel_then_short", "long")[0]
     e = ev[c["request_id"]]
-    assert e["cancelled"] and e["engine_stopped"] is not None
-    out["cancel"] = YES if e["stopped_at_tokens"] < e["prompt_tokens"] else NO
+    if not e["cancelled"] or e["engine_stopped"] is None or c.get("t_first_token") is not None:
+        # A loaded machine sent the cancel after the prefill was over (the first token came, or the reply ended):
+        # nothing was left that a cancel could abort. No verdict may say "yes" (checked by `agrees`).
+        out["cancel"] = UNLANDED
+    else:
+        out["cancel"] = YES if e["stopped_at_tokens"] < e["prompt_tokens"] else NO
     votes = []
     for scen in ("short_insert", "double_insert"):
         long = ev[_of(lines, scen, "long")[0]["request_id"]]
@@ -111,6 +116,16 @@ def truth(lines: list[dict[str, Any]], ev: dict[str, dict[str, Any]]) -> dict[st
     ratio = prefill(("short_insert", "double_insert")) / prefill(("long_alone",))
     out["hurt"] = "near" if abs(ratio - HURT_RATIO) < 0.04 else YES if ratio > HURT_RATIO else NO
     return out
+
+
+def agrees(got: str, want: str, *, or_cant: bool = False) -> bool:
+    """A verdict against the sim's truth: equal (or "can't tell" where allowed); "near" a threshold, anything; a
+    cancel that never landed in the prefill, anything but "yes"."""
+    if want == "near":
+        return True
+    if want == UNLANDED:
+        return got != YES
+    return got == want or (or_cant and got == CANT)
 
 
 def client_only(lines: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
@@ -154,8 +169,7 @@ def test_verdicts_agree_with_the_sims_events(
         if line.strip().startswith(("cancel aborts", "head-of-line", "long request")):
             print(line)
     for k in got:
-        if want[k] != "near":
-            assert got[k] == want[k], (k, got[k], want[k], d)
+        assert agrees(got[k], want[k]), (k, got[k], want[k], d)
     if want["cancel"] == NO:
         assert d["cancel_aborts"]["granularity"] == "only at the end"
     if housekeeping == "on" and want["cancel"] == YES:
@@ -163,7 +177,7 @@ def test_verdicts_agree_with_the_sims_events(
     alone = client_only(r["lines"], r["summary"]["metrics"])
     for key, name in (("cancel", "cancel_aborts"), ("hol", "head_of_line_blocking"), ("hurt", "long_hurt_by_inserts")):
         v = alone[name]["verdict"]
-        assert v in (want[key], CANT) or want[key] == "near", (key, v, want[key], alone[name])
+        assert agrees(v, want[key], or_cant=True), (key, v, want[key], alone[name])
         assert alone[name]["evidence"] == "client"
         if v == CANT:
             assert alone[name]["would_tell"]
@@ -197,8 +211,7 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
     shown = [(g["request_id"], g["gap_s"], g["cause"]) for g in d["silent_gaps"]]
     print(f"\n{extra}: truth {want}, verdicts {got}; gaps {shown}")
     for k in got:
-        if want[k] != "near":
-            assert got[k] == want[k], (k, got[k], want[k], d)
+        assert agrees(got[k], want[k]), (k, got[k], want[k], d)
     splits = {x["request_id"]: x for x in d["ttft_split"]}
     in_slot_shorts = 0
     for rid, e in ev.items():
@@ -235,7 +248,8 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
                 assert gaps[rid]["idle_slots_at_launch"], gaps[rid]
     c = ev[_of(r["lines"], "cancel_then_short", "long")[0]["request_id"]]
     n = ev[_of(r["lines"], "cancel_then_short", "short")[0]["request_id"]]
-    if n["launched"] < c["engine_stopped"] - 0.02:  # launched beside the cancelled prompt, waited for its steps
+    # launched beside the cancelled prompt, waited for its steps
+    if c["engine_stopped"] is not None and n["launched"] < c["engine_stopped"] - 0.02:
         nd = d["cancel_aborts"]["samples"][0]["next_delay"]
         if "unattributed" in nd["parts_s"]:  # llama.cpp's evidence ("timings+log"): llama.cpp's trace-log advice
             assert "--no-cache-idle-slots" in nd["would_tell"], nd
@@ -244,7 +258,7 @@ def test_shared_steps_and_silent_saves_agree_with_the_sims_events(tmp_path: Path
     alone = client_only(r["lines"], r["summary"]["metrics"])
     assert not alone["silent_gaps"]
     for key, name in (("cancel", "cancel_aborts"), ("hol", "head_of_line_blocking"), ("hurt", "long_hurt_by_inserts")):
-        assert alone[name]["verdict"] in (want[key], CANT) or want[key] == "near", (key, alone[name])
+        assert agrees(alone[name]["verdict"], want[key], or_cant=True), (key, alone[name])
 
 
 def test_killed_streams_are_errors_of_their_own_kind_against_the_killed_request(tmp_path: Path) -> None:
