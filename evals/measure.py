@@ -19,6 +19,7 @@ from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_g
 from evalkit.redact import known_forms
 from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.runner import Sampling, run_live
@@ -144,7 +145,7 @@ def score_run(
     )
     replay = extra.get("mode") == "replay"
     failed = failed_line(latest, secrets, replay)
-    return Measured(summary, 1 if failed else 0, complete=failed is None or replay, failure=failed)
+    return Measured(written_record(summary), 1 if failed else 0, complete=failed is None or replay, failure=failed)
 
 
 def failed_line(latest: list[dict[str, Any]], secrets: list[str | None], replay: bool) -> str | None:

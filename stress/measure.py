@@ -22,6 +22,7 @@ from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
 from evalkit_stress.resume import CYCLES_FILE, SCHEDULE_OPTIONS, attempt_of, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
@@ -156,7 +157,7 @@ class StressMeasurement:
         }
         code, failed = exit_code(summary, stopped, [ctx.profile.api_key])
         # Errors in completed cycles are the server's answers under stress: a resume re-runs only cut cycles.
-        return Measured(summary, code, complete=stopped == "completed", stopped=stopped, failure=failed)
+        return Measured(written_record(summary), code, complete=stopped == "completed", stopped=stopped, failure=failed)
 
 
 def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) -> tuple[int, str | None]:

@@ -26,6 +26,7 @@ from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.rundir import REQUESTS
+from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
 
 
@@ -93,7 +94,10 @@ class BenchMeasurement:
         }
         code = 1 if summary["errors"] else 0
         return Measured(
-            summary, code, complete=not summary["errors"], failure=failed_line(lines, [ctx.profile.api_key])
+            written_record(summary),
+            code,
+            complete=not summary["errors"],
+            failure=failed_line(lines, [ctx.profile.api_key]),
         )
 
 

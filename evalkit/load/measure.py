@@ -19,6 +19,7 @@ from evalkit.load.tokens import measure_token_scale
 from evalkit.runs.context import RunContext
 from evalkit.runs.failures import FailureCount, count_failures, failure_line
 from evalkit.runs.rundir import MANIFEST, REQUESTS
+from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
 
 
@@ -50,7 +51,7 @@ class LoadMeasurement:
             [ctx.profile.api_key],
         )
         code = 1 if failed or (self.errors_fail and summary.get("errors")) else 0
-        return Measured(summary, code, failure=failed)
+        return Measured(written_record(summary), code, failure=failed)
 
 
 def load_failure_line(count: FailureCount, secrets: list[str | None]) -> str | None:

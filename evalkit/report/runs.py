@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import Line, read_jsonl, read_records
+from evalkit.runs.rundir import Line, read_jsonl
 from evalkit.runs.schemas import (
     BenchSummary,
     CapabilitySummary,
@@ -72,7 +72,7 @@ class LabelledRun:
 
     def requests(self) -> list[TaggedRequestLine]:
         """The run's requests.jsonl lines that its summary counts, as records (`raw_requests`)."""
-        lines = read_records(self.run.path / "requests.jsonl", TaggedRequestLine)
+        lines = list(self.run.request_records)
         completed = self.completed_attempts()
         if not completed:
             return lines
@@ -99,7 +99,7 @@ class LabelledRun:
 
     def graded(self) -> list[GradedLine]:
         """The run's graded.jsonl lines (empty when it has none)."""
-        return read_records(self.run.path / "graded.jsonl", GradedLine)
+        return list(self.run.graded_records)
 
 
 def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[LabelledRun]:

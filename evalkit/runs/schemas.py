@@ -27,6 +27,7 @@ from evalkit.runs.summary_parts import (
     GpuMemoryVerdict,
     GpuTelemetry,
     NotExercised,
+    Part,
 )
 
 KINDS = ("bench", "capability", "stress", "load", "check")
@@ -66,7 +67,7 @@ class Manifest(_Open):
     incomplete: dict[str, Any] | None = None
 
 
-class Score(_Open):
+class Score(Part):
     """Correct out of total, per dataset or overall (`correct` is a mean over repeats with `--repeats`), the
     outcomes counted and the ambiguous grades among them."""
 
@@ -90,7 +91,7 @@ class Summary(_Open):
         return self
 
 
-class KindSummary(_Open):
+class KindSummary(Part):
     """What every kind's summary may hold beside its own figures, read as typed parts (`summary_parts`): the
     client's timing (`client`), the GPU memory cards (`gpu_memory`) and a stress run's leak verdict. The blocks
     stay as written (a writer's key order is the file's); these read them, a wrong type a one-line error."""
@@ -140,7 +141,7 @@ class KindSummary(_Open):
         return raw if isinstance(raw, dict) else {}
 
 
-class JudgeCounts(_Open):
+class JudgeCounts(Part):
     """A capability summary's `judge` (evals/model_judge.judge_counts): lines sent to a judge model, its verdicts,
     and how often it disagrees with the rules."""
 
@@ -152,15 +153,15 @@ class JudgeCounts(_Open):
     models: list[str] = []
 
 
-class _Background(_Open):
+class _Background(Part):
     mean_in_flight: float | None = None
 
 
-class _LoadSource(_Open):
+class _LoadSource(Part):
     source: str | None = None
 
 
-class UnderLoadComparison(_Open):
+class UnderLoadComparison(Part):
     """A capability summary's `under_load` (`--under-load`): the same questions idle and under load, McNemar's
     mark between them, the background's mean requests in flight and where the load came from."""
 
@@ -185,7 +186,7 @@ class CapabilitySummary(KindSummary):
     under_load: UnderLoadComparison | None = None
 
 
-class LongPromptTokens(_Open):
+class LongPromptTokens(Part):
     """A stress run's long prompt length: the target, as counted when fitted, as the server reported it."""
 
     target: int | None = None
@@ -228,8 +229,8 @@ class StressSummary(KindSummary):
     options: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The summary as summary.json holds it: `kind` first, then every field in order."""
-        return self.model_dump()
+        """The summary as summary.json holds it: `kind` first, then the fields in the order given."""
+        return {"kind": self.kind, **super().to_json()}
 
     def diagnosis(self, key: str) -> Any:
         """One verdict's record as written in `diagnoses` (read by evalkit_stress.verdicts.VerdictReading)."""
@@ -251,7 +252,7 @@ class StressSummary(KindSummary):
         return cast(NotExercised, validate(NotExercised, raw, f"summary.json not_exercised.{key}")) if raw else None
 
 
-class BenchPrompt(_Open):
+class BenchPrompt(Part):
     """One bench prompt's median rates and their runs (evalkit.bench.throughput.summarize, then the server's own
     rate where it sent no `timings`)."""
 
@@ -270,7 +271,7 @@ class BenchPrompt(_Open):
     answer_tokens: float | None = None
 
 
-class BenchConcurrent(_Open):
+class BenchConcurrent(Part):
     """A bench run's streams at once (`--concurrency N`): combined and per-stream rates and their runs."""
 
     prompt: str | None = None
@@ -322,6 +323,13 @@ _SUMMARY_BY_KIND: dict[str, type[KindSummary]] = {
     "bench": BenchSummary,
 }
 _SUMMARY_BY_KIND_ALL: dict[str, type[KindSummary]] = {**_SUMMARY_BY_KIND, "load": LoadSummary, "check": CheckSummary}
+
+
+def written_record(data: dict[str, Any]) -> KindSummary:
+    """The record a measurement writes as its summary.json: its kind's model, validated as a reader will validate
+    it (a writer's wrong type fails here, at the end of the run, not in a later report); `to_json()` gives back the
+    keys in the order given."""
+    return _SUMMARY_BY_KIND_ALL[data["kind"]].model_validate(data)
 
 
 def summary_record(data: dict[str, Any], where: Path | str) -> KindSummary:

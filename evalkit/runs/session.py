@@ -21,15 +21,17 @@ from typing import Any, Protocol
 from evalkit.config.target import Target
 from evalkit.runs.context import RunContext, RunDirOptions, open_run
 from evalkit.runs.rundir import RunDir, RunFinished
+from evalkit.runs.schemas import KindSummary
 
 
 @dataclass(frozen=True)
 class Measured:
-    """What a measurement leaves: its summary, exit code, whether anything is left to redo (`complete`), why it
-    stopped (stress: `completed`, `interrupted`, `max_minutes`; None where a kind does not say) and the exit-1 line
-    naming the failures (None when nothing failed)."""
+    """What a measurement leaves: its summary (its kind's record, `schemas.written_record`: what summary.json holds
+    and a reader reads back), exit code, whether anything is left to redo (`complete`), why it stopped (stress:
+    `completed`, `interrupted`, `max_minutes`; None where a kind does not say) and the exit-1 line naming the
+    failures (None when nothing failed)."""
 
-    summary: dict[str, Any]
+    summary: KindSummary
     exit_code: int
     complete: bool = True
     stopped: str | None = None
@@ -68,10 +70,11 @@ class Measurement(Protocol):
 
 def finish_run(rundir: RunDir, got: Measured) -> RunResult:
     """Write the run's `summary.json` and stamp its finish in the manifest (a replay, which has no server, too)."""
-    rundir.write_summary(got.summary)
+    summary = got.summary.to_json()
+    rundir.write_summary(summary)
     closing = {"stopped": got.stopped} if got.stopped is not None else {}
     rundir.finish(exit_code=got.exit_code, complete=got.complete, **closing)
-    return RunResult(got.summary, rundir.path, got.exit_code, got.failure)
+    return RunResult(summary, rundir.path, got.exit_code, got.failure)
 
 
 def started_again(done: RunFinished) -> RunResult:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import iter_runs
-from evalkit.runs.schemas import KindSummary, summary_record
+from evalkit.runs.rundir import iter_runs, read_records
+from evalkit.runs.schemas import GradedLine, KindSummary, TaggedRequestLine, summary_record
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,16 @@ class FinishedRun:
     def record(self) -> KindSummary:
         """The summary as its kind's typed record (`evalkit.runs.schemas.summary_record`)."""
         return summary_record(self.summary, self.path / "summary.json")
+
+    @cached_property
+    def request_records(self) -> tuple[TaggedRequestLine, ...]:
+        """requests.jsonl as records, read once however many sections and cycles ask (empty when absent)."""
+        return tuple(read_records(self.path / "requests.jsonl", TaggedRequestLine))
+
+    @cached_property
+    def graded_records(self) -> tuple[GradedLine, ...]:
+        """graded.jsonl as records, read once (empty when absent)."""
+        return tuple(read_records(self.path / "graded.jsonl", GradedLine))
 
     @property
     def kind(self) -> str:

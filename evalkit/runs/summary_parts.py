@@ -10,15 +10,48 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 Number = int | float  # as written: an int stays an int (a report shows 3, not 3.0)
 
 
 class Part(BaseModel):
-    """A block of a summary: typed fields, extra keys kept (a writer may add facts a reader does not know yet)."""
+    """A block of a summary: typed fields, extra keys kept (a writer may add facts a reader does not know yet).
+
+    A part is written as it was given: `to_json()` gives its keys in the order the writer put them (pydantic would put
+    declared fields first, then extras) and only the keys it was given, so a summary written through its record is
+    the file it was before there was a record, byte for byte."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ModelWrapValidatorHandler[Part]) -> Part:
+        part = handler(data)
+        if isinstance(data, dict):
+            part._order = tuple(data)
+        return part
+
+    @model_serializer(mode="wrap")
+    def _in_written_order(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if not self._order or not isinstance(out, dict):
+            return out
+        rank = {k: i for i, k in enumerate(self._order)}
+        return dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
+    def to_json(self) -> dict[str, Any]:
+        """The block as its file holds it: the keys it was given, in the order given."""
+        return self.model_dump(exclude_unset=True)
 
 
 class Distribution(Part):
