@@ -43,3 +43,61 @@ def union_length(spans: Iterable[tuple[float, float]]) -> float:
         total += max(0.0, hi - max(lo, end))
         end = max(end, hi)
     return total
+
+
+def headline(values: Sequence[float], stat: str) -> float | None:
+    """A distribution's named statistic: `p50`, `p95`, any `pNN`, `max` or `min`; None when empty."""
+    if not values:
+        return None
+    if stat == "max":
+        return max(values)
+    if stat == "min":
+        return min(values)
+    if stat.startswith("p") and stat[1:].isdigit():
+        return percentile(values, float(stat[1:]))
+    raise ValueError(f"unknown statistic {stat!r}")
+
+
+def bootstrap_ci(
+    values: Sequence[float], stat: str, n_resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of `stat` (`headline`) over `values`; seeded, so a run decides the same way
+    when read twice. None for fewer than two values (one value has no spread to resample)."""
+    import random
+
+    if len(values) < 2:
+        return None
+    rng = random.Random(seed)
+    got = [headline([rng.choice(values) for _ in values], stat) for _ in range(n_resamples)]
+    lo = percentile(got, 100 * (1 - level) / 2)
+    hi = percentile(got, 100 * (1 + level) / 2)
+    assert lo is not None and hi is not None  # n_resamples values
+    return lo, hi
+
+
+def bootstrap_ratio_ci(
+    num: Sequence[float],
+    den: Sequence[float],
+    stat: str = "p50",
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of stat(num) / stat(den), each side resampled on its own; None for fewer than
+    two values a side or a zero denominator."""
+    import random
+
+    if len(num) < 2 or len(den) < 2:
+        return None
+    rng = random.Random(seed)
+    got = []
+    for _ in range(n_resamples):
+        a = headline([rng.choice(num) for _ in num], stat)
+        b = headline([rng.choice(den) for _ in den], stat)
+        if a is None or not b:
+            return None
+        got.append(a / b)
+    lo = percentile(got, 100 * (1 - level) / 2)
+    hi = percentile(got, 100 * (1 + level) / 2)
+    assert lo is not None and hi is not None
+    return lo, hi

@@ -30,6 +30,8 @@ from evalkit_stress.scenario_file import ScenarioFile
 from evalkit_stress.scenario_results import SCENARIO_COPY, scenario_summary
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.summary import build_summary
+from evalkit_stress.until_sure import FILE as UNTIL_SURE_FILE
+from evalkit_stress.until_sure import SureRule, decide_run
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,11 @@ class StressMeasurement:
     max_minutes: float | None = None
     kind: str = "stress"
     scope: dict[str, Any] | None = None
+    # `--until-sure`: stop after the cycle that decides every verdict and figure (`cycles` is then the most);
+    # `baseline`: the counted request lines of a finished run to decide comparisons against, and its path
+    until_sure: SureRule | None = None
+    baseline: list[dict[str, Any]] | None = None
+    baseline_path: str | None = None
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -60,7 +67,19 @@ class StressMeasurement:
             "--cycles": self.cycles,
             **{"--" + k.replace("_", "-"): s[k] for k in SCHEDULE_OPTIONS if k in s},
             "--scenario": {"file": s["scenario_file"], "sha256": s["scenario_sha256"]},
+            **({"--until-sure": self.until_sure.to_json()} if self.until_sure is not None else {}),
+            **({"--baseline": self.baseline_path} if self.baseline_path is not None else {}),
         }
+
+    def decide(self, ctx: RunContext) -> bool:
+        """`--until-sure`: the decision the run's files support now, recorded in until_sure.jsonl and said in one
+        line on standard error; True when the run may stop."""
+        if self.until_sure is None:
+            return False
+        d = decide_run(ctx.rundir.path, self.until_sure, self.baseline)
+        ctx.rundir.append(UNTIL_SURE_FILE, {**d.to_json(), "attempt": attempt_of(ctx.rundir.manifest)})
+        print(d.line(), file=sys.stderr, flush=True)
+        return d.decided
 
     async def measure(self, ctx: RunContext) -> Measured:
         rd = ctx.rundir
@@ -134,10 +153,15 @@ class StressMeasurement:
             fitted=fitted,
             counter=counter,
             on_scenario_end=lambda name: ctx.evidence.snapshot(f"scenario:{name}"),
+            after_cycle=(lambda _cycle: asyncio.to_thread(self.decide, ctx)) if self.until_sure else None,
         )
         rd.update_manifest(gpu_memory_sampler=exe)
+        # A resumed --until-sure run whose completed cycles already decided it (stopped before its summary) sends
+        # nothing more.
+        decided_before = bool(completed) and self.until_sure is not None and self.decide(ctx)
         try:
-            await runner.run()
+            if not decided_before:
+                await runner.run()
         finally:
             if timer is not None:
                 timer.cancel()
@@ -145,7 +169,7 @@ class StressMeasurement:
                 loop.remove_signal_handler(signal.SIGINT)
             except (ValueError, RuntimeError):
                 pass
-        stopped = reason.get("stopped", "completed")
+        stopped = reason.get("stopped", "decided" if runner.decided or decided_before else "completed")
         await ctx.evidence.end()
         summary = {
             **build_summary(rd.path, self.seed, self.cycles, self.settings, stopped).to_json(),
@@ -155,9 +179,18 @@ class StressMeasurement:
             # The server's own prefix-cache counters over the run (a warm server serves prompts from its cache).
             "prefix_cache": hit_rate(rd.read(METRICS_FILE)),
         }
+        if self.until_sure is not None:
+            final = decide_run(rd.path, self.until_sure, self.baseline)
+            summary["until_sure"] = {
+                **self.until_sure.to_json(),
+                **({"baseline": self.baseline_path} if self.baseline_path is not None else {}),
+                "stopped_early": stopped == "decided",
+                **final.to_json(),
+            }
         code, failed = exit_code(summary, stopped, [ctx.profile.api_key])
         # Errors in completed cycles are the server's answers under stress: a resume re-runs only cut cycles.
-        return Measured(written_record(summary), code, complete=stopped == "completed", stopped=stopped, failure=failed)
+        done = stopped in ("completed", "decided")
+        return Measured(written_record(summary), code, complete=done, stopped=stopped, failure=failed)
 
 
 def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) -> tuple[int, str | None]:
@@ -176,4 +209,4 @@ def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) 
     if failed is not None:
         return 1, failed
     # Contract: 1 = a check failed. A partial run's expectations are still shown but only judged when complete.
-    return (1 if summary.get("expectations_failed") and stopped == "completed" else 0), None
+    return (1 if summary.get("expectations_failed") and stopped in ("completed", "decided") else 0), None

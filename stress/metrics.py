@@ -126,6 +126,17 @@ def cancel_samples(lines: list[Line]) -> list[dict[str, float | bool]]:
     return out
 
 
+def cycle_samples(lines: list[Line], spec: CycleMetric) -> list[float]:
+    """A per-cycle metric's samples: one a cycle, its two generations' statistic over their joint window (finished
+    lines of the cycle's pair; a cycle without both has none)."""
+    cycles: dict[object, list[Line]] = {}
+    for x in lines:
+        if spec.feeds(x.get("scenario"), x.get("role")) and x.get("t_last_token"):
+            cycles.setdefault(x.get("cycle"), []).append(x)
+    stats = (pair_stats(pair, [])[spec.pair_stat] for pair in cycles.values())
+    return [float(v) for v in stats if v is not None]
+
+
 def metric_samples(lines: list[Line], metric: str) -> list[float]:
     """A metric's raw samples, for a bootstrap between two runs (the report's marks): only requests whose planned
     situation happened (a short sent after no cancel is no sample), finished; a per-cycle metric one sample per
@@ -139,12 +150,7 @@ def metric_samples(lines: list[Line], metric: str) -> list[float]:
     lines = [x for x in exercised(lines) if x.get("status", "ok") == "ok"]
     spec = metric_registry.get(metric)
     if isinstance(spec, CycleMetric) and spec.bootstrap:
-        cycles: dict[object, list[Line]] = {}
-        for x in lines:
-            if spec.feeds(x.get("scenario"), x.get("role")) and x.get("t_last_token"):
-                cycles.setdefault(x.get("cycle"), []).append(x)
-        stats = (pair_stats(pair, [])[spec.pair_stat] for pair in cycles.values())
-        return [float(v) for v in stats if v is not None]
+        return cycle_samples(lines, spec)
     if isinstance(spec, LineMetric) and spec.scenarios is not None:
         mine, fld = [x for x in lines if spec.feeds(x.get("scenario"), x.get("role"))], spec.field
     else:  # a run may also tag its lines with the metric they feed

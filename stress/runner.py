@@ -77,11 +77,15 @@ class StressRunner:
         fitted: dict[LongSpec, FittedPrompt] | None = None,
         counter: TokenCounter | None = None,
         on_scenario_end: Callable[[str], Awaitable[object]] | None = None,
+        after_cycle: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
         self.rundir = rundir
         # Called as each scenario's requests have all ended, before the next is sent (the stress command scrapes
         # /metrics there, so a request's histogram window can close before the next scenario's first send).
         self.on_scenario_end = on_scenario_end
+        # Called after each completed cycle (`--until-sure`): True ends the run there, decided.
+        self.after_cycle = after_cycle
+        self.decided = False
         self.client = client
         self.clock = clock
         self.schedule = schedule
@@ -388,6 +392,9 @@ class StressRunner:
                                 file=sys.stderr,
                                 flush=True,
                             )
+                        if self.after_cycle is not None and await self.after_cycle(cycle):
+                            self.decided = True
+                            break
             finally:
                 await lag.stop()
                 if gpu is not None:

@@ -108,7 +108,7 @@ def build_summary(
         seed=seed,
         cycles=len(completed),
         cycles_planned=cycles_planned,
-        partial=stopped not in (None, "completed"),
+        partial=stopped not in (None, "completed", "decided"),
         stopped=stopped or "completed",
         requests=len(stress_lines),
         errors=len(errors),

@@ -51,6 +51,7 @@ from evalkit_stress.runner import RunOptions
 from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
 from evalkit_stress.scenario_results import check_same_scenarios, summary_lines
 from evalkit_stress.schedule import build_schedule, render_schedule
+from evalkit_stress.until_sure import DEFAULT_MARGIN, SureRule, counted_lines, until_sure_line
 
 EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one
 cancelled part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual
@@ -96,6 +97,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="divide every planned delay by F (for a server run with `evalkit sim --time-scale F`)",
     )
     g.add_argument("--dry-run", action="store_true", help="print the schedule and exit; needs no server")
+    u = p.add_argument_group("until sure (docs/until-sure.md)")
+    u.add_argument(
+        "--until-sure",
+        action="store_true",
+        help="stop after the cycle that decides every verdict and key figure (at least 3 cycles, at most "
+        "--max-cycles); the run is a prefix of the --max-cycles one",
+    )
+    u.add_argument("--max-cycles", type=positive_int, help="with --until-sure: the most cycles (default 18)")
+    u.add_argument(
+        "--margin",
+        type=positive_float,
+        help="with --until-sure: a figure is sure when its 95%% interval is within this share of it, and a "
+        "comparison equivalent within it (default 0.10)",
+    )
+    u.add_argument(
+        "--baseline",
+        metavar="RUN_DIR",
+        help="with --until-sure: decide each key figure's comparison against this finished stress run",
+    )
     r = p.add_argument_group("requests")
     r.add_argument(
         "--no-ignore-eos",
@@ -154,9 +174,13 @@ def run(args: argparse.Namespace) -> int:
     # The file is read and validated before anything else, so a bad one costs no server time.
     source = load_scenarios(args.scenario) if args.scenario else builtin_scenarios()
     args.scenario_source = source
+    rule = _until_sure(args)
+    if rule is not None:
+        args.cycles = rule.max_cycles
     if args.cycles is None:
         args.cycles = source.cycles or 18
     _check(args)
+    baseline = counted_lines(_baseline_dir(args.baseline))[0] if args.baseline else None
     args.prompt_salt = _salt(args)
     schedule = build_schedule(
         args.seed,
@@ -194,6 +218,9 @@ def run(args: argparse.Namespace) -> int:
         ),
         ignore_eos=args.ignore_eos,
         max_minutes=args.max_minutes,
+        until_sure=rule,
+        baseline=baseline,
+        baseline_path=str(Path(args.baseline).resolve()) if args.baseline else None,
     )
 
     def show(summary: dict[str, Any]) -> None:
@@ -202,6 +229,39 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(summary_lines(summary)), flush=True)
 
     return run_measurement(target_from_args(args), run_options_from_args(args), measurement, show)
+
+
+def _until_sure(args: argparse.Namespace) -> SureRule | None:
+    """The stopping rule `--until-sure` asks for; its companions without it are a usage error."""
+    if not args.until_sure:
+        for flag, v in (("--max-cycles", args.max_cycles), ("--margin", args.margin), ("--baseline", args.baseline)):
+            if v is not None:
+                raise UsageError(f"{flag} needs --until-sure")
+        return None
+    if args.cycles is not None:
+        raise UsageError("--until-sure runs up to --max-cycles cycles: give --max-cycles, not --cycles")
+    rule = SureRule(max_cycles=args.max_cycles or 18, margin=args.margin if args.margin is not None else DEFAULT_MARGIN)
+    if rule.margin >= 1:
+        raise UsageError(f"--margin {rule.margin} is a share of the figure: give one below 1 (0.10 is ±10%)")
+    if rule.max_cycles < rule.min_cycles:
+        raise UsageError(
+            f"--max-cycles {rule.max_cycles}: --until-sure decides nothing before {rule.min_cycles} cycles"
+        )
+    return rule
+
+
+def _baseline_dir(where: str) -> Path:
+    """A finished stress run to compare against, or a one-line usage error."""
+    path = Path(where)
+    manifest = path / "manifest.json"
+    if not manifest.is_file():
+        raise UsageError(f"--baseline {where}: not a run directory (no manifest.json)")
+    kind = read_json_object(manifest).get("kind")
+    if kind != "stress":
+        raise UsageError(f"--baseline {where}: a {kind} run, not a stress run")
+    if not (path / "requests.jsonl").is_file():
+        raise UsageError(f"--baseline {where}: the run has no requests.jsonl")
+    return path
 
 
 def _salt(args: argparse.Namespace) -> str:
@@ -270,6 +330,8 @@ def _print_summary(s: dict[str, Any]) -> None:
             text = "– (" + "; ".join(parts) + ")"
         out.append(f"  {name:<28} {text}")
     out.extend("  " + line for line in diagnosis_lines(s["diagnoses"], s["metrics"]))
+    if s.get("until_sure"):
+        out.append("  " + until_sure_line(s["until_sure"]))
     for e in s["error_requests"][:10]:
         out.append(f"  error {e['kind']}: {e['request_id']} ({e['scenario']}) {e.get('error') or ''}"[:160])
     for w in s["wrong_answer_requests"][:10]:

@@ -1,0 +1,294 @@
+"""`evalkit stress --until-sure`: after each cycle, is every verdict decided and every key figure sure enough?
+
+The stopping rule (docs/until-sure.md says what it promises):
+- nothing is decided before `min_cycles` cycles (3: a bootstrap of fewer samples cannot tell a change from luck);
+- a **figure** (short-insert TTFT p95, post-cancel TTFT max, the two generations' combined tok/s, the long prefill
+  p95; each with its headline statistic from `metric_registry`) is sure when the 95% percentile-bootstrap interval of
+  that statistic over the samples so far lies within ±`margin` of its estimate;
+- against a **baseline** run, a figure is decided instead when its comparison is: the interval of the ratio
+  (this run / baseline) excludes 1 by more than the noise floor (beyond noise), or lies inside 1 ± `margin`
+  (equivalent);
+- a **verdict** read from samples (head-of-line blocking, cancel aborts the prefill) is decided when at least
+  `min_cycles` samples settled (yes or no) and the 95% Wilson interval of the majority's share lies above one half
+  (4 of 4 agreeing does, 3 of 3 not yet; one sample a cycle, the cancel's, decides after 4); effective concurrency when
+  every cycle's pair rounds to the same number of streams; "long request hurt by inserts" when the bootstrap interval
+  of the prefill ratio lies on one side of the diagnosis' threshold;
+- a verdict whose every sample is "can't tell" after `min_cycles` cycles cannot be decided by more of the same
+  cycles (the evidence is missing, not the count): it does not hold the run, and the summary says so.
+The schedule is the `--max-cycles` one, so a run that stops early is a prefix of the full run (same seed, same
+requests); every check is seeded and reads the run's files alone, so reading the run again gives the same decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median
+from evalkit_stress import metric_registry
+from evalkit_stress.metric_registry import CycleMetric
+from evalkit_stress.metrics import cycle_samples, metric_samples
+from evalkit_stress.verdicts import CANT, NO, YES
+
+Line = dict[str, Any]
+
+FILE = "until_sure.jsonl"  # one line per completed cycle: the decision after it
+MIN_CYCLES = 3
+DEFAULT_MARGIN = 0.10
+NOISE_FLOOR = 0.02  # a comparison smaller than this is never called beyond noise (the report's floor)
+FIGURES = ("short_insert_ttft_s", "post_cancel_ttft_s", "concurrent_combined_tok_s", "long_prefill_s")
+SAMPLED_VERDICTS = ("head_of_line_blocking", "cancel_aborts")
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class SureRule:
+    """When a run may stop: its margin, the fewest cycles, the most."""
+
+    max_cycles: int
+    margin: float = DEFAULT_MARGIN
+    min_cycles: int = MIN_CYCLES
+
+    def to_json(self) -> dict[str, Any]:
+        """As the summary records it."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One figure, comparison or verdict after the cycles so far: its value, interval, samples, and whether it is
+    decided. `holds` is False for what more cycles of the same evidence cannot decide."""
+
+    name: str
+    what: str  # figure | comparison | verdict
+    decided: bool
+    value: float | str | None
+    n: int
+    why: str
+    interval: tuple[float, float] | None = None
+    holds: bool = True
+
+    @property
+    def blocking(self) -> bool:
+        """Whether this check keeps the run going."""
+        return self.holds and not self.decided
+
+    def to_json(self) -> dict[str, Any]:
+        """As until_sure.jsonl and the summary record it."""
+        d = asdict(self)
+        d["interval"] = list(self.interval) if self.interval is not None else None
+        return d
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The decision after `cycles` completed cycles."""
+
+    cycles: int
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+    early: bool = False  # fewer than the rule's min_cycles: nothing is decided yet
+
+    @property
+    def decided(self) -> bool:
+        """Every check decided (or undecidable from this evidence), after at least the fewest cycles."""
+        return not self.early and not any(c.blocking for c in self.checks)
+
+    def undecided(self) -> list[Check]:
+        """The checks that keep the run going."""
+        return [c for c in self.checks if c.blocking]
+
+    def to_json(self) -> dict[str, Any]:
+        """As until_sure.jsonl and the summary record it."""
+        return {
+            "cycles": self.cycles,
+            "decided": self.decided,
+            "undecided": [c.name for c in self.undecided()],
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+    def line(self) -> str:
+        """One line for standard error after a cycle."""
+        if self.early:
+            return f"until sure: {self.cycles} cycle(s), nothing decided before {MIN_CYCLES}"
+        if self.decided:
+            return f"until sure: decided after {self.cycles} cycles"
+        return f"until sure: after {self.cycles} cycles still undecided: " + "; ".join(
+            f"{c.name} ({c.why})" for c in self.undecided()
+        )
+
+
+def wilson_low(k: int, n: int) -> float:
+    """Lower end of the 95% Wilson score interval of k successes in n."""
+    if n == 0:
+        return 0.0
+    p = k / n
+    z2 = Z95 * Z95
+    centre = p + z2 / (2 * n)
+    spread = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return (centre - spread) / (1 + z2 / n)
+
+
+def _stat_of(metric: str) -> str:
+    spec = metric_registry.get(metric)
+    return spec.headline if spec is not None else "p50"
+
+
+def figure_check(metric: str, xs: Sequence[float], margin: float) -> Check:
+    """A figure is sure when its headline statistic's bootstrap interval lies within ±margin of it."""
+    stat = _stat_of(metric)
+    name = f"{metric} {stat}"
+    est = headline(xs, stat)
+    ci = bootstrap_ci(xs, stat)
+    if est is None or ci is None:
+        return Check(name, "figure", False, est, len(xs), f"{len(xs)} sample(s)")
+    half = (ci[1] - ci[0]) / 2
+    rel = half / abs(est) if est else math.inf
+    ok = rel <= margin
+    return Check(name, "figure", ok, est, len(xs), f"±{rel:.1%} of {est:.4g} (margin ±{margin:.0%})", ci)
+
+
+def comparison_check(metric: str, xs: Sequence[float], base: Sequence[float], margin: float) -> Check:
+    """Against a baseline: decided beyond noise (the ratio's interval excludes 1 by more than the floor) or
+    equivalent (inside 1 ± margin)."""
+    stat = _stat_of(metric)
+    name = f"{metric} {stat} vs baseline"
+    ci = bootstrap_ratio_ci(xs, base, stat)
+    a, b = headline(xs, stat), headline(base, stat)
+    if ci is None or a is None or not b:
+        return Check(name, "comparison", False, None, len(xs), f"{len(xs)} and {len(base)} sample(s)")
+    ratio = a / b
+    lo, hi = ci
+    if (lo > 1 or hi < 1) and abs(ratio - 1) >= NOISE_FLOOR:
+        return Check(name, "comparison", True, ratio, len(xs), f"x{ratio:.3g}, beyond noise [{lo:.3g}, {hi:.3g}]", ci)
+    if lo >= 1 - margin and hi <= 1 + margin:
+        return Check(name, "comparison", True, ratio, len(xs), f"x{ratio:.3g}, within ±{margin:.0%}", ci)
+    return Check(name, "comparison", False, ratio, len(xs), f"x{ratio:.3g}, interval [{lo:.3g}, {hi:.3g}]", ci)
+
+
+def sampled_verdict_check(name: str, verdict: dict[str, Any] | None, min_n: int) -> Check | None:
+    """A verdict read from samples: decided when enough settled and the majority's share is sure to be one."""
+    if not verdict:
+        return None
+    samples = [s for s in verdict.get("samples") or [] if isinstance(s, dict)]
+    if not samples:
+        return None
+    settled = [s["verdict"] for s in samples if s.get("verdict") in (YES, NO)]
+    cant = [s for s in samples if s.get("verdict") == CANT]
+    if not settled:
+        if len(cant) >= min_n:
+            why = "every sample can't tell: more cycles of the same evidence will not decide it"
+            tell = next((s.get("would_tell") for s in cant if s.get("would_tell")), None)
+            return Check(name, "verdict", False, CANT, 0, why + (f"; {tell} would" if tell else ""), holds=False)
+        return Check(name, "verdict", False, CANT, 0, f"{len(samples)} sample(s), none settled")
+    yes = settled.count(YES)
+    major, k = (YES, yes) if yes >= len(settled) - yes else (NO, len(settled) - yes)
+    low = wilson_low(k, len(settled))
+    ok = len(settled) >= min_n and low > 0.5
+    return Check(name, "verdict", ok, major, len(settled), f"{k} of {len(settled)} settled samples say {major}")
+
+
+def concurrency_check(xs: Sequence[float], min_n: int) -> Check | None:
+    """Effective concurrency: decided when every cycle's pair rounds to the same number of streams."""
+    if not xs:
+        return None
+    rounded = {round(x) for x in xs}
+    value = median(xs)
+    ok = len(xs) >= min_n and len(rounded) == 1
+    why = f"{len(xs)} cycle(s) read {sorted(rounded)} streams"
+    return Check("effective_concurrency", "verdict", ok, round(value) if value is not None else None, len(xs), why)
+
+
+def hurt_check(with_inserts: Sequence[float], alone: Sequence[float], threshold: float) -> Check | None:
+    """Long request hurt by inserts: the prefill ratio's interval on one side of the diagnosis' threshold."""
+    ci = bootstrap_ratio_ci(with_inserts, alone)
+    if ci is None:
+        return None
+    lo, hi = ci
+    a, b = median(with_inserts), median(alone)
+    ratio = a / b if a is not None and b else None
+    if ratio is None:
+        return None
+    side = YES if lo > threshold else NO if hi < threshold else CANT
+    return Check(
+        "long_hurt_by_inserts",
+        "verdict",
+        side != CANT,
+        side,
+        len(with_inserts),
+        f"prefill ratio {ratio:.3g} [{lo:.3g}, {hi:.3g}] against {threshold}",
+        ci,
+    )
+
+
+def decide(
+    lines: list[Line],
+    diagnoses: dict[str, Any] | None,
+    cycles: int,
+    rule: SureRule,
+    baseline: list[Line] | None = None,
+) -> Decision:
+    """The decision after `cycles` completed cycles, from the counted request lines and the run's diagnoses."""
+    from evalkit_stress.diagnose import HURT_RATIO
+
+    checks: list[Check] = []
+    for metric in FIGURES:
+        xs = metric_samples(lines, metric)
+        if not xs:
+            continue  # the scenario file has no such situation, or it never happened: nothing to be sure of
+        if baseline is not None:
+            checks.append(comparison_check(metric, xs, metric_samples(baseline, metric), rule.margin))
+        else:
+            checks.append(figure_check(metric, xs, rule.margin))
+    d = diagnoses or {}
+    for name in SAMPLED_VERDICTS:
+        c = sampled_verdict_check(name, d.get(name), rule.min_cycles)
+        if c is not None:
+            checks.append(c)
+    spec = metric_registry.get("effective_concurrency")
+    ok = [x for x in lines if x.get("status", "ok") == "ok"]
+    conc = concurrency_check(cycle_samples(ok, spec) if isinstance(spec, CycleMetric) else [], rule.min_cycles)
+    if conc is not None:
+        checks.append(conc)
+    hurt = hurt_check(
+        metric_samples(lines, "long_prefill_with_inserts_s"), metric_samples(lines, "long_prefill_s"), HURT_RATIO
+    )
+    if hurt is not None:
+        checks.append(hurt)
+    return Decision(cycles, tuple(checks), early=cycles < rule.min_cycles)
+
+
+def counted_lines(run_path: Path) -> tuple[list[Line], int]:
+    """A run directory's request lines of its completed cycles (as its summary counts them), and how many."""
+    from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
+    from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, split_lines
+
+    manifest = read_json_object(run_path / MANIFEST)
+    completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
+    calibration = (manifest.get("tokenization") or {}).get("attempt")
+    split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration)
+    return split.counted, len(completed)
+
+
+def decide_run(run_path: Path, rule: SureRule, baseline: list[Line] | None = None) -> Decision:
+    """The decision a run directory's files support now: its completed cycles, diagnosed as its summary will be."""
+    from evalkit.evidence.server_evidence import read_evidence
+    from evalkit_stress.diagnose import diagnose
+    from evalkit_stress.exercised import annotate, exercised
+    from evalkit_stress.metrics import compute_metrics
+
+    lines, cycles = counted_lines(run_path)
+    diagnoses = diagnose(compute_metrics(exercised(lines)), annotate(lines), read_evidence(run_path)).to_json()
+    return decide(lines, diagnoses, cycles, rule, baseline)
+
+
+def until_sure_line(u: dict[str, Any]) -> str:
+    """The summary's `until_sure` block in one line: decided after how many cycles, or what was still undecided."""
+    n, most = u.get("cycles"), u.get("max_cycles")
+    if u.get("decided"):
+        return f"until sure: decided after {n} of at most {most} cycles (margin ±{u.get('margin', 0):.0%})"
+    why = {c["name"]: c["why"] for c in u.get("checks") or []}
+    left = "; ".join(f"{name} ({why.get(name, '')})" for name in u.get("undecided") or [])
+    return f"until sure: still undecided after {n} of at most {most} cycles: {left}"
