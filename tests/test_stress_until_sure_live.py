@@ -1,0 +1,118 @@
+"""`evalkit stress --until-sure` against `evalkit sim` over real HTTP (the write-up's builds at --time-scale 20, the
+sim's log followed): the before build decides every verdict and figure after 4 cycles (one cancel a cycle needs 4
+agreeing samples), and stops there, complete, a prefix of the --max-cycles schedule; the after build, whose inserted
+short lands anywhere in a prefill chunk, is not sure of its short-insert p95 within ±2% after 4 cycles and says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.sim.launch import start_sim
+from evalkit_stress.scenario_file import builtin_scenarios
+from evalkit_stress.schedule import build_schedule
+
+SCALE = "20"
+LONG = 54000
+
+
+def stress(base_url: str, out: Path, name: str, log: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "evalkit", "stress", "--base-url", base_url, "--out", str(out), "--name", name]
+    cmd += ["--no-progress", "--seed", "42", "--time-scale", SCALE, "--long-tokens", str(LONG)]
+    return subprocess.run([*cmd, "--server-log", str(log), *flags], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("until-sure")
+    got: dict[str, Any] = {}
+    for profile, flags in (
+        ("dual-2080ti-before", ["--until-sure", "--max-cycles", "6"]),
+        ("dual-2080ti-after", ["--until-sure", "--max-cycles", "4", "--margin", "0.02"]),
+    ):
+        log = out / f"{profile}.log"
+        with start_sim(["--profile", profile, "--time-scale", SCALE, "--server-log-file", str(log)]) as sim:
+            p = stress(sim.base_url, out, profile, log, *flags)
+            assert p.returncode == 0, p.stderr[-2000:]
+            again = stress(sim.base_url, out, profile, log, *flags)
+        run = Path(p.stdout.strip().splitlines()[-1])
+        got[profile] = {
+            "run": run,
+            "p": p,
+            "again": again,
+            "summary": json.loads((run / "summary.json").read_text()),
+            "lines": [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()],
+            "decisions": [json.loads(x) for x in (run / "until_sure.jsonl").read_text().splitlines()],
+        }
+    return got
+
+
+def test_the_before_build_stops_once_decided(runs: dict[str, Any]) -> None:
+    r = runs["dual-2080ti-before"]
+    s, u = r["summary"], r["summary"]["until_sure"]
+    print(f"\nbefore build: {u['cycles']} cycles; checks {[(c['name'], c['value'], c['why']) for c in u['checks']]}")
+    assert s["stopped"] == "decided" and s["partial"] is False
+    assert u["decided"] is True and u["stopped_early"] is True and u["undecided"] == []
+    assert s["cycles"] == u["cycles"] == 4 and s["cycles_planned"] == 6
+    # one decision a cycle; nothing decided before the third; the last one decided
+    assert [d["cycles"] for d in r["decisions"]] == [1, 2, 3, 4]
+    assert [d["decided"] for d in r["decisions"]] == [False, False, False, True]
+    names = {c["name"] for c in u["checks"]}
+    assert {"short_insert_ttft_s p95", "post_cancel_ttft_s max", "head_of_line_blocking", "cancel_aborts"} <= names
+    verdicts = {c["name"]: c["value"] for c in u["checks"] if c["what"] == "verdict"}
+    assert verdicts["head_of_line_blocking"] == "yes" and verdicts["cancel_aborts"] == "no"
+    assert verdicts["effective_concurrency"] == 1
+    assert "until sure: decided after 4 of at most 6 cycles" in r["p"].stdout
+
+
+def test_an_early_stop_is_a_prefix_of_the_full_schedule(runs: dict[str, Any]) -> None:
+    r = runs["dual-2080ti-before"]
+    manifest = json.loads((r["run"] / "manifest.json").read_text())
+    full = build_schedule(42, 6, LONG, False, False, 512, builtin_scenarios(), manifest["stress"]["prompt_salt"])
+    planned = [(q.plan_id, q.expected) for c in range(1, 5) for sc in full.cycle(c) for q in sc.requests]
+    sent = [(x["plan_id"], x["expected"]) for x in r["lines"] if x.get("scenario") != "calibration"]
+    assert sorted(sent) == sorted(planned)
+
+
+def test_a_decided_run_started_again_measures_nothing(runs: dict[str, Any]) -> None:
+    r = runs["dual-2080ti-before"]
+    assert r["again"].returncode == 0, r["again"].stderr[-1000:]
+    assert len((r["run"] / "requests.jsonl").read_text().splitlines()) == len(r["lines"])
+    assert "until sure: decided after 4" in r["again"].stdout
+
+
+def test_an_undecided_run_names_what_is_still_unsure(runs: dict[str, Any]) -> None:
+    r = runs["dual-2080ti-after"]
+    s, u = r["summary"], r["summary"]["until_sure"]
+    print(f"\nafter build: {[(c['name'], c['why']) for c in u['checks'] if not c['decided']]}")
+    assert s["stopped"] == "completed" and s["cycles"] == 4 and u["decided"] is False
+    assert "short_insert_ttft_s p95" in u["undecided"]
+    assert "until sure: still undecided after 4 of at most 4 cycles" in r["p"].stdout
+    assert "short_insert_ttft_s p95" in r["p"].stdout
+
+
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        (["--max-cycles", "5"], "--max-cycles needs --until-sure"),
+        (["--until-sure", "--cycles", "5"], "give --max-cycles, not --cycles"),
+        (["--until-sure", "--max-cycles", "2"], "decides nothing before 3 cycles"),
+        (["--until-sure", "--margin", "1.5"], "--margin 1.5"),
+        (["--until-sure", "--baseline", "/nonexistent/run"], "not a run directory"),
+    ],
+)
+def test_bad_until_sure_flags_are_one_line(tmp_path: Path, flags: list[str], words: str) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", "stress", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)]
+        + flags,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2, p.stderr
+    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
