@@ -116,3 +116,45 @@ def test_bad_until_sure_flags_are_one_line(tmp_path: Path, flags: list[str], wor
     )
     assert p.returncode == 2, p.stderr
     assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_the_gate_can_require_a_decided_run(runs: dict[str, Any], tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmetric = "stress.until_sure.decided"\nop = "=="\nvalue = true\n')
+    got = {}
+    for profile in ("dual-2080ti-before", "dual-2080ti-after"):
+        p = subprocess.run(
+            [sys.executable, "-m", "evalkit", "gate", "--rules", str(rules), str(runs[profile]["run"])],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        got[profile] = p.returncode
+    assert got == {"dual-2080ti-before": 0, "dual-2080ti-after": 1}
+    rules.write_text('[[rule]]\nmetric = "stress.until_sure.decided"\nop = "<="\nvalue = true\n')
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", "gate", "--rules", str(rules), str(runs["dual-2080ti-before"]["run"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "compares only with op == or !=" in p.stderr
+
+
+def test_the_report_says_how_sure(runs: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", "report", "--labels", "before,after"]
+        + [str(runs[k]["run"]) for k in ("dual-2080ti-before", "dual-2080ti-after")]
+        + ["--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-1000:]
+    md = out.read_text()
+    assert "How sure (stress --until-sure)" in md
+    row = next(x for x in md.splitlines() if x.startswith("| decided |"))
+    assert "after 4 of at most 6 cycles" in row and "still undecided after 4 of at most 4 cycles" in row
+    sip = next(x for x in md.splitlines() if x.startswith("| `short_insert_ttft_s p95` |"))
+    assert "decided: " in sip and "undecided: " in sip and "n=4" in sip

@@ -85,6 +85,11 @@ def parse_rules(data: dict[str, Any], source: str) -> list[Rule]:
         if len(limits) != 1:
             raise UsageError(f"{where}: give exactly one of value, relative, offset")
         amount = r[limits[0]]
+        if isinstance(amount, bool) and limits[0] == "value":
+            # a yes/no of the summary (`stress.until_sure.decided = true`), read as 1 or 0
+            if op not in ("==", "!="):
+                raise UsageError(f"{where}: value true or false compares only with op == or !=")
+            amount = float(amount)
         if isinstance(amount, bool) or not isinstance(amount, (int, float)):
             raise UsageError(f"{where}: {limits[0]} must be a number")
         rules.append(Rule(metric, op, limits[0], float(amount), str(r.get("name") or metric)))

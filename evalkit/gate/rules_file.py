@@ -23,6 +23,16 @@ class GateRule(ClosedModel):
 
     model_config = ConfigDict(extra="forbid", strict=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yes_no(cls, data: Any) -> Any:
+        # `value = true` asks a yes/no of the summary (`stress.until_sure.decided`), read as 1 or 0: only == or !=.
+        if isinstance(data, dict) and isinstance(data.get("value"), bool):
+            if data.get("op") not in ("==", "!="):
+                raise ValueError("value true or false compares only with op == or !=")
+            return {**data, "value": float(data["value"])}
+        return data
+
     @field_validator("value", "relative", "offset", mode="before")
     @classmethod
     def _number(cls, v: Any) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 from evalkit.report import words as w
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table, not_exercised_text
-from evalkit.runs.schemas import StressSummary
+from evalkit.runs.schemas import StressSummary, SureCheck
 from evalkit.runs.summary_parts import Distribution
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, YES, VerdictReading
 
@@ -203,4 +203,55 @@ def diagnosis_tables(runs: list[LabelledRun]) -> list[Table]:
         ],
         row_header="",
     )
-    return [figures, verdicts] if vrows else [figures]
+    sure = sure_table(runs)
+    return [figures, *([verdicts] if vrows else []), *([sure] if sure else [])]
+
+
+def _sure_cell(c: SureCheck | None) -> str:
+    if c is None:
+        return "–"
+    value = c.value if isinstance(c.value, str) else _num(c.value)
+    spread = f" [{_num(c.interval[0])}, {_num(c.interval[1])}]" if c.interval and len(c.interval) == 2 else ""
+    state = "decided" if c.decided else "undecidable here" if not c.holds else "undecided"
+    return f"{state}: {value}{spread}, n={c.n} ({c.why})"
+
+
+def sure_table(runs: list[LabelledRun]) -> Table | None:
+    """How sure each `--until-sure` run was: after how many cycles it decided, and each check's value, interval and
+    samples; None when no run was one."""
+    blocks = [s.until_sure if (s := r.stress()) is not None else None for r in runs]
+    if not any(blocks):
+        return None
+    names = list(dict.fromkeys(c.name for b in blocks if b for c in b.checks))
+    rows = [
+        (
+            "decided",
+            [
+                "–"
+                if b is None
+                else f"after {b.cycles} of at most {b.max_cycles} cycles"
+                if b.decided
+                else f"still undecided after {b.cycles} of at most {b.max_cycles} cycles: {', '.join(b.undecided)}"
+                for b in blocks
+            ],
+        )
+    ]
+    for name in names:
+        rows.append(
+            (
+                f"`{name}`",
+                [_sure_cell(next((c for c in b.checks if c.name == name), None)) if b else "–" for b in blocks],
+            )
+        )
+    return Table(
+        "stress_until_sure",
+        "How sure (stress --until-sure)",
+        [r.label for r in runs],
+        rows,
+        [
+            "A figure is decided when its 95% bootstrap interval lies within the run's margin of it (against a "
+            "baseline: when the ratio is beyond noise or within the margin); a verdict when enough cycles agree "
+            "(docs/until-sure.md). n: samples so far."
+        ],
+        row_header="",
+    )

@@ -27,6 +27,7 @@ from evalkit.runs.summary_parts import (
     GpuMemoryVerdict,
     GpuTelemetry,
     NotExercised,
+    Number,
     Part,
 )
 
@@ -195,6 +196,35 @@ class LongPromptTokens(Part):
     max_error_vs_target: float | None = None
 
 
+class SureCheck(Part):
+    """One check of `--until-sure` (evalkit_stress.until_sure.Check): a figure, comparison or verdict, its value and
+    interval after the run's cycles, whether it is decided, and whether more cycles could decide it (`holds`)."""
+
+    name: str
+    what: str
+    decided: bool
+    value: Number | str | None = None
+    n: int = 0
+    why: str = ""
+    interval: list[Number] | None = None
+    holds: bool = True
+
+
+class UntilSure(Part):
+    """A stress summary's `until_sure`: the rule (`max_cycles`, `margin`, `min_cycles`, a `baseline` run), whether the
+    run stopped early, and the decision after its last cycle."""
+
+    max_cycles: int
+    margin: Number
+    min_cycles: int
+    baseline: str | None = None
+    stopped_early: bool = False
+    cycles: int = 0
+    decided: bool = False
+    undecided: list[str] = []
+    checks: list[SureCheck] = []
+
+
 class StressSummary(KindSummary):
     """A stress run's `summary.json`, the one record stress/summary.py writes and a reader validates: the contract's
     counts and metrics (required), then what every run of this version adds, in the order written (optional, so
@@ -227,6 +257,7 @@ class StressSummary(KindSummary):
     gpu_memory: dict[str, Any] | None = None
     gpu_memory_verdict: dict[str, Any] | None = None
     options: dict[str, Any] | None = None
+    until_sure: UntilSure | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The summary as summary.json holds it: `kind` first, then the fields in the order given."""
