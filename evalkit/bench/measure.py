@@ -62,12 +62,18 @@ class BenchMeasurement:
             "--concurrency": plan.concurrency,
             "--prompts": {"names": [p.name for p in plan.prompts], "sha256": texts},
             "--no-ignore-eos": not plan.ignore_eos,
+            **(
+                {"--until-sure": {"margin": plan.until_sure_margin, "max_runs": plan.most_runs}}
+                if plan.until_sure_margin is not None
+                else {}
+            ),
         }
 
     def total(self) -> int:
         """Requests measured (the progress bar's length)."""
         plan = self.plan
-        return plan.runs * len(plan.prompts) + (plan.runs * plan.concurrency if plan.concurrency > 1 else 0)
+        n = plan.most_runs
+        return n * len(plan.prompts) + (n * plan.concurrency if plan.concurrency > 1 else 0)
 
     async def measure(self, ctx: RunContext) -> Measured:
         support = getattr(ctx.client.preflight, "fields", None)

@@ -24,6 +24,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from evalkit.bench.until_sure import RateCheck, rate_check
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
@@ -56,12 +57,28 @@ class BenchPlan:
     length_mode: str = "ignore_eos"
     timeout_s: float = 300.0  # per request: a stream that never ends is a `timeout`, not a silent wait
     length_why: str = ""  # with length_mode "prompt": why (field_support.unforced_words)
+    # `--until-sure`: measure a prompt again until its median is sure within ±margin, `runs` to `max_runs` times
+    until_sure_margin: float | None = None
+    max_runs: int | None = None
+
+    @property
+    def most_runs(self) -> int:
+        """The runs a prompt may get: `max_runs` with --until-sure, else `runs`."""
+        return self.max_runs if self.until_sure_margin is not None and self.max_runs else self.runs
 
     def keys(self) -> list[str]:
         """Every measurement's key in the order it is taken: singles first, then concurrent groups."""
-        singles = [f"single:{p.name}:{i}" for i in range(1, self.runs + 1) for p in self.prompts]
-        groups = [f"concurrent:{i}" for i in range(1, self.runs + 1)] if self.concurrency > 1 else []
+        n = self.most_runs
+        singles = [f"single:{p.name}:{i}" for i in range(1, n + 1) for p in self.prompts]
+        groups = [f"concurrent:{i}" for i in range(1, n + 1)] if self.concurrency > 1 else []
         return singles + groups
+
+    def sure(self, lines: list[dict[str, Any]], key: str) -> bool:
+        """With --until-sure: whether the measurement `key` is no longer needed, its prompt (or the concurrent
+        streams) already sure from `lines` (never before `runs` runs)."""
+        if self.until_sure_margin is None or int(key.rsplit(":", 1)[1]) <= self.runs:
+            return False
+        return sure_rates(lines, self)[key.split(":")[1] if key.startswith("single:") else "concurrent"].sure
 
 
 def packaged_prompts() -> list[NamedPrompt]:
@@ -140,6 +157,9 @@ async def run_bench(
     for key in plan.keys():  # noqa: SIM118 - BenchPlan.keys() is its own method, not a dict's
         if key in done:
             continue
+        if plan.sure(rundir.read(REQUESTS), key):  # --until-sure: this prompt's median is already sure
+            on_done(plan.concurrency if key.startswith("concurrent:") else 1)
+            continue
         if key.startswith("single:"):
             _, name, run = key.split(":")
             reqs = [
@@ -173,6 +193,21 @@ async def run_bench(
         for rec in records:
             rundir.append(REQUESTS, rec.to_json())
         on_done(len(records))
+
+
+def sure_rates(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, RateCheck]:
+    """Per prompt (and "concurrent"), how sure its median rate is from the measurements in `lines`."""
+    done = measurements(lines)[0]
+    margin = plan.until_sure_margin or 0.0
+    out = {}
+    for p in plan.prompts:
+        keys = sorted((k for k in done if k.startswith(f"single:{p.name}:")), key=lambda k: int(k.rsplit(":", 1)[1]))
+        mine = [done[k][0] for k in keys]
+        out[p.name] = rate_check([x["decode_tok_s"] for x in mine if x.get("decode_tok_s")], margin, plan.runs)
+    groups = [g for k, g in done.items() if k.startswith("concurrent:") and len(g) == plan.concurrency]
+    combined = [c for c in (combined_rates(g)[0] for g in groups) if c is not None]
+    out["concurrent"] = rate_check(combined, margin, plan.runs)
+    return out
 
 
 def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | None]:
@@ -340,4 +375,25 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "error_samples": [
             {"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")} for x in failed[:5]
         ],
+        **({"until_sure": _until_sure(lines, plan, prompts, concurrent)} if plan.until_sure_margin is not None else {}),
+    }
+
+
+def _until_sure(
+    lines: list[dict[str, Any]], plan: BenchPlan, prompts: dict[str, Any], concurrent: dict[str, Any] | None
+) -> dict[str, Any]:
+    """`--until-sure`: each prompt's (and the streams') interval beside its figures, and the run's decision."""
+    checks = sure_rates(lines, plan)
+    for name, p in prompts.items():
+        p["until_sure"] = checks[name].to_json()
+    if concurrent is not None:
+        concurrent["until_sure"] = checks["concurrent"].to_json()
+    names = [*prompts, *(["concurrent"] if concurrent is not None else [])]
+    undecided = [n for n in names if not checks[n].sure]
+    return {
+        "margin": plan.until_sure_margin,
+        "min_runs": plan.runs,
+        "max_runs": plan.most_runs,
+        "decided": not undecided,
+        "undecided": undecided,
     }

@@ -11,6 +11,7 @@ from typing import Any
 
 from evalkit.bench.measure import BenchMeasurement
 from evalkit.bench.throughput import BenchPlan, load_prompts, packaged_prompts
+from evalkit.bench.until_sure import DEFAULT_MARGIN, DEFAULT_MAX_RUNS
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
@@ -27,6 +28,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_server_options(p)
     add_output_options(p)
     p.add_argument("--runs", type=positive_int, default=3, help="runs per prompt; the median is reported (default 3)")
+    p.add_argument(
+        "--until-sure",
+        action="store_true",
+        help="measure each prompt again until the 95%% interval of its median is within --margin of it: at least "
+        "--runs, at most --max-runs times (docs/until-sure.md)",
+    )
+    p.add_argument(
+        "--max-runs", type=positive_int, help=f"with --until-sure: the most runs (default {DEFAULT_MAX_RUNS})"
+    )
+    p.add_argument(
+        "--margin",
+        type=finite_float,
+        help=f"with --until-sure: the interval's half-width as a share of the median (default {DEFAULT_MARGIN})",
+    )
     p.add_argument("--max-tokens", type=positive_int, default=512, help="completion tokens per request (default 512)")
     p.add_argument(
         "--concurrency",
@@ -70,6 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
     if args.runs < 1 or args.max_tokens < 2 or args.concurrency < 1:
         raise UsageError("--runs and --concurrency must be >= 1 and --max-tokens >= 2")
+    margin, max_runs = _until_sure(args)
     prompts = load_prompts(args.prompts) if args.prompts else packaged_prompts()
     concurrency = args.concurrency
     if bisecting:
@@ -90,7 +106,25 @@ def _plan(args: argparse.Namespace, bisecting: bool) -> BenchPlan:
         ignore_eos=args.ignore_eos,
         warmup=max(0, args.warmup),
         timeout_s=args.timeout_s,
+        until_sure_margin=margin,
+        max_runs=max_runs,
     )
+
+
+def _until_sure(args: argparse.Namespace) -> tuple[float | None, int | None]:
+    """--until-sure's margin and most runs; its companions without it, or a margin outside (0, 1), one line."""
+    if not args.until_sure:
+        for flag, v in (("--max-runs", args.max_runs), ("--margin", args.margin)):
+            if v is not None:
+                raise UsageError(f"{flag} needs --until-sure")
+        return None, None
+    margin = DEFAULT_MARGIN if args.margin is None else args.margin
+    if not 0 < margin < 1:
+        raise UsageError(f"--margin {margin} is a share of the median: give one between 0 and 1 (0.01 is ±1%)")
+    max_runs = args.max_runs or max(DEFAULT_MAX_RUNS, args.runs)
+    if max_runs < args.runs:
+        raise UsageError(f"--max-runs {max_runs} is below --runs {args.runs} (the fewest runs)")
+    return margin, max_runs
 
 
 def _rate(v: float | None, failed: int) -> str:
@@ -112,6 +146,18 @@ def _print_table(summary: dict[str, Any]) -> None:
         per = " / ".join(f"{x:.1f}" for x in c["per_stream_tok_s"] if x is not None)
         comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
         lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
+    u = summary.get("until_sure")
+    if u:
+        spans = []
+        for name, p in [*summary["prompts"].items(), *([("concurrent", c)] if c else [])]:
+            s = p.get("until_sure") or {}
+            if s.get("interval"):
+                lo, hi = s["interval"]
+                spans.append(f"{name} [{lo:.1f}, {hi:.1f}] n={s['n']}")
+        state = (
+            "decided" if u["decided"] else f"still undecided after {u['max_runs']} runs: {', '.join(u['undecided'])}"
+        )
+        lines.append(f"until sure (±{u['margin']:.0%} of the median, 95% interval): {state}; " + "; ".join(spans))
     if summary.get("length_forced") is False:
         why = summary.get("length_why") or (
             "--no-ignore-eos" if summary.get("ignore_eos") is False else "the preflight saw no length forced"

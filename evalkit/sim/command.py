@@ -83,6 +83,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         help=f"combined decode tokens/s with every slot busy (default {d.batch_decode_rate:g})",
     )
+    g.add_argument(
+        "--decode-jitter",
+        type=float,
+        metavar="SIGMA",
+        help="each request decodes at its rate times exp(SIGMA * z), z drawn per request from --seed (a jittery "
+        "server; the median rate stays --decode-rate; default 0)",
+    )
     g.add_argument("--max-batch", type=positive_int, help=f"concurrent requests (default {d.max_batch})")
     g.add_argument(
         "--clamp-batch",
@@ -366,6 +373,8 @@ def _check(s: SimSettings) -> None:
     for name, v in positive.items():
         if v <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    if not 0 <= s.decode_jitter <= 2:
+        raise UsageError("--decode-jitter must be between 0 and 2 (a log-normal sigma)")
     for name in (
         "accuracy",
         "judge_error_rate",

@@ -42,6 +42,8 @@ Model (every duration is divided by `--time-scale`):
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -88,6 +90,7 @@ class Job:
     stalled: bool = False
     write_failed: bool = False
     cache_tokens: list[str] | None = None  # the prompt's token sequence, when the prefix cache is on
+    pace: float = 1.0  # its decode step time over the engine's (--decode-jitter), drawn as it starts to decode
 
     def gone(self) -> bool:
         """The client has left (connection closed or a write failed)."""
@@ -102,6 +105,7 @@ class Engine:
         self.clock = clock
         self.log = log or SimLog(None)
         self.spec = SpecDecoder(settings.spec_accept, settings.seed)
+        self._pace = random.Random(f"decode-jitter:{settings.seed}")
         self.prefix_cache = (
             PrefixCache(settings.prefix_cache_blocks, settings.prefix_block_tokens)
             if settings.prefix_cache_blocks > 0
@@ -420,6 +424,8 @@ class Engine:
             self.long_job = None
             self.active.append(job)
         job.state = "decode"
+        if self.s.decode_jitter > 0:
+            job.pace = math.exp(self.s.decode_jitter * self._pace.gauss(0.0, 1.0))
         job.outbox.put_nowait((PREFILLED,))
 
     def _combined_rate(self, b: int) -> float:
@@ -438,7 +444,8 @@ class Engine:
         batch = sorted(self._decoders(), key=lambda j: j.emitted > 0)
         if not batch:
             return
-        await self._advance(len(batch) / self._combined_rate(len(batch)))
+        pace = sum(j.pace for j in batch) / len(batch)
+        await self._advance(len(batch) / self._combined_rate(len(batch)) * pace)
         self._emit(batch)
 
     async def _shared_step(self) -> None:
@@ -467,7 +474,8 @@ class Engine:
             return
         seconds = sum(n for _, n in parts) / self.s.prefill_rate
         if decoders:
-            seconds += len(decoders) / self._combined_rate(len(decoders))
+            pace = sum(j.pace for j in decoders) / len(decoders)
+            seconds += len(decoders) / self._combined_rate(len(decoders)) * pace
         await self._advance(seconds)
         batch = self.s.cancel_batch_tokens
         for job, n in parts:

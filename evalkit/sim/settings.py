@@ -18,6 +18,9 @@ class SimSettings:
     prefill_chunk: int = 2048  # tokens per prefill chunk (and the yield granularity)
     decode_rate: float = 100.0  # tokens per second for one stream
     batch_decode_rate: float = 250.0  # combined tokens per second with every slot busy
+    # A jittery server: each request decodes at its rate times exp(-decode_jitter * z), z a standard normal drawn
+    # per request from --seed; the per-request rate's median stays decode_rate (bench --until-sure's truth).
+    decode_jitter: float = 0.0
     max_batch: int = 4
     clamp_batch: bool = False  # fault: silently serve one request at a time
     yield_prefill: bool = True  # long prefill yields between chunks

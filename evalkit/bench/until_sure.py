@@ -1,0 +1,43 @@
+"""`evalkit bench --until-sure`: a prompt (or the concurrent streams) is measured again until the bootstrap interval
+of its median rate lies within ±margin of it (default ±1%), at least `--runs` and at most `--max-runs` times.
+
+Runs keep the plan's order (run 1 of every prompt, then run 2 ...), and a prompt that is sure is simply not sent
+again: a run that stops early is a prefix of the `--max-runs` one, and a resumed run decides from the same lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.stats import bootstrap_ci, median
+
+DEFAULT_MARGIN = 0.01
+DEFAULT_MAX_RUNS = 20
+
+
+@dataclass(frozen=True)
+class RateCheck:
+    """How sure one median rate is after its runs so far."""
+
+    median: float | None
+    interval: tuple[float, float] | None
+    n: int
+    sure: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The prompt entry's `until_sure` block in summary.json."""
+        return {
+            "sure": self.sure,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "n": self.n,
+        }
+
+
+def rate_check(rates: list[float], margin: float, min_runs: int) -> RateCheck:
+    """Sure when at least `min_runs` rates were measured and the 95% bootstrap interval of their median lies
+    within ±margin of it."""
+    m = median(rates)
+    ci = bootstrap_ci(rates, "p50")
+    sure = m is not None and ci is not None and len(rates) >= min_runs and (ci[1] - ci[0]) / 2 <= margin * abs(m)
+    return RateCheck(m, ci, len(rates), bool(sure))

@@ -1,0 +1,77 @@
+"""`evalkit bench --until-sure` against `evalkit sim` over real HTTP: a steady server is sure after the fewest runs;
+a jittery one (`--decode-jitter`, each request's rate drawn around the decode rate) is measured again, up to
+--max-runs, and an undecided prompt is named. Runs stay in the plan's order, so an early stop is a prefix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.sim.launch import start_sim
+
+
+def bench(tmp: Path, sim_flags: list[str], *flags: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    with start_sim(["--decode-rate", "200", *sim_flags]) as sim:
+        p = subprocess.run(
+            [sys.executable, "-m", "evalkit", "bench", "--base-url", sim.base_url, "--out", str(tmp), "--name", "b"]
+            + ["--max-tokens", "48", "--concurrency", "1", "--until-sure", *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = Path(p.stdout.strip().splitlines()[-1])
+    return p, json.loads((run / "summary.json").read_text())
+
+
+def test_a_steady_server_is_sure_after_the_fewest_runs(tmp_path: Path) -> None:
+    p, s = bench(tmp_path, [])
+    u = s["until_sure"]
+    assert u["decided"] is True and u["undecided"] == [] and u["min_runs"] == 3 and u["max_runs"] == 20
+    for name, pr in s["prompts"].items():
+        assert len(pr["runs"]) == 3, name
+        lo, hi = pr["until_sure"]["interval"]
+        assert lo <= pr["tok_s"] <= hi and (hi - lo) / 2 <= 0.01 * pr["tok_s"], pr
+    assert "until sure (±1% of the median, 95% interval): decided" in p.stderr
+
+
+def test_a_jittery_server_is_measured_again_and_named_when_unsure(tmp_path: Path) -> None:
+    p, s = bench(tmp_path, ["--decode-jitter", "0.08", "--seed", "7"], "--max-runs", "6")
+    u = s["until_sure"]
+    runs = {name: len(pr["runs"]) for name, pr in s["prompts"].items()}
+    print(f"\njittery: runs {runs}; {u}")
+    assert max(runs.values()) > 3 and all(3 <= n <= 6 for n in runs.values())
+    assert u["decided"] is False and u["undecided"]
+    assert all(runs[name] == 6 for name in u["undecided"])  # an unsure prompt ran to the most
+    lines = [json.loads(x) for x in (tmp_path / "b" / "requests.jsonl").read_text().splitlines()]
+    measured = [x["bench_key"] for x in lines if x.get("bench_key")]
+    for name, n in runs.items():  # each prompt's runs are 1..n: a prefix of the --max-runs plan
+        assert sorted(int(k.rsplit(":", 1)[1]) for k in measured if k.startswith(f"single:{name}:")) == list(
+            range(1, n + 1)
+        )
+    assert "still undecided after 6 runs" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "flags,words",
+    [
+        (["--max-runs", "5"], "--max-runs needs --until-sure"),
+        (["--until-sure", "--margin", "2"], "between 0 and 1"),
+        (["--until-sure", "--runs", "5", "--max-runs", "4"], "below --runs 5"),
+    ],
+)
+def test_bad_until_sure_flags_are_one_line(tmp_path: Path, flags: list[str], words: str) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", "bench", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)]
+        + flags,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2, p.stderr
+    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
