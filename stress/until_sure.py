@@ -260,26 +260,32 @@ def decide(
     return Decision(cycles, tuple(checks), early=cycles < rule.min_cycles)
 
 
-def counted_lines(run_path: Path) -> tuple[list[Line], int]:
-    """A run directory's request lines of its completed cycles (as its summary counts them), and how many."""
+def counted_lines(run_path: Path, up_to: int | None = None) -> tuple[list[Line], int]:
+    """A run directory's request lines of its completed cycles (as its summary counts them), and how many; with
+    `up_to`, those of its first `up_to` cycles only (what an --until-sure run would have seen then)."""
     from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
     from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, split_lines
 
     manifest = read_json_object(run_path / MANIFEST)
     completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
     calibration = (manifest.get("tokenization") or {}).get("attempt")
+    if up_to is not None:
+        completed = {c: a for c, a in completed.items() if c <= up_to}
     split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration)
     return split.counted, len(completed)
 
 
-def decide_run(run_path: Path, rule: SureRule, baseline: list[Line] | None = None) -> Decision:
-    """The decision a run directory's files support now: its completed cycles, diagnosed as its summary will be."""
+def decide_run(
+    run_path: Path, rule: SureRule, baseline: list[Line] | None = None, up_to: int | None = None
+) -> Decision:
+    """The decision a run directory's files support now: its completed cycles, diagnosed as its summary will be
+    (with `up_to`, after its first `up_to` cycles)."""
     from evalkit.evidence.server_evidence import read_evidence
     from evalkit_stress.diagnose import diagnose
     from evalkit_stress.exercised import annotate, exercised
     from evalkit_stress.metrics import compute_metrics
 
-    lines, cycles = counted_lines(run_path)
+    lines, cycles = counted_lines(run_path, up_to)
     diagnoses = diagnose(compute_metrics(exercised(lines)), annotate(lines), read_evidence(run_path)).to_json()
     return decide(lines, diagnoses, cycles, rule, baseline)
 

@@ -1,0 +1,168 @@
+"""Time to a verdict: `--until-sure` against a fixed 18 cycles (stress) and against a fixed run count (bench).
+
+Stress: for each seed, the sim's dual-2080ti "before" and "after" builds run 18 cycles each (time-scaled, the sim's
+log followed). An `--until-sure` run is a prefix of the 18-cycle one (same seed, same schedule; tested in
+tests/test_stress_until_sure_live.py), so its stop is read off the 18-cycle run: the first cycle whose files decide
+every check (stress/until_sure.decide_run on that prefix). Printed per build: the cycles and wall time to the
+decision against 18, and whether the verdicts at the stop equal the 18-cycle ones; "both orders": the after build
+against the before build as baseline, and the before build against the after build. The "noisy" case is the after
+build alone, whose short-insert p95 moves with where the insert lands in a prefill chunk: it must go to 18 undecided,
+naming the figure.
+
+Bench: `bench --until-sure` on a steady sim (stops at the minimum) and on a jittery one (`--decode-jitter`), seeded
+repetitions: the runs it took, and how often each prompt's interval held the sim's true median rate.
+
+    python benchmarks/bench_time_to_verdict.py [--seeds 5] [--time-scale 20] [--bench-reps 20] [--only stress|bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from evalkit.sim.launch import start_sim
+from evalkit_stress.until_sure import SureRule, counted_lines, decide_run
+
+REPO = Path(__file__).resolve().parent.parent
+CYCLES = 18
+VERDICTS = ("head_of_line_blocking", "cancel_aborts", "effective_concurrency", "long_hurt_by_inserts")
+
+
+def stress_run(out: Path, profile: str, seed: int, scale: str, long_tokens: int) -> Path:
+    """An 18-cycle stress run of `profile` with the sim's log; its run directory."""
+    log = out / f"{profile}-{seed}.log"
+    with start_sim(["--profile", profile, "--time-scale", scale, "--server-log-file", str(log)]) as sim:
+        p = subprocess.run(
+            [sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(out)]
+            + ["--name", f"{profile}-{seed}", "--no-progress", "--cycles", str(CYCLES), "--seed", str(seed)]
+            + ["--time-scale", scale, "--long-tokens", str(long_tokens), "--server-log", str(log)],
+            capture_output=True,
+            text=True,
+        )
+    if p.returncode != 0:
+        raise SystemExit(f"stress {profile} seed {seed} exit {p.returncode}: {p.stderr[-500:]}")
+    return Path(p.stdout.strip().splitlines()[-1])
+
+
+def verdicts_of(decision: Any) -> dict[str, Any]:
+    return {c.name: c.value for c in decision.checks if c.what == "verdict" and c.name in VERDICTS}
+
+
+def time_to_verdict(run: Path, rule: SureRule, baseline: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The first prefix that decides, its verdicts against the full run's, and the wall time to it."""
+    cycles = {c["cycle"]: c for c in map(json.loads, (run / "cycles.jsonl").read_text().splitlines())}
+    full = decide_run(run, rule, baseline)
+    stop, at = None, None
+    for k in range(1, CYCLES + 1):
+        d = decide_run(run, rule, baseline, up_to=k)
+        if d.decided:
+            stop, at = k, d
+            break
+    t0 = cycles[1]["t_start"]
+    return {
+        "stop": stop,
+        "wall_to_stop_s": cycles[stop]["t_end"] - t0 if stop else None,
+        "wall_full_s": cycles[CYCLES]["t_end"] - t0,
+        "same_verdicts": at is not None and verdicts_of(at) == verdicts_of(full),
+        "verdicts_at_stop": verdicts_of(at) if at else None,
+        "verdicts_full": verdicts_of(full),
+        "undecided_full": [c.name for c in full.undecided()],
+    }
+
+
+def bench_stress(seeds: int, scale: str, long_tokens: int) -> None:
+    rule = SureRule(max_cycles=CYCLES)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        for seed in range(1, seeds + 1):
+            before = stress_run(out, "dual-2080ti-before", seed, scale, long_tokens)
+            after = stress_run(out, "dual-2080ti-after", seed, scale, long_tokens)
+            base_b, base_a = counted_lines(before)[0], counted_lines(after)[0]
+            cases = {
+                "before alone": time_to_verdict(before, rule, None),
+                "after vs before": time_to_verdict(after, rule, base_b),
+                "before vs after": time_to_verdict(before, rule, base_a),
+                "after alone (noisy)": time_to_verdict(after, rule, None),
+            }
+            for name, r in cases.items():
+                rows.setdefault(name, []).append(r)
+                print(
+                    f"seed {seed} {name:<20} stop {r['stop'] or 'none':>4} of {CYCLES}  "
+                    f"wall {r['wall_to_stop_s'] or float('nan'):6.1f} s of {r['wall_full_s']:6.1f} s  "
+                    f"same verdicts {r['same_verdicts']}  undecided at 18: {r['undecided_full'] or '-'}",
+                    flush=True,
+                )
+    print(f"\nstress, time scale {scale}, {long_tokens}-token long prompt, {seeds} seed(s):")
+    for name, rs in rows.items():
+        stops = [r["stop"] for r in rs if r["stop"]]
+        same = sum(r["same_verdicts"] for r in rs)
+        never = len(rs) - len(stops)
+        walls = [r["wall_to_stop_s"] / r["wall_full_s"] for r in rs if r["stop"]]
+        print(
+            f"  {name:<20} decided in {len(stops)}/{len(rs)}; cycles to decide median "
+            f"{statistics.median(stops) if stops else '-'} max {max(stops) if stops else '-'} of {CYCLES}; "
+            f"wall share median {statistics.median(walls) if walls else float('nan'):.2f}; "
+            f"verdicts equal the 18-cycle ones {same}/{len(rs)}; undecided at 18: {never}"
+        )
+
+
+def bench_bench(reps: int, jitter: float) -> None:
+    truth = 200.0  # the sim's --decode-rate: the median of the per-request rates it draws
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, flags in (("steady", []), (f"jitter {jitter}", ["--decode-jitter", str(jitter)])):
+            held = total = 0
+            runs: list[int] = []
+            decided = 0
+            for rep in range(1, (reps if flags else 3) + 1):
+                with start_sim(["--decode-rate", str(truth), "--seed", str(rep), *flags]) as sim:
+                    p = subprocess.run(
+                        [sys.executable, "-m", "evalkit", "bench", "--base-url", sim.base_url, "--out", tmp]
+                        + ["--name", f"{label}-{rep}", "--max-tokens", "64", "--concurrency", "1", "--until-sure"],
+                        capture_output=True,
+                        text=True,
+                    )
+                s = json.loads((Path(p.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
+                decided += s["until_sure"]["decided"]
+                for pr in s["prompts"].values():
+                    lo, hi = pr["until_sure"]["interval"]
+                    held += lo <= truth <= hi
+                    total += 1
+                    runs.append(len(pr["runs"]))
+            print(
+                f"bench --until-sure, {label}: {decided} of {total // 3} runs decided; runs per prompt median "
+                f"{statistics.median(runs)} (min {min(runs)}, max {max(runs)}); interval held the true "
+                f"{truth:g} tok/s in {held}/{total} prompts",
+                flush=True,
+            )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--time-scale", default="20")
+    p.add_argument("--long-tokens", type=int, default=54000)
+    p.add_argument("--bench-reps", type=int, default=20)
+    p.add_argument("--jitter", type=float, default=0.03)
+    p.add_argument("--only", choices=("stress", "bench"))
+    a = p.parse_args()
+    os.environ.setdefault("EVALKIT_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
+    t0 = time.perf_counter()
+    if a.only in (None, "stress"):
+        bench_stress(a.seeds, a.time_scale, a.long_tokens)
+    if a.only in (None, "bench"):
+        bench_bench(a.bench_reps, a.jitter)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
