@@ -101,3 +101,14 @@ def bootstrap_ratio_ci(
     hi = percentile(got, 100 * (1 + level) / 2)
     assert lo is not None and hi is not None
     return lo, hi
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval (95% by default) of k successes in n; (0, 1) when n is 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    centre = p + z2 / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return (centre - spread) / (1 + z2 / n), (centre + spread) / (1 + z2 / n)

@@ -8,8 +8,9 @@ the summary and exit code both a live run and a replay end with.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evalkit.client.lag import client_lag
@@ -22,6 +23,8 @@ from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
 from evalkit_evals.datasets import DatasetItem
+from evalkit_evals.repeats_auto import FILE as REPEATS_FILE
+from evalkit_evals.repeats_auto import RepeatsRule, decide_repeats, decision_line
 from evalkit_evals.runner import Sampling, run_live
 from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
 
@@ -52,6 +55,7 @@ class CapabilityMeasurement:
     judge_settings: Any = None
     under_load: UnderLoad | None = None
     kind: str = "capability"
+    repeats_auto: RepeatsRule | None = None  # `--repeats auto`: rounds until each dataset's pass@1 is sure
 
     async def measure(self, ctx: RunContext) -> Measured:
         from evalkit_evals.grader import Grader
@@ -70,8 +74,11 @@ class CapabilityMeasurement:
         grader = Grader(self.data_dir, self.code_judge)
         wanted = {it.qid for it in self.items}
         under: dict[str, Any] = {}
+        auto: dict[str, Any] = {}
 
-        async def one_pass(graded: str = GRADED, tags: dict[str, Any] | None = None) -> None:
+        async def one_pass(
+            graded: str = GRADED, tags: dict[str, Any] | None = None, sampling: Sampling | None = None
+        ) -> None:
             await run_live(
                 ctx.rundir,
                 ctx.client,
@@ -82,7 +89,7 @@ class CapabilityMeasurement:
                 system_prompt,
                 self.max_tokens,
                 concurrency,
-                self.sampling,
+                sampling or self.sampling,
                 graded=graded,
                 pass_tags=tags,
                 judge=judge,
@@ -90,7 +97,9 @@ class CapabilityMeasurement:
 
         try:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
-                if self.under_load is None:
+                if self.repeats_auto is not None:
+                    auto = await self._rounds(ctx, one_pass, wanted)
+                elif self.under_load is None:
                     await one_pass()
                 else:
                     under = await self.under_load(ctx, one_pass)
@@ -109,8 +118,26 @@ class CapabilityMeasurement:
             "gpu_memory": summarize_gpu(ctx.rundir.read(GPU_FILE)),
             "client": client_lag(ctx.rundir.read("requests.jsonl")),
             **({"under_load": under} if under else {}),
+            **({"repeats_auto": auto} if auto else {}),
         }
         return score_run(lines, self.thinking, extra, [ctx.profile.api_key])
+
+    async def _rounds(
+        self, ctx: RunContext, one_pass: Callable[..., Awaitable[None]], wanted: set[str]
+    ) -> dict[str, Any]:
+        """`--repeats auto`: one more round of every question until each dataset's pass@1 is sure (a round a
+        resumed run already has is not asked again); the last decision, for the summary."""
+        assert self.repeats_auto is not None
+        rule = self.repeats_auto
+        d: dict[str, Any] = {}
+        for rounds in range(1, rule.max_repeats + 1):
+            await one_pass(GRADED, None, replace(self.sampling, repeats=rounds))
+            d = decide_repeats([ln for ln in ctx.rundir.read(GRADED) if ln["id"] in wanted], rule, rounds)
+            ctx.rundir.append(REPEATS_FILE, d)
+            print(decision_line(d, rule), file=sys.stderr, flush=True)
+            if d["decided"]:
+                break
+        return {**rule.to_json(), **d}
 
 
 async def open_judge(settings: Any, concurrency: int) -> Any:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median
+from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, wilson_interval
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import CycleMetric
 from evalkit_stress.metrics import cycle_samples, metric_samples
@@ -41,7 +41,6 @@ DEFAULT_MARGIN = 0.10
 NOISE_FLOOR = 0.02  # a comparison smaller than this is never called beyond noise (the report's floor)
 FIGURES = ("short_insert_ttft_s", "post_cancel_ttft_s", "concurrent_combined_tok_s", "long_prefill_s")
 SAMPLED_VERDICTS = ("head_of_line_blocking", "cancel_aborts")
-Z95 = 1.959964
 
 
 @dataclass(frozen=True)
@@ -121,14 +120,8 @@ class Decision:
 
 
 def wilson_low(k: int, n: int) -> float:
-    """Lower end of the 95% Wilson score interval of k successes in n."""
-    if n == 0:
-        return 0.0
-    p = k / n
-    z2 = Z95 * Z95
-    centre = p + z2 / (2 * n)
-    spread = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return (centre - spread) / (1 + z2 / n)
+    """Lower end of the 95% Wilson score interval of k successes in n (0 when n is 0)."""
+    return wilson_interval(k, n)[0] if n else 0.0
 
 
 def _stat_of(metric: str) -> str:

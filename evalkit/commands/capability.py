@@ -19,6 +19,7 @@ from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 from evalkit.runs.session import finish_run, run_measurement, show_result, started_again
 from evalkit_evals.measure import OnePass, open_judge, score_run
+from evalkit_evals.repeats_auto import DEFAULT_MARGIN, DEFAULT_MAX_REPEATS, RepeatsRule
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -70,9 +71,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--repeats",
-        type=positive_int,
+        type=_repeats,
         default=1,
-        help="ask each question K times; pass@1 is the mean over repeats (default %(default)s)",
+        help="ask each question K times; pass@1 is the mean over repeats (default %(default)s); 'auto': round after "
+        "round until each dataset's pass@1 is sure within --margin (docs/until-sure.md)",
+    )
+    g.add_argument(
+        "--max-repeats",
+        type=positive_int,
+        help=f"with --repeats auto: the most rounds (default {DEFAULT_MAX_REPEATS})",
+    )
+    g.add_argument(
+        "--margin",
+        type=nonneg_float,
+        help=f"with --repeats auto: pass@1's interval half-width that is sure (default {DEFAULT_MARGIN})",
     )
     g.add_argument(
         "--temperature",
@@ -326,6 +338,7 @@ def _live(args: argparse.Namespace) -> int:
     code_judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
     full, short = _revisions(datasets, args.data_dir)
     max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
+    auto = _repeats_auto(args, under_load=load_spec is not None)
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     temperature = args.temperature if args.temperature is not None else (0.7 if args.repeats > 1 else 0.0)
@@ -339,6 +352,7 @@ def _live(args: argparse.Namespace) -> int:
         "limit": args.limit,
         "max_tokens": max_tokens,
         "repeats": args.repeats,
+        **({"repeats_auto": auto.to_json()} if auto is not None else {}),
         "temperature": temperature,
         "prompt_templates": template_hashes(datasets),
         "code_isolation": isolation,
@@ -352,7 +366,8 @@ def _live(args: argparse.Namespace) -> int:
     # limit asks the new ones alike, and the summary counts the questions asked for. Each dataset's revision is.
     options = {
         "--thinking": args.thinking,
-        "--repeats": args.repeats,
+        "--repeats": "auto" if auto is not None else args.repeats,
+        **({"--repeats auto": auto.to_json()} if auto is not None else {}),
         "--max-tokens": max_tokens,
         "--temperature": temperature,
         "--manifest": {"name": qset.name, "sha256": qset.sha256},
@@ -394,8 +409,43 @@ def _live(args: argparse.Namespace) -> int:
         code_judge=code_judge,
         judge_settings=judge_settings,
         under_load=under_load,
+        repeats_auto=auto,
     )
     return run_measurement(target_from_args(args), run_options_from_args(args), measurement, _print_summary)
+
+
+def _repeats(text: str) -> int | str:
+    """`--repeats K` or `--repeats auto`."""
+    return "auto" if text == "auto" else int(positive_int(text))
+
+
+def _repeats_auto(args: argparse.Namespace, under_load: bool) -> RepeatsRule | None:
+    """`--repeats auto`'s rule (args.repeats becomes its most rounds); at temperature 0 one pass, said so."""
+    if args.repeats != "auto":
+        for flag, v in (("--max-repeats", args.max_repeats), ("--margin", args.margin)):
+            if v is not None:
+                raise UsageError(f"{flag} needs --repeats auto")
+        return None
+    if under_load:
+        raise UsageError("--repeats auto cannot be combined with --under-load (one pass each, idle and loaded)")
+    if args.temperature == 0:
+        print(
+            "note: --repeats auto at --temperature 0: every repeat is the same answer, one pass is all there is",
+            file=sys.stderr,
+            flush=True,
+        )
+        args.repeats = 1
+        return None
+    rule = RepeatsRule(
+        margin=DEFAULT_MARGIN if args.margin is None else args.margin,
+        max_repeats=args.max_repeats or DEFAULT_MAX_REPEATS,
+    )
+    if not 0 < rule.margin < 0.5:
+        raise UsageError(f"--margin {rule.margin}: pass@1's half-width, between 0 and 0.5 (0.05 is ±5 points)")
+    if rule.max_repeats < 2:
+        raise UsageError("--max-repeats must be at least 2 (one round cannot be sure)")
+    args.repeats = rule.max_repeats
+    return rule
 
 
 def run(args: argparse.Namespace) -> int:
