@@ -112,3 +112,21 @@ def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     centre = p + z2 / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     return (centre - spread) / (1 + z2 / n), (centre + spread) / (1 + z2 / n)
+
+
+def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval of the median: the order statistics x(j) and x(n+1-j) with the largest j whose
+    binomial tail P(Bin(n, 1/2) < j) is at most (1 - level) / 2, so it holds the true median at least `level` of the
+    time for any continuous distribution. None when no such interval exists (fewer than 6 values at 95%)."""
+    xs = sorted(values)
+    n = len(xs)
+    tail = (1 - level) / 2
+    j, below = 0, 0.0  # below: P(Bin(n, 1/2) < j + 1)
+    while j + 1 <= n // 2:
+        below += math.comb(n, j) / 2**n
+        if below > tail:
+            break
+        j += 1
+    if j == 0:
+        return None
+    return xs[j - 1], xs[n - j]
