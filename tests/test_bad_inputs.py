@@ -178,6 +178,7 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 
 R, B = "{runs}", "{bad}"
+U9, OFF = "http://127.0.0.1:9/v1", ("--thinking", "off")  # no server listens there: flags are refused first
 SIM = "{odd}"
 
 # (id, argv, expected exit, a piece of the one-line message)
@@ -200,6 +201,19 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("stress-timeout-zero", ["stress", "--timeout-s", "0"], 2, "--timeout-s"),
     ("stress-timeout-nan", ["stress", "--timeout-s", "NaN"], 2, "--timeout-s"),
     ("stress-cycles-zero", ["stress", "--cycles", "0", "--dry-run"], 2, "--cycles"),
+    # --- --until-sure and --repeats auto (docs/until-sure.md) ---------------------------------------------------
+    ("stress-max-cycles-alone", ["stress", "--max-cycles", "5", "--dry-run"], 2, "--max-cycles needs --until-sure"),
+    ("stress-sure-cycles", ["stress", "--until-sure", "--cycles", "5", "--dry-run"], 2, "give --max-cycles, not"),
+    ("stress-sure-max-2", ["stress", "--until-sure", "--max-cycles", "2", "--dry-run"], 2, "nothing before 3 cycles"),
+    ("stress-sure-margin", ["stress", "--until-sure", "--margin", "1.5", "--dry-run"], 2, "--margin 1.5"),
+    ("stress-sure-baseline", ["stress", "--until-sure", "--baseline", "{bad}/nope", "--dry-run"], 2, "not a run dir"),
+    ("bench-max-runs-alone", ["bench", "--base-url", U9, "--max-runs", "5"], 2, "--max-runs needs --until-sure"),
+    ("bench-sure-margin", ["bench", "--base-url", U9, "--until-sure", "--margin", "2"], 2, "between 0 and 1"),
+    ("bench-sure-max-low", ["bench", "--base-url", U9, "--until-sure", "--runs", "5", "--max-runs", "4"], 2, "below"),
+    ("cap-max-repeats-alone", ["capability", "--base-url", U9, *OFF, "--max-repeats", "5"], 2, "needs --repeats auto"),
+    ("cap-auto-max-1", ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--max-repeats", "1"], 2, "least 2"),
+    ("cap-auto-margin", ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--margin", "0.7"], 2, "and 0.5"),
+    ("cap-repeats-word", ["capability", "--base-url", U9, *OFF, "--repeats", "often"], 2, "--repeats"),
     ("stress-cycles-huge", ["stress", "--cycles", "999999", "--dry-run"], 2, "--cycles"),
     ("stress-long-tokens-huge", ["stress", "--long-tokens", "99999999999", "--dry-run"], 2, "--long-tokens"),
     ("stress-max-minutes-neg", ["stress", "--max-minutes", "-1"], 2, "--max-minutes"),

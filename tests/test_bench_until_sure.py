@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from evalkit.sim.launch import start_sim
 
 
@@ -57,23 +55,3 @@ def test_a_jittery_server_is_measured_again_and_named_when_unsure(tmp_path: Path
             range(1, n + 1)
         )
     assert "still undecided after 6 runs" in p.stderr
-
-
-@pytest.mark.parametrize(
-    "flags,words",
-    [
-        (["--max-runs", "5"], "--max-runs needs --until-sure"),
-        (["--until-sure", "--margin", "2"], "between 0 and 1"),
-        (["--until-sure", "--runs", "5", "--max-runs", "4"], "below --runs 5"),
-    ],
-)
-def test_bad_until_sure_flags_are_one_line(tmp_path: Path, flags: list[str], words: str) -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "evalkit", "bench", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)]
-        + flags,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2, p.stderr
-    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

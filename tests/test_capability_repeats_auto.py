@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from evalkit.sim.launch import start_sim
 from evalkit_evals.question_scores import QuestionScore
 from evalkit_evals.repeats_auto import sampling_interval
@@ -75,24 +73,3 @@ def test_the_interval_is_conservative() -> None:
         assert ci is not None
         held += ci[0] <= truth <= ci[1]
     assert held >= 0.95 * 400, held
-
-
-@pytest.mark.parametrize(
-    "flags,words",
-    [
-        (["--max-repeats", "5"], "--max-repeats needs --repeats auto"),
-        (["--repeats", "auto", "--max-repeats", "1"], "at least 2"),
-        (["--repeats", "auto", "--margin", "0.7"], "between 0 and 0.5"),
-        (["--repeats", "often"], "--repeats"),
-    ],
-)
-def test_bad_repeats_flags_are_one_line(tmp_path: Path, flags: list[str], words: str) -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "evalkit", "capability", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)]
-        + ["--thinking", "off", *flags],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2, p.stderr
-    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -96,28 +96,6 @@ def test_an_undecided_run_names_what_is_still_unsure(runs: dict[str, Any]) -> No
     assert "short_insert_ttft_s p95" in r["p"].stdout
 
 
-@pytest.mark.parametrize(
-    "flags,words",
-    [
-        (["--max-cycles", "5"], "--max-cycles needs --until-sure"),
-        (["--until-sure", "--cycles", "5"], "give --max-cycles, not --cycles"),
-        (["--until-sure", "--max-cycles", "2"], "decides nothing before 3 cycles"),
-        (["--until-sure", "--margin", "1.5"], "--margin 1.5"),
-        (["--until-sure", "--baseline", "/nonexistent/run"], "not a run directory"),
-    ],
-)
-def test_bad_until_sure_flags_are_one_line(tmp_path: Path, flags: list[str], words: str) -> None:
-    p = subprocess.run(
-        [sys.executable, "-m", "evalkit", "stress", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)]
-        + flags,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 2, p.stderr
-    assert words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
-
-
 def test_the_gate_can_require_a_decided_run(runs: dict[str, Any], tmp_path: Path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nmetric = "stress.until_sure.decided"\nop = "=="\nvalue = true\n')
