@@ -5,9 +5,10 @@ log followed). An `--until-sure` run is a prefix of the 18-cycle one (same seed,
 tests/test_stress_until_sure_live.py), so its stop is read off the 18-cycle run: the first cycle whose files decide
 every check (stress/until_sure.decide_run on that prefix). Printed per build: the cycles and wall time to the
 decision against 18, and whether the verdicts at the stop equal the 18-cycle ones; "both orders": the after build
-against the before build as baseline, and the before build against the after build. The "noisy" case is the after
-build alone, whose short-insert p95 moves with where the insert lands in a prefill chunk: it must go to 18 undecided,
-naming the figure.
+against the before build as baseline, and the before build against the after build; and the after build alone, whose
+short-insert p95 moves with where the insert lands in a prefill chunk. The noisy profile (`--only noisy`) is the after
+build with `--decode-jitter` (each request's decode rate drawn around the profile's): its combined tok/s wanders
+from cycle to cycle, so it must go to 18 undecided, naming the figure.
 
 Bench: `bench --until-sure` on a steady sim (stops at the minimum) and on a jittery one (`--decode-jitter`), seeded
 repetitions: the runs it took, and how often each prompt's interval held the sim's true median rate.
@@ -36,10 +37,11 @@ CYCLES = 18
 VERDICTS = ("head_of_line_blocking", "cancel_aborts", "effective_concurrency", "long_hurt_by_inserts")
 
 
-def stress_run(out: Path, profile: str, seed: int, scale: str, long_tokens: int) -> Path:
+def stress_run(out: Path, profile: str, seed: int, scale: str, long_tokens: int, jitter: float = 0.0) -> Path:
     """An 18-cycle stress run of `profile` with the sim's log; its run directory."""
     log = out / f"{profile}-{seed}.log"
-    with start_sim(["--profile", profile, "--time-scale", scale, "--server-log-file", str(log)]) as sim:
+    noise = ["--decode-jitter", str(jitter), "--seed", str(seed)] if jitter else []
+    with start_sim(["--profile", profile, "--time-scale", scale, "--server-log-file", str(log), *noise]) as sim:
         p = subprocess.run(
             [sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(out)]
             + ["--name", f"{profile}-{seed}", "--no-progress", "--cycles", str(CYCLES), "--seed", str(seed)]
@@ -91,7 +93,7 @@ def bench_stress(seeds: int, scale: str, long_tokens: int) -> None:
                 "before alone": time_to_verdict(before, rule, None),
                 "after vs before": time_to_verdict(after, rule, base_b),
                 "before vs after": time_to_verdict(before, rule, base_a),
-                "after alone (noisy)": time_to_verdict(after, rule, None),
+                "after alone": time_to_verdict(after, rule, None),
             }
             for name, r in cases.items():
                 rows.setdefault(name, []).append(r)
@@ -113,6 +115,21 @@ def bench_stress(seeds: int, scale: str, long_tokens: int) -> None:
             f"wall share median {statistics.median(walls) if walls else float('nan'):.2f}; "
             f"verdicts equal the 18-cycle ones {same}/{len(rs)}; undecided at 18: {never}"
         )
+
+
+def bench_noisy(seeds: int, scale: str, long_tokens: int, jitter: float) -> None:
+    rule = SureRule(max_cycles=CYCLES)
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(1, seeds + 1):
+            run = stress_run(Path(tmp), "dual-2080ti-after", seed, scale, long_tokens, jitter)
+            r = time_to_verdict(run, rule, None)
+            full = decide_run(run, rule)
+            why = {c.name: c.why for c in full.undecided()}
+            print(
+                f"noisy (after, --decode-jitter {jitter}) seed {seed}: stop {r['stop'] or 'none'} of {CYCLES}; "
+                f"undecided at 18: {why or '-'}",
+                flush=True,
+            )
 
 
 def bench_bench(reps: int, jitter: float) -> None:
@@ -152,12 +169,15 @@ def main() -> int:
     p.add_argument("--long-tokens", type=int, default=54000)
     p.add_argument("--bench-reps", type=int, default=20)
     p.add_argument("--jitter", type=float, default=0.03)
-    p.add_argument("--only", choices=("stress", "bench"))
+    p.add_argument("--noisy-jitter", type=float, default=0.3)
+    p.add_argument("--only", choices=("stress", "noisy", "bench"))
     a = p.parse_args()
     os.environ.setdefault("EVALKIT_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
     t0 = time.perf_counter()
     if a.only in (None, "stress"):
         bench_stress(a.seeds, a.time_scale, a.long_tokens)
+    if a.only in (None, "noisy"):
+        bench_noisy(a.seeds, a.time_scale, a.long_tokens, a.noisy_jitter)
     if a.only in (None, "bench"):
         bench_bench(a.bench_reps, a.jitter)
     print(f"({time.perf_counter() - t0:.0f} s)")
