@@ -136,3 +136,20 @@ def test_the_report_says_how_sure(runs: dict[str, Any], tmp_path: Path) -> None:
     assert "after 4 of at most 6 cycles" in row and "still undecided after 4 of at most 4 cycles" in row
     sip = next(x for x in md.splitlines() if x.startswith("| `short_insert_ttft_s p95` |"))
     assert "decided: " in sip and "undecided: " in sip and "n=4" in sip
+
+
+@pytest.mark.parametrize("seed", ["1", "7"])
+def test_the_before_build_decides_after_four_cycles_on_other_seeds(tmp_path: Path, seed: str) -> None:
+    """The stopping rule on a few seeds: the before build's verdicts (one cancel a cycle) need 4 agreeing cycles."""
+    log = tmp_path / "sim.log"
+    with start_sim(["--profile", "dual-2080ti-before", "--time-scale", SCALE, "--server-log-file", str(log)]) as sim:
+        cmd = [sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp_path)]
+        cmd += ["--name", "s", "--no-progress", "--seed", seed, "--time-scale", SCALE, "--long-tokens", str(LONG)]
+        cmd += ["--server-log", str(log), "--until-sure", "--max-cycles", "5"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    u = json.loads((tmp_path / "s" / "summary.json").read_text())["until_sure"]
+    verdicts = {c["name"]: c["value"] for c in u["checks"] if c["what"] == "verdict"}
+    assert u["decided"] is True and u["cycles"] == 4, u
+    assert verdicts["head_of_line_blocking"] == "yes" and verdicts["cancel_aborts"] == "no"
+    assert verdicts["effective_concurrency"] == 1
