@@ -17,7 +17,7 @@ from typing import Any
 from evalkit.client.prompts import LongSpec
 from evalkit.client.tokenize import FittedPrompt
 from evalkit.errors import UsageError
-from evalkit.runs.rundir import MANIFEST, Line, read_json_object
+from evalkit.runs.rundir import MANIFEST, REQUESTS, Line, read_json_object, read_jsonl
 from evalkit_stress.schedule import Schedule
 
 CYCLES_FILE = "cycles.jsonl"
@@ -142,3 +142,15 @@ def load_fitted(rows: Iterable[Line], schedule: Schedule) -> dict[LongSpec, Fitt
             text=q.text(int(r["sentences"])), sentences=int(r["sentences"]), counted_tokens=int(r["counted_tokens"])
         )
     return out
+
+
+def read_counted(run_path: Path, up_to: int | None = None) -> tuple[CountedLines, dict[int, int]]:
+    """A run directory's request lines split as its summary counts them, and its completed cycles (cycle -> the
+    attempt that completed it); with `up_to`, as they stood after its first `up_to` cycles."""
+    manifest = read_json_object(run_path / MANIFEST)
+    completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
+    if up_to is not None:
+        completed = {c: a for c, a in completed.items() if c <= up_to}
+    calibration = (manifest.get("tokenization") or {}).get("attempt")
+    split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration)
+    return split, completed

@@ -12,14 +12,14 @@ from typing import Any
 
 from evalkit.evidence.gpu_memory import GPU_FILE, done_times, leak_verdict, summarize_gpu
 from evalkit.evidence.server_evidence import read_evidence
-from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
+from evalkit.runs.rundir import MANIFEST, read_json_object, read_jsonl
 from evalkit.runs.schemas import LongPromptTokens, StressSummary
 from evalkit.stats import distribution
 from evalkit_stress.diagnose import diagnose
 from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
 from evalkit_stress.metrics import compute_metrics
-from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, in_counted_cycle, split_lines
+from evalkit_stress.resume import attempt_of, in_counted_cycle, read_counted
 from evalkit_stress.runner import LAG_FILE, PROMPTS_FILE
 from evalkit_stress.selfcheck import client_health
 
@@ -73,9 +73,7 @@ def build_summary(
 ) -> StressSummary:
     """The contract's stress summary plus diagnoses, error and wrong-answer lists, client health, GPU memory."""
     manifest = read_json_object(run_path / MANIFEST)
-    completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
-    calibration_attempt = (manifest.get("tokenization") or {}).get("attempt")
-    split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration_attempt)
+    split, completed = read_counted(run_path)
     stress_lines = split.counted
     lines = split.calibration + stress_lines
     # Metrics only from requests whose planned situation happened (stress/exercised.py); the others are counted.

@@ -27,13 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.runs.rundir import Line
 from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, wilson_interval
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import CycleMetric
 from evalkit_stress.metrics import cycle_samples, metric_samples
+from evalkit_stress.resume import read_counted
 from evalkit_stress.verdicts import CANT, NO, YES
-
-Line = dict[str, Any]
 
 FILE = "until_sure.jsonl"  # one line per completed cycle: the decision after it
 MIN_CYCLES = 3
@@ -121,7 +121,7 @@ class Decision:
 
 def wilson_low(k: int, n: int) -> float:
     """Lower end of the 95% Wilson score interval of k successes in n (0 when n is 0)."""
-    return wilson_interval(k, n)[0] if n else 0.0
+    return wilson_interval(k, n)[0]
 
 
 def _stat_of(metric: str) -> str:
@@ -256,15 +256,7 @@ def decide(
 def counted_lines(run_path: Path, up_to: int | None = None) -> tuple[list[Line], int]:
     """A run directory's request lines of its completed cycles (as its summary counts them), and how many; with
     `up_to`, those of its first `up_to` cycles only (what an --until-sure run would have seen then)."""
-    from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
-    from evalkit_stress.resume import CYCLES_FILE, attempt_of, completed_cycles, split_lines
-
-    manifest = read_json_object(run_path / MANIFEST)
-    completed = completed_cycles(read_jsonl(run_path / CYCLES_FILE))
-    calibration = (manifest.get("tokenization") or {}).get("attempt")
-    if up_to is not None:
-        completed = {c: a for c, a in completed.items() if c <= up_to}
-    split = split_lines(read_jsonl(run_path / REQUESTS), completed, attempt_of(manifest), calibration)
+    split, completed = read_counted(run_path, up_to)
     return split.counted, len(completed)
 
 
