@@ -193,10 +193,11 @@ def test_vllm_says_where_the_cancel_stopped_the_prefill(stress_run, label: str) 
 @pytest.mark.parametrize("label", list(SERVERS))
 def test_cancel_verdict_never_contradicts_what_vllm_did(stress_run, label: str) -> None:
     """evalkit's "cancel aborts the prefill" against vLLM's truth. With 256-token steps the engine stopped at a step
-    boundary: "yes". With the default one-step prefill the cancel landed in the prefill's last (only) step, which
-    no engine can cut short: "can't tell" (#39's last-step rule), its why naming the next request's wait, about the
-    prefill left; never "yes". And no sample rests on gauges that never counted the request (vLLM's update only
-    between engine steps, so they read 0 through a one-step prefill); gauges that did count it agree with vLLM."""
+    boundary: "yes", or "can't tell" when a busy machine slowed the next request's decode; never "no". With the
+    default one-step prefill the cancel landed in the prefill's last (only) step, which no engine can cut short:
+    "can't tell" (#39's last-step rule), its why naming the next request's wait, about the prefill left; never "yes".
+    And no sample rests on gauges that never counted the request (vLLM's update only between engine steps, so they
+    read 0 through a one-step prefill); gauges that did count it agree with vLLM."""
     r = stress_run(label)
     ca = r.diagnoses["cancel_aborts"]
     ran_to_end = r.computed_tokens >= whole_blocks(r.prompt_tokens)
@@ -217,4 +218,14 @@ def test_cancel_verdict_never_contradicts_what_vllm_did(stress_run, label: str) 
         if ca["verdict"] == "can't tell":
             assert any("prefill left" in (s.get("why") or "") for s in samples), samples
     else:
-        assert ca["verdict"] == "yes" and ca["aborts"] is True, ca
+        # The engine stopped at a step boundary. "yes" needs the next request to start before the prefill left would
+        # have ended and to decode at its speed alone, which a busy machine can deny (CI at stop 51: started 0.84 s
+        # after the cancel with 2.71 s left, decoded 1.57x slower than alone); then "can't tell", saying why and
+        # what would tell. Never "no".
+        for s in samples:
+            print(f"[realserver] b512-lp256 cancel sample: {s['verdict']}: {s.get('figures')}")
+        assert all(s["verdict"] != "no" for s in samples), samples
+        assert ca["verdict"] in ("yes", "can't tell"), ca
+        assert ca["aborts"] is (True if ca["verdict"] == "yes" else None), ca
+        if ca["verdict"] == "can't tell":
+            assert ca["why"] and ca["would_tell"], ca
