@@ -14,6 +14,12 @@ Bench: `bench --until-sure` on a steady sim (stops at the minimum) and on a jitt
 repetitions: the runs it took, and how often each prompt's interval held the sim's true median rate.
 
     python benchmarks/bench_time_to_verdict.py [--seeds 5] [--time-scale 20] [--bench-reps 20] [--only stress|bench]
+
+The 100 seeded repetitions of the stress pair run apart from their reading (a many-core machine runs the pairs, this
+one reads them with the rule of the day):
+
+    python benchmarks/bench_time_to_verdict.py --collect RUNS --seeds 100 --parallel 40 --time-scale 20
+    python benchmarks/bench_time_to_verdict.py --runs-from RUNS
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -80,30 +87,57 @@ def time_to_verdict(run: Path, rule: SureRule, baseline: list[dict[str, Any]] | 
     }
 
 
-def bench_stress(seeds: int, scale: str, long_tokens: int) -> None:
+def stress_pairs(
+    out: Path, seeds: list[int], scale: str, long_tokens: int, parallel: int
+) -> dict[int, tuple[Path, Path]]:
+    """The before and after builds' 18-cycle runs of each seed, `parallel` runs at a time; kept under `out`."""
+    jobs = [(seed, profile) for seed in seeds for profile in ("dual-2080ti-before", "dual-2080ti-after")]
+    got: dict[tuple[int, str], Path] = {}
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = {}
+        for i, (seed, profile) in enumerate(jobs):
+            if i < parallel:
+                time.sleep(0.5)  # staggered starts: dozens of interpreters importing at once miss the sim's timeout
+            futures[pool.submit(stress_run, out, profile, seed, scale, long_tokens)] = (seed, profile)
+        for f in as_completed(futures):
+            got[futures[f]] = f.result()
+            print(f"  ran {futures[f][1]} seed {futures[f][0]} ({len(got)} of {len(jobs)})", flush=True)
+    return {seed: (got[(seed, "dual-2080ti-before")], got[(seed, "dual-2080ti-after")]) for seed in seeds}
+
+
+def saved_pairs(runs: Path) -> dict[int, tuple[Path, Path]]:
+    """The pairs a `--collect` run left under `runs` (directories named PROFILE-SEED), by seed."""
+    pairs: dict[int, tuple[Path, Path]] = {}
+    for before in sorted(p for p in runs.glob("dual-2080ti-before-*") if p.is_dir()):
+        seed = int(before.name.rsplit("-", 1)[1])
+        after = runs / f"dual-2080ti-after-{seed}"
+        if (before / "cycles.jsonl").exists() and (after / "cycles.jsonl").exists():
+            pairs[seed] = (before, after)
+    return dict(sorted(pairs.items()))
+
+
+def report_stress(pairs: dict[int, tuple[Path, Path]], scale: str, long_tokens: int) -> None:
     rule = SureRule(max_cycles=CYCLES)
     rows: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
-        for seed in range(1, seeds + 1):
-            before = stress_run(out, "dual-2080ti-before", seed, scale, long_tokens)
-            after = stress_run(out, "dual-2080ti-after", seed, scale, long_tokens)
-            base_b, base_a = counted_lines(before)[0], counted_lines(after)[0]
-            cases = {
-                "before alone": time_to_verdict(before, rule, None),
-                "after vs before": time_to_verdict(after, rule, base_b),
-                "before vs after": time_to_verdict(before, rule, base_a),
-                "after alone": time_to_verdict(after, rule, None),
-            }
-            for name, r in cases.items():
-                rows.setdefault(name, []).append(r)
-                print(
-                    f"seed {seed} {name:<20} stop {r['stop'] or 'none':>4} of {CYCLES}  "
-                    f"wall {r['wall_to_stop_s'] or float('nan'):6.1f} s of {r['wall_full_s']:6.1f} s  "
-                    f"same verdicts {r['same_verdicts']}  undecided at 18: {r['undecided_full'] or '-'}",
-                    flush=True,
-                )
-    print(f"\nstress, time scale {scale}, {long_tokens}-token long prompt, {seeds} seed(s):")
+    for seed, (before, after) in pairs.items():
+        base_b, base_a = counted_lines(before)[0], counted_lines(after)[0]
+        cases = {
+            "before alone": time_to_verdict(before, rule, None),
+            "after vs before": time_to_verdict(after, rule, base_b),
+            "before vs after": time_to_verdict(before, rule, base_a),
+            "after alone": time_to_verdict(after, rule, None),
+        }
+        for name, r in cases.items():
+            rows.setdefault(name, []).append(r)
+            print(
+                f"seed {seed} {name:<20} stop {r['stop'] or 'none':>4} of {CYCLES}  "
+                f"wall {r['wall_to_stop_s'] or float('nan'):6.1f} s of {r['wall_full_s']:6.1f} s  "
+                f"same verdicts {r['same_verdicts']}  undecided at 18: {r['undecided_full'] or '-'}",
+                flush=True,
+            )
+            if r["stop"] and not r["same_verdicts"]:
+                print(f"    differed: at the stop {r['verdicts_at_stop']}; at 18 {r['verdicts_full']}", flush=True)
+    print(f"\nstress, time scale {scale}, {long_tokens}-token long prompt, {len(pairs)} seed(s):")
     for name, rs in rows.items():
         stops = [r["stop"] for r in rs if r["stop"]]
         same = sum(r["same_verdicts"] for r in rs)
@@ -115,6 +149,11 @@ def bench_stress(seeds: int, scale: str, long_tokens: int) -> None:
             f"wall share median {statistics.median(walls) if walls else float('nan'):.2f}; "
             f"verdicts equal the 18-cycle ones {same}/{len(rs)}; undecided at 18: {never}"
         )
+
+
+def bench_stress(seeds: int, scale: str, long_tokens: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        report_stress(stress_pairs(Path(tmp), list(range(1, seeds + 1)), scale, long_tokens, 1), scale, long_tokens)
 
 
 def bench_noisy(seeds: int, scale: str, long_tokens: int, jitter: float) -> None:
@@ -171,7 +210,20 @@ def main() -> int:
     p.add_argument("--jitter", type=float, default=0.03)
     p.add_argument("--noisy-jitter", type=float, default=0.3)
     p.add_argument("--only", choices=("stress", "noisy", "bench"))
+    p.add_argument("--collect", type=Path, help="only run the stress pairs (seeds --first-seed on) and keep them here")
+    p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--parallel", type=int, default=1, help="stress runs at a time with --collect")
+    p.add_argument("--runs-from", type=Path, help="report the stress pairs a --collect run kept here")
     a = p.parse_args()
+    if a.collect:
+        seeds = list(range(a.first_seed, a.first_seed + a.seeds))
+        t0 = time.perf_counter()
+        stress_pairs(a.collect, seeds, a.time_scale, a.long_tokens, a.parallel)
+        print(f"collected {len(seeds)} seed(s) in {time.perf_counter() - t0:.0f} s")
+        return 0
+    if a.runs_from:
+        report_stress(saved_pairs(a.runs_from), a.time_scale, a.long_tokens)
+        return 0
     os.environ.setdefault("EVALKIT_DATA_DIR", str(REPO.parent / "shared" / "datasets"))
     t0 = time.perf_counter()
     if a.only in (None, "stress"):
