@@ -3,8 +3,9 @@
 The stopping rule (docs/until-sure.md says what it promises):
 - nothing is decided before `min_cycles` cycles (3: a bootstrap of fewer samples cannot tell a change from luck);
 - a **figure** (short-insert TTFT p95, post-cancel TTFT max, the two generations' combined tok/s, the long prefill
-  p95; each with its headline statistic from `metric_registry`) is sure when the 95% percentile-bootstrap interval of
-  that statistic over the samples so far lies within ±`margin` of its estimate;
+  p95; each with its headline statistic from `metric_registry`) is sure when its 95% interval over the samples so far
+  lies within ±`margin` of its estimate: a median's is distribution-free (order statistics, 6 samples at least), a
+  tail statistic's (p95, max) the percentile bootstrap's, which says "stable to about the margin", not more;
 - against a **baseline** run, a figure is decided instead when its comparison is: the interval of the ratio
   (this run / baseline) excludes 1 by more than the noise floor (beyond noise), or lies inside 1 ± `margin`
   (equivalent);
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.runs.rundir import Line
-from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, wilson_interval
+from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, median_interval, wilson_interval
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import CycleMetric
 from evalkit_stress.metrics import cycle_samples, metric_samples
@@ -38,6 +39,7 @@ from evalkit_stress.verdicts import CANT, NO, YES
 FILE = "until_sure.jsonl"  # one line per completed cycle: the decision after it
 MIN_CYCLES = 3
 DEFAULT_MARGIN = 0.10
+MEDIAN_MIN_SAMPLES = 6  # evalkit.stats.median_interval has no 95% interval from fewer
 NOISE_FLOOR = 0.02  # a comparison smaller than this is never called beyond noise (the report's floor)
 FIGURES = ("short_insert_ttft_s", "post_cancel_ttft_s", "concurrent_combined_tok_s", "long_prefill_s")
 SAMPLED_VERDICTS = ("head_of_line_blocking", "cancel_aborts")
@@ -130,17 +132,21 @@ def _stat_of(metric: str) -> str:
 
 
 def figure_check(metric: str, xs: Sequence[float], margin: float) -> Check:
-    """A figure is sure when its headline statistic's bootstrap interval lies within ±margin of it."""
+    """A figure is sure when its headline statistic's interval lies within ±margin of it: a median's the
+    distribution-free order-statistic interval (6 samples at least), a tail statistic's (p95, max) the bootstrap's,
+    which no distribution-free interval from so few samples can replace: "stable to ±margin", not a 95% promise."""
     stat = _stat_of(metric)
     name = f"{metric} {stat}"
     est = headline(xs, stat)
-    ci = bootstrap_ci(xs, stat)
+    ci = median_interval(xs) if stat == "p50" else bootstrap_ci(xs, stat)
     if est is None or ci is None:
-        return Check(name, "figure", False, est, len(xs), f"{len(xs)} sample(s)")
+        need = f" (a median's distribution-free interval needs {MEDIAN_MIN_SAMPLES})" if stat == "p50" else ""
+        return Check(name, "figure", False, est, len(xs), f"{len(xs)} sample(s){need}")
     half = (ci[1] - ci[0]) / 2
     rel = half / abs(est) if est else math.inf
     ok = rel <= margin
-    return Check(name, "figure", ok, est, len(xs), f"±{rel:.1%} of {est:.4g} (margin ±{margin:.0%})", ci)
+    how = "" if stat == "p50" else ", bootstrap: stable, no 95% promise"
+    return Check(name, "figure", ok, est, len(xs), f"±{rel:.1%} of {est:.4g} (margin ±{margin:.0%}{how})", ci)
 
 
 def comparison_check(metric: str, xs: Sequence[float], base: Sequence[float], margin: float) -> Check:

@@ -38,6 +38,24 @@ def test_a_steady_server_is_sure_after_the_fewest_runs(tmp_path: Path) -> None:
         lo, hi = pr["until_sure"]["interval"]
         assert lo <= pr["tok_s"] <= hi and (hi - lo) / 2 <= 0.01 * pr["tok_s"], pr
     assert "until sure (±1% of the median, 95% interval): decided" in p.stderr
+    # the report shows each median's interval and runs; the gate can require a decided run
+    run = tmp_path / "b"
+    md = tmp_path / "report.md"
+    r = subprocess.run(
+        [sys.executable, "-m", "evalkit", "report", str(run), "--out", str(md)], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-1000:]
+    text = md.read_text()
+    assert "How sure (bench --until-sure)" in text and "| decided | every median within ±1% |" in text
+    code = s["prompts"]["code"]
+    lo, hi = code["until_sure"]["interval"]
+    assert f"| code | sure: {code['tok_s']:.1f} [{lo:.1f}, {hi:.1f}], n=6 |" in text
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmetric = "bench.until_sure.decided"\nop = "=="\nvalue = true\n')
+    g = subprocess.run(
+        [sys.executable, "-m", "evalkit", "gate", "--rules", str(rules), str(run)], capture_output=True, text=True
+    )
+    assert g.returncode == 0, g.stdout + g.stderr
 
 
 def test_a_jittery_server_is_measured_again_and_named_when_unsure(tmp_path: Path) -> None:
@@ -55,3 +73,11 @@ def test_a_jittery_server_is_measured_again_and_named_when_unsure(tmp_path: Path
             range(1, n + 1)
         )
     assert "still undecided after 6 runs" in p.stderr
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmetric = "bench.until_sure.decided"\nop = "=="\nvalue = true\n')
+    g = subprocess.run(
+        [sys.executable, "-m", "evalkit", "gate", "--rules", str(rules), str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+    )
+    assert g.returncode == 1, g.stdout + g.stderr  # undecided: the gate fails the run

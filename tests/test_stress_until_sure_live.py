@@ -1,7 +1,8 @@
 """`evalkit stress --until-sure` against `evalkit sim` over real HTTP (the write-up's builds at --time-scale 20, the
-sim's log followed): the before build decides every verdict and figure after 4 cycles (one cancel a cycle needs 4
-agreeing samples), and stops there, complete, a prefix of the --max-cycles schedule; the after build, whose inserted
-short lands anywhere in a prefill chunk, is not sure of its short-insert p95 within ±2% after 4 cycles and says so."""
+sim's log followed): the before build decides every verdict after 4 cycles (one cancel a cycle needs 4 agreeing
+samples) and its median figure (combined tok/s) after 6 (a distribution-free interval of a median needs 6 samples),
+and stops there, complete, a prefix of the --max-cycles schedule; the after build, whose inserted short lands
+anywhere in a prefill chunk, is not sure of its short-insert p95 within ±2% after 4 cycles and says so."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("until-sure")
     got: dict[str, Any] = {}
     for profile, flags in (
-        ("dual-2080ti-before", ["--until-sure", "--max-cycles", "6"]),
+        ("dual-2080ti-before", ["--until-sure", "--max-cycles", "8"]),
         ("dual-2080ti-after", ["--until-sure", "--max-cycles", "4", "--margin", "0.02"]),
     ):
         log = out / f"{profile}.log"
@@ -58,23 +59,28 @@ def test_the_before_build_stops_once_decided(runs: dict[str, Any]) -> None:
     print(f"\nbefore build: {u['cycles']} cycles; checks {[(c['name'], c['value'], c['why']) for c in u['checks']]}")
     assert s["stopped"] == "decided" and s["partial"] is False
     assert u["decided"] is True and u["stopped_early"] is True and u["undecided"] == []
-    assert s["cycles"] == u["cycles"] == 4 and s["cycles_planned"] == 6
-    # one decision a cycle; nothing decided before the third; the last one decided
-    assert [d["cycles"] for d in r["decisions"]] == [1, 2, 3, 4]
-    assert [d["decided"] for d in r["decisions"]] == [False, False, False, True]
+    assert s["cycles"] == u["cycles"] == 6 and s["cycles_planned"] == 8
+    # one decision a cycle; nothing decided before the third; the verdicts after the fourth, the median after the
+    # sixth
+    assert [d["cycles"] for d in r["decisions"]] == [1, 2, 3, 4, 5, 6]
+    assert [d["decided"] for d in r["decisions"]] == [False] * 5 + [True]
+    fourth = {c["name"]: c for c in r["decisions"][3]["checks"]}
+    assert all(c["decided"] for c in fourth.values() if c["what"] == "verdict"), fourth
+    assert not fourth["concurrent_combined_tok_s p50"]["decided"]
+    assert "needs 6" in fourth["concurrent_combined_tok_s p50"]["why"]
     names = {c["name"] for c in u["checks"]}
     assert {"short_insert_ttft_s p95", "post_cancel_ttft_s max", "head_of_line_blocking", "cancel_aborts"} <= names
     verdicts = {c["name"]: c["value"] for c in u["checks"] if c["what"] == "verdict"}
     assert verdicts["head_of_line_blocking"] == "yes" and verdicts["cancel_aborts"] == "no"
     assert verdicts["effective_concurrency"] == 1
-    assert "until sure: decided after 4 of at most 6 cycles" in r["p"].stdout
+    assert "until sure: decided after 6 of at most 8 cycles" in r["p"].stdout
 
 
 def test_an_early_stop_is_a_prefix_of_the_full_schedule(runs: dict[str, Any]) -> None:
     r = runs["dual-2080ti-before"]
     manifest = json.loads((r["run"] / "manifest.json").read_text())
-    full = build_schedule(42, 6, LONG, False, False, 512, builtin_scenarios(), manifest["stress"]["prompt_salt"])
-    planned = [(q.plan_id, q.expected) for c in range(1, 5) for sc in full.cycle(c) for q in sc.requests]
+    full = build_schedule(42, 8, LONG, False, False, 512, builtin_scenarios(), manifest["stress"]["prompt_salt"])
+    planned = [(q.plan_id, q.expected) for c in range(1, 7) for sc in full.cycle(c) for q in sc.requests]
     sent = [(x["plan_id"], x["expected"]) for x in r["lines"] if x.get("scenario") != "calibration"]
     assert sorted(sent) == sorted(planned)
 
@@ -83,7 +89,7 @@ def test_a_decided_run_started_again_measures_nothing(runs: dict[str, Any]) -> N
     r = runs["dual-2080ti-before"]
     assert r["again"].returncode == 0, r["again"].stderr[-1000:]
     assert len((r["run"] / "requests.jsonl").read_text().splitlines()) == len(r["lines"])
-    assert "until sure: decided after 4" in r["again"].stdout
+    assert "until sure: decided after 6" in r["again"].stdout
 
 
 def test_an_undecided_run_names_what_is_still_unsure(runs: dict[str, Any]) -> None:
@@ -133,23 +139,24 @@ def test_the_report_says_how_sure(runs: dict[str, Any], tmp_path: Path) -> None:
     md = out.read_text()
     assert "How sure (stress --until-sure)" in md
     row = next(x for x in md.splitlines() if x.startswith("| decided |"))
-    assert "after 4 of at most 6 cycles" in row and "still undecided after 4 of at most 4 cycles" in row
+    assert "after 6 of at most 8 cycles" in row and "still undecided after 4 of at most 4 cycles" in row
     sip = next(x for x in md.splitlines() if x.startswith("| `short_insert_ttft_s p95` |"))
     assert "decided: " in sip and "undecided: " in sip and "n=4" in sip
 
 
 @pytest.mark.parametrize("seed", ["1", "7"])
-def test_the_before_build_decides_after_four_cycles_on_other_seeds(tmp_path: Path, seed: str) -> None:
-    """The stopping rule on a few seeds: the before build's verdicts (one cancel a cycle) need 4 agreeing cycles."""
+def test_the_before_build_decides_after_six_cycles_on_other_seeds(tmp_path: Path, seed: str) -> None:
+    """The stopping rule on a few seeds: the before build's verdicts (one cancel a cycle) need 4 agreeing cycles, its
+    median figure 6 samples."""
     log = tmp_path / "sim.log"
     with start_sim(["--profile", "dual-2080ti-before", "--time-scale", SCALE, "--server-log-file", str(log)]) as sim:
         cmd = [sys.executable, "-m", "evalkit", "stress", "--base-url", sim.base_url, "--out", str(tmp_path)]
         cmd += ["--name", "s", "--no-progress", "--seed", seed, "--time-scale", SCALE, "--long-tokens", str(LONG)]
-        cmd += ["--server-log", str(log), "--until-sure", "--max-cycles", "5"]
+        cmd += ["--server-log", str(log), "--until-sure", "--max-cycles", "7"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     u = json.loads((tmp_path / "s" / "summary.json").read_text())["until_sure"]
     verdicts = {c["name"]: c["value"] for c in u["checks"] if c["what"] == "verdict"}
-    assert u["decided"] is True and u["cycles"] == 4, u
+    assert u["decided"] is True and u["cycles"] == 6, u
     assert verdicts["head_of_line_blocking"] == "yes" and verdicts["cancel_aborts"] == "no"
     assert verdicts["effective_concurrency"] == 1

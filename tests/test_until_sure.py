@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from evalkit.stats import bootstrap_ci
 from evalkit_stress.until_sure import (
     Decision,
     SureRule,
@@ -91,15 +90,31 @@ def test_nothing_is_decided_before_the_fewest_cycles() -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_sure_figures_interval_holds_the_true_value(seed: int) -> None:
-    """The interval a figure is decided on is an honest one: over seeded draws of 12 samples from a known
-    distribution, the bootstrap interval of the median holds the true median about 95% of the time (>= 85% of 200
-    draws allows for a small-sample bootstrap's known undercoverage)."""
+def test_a_sure_median_holds_the_true_value_when_the_run_stops_on_it(seed: int) -> None:
+    """The interval a median figure is decided on is an honest one even though the run stops as soon as it is narrow:
+    applying the rule cycle by cycle to draws from a known distribution (sd 5% and 15% of the median), the interval
+    at the stop holds the true median in >= 85% of the decided runs (measured: 291/300 and 181/192; the percentile
+    bootstrap it replaced held it in 186/250 and 151/220)."""
     rng = random.Random(seed)
-    held = 0
-    for _ in range(200):
-        xs = [rng.gauss(10.0, 1.0) for _ in range(12)]
-        ci = bootstrap_ci(xs, "p50", n_resamples=400)
-        assert ci is not None
-        held += ci[0] <= 10.0 <= ci[1]
-    assert held >= 170, held
+    for sd in (5.0, 15.0):
+        held = decided = 0
+        for _ in range(150):
+            xs: list[float] = []
+            for k in range(1, 19):
+                xs.append(rng.gauss(100.0, sd))
+                c = figure_check("concurrent_combined_tok_s", xs, 0.10)
+                if k >= 3 and c.decided:
+                    assert c.interval is not None and len(xs) >= 6  # no distribution-free interval from fewer
+                    decided += 1
+                    held += c.interval[0] <= 100.0 <= c.interval[1]
+                    break
+        assert decided >= 60 and held >= 0.85 * decided, (sd, held, decided)
+
+
+def test_a_median_figure_needs_six_samples_and_a_tail_figure_says_it_is_a_bootstrap() -> None:
+    five = figure_check("concurrent_combined_tok_s", [100.0, 100.5, 99.8, 100.2, 100.1], 0.10)
+    six = figure_check("concurrent_combined_tok_s", [100.0, 100.5, 99.8, 100.2, 100.1, 99.9], 0.10)
+    assert not five.decided and "needs 6" in five.why
+    assert six.decided and six.interval == (99.8, 100.5) and "bootstrap" not in six.why
+    tail = figure_check("short_insert_ttft_s", [39.5, 39.6, 39.4, 39.55], 0.10)
+    assert tail.decided and "bootstrap: stable, no 95% promise" in tail.why

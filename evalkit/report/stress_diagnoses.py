@@ -249,8 +249,9 @@ def sure_table(runs: list[LabelledRun]) -> Table | None:
         [r.label for r in runs],
         rows,
         [
-            "A figure is decided when its 95% bootstrap interval lies within the run's margin of it (against a "
-            "baseline: when the ratio is beyond noise or within the margin); a verdict when enough cycles agree "
+            "A figure is decided when its 95% interval lies within the run's margin of it (a median's "
+            "distribution-free, a p95's or max's the bootstrap's: stable, no 95% promise; against a baseline: when "
+            "the ratio is beyond noise or within the margin); a verdict when enough cycles agree "
             "(docs/until-sure.md). n: samples so far."
         ],
         row_header="",

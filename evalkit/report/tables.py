@@ -14,7 +14,7 @@ from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
 from evalkit.runs.bisect_log import BisectStep
-from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchSummary, StressSummary
+from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchRateSure, BenchSummary, StressSummary
 from evalkit_stress import metric_registry
 
 
@@ -173,7 +173,49 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
                 row_header="concurrency",
             )
         )
-    return tables
+    sure = bench_sure_table(runs, records, prompts)
+    return [*tables, *([sure] if sure else [])]
+
+
+def _rate_sure_cell(median_rate: float | None, c: BenchRateSure | None) -> str:
+    if c is None:
+        return "–"
+    spread = f" [{_num(c.interval[0], 1)}, {_num(c.interval[1], 1)}]" if c.interval else " (no interval yet)"
+    return f"{'sure' if c.sure else 'undecided'}: {_num(median_rate, 1)}{spread}, n={c.n}"
+
+
+def bench_sure_table(runs: list[LabelledRun], records: list[BenchSummary], prompts: list[str]) -> Table | None:
+    """How sure each `bench --until-sure` run's medians are: each prompt's (and the streams') 95% interval and runs,
+    and whether the run decided; None when no run was one."""
+    if not any(b.until_sure for b in records):
+        return None
+    decided = [
+        "–"
+        if b.until_sure is None
+        else f"every median within ±{b.until_sure.margin:.0%}"
+        if b.until_sure.decided
+        else f"still undecided after at most {b.until_sure.max_runs} runs: {', '.join(b.until_sure.undecided)}"
+        for b in records
+    ]
+    rows = [("decided", decided)]
+    for name in prompts:
+        entries = [b.prompts.get(name) or _NO_PROMPT for b in records]
+        rows.append((name, [_rate_sure_cell(e.tok_s, e.until_sure) for e in entries]))
+    if any(b.concurrent is not None and b.concurrent.until_sure is not None for b in records):
+        conc = [b.concurrent or BenchConcurrent() for b in records]
+        rows.append(("combined (streams)", [_rate_sure_cell(c.combined_tok_s, c.until_sure) for c in conc]))
+    return Table(
+        "bench_until_sure",
+        "How sure (bench --until-sure): median decode tok/s and its 95% interval",
+        [r.label for r in runs],
+        rows,
+        [
+            "The interval is distribution-free (two order statistics chosen by the binomial; none before 6 runs): it "
+            "holds the true median at least 95% of the time whatever the rates' spread (docs/until-sure.md). "
+            "n: runs measured."
+        ],
+        row_header="prompt",
+    )
 
 
 _NO_PROMPT = BenchPrompt(runs=[])

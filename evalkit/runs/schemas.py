@@ -283,6 +283,26 @@ class StressSummary(KindSummary):
         return cast(NotExercised, validate(NotExercised, raw, f"summary.json not_exercised.{key}")) if raw else None
 
 
+class BenchRateSure(Part):
+    """`bench --until-sure`: how sure one median rate is (evalkit.bench.until_sure.RateCheck): its 95%
+    distribution-free interval (none before 6 runs) and the runs it rests on."""
+
+    sure: bool
+    interval: list[float] | None = None
+    n: int
+
+
+class BenchUntilSure(Part):
+    """A bench summary's `until_sure`: the rule (`margin` of the median, `min_runs`, `max_runs`) and whether every
+    prompt (and the streams) was sure."""
+
+    margin: float
+    min_runs: int
+    max_runs: int
+    decided: bool
+    undecided: list[str] = []
+
+
 class BenchPrompt(Part):
     """One bench prompt's median rates and their runs (evalkit.bench.throughput.summarize, then the server's own
     rate where it sent no `timings`)."""
@@ -300,6 +320,7 @@ class BenchPrompt(Part):
     ttft_answer_s: float | None = None
     reasoning_tokens: float | None = None
     answer_tokens: float | None = None
+    until_sure: BenchRateSure | None = None  # with --until-sure
 
 
 class BenchConcurrent(Part):
@@ -316,6 +337,7 @@ class BenchConcurrent(Part):
     failed: int | None = None
     server_combined_tok_s: float | None = None
     vs_server: float | None = None
+    until_sure: BenchRateSure | None = None  # with --until-sure
 
 
 class BenchSummary(KindSummary):
@@ -327,6 +349,7 @@ class BenchSummary(KindSummary):
     length_forced: bool | None = None
     length_why: str | None = None
     stopped_early: list[dict[str, Any]] = []
+    until_sure: BenchUntilSure | None = None  # with --until-sure
 
 
 class _IncompleteSummary(KindSummary):
