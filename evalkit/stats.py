@@ -130,3 +130,14 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float
     if j == 0:
         return None
     return xs[j - 1], xs[n - j]
+
+
+def mcnemar_exact_p(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (right only before, right only after)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    # Exact McNemar is a two-sided binomial test of the discordant pairs against p = 1/2.
+    from scipy.stats import binomtest
+
+    return float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)

@@ -129,10 +129,11 @@ class CapabilityMeasurement:
         resumed run already has is not asked again); the last decision, for the summary."""
         assert self.repeats_auto is not None
         rule = self.repeats_auto
+        baseline = rule.baseline_scores()
         d: dict[str, Any] = {}
         for rounds in range(1, rule.max_repeats + 1):
             await one_pass(GRADED, None, replace(self.sampling, repeats=rounds))
-            d = decide_repeats([ln for ln in ctx.rundir.read(GRADED) if ln["id"] in wanted], rule, rounds)
+            d = decide_repeats([ln for ln in ctx.rundir.read(GRADED) if ln["id"] in wanted], rule, rounds, baseline)
             ctx.rundir.append(REPEATS_FILE, d)
             print(decision_line(d, rule), file=sys.stderr, flush=True)
             if d["decided"]:

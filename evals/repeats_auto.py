@@ -8,20 +8,30 @@ bootstrap of each question's own few repeats was tried first: after 2 rounds mos
 and it read ±5 points where the truth was ±10). It shrinks as repeats grow. The summary's `ci95` beside pass@1 is
 another thing, the spread over questions (how the score would move with another question set), which more repeats
 do not narrow. At temperature 0 every repeat is the same answer: one pass is all there is.
+
+Against a baseline run (`--baseline RUN_DIR`, its graded answers to the same questions), a dataset is decided instead
+when its comparison is: beyond noise by the report's paired test (McNemar's exact test on the questions both runs
+answered; with repeats, the sign test of the questions whose mean moved), at 0.05 divided by the most rounds, since
+every round looks again and each look could call noise a change; or equivalent, when the difference of the two
+pass@1s lies inside ±margin by both runs' sampling intervals (97.5% each, so the difference holds with at least 95%).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from evalkit.stats import wilson_interval
+from evalkit.stats import mcnemar_exact_p, wilson_interval
 from evalkit_evals.question_scores import QuestionScore, graded_lines, question_scores
 
 FILE = "repeats_auto.jsonl"  # one line per round: each dataset's pass@1 and interval after it
 DEFAULT_MARGIN = 0.05
 DEFAULT_MAX_REPEATS = 10
 MIN_REPEATS = 2
+ALPHA = 0.05  # the report's paired test's level, over all the rounds' looks together
+Z_975 = 2.2414  # a two-sided 97.5% interval: two of them hold together at least 95% of the time
 
 
 @dataclass(frozen=True)
@@ -30,10 +40,22 @@ class RepeatsRule:
 
     margin: float = DEFAULT_MARGIN
     max_repeats: int = DEFAULT_MAX_REPEATS
+    baseline: str | None = None  # a capability run directory to compare against, instead of each pass@1 alone
 
     def to_json(self) -> dict[str, Any]:
         """As the manifest and summary record it."""
-        return {"margin": self.margin, "max_repeats": self.max_repeats}
+        return {
+            "margin": self.margin,
+            "max_repeats": self.max_repeats,
+            **({"baseline": self.baseline} if self.baseline else {}),
+        }
+
+    def baseline_scores(self) -> dict[str, QuestionScore] | None:
+        """The baseline run's per-question scores (its graded.jsonl), or None without a baseline."""
+        if self.baseline is None:
+            return None
+        path = Path(self.baseline) / "graded.jsonl"
+        return question_scores(graded_lines([json.loads(x) for x in path.read_text().splitlines() if x.strip()]))
 
 
 def sampling_interval(scores: list[QuestionScore]) -> tuple[float, float] | None:
@@ -45,8 +67,51 @@ def sampling_interval(scores: list[QuestionScore]) -> tuple[float, float] | None
     return wilson_interval(hits, sum(s.n for s in scores))
 
 
-def decide_repeats(lines: list[dict[str, Any]], rule: RepeatsRule, rounds: int) -> dict[str, Any]:
-    """After `rounds` rounds: each dataset's pass@1, its sampling interval, and whether every one is sure."""
+def _hits(scores: list[QuestionScore]) -> tuple[int, int]:
+    return sum(sum(o == "correct" for o in s.outcomes) for s in scores), sum(s.n for s in scores)
+
+
+def baseline_comparison(
+    scores: list[QuestionScore], base: dict[str, QuestionScore], rule: RepeatsRule, rounds: int
+) -> dict[str, Any]:
+    """One dataset against the baseline's answers to the same questions: "beyond noise" (better or worse),
+    "equivalent", or "undecided", with the paired counts, the p-value, the level it was held to and the difference's
+    interval."""
+    paired = [s for s in scores if s.qid in base]
+    if not paired:
+        return {"verdict": "undecided", "why": "the baseline answered none of these questions"}
+    mine, theirs = paired, [base[s.qid] for s in paired]
+    lost = sum(1 for a, b in zip(mine, theirs) if a.score < b.score)
+    gained = sum(1 for a, b in zip(mine, theirs) if a.score > b.score)
+    p = mcnemar_exact_p(lost, gained)
+    level = ALPHA / rule.max_repeats
+    diff = sum(a.score - b.score for a, b in zip(mine, theirs)) / len(paired)
+    lo_a, hi_a = wilson_interval(*_hits(mine), z=Z_975)
+    lo_b, hi_b = wilson_interval(*_hits(theirs), z=Z_975)
+    d_lo, d_hi = lo_a - hi_b, hi_a - lo_b
+    if rounds >= MIN_REPEATS and p < level:
+        verdict = "better" if gained > lost else "worse"
+    elif rounds >= MIN_REPEATS and -rule.margin <= d_lo and d_hi <= rule.margin:
+        verdict = "equivalent"
+    else:
+        verdict = "undecided"
+    return {
+        "verdict": verdict,
+        "paired": len(paired),
+        "lost": lost,
+        "gained": gained,
+        "p": round(p, 6),
+        "level": level,
+        "difference": round(diff, 4),
+        "difference_interval": [round(d_lo, 4), round(d_hi, 4)],
+    }
+
+
+def decide_repeats(
+    lines: list[dict[str, Any]], rule: RepeatsRule, rounds: int, baseline: dict[str, QuestionScore] | None = None
+) -> dict[str, Any]:
+    """After `rounds` rounds: each dataset's pass@1, its sampling interval, and whether every one is sure (against
+    a baseline: whether every comparison is decided)."""
     by_ds: dict[str, list[QuestionScore]] = {}
     for s in question_scores(graded_lines(lines)).values():
         by_ds.setdefault(s.dataset, []).append(s)
@@ -60,6 +125,10 @@ def decide_repeats(lines: list[dict[str, Any]], rule: RepeatsRule, rounds: int) 
             "interval": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
             "sure": sure,
         }
+        if baseline is not None:
+            vs = baseline_comparison(scores, baseline, rule, rounds)
+            datasets[ds]["vs_baseline"] = vs
+            datasets[ds]["sure"] = vs["verdict"] != "undecided"
     undecided = [ds for ds, d in datasets.items() if not d["sure"]]
     return {"repeats": rounds, "decided": not undecided, "undecided": undecided, "datasets": datasets}
 
@@ -67,8 +136,20 @@ def decide_repeats(lines: list[dict[str, Any]], rule: RepeatsRule, rounds: int) 
 def decision_line(d: dict[str, Any], rule: RepeatsRule) -> str:
     """One line for standard error after a round."""
     parts = [
-        f"{ds} {x['pass_at_1']:.3f}" + (f" [{x['interval'][0]:.3f}, {x['interval'][1]:.3f}]" if x["interval"] else "")
+        f"{ds} {x['pass_at_1']:.3f}"
+        + (f" [{x['interval'][0]:.3f}, {x['interval'][1]:.3f}]" if x["interval"] else "")
+        + (f" vs baseline: {_vs_words(x['vs_baseline'])}" if "vs_baseline" in x else "")
         for ds, x in d["datasets"].items()
     ]
     state = "decided" if d["decided"] else f"undecided: {', '.join(d['undecided'])}"
     return f"repeats auto: after {d['repeats']} round(s) (±{rule.margin:g}) {state}; " + "; ".join(parts)
+
+
+def _vs_words(vs: dict[str, Any]) -> str:
+    if "p" not in vs:
+        return f"{vs['verdict']} ({vs.get('why', '')})"
+    lo, hi = vs["difference_interval"]
+    return (
+        f"{vs['verdict']} ({vs['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}], {vs['lost']} lost, {vs['gained']} gained, "
+        f"p={vs['p']:.3g} at {vs['level']:.3g})"
+    )

@@ -10,7 +10,7 @@ import matplotlib.image as mpimg
 import pytest
 
 from evalkit.cli import main
-from evalkit.report.noise import mcnemar_exact_p
+from evalkit.stats import mcnemar_exact_p
 from runfixtures import bench_run, capability_run, stress_run
 
 NUM = re.compile(r"^-?\d+(?:\.\d+)?")

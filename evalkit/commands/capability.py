@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.commands.baseline_run import baseline_run_dir
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int, timeout_s
 from evalkit.config.profiles import THINKING_MODES
@@ -18,7 +19,7 @@ from evalkit.runs.context import RunContext
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 from evalkit.runs.session import finish_run, run_measurement, show_result, started_again
-from evalkit_evals.measure import OnePass, open_judge, score_run
+from evalkit_evals.measure import GRADED, OnePass, open_judge, score_run
 from evalkit_evals.repeats_auto import DEFAULT_MARGIN, DEFAULT_MAX_REPEATS, RepeatsRule
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
@@ -85,6 +86,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--margin",
         type=nonneg_float,
         help=f"with --repeats auto: pass@1's interval half-width that is sure (default {DEFAULT_MARGIN})",
+    )
+    g.add_argument(
+        "--baseline",
+        metavar="RUN_DIR",
+        help="with --repeats auto: stop when each dataset's comparison with this capability run's answers is decided "
+        "(beyond noise, or equivalent within --margin) instead of its pass@1 interval (docs/until-sure.md)",
     )
     g.add_argument(
         "--temperature",
@@ -422,7 +429,7 @@ def _repeats(text: str) -> int | str:
 def _repeats_auto(args: argparse.Namespace, under_load: bool) -> RepeatsRule | None:
     """`--repeats auto`'s rule (args.repeats becomes its most rounds); at temperature 0 one pass, said so."""
     if args.repeats != "auto":
-        for flag, v in (("--max-repeats", args.max_repeats), ("--margin", args.margin)):
+        for flag, v in (("--max-repeats", args.max_repeats), ("--margin", args.margin), ("--baseline", args.baseline)):
             if v is not None:
                 raise UsageError(f"{flag} needs --repeats auto")
         return None
@@ -439,6 +446,7 @@ def _repeats_auto(args: argparse.Namespace, under_load: bool) -> RepeatsRule | N
     rule = RepeatsRule(
         margin=DEFAULT_MARGIN if args.margin is None else args.margin,
         max_repeats=args.max_repeats or DEFAULT_MAX_REPEATS,
+        baseline=str(baseline_run_dir(args.baseline, "capability", GRADED).resolve()) if args.baseline else None,
     )
     if not 0 < rule.margin < 0.5:
         raise UsageError(f"--margin {rule.margin}: pass@1's half-width, between 0 and 0.5 (0.05 is ±5 points)")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
+from evalkit.commands.baseline_run import baseline_run_dir
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import any_int, positive_float, positive_int, timeout_s
 from evalkit.errors import UsageError
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cycles is None:
         args.cycles = source.cycles or 18
     _check(args)
-    baseline = counted_lines(_baseline_dir(args.baseline))[0] if args.baseline else None
+    baseline = counted_lines(baseline_run_dir(args.baseline, "stress", "requests.jsonl"))[0] if args.baseline else None
     args.prompt_salt = _salt(args)
     schedule = build_schedule(
         args.seed,
@@ -248,20 +249,6 @@ def _until_sure(args: argparse.Namespace) -> SureRule | None:
             f"--max-cycles {rule.max_cycles}: --until-sure decides nothing before {rule.min_cycles} cycles"
         )
     return rule
-
-
-def _baseline_dir(where: str) -> Path:
-    """A finished stress run to compare against, or a one-line usage error."""
-    path = Path(where)
-    manifest = path / "manifest.json"
-    if not manifest.is_file():
-        raise UsageError(f"--baseline {where}: not a run directory (no manifest.json)")
-    kind = read_json_object(manifest).get("kind")
-    if kind != "stress":
-        raise UsageError(f"--baseline {where}: a {kind} run, not a stress run")
-    if not (path / "requests.jsonl").is_file():
-        raise UsageError(f"--baseline {where}: the run has no requests.jsonl")
-    return path
 
 
 def _salt(args: argparse.Namespace) -> str:

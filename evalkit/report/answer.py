@@ -19,6 +19,7 @@ from evalkit.report.context import AnswerContext
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import CapabilitySummary
 from evalkit.runs.summary_parts import Distribution
+from evalkit.stats import mcnemar_exact_p
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, VerdictReading
 
 
@@ -227,7 +228,7 @@ def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerL
         changes = question_changes(base, other)
         lost = sum(c.change == "right_to_wrong" for c in changes)
         gained = len(changes) - lost
-        p = noise.mcnemar_exact_p(lost, gained)
+        p = mcnemar_exact_p(lost, gained)
         if lost + gained == 0 and not changes:
             mark = noise.WITHIN
         elif p < noise.ALPHA:

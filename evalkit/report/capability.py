@@ -17,7 +17,7 @@ from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
 from evalkit.report.words import num
 from evalkit.runs.schemas import GradedLine, Score, UnderLoadComparison
-from evalkit.stats import median
+from evalkit.stats import mcnemar_exact_p, median
 from evalkit_evals import registry
 from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
 
@@ -151,7 +151,7 @@ def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> 
     common = [q for q in a if q in b]
     lost = sum(1 for q in common if b[q].score < a[q].score)
     gained = sum(1 for q in common if b[q].score > a[q].score)
-    p = noise.mcnemar_exact_p(lost, gained)
+    p = mcnemar_exact_p(lost, gained)
     detail = f"{len(common)} paired, {lost} lost, {gained} gained, p={p:.3g}"
     if not common:
         return noise.NoiseVerdict(noise.UNKNOWN, "mcnemar", "no question answered by both runs")

@@ -37,17 +37,6 @@ class NoiseVerdict:
         return self.mark in (BETTER, WORSE)
 
 
-def mcnemar_exact_p(only_a: int, only_b: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant pairs (right only before, right only after)."""
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    # Exact McNemar is a two-sided binomial test of the discordant pairs against p = 1/2.
-    from scipy.stats import binomtest
-
-    return float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
-
-
 def bootstrap_diff_ci(
     before: Sequence[float], after: Sequence[float], n_resamples: int = 2000, level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
