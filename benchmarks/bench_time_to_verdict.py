@@ -208,7 +208,7 @@ def main() -> int:
     p.add_argument("--long-tokens", type=int, default=54000)
     p.add_argument("--bench-reps", type=int, default=20)
     p.add_argument("--jitter", type=float, default=0.03)
-    p.add_argument("--noisy-jitter", type=float, default=0.3)
+    p.add_argument("--noisy-jitter", type=float, default=0.5)
     p.add_argument("--only", choices=("stress", "noisy", "bench"))
     p.add_argument("--collect", type=Path, help="only run the stress pairs (seeds --first-seed on) and keep them here")
     p.add_argument("--first-seed", type=int, default=1)
