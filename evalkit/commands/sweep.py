@@ -64,6 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run only the points whose names match one of these comma-separated shell patterns (np2-*,np1-b512)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the points and their commands; start nothing")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the points as Ray tasks on the cluster at ADDRESS ('auto': the local one), placed by each point's "
+        "resources; the sweep directory must be at the same path on every node (docs/cluster.md)",
+    )
     add_output_options(p, resumable=False)
 
 
@@ -93,7 +99,8 @@ def _dry_run(plan: SweepPlan, sweep_dir: Path) -> int:
     for point in plan.points:
         mark = " (baseline)" if point.name == plan.baseline else ""
         params = " ".join(f"{k}={v}" for k, v in point.params.items()) or "(no parameters)"
-        print(f"point {point.name}{mark}: {params}")
+        res = f" (Ray resources {point.resources})" if point.resources else ""
+        print(f"point {point.name}{mark}: {params}{res}")
         print(f"  server: {shlex.join(plan.server_command(sweep_dir, point, 'PORT'))}")
         tag = "{run}" if plan.sweep.reset.between == "restart" else "all"
         log = Path(sweep_dir) / "points" / point.name / f"server-{tag}.log"
@@ -124,7 +131,12 @@ def run(args: argparse.Namespace) -> int:
         def say(text: str) -> None:
             print(text, file=sys.stderr, flush=True)
 
-        state = run_sweep(plan, sweep_dir, state, say)
+        if args.ray:
+            from evalkit.sweep.ray_runner import run_sweep_ray
+
+            state = run_sweep_ray(plan, sweep_dir, state, say, args.ray)
+        else:
+            state = run_sweep(plan, sweep_dir, state, say)
     for rec in state.points:
         line = f"{rec.name}: {rec.status}" + (f": {rec.failure}" if rec.failure else "")
         print(line, flush=True)

@@ -8,7 +8,7 @@ import re
 import shlex
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evalkit.errors import UsageError
 from evalkit.sweep.sweep_file import NamedPoint, Scalar, SweepFile
@@ -22,6 +22,7 @@ class Point:
 
     name: str
     params: dict[str, str]
+    resources: dict[str, float] = field(default_factory=dict)  # what its Ray task needs (`sweep --ray`)
 
 
 def text(value: Scalar) -> str:
@@ -42,7 +43,7 @@ def expand(sweep: SweepFile) -> list[Point]:
     keys = list(sweep.grid)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(sweep.grid[k] for k in keys))] if keys else []
     if not sweep.point and not combos:
-        return [Point("default", {})]
+        return [Point("default", {}, dict(sweep.resources))]
     named: list[NamedPoint | None] = list(sweep.point) or [None]
     out: list[Point] = []
     for p in named:
@@ -54,7 +55,8 @@ def expand(sweep: SweepFile) -> list[Point]:
             parts = ([p.name] if p is not None else []) + [_part(k, v) for k, v in combo.items()]
             own = {k: text(v) for k, v in p.params.items()} if p is not None else {}
             params = {**{k: text(v) for k, v in combo.items()}, **own}
-            out.append(Point("-".join(parts)[:128], params))
+            res = p.resources if p is not None and p.resources is not None else sweep.resources
+            out.append(Point("-".join(parts)[:128], params, dict(res)))
     names = [p.name for p in out]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

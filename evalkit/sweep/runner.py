@@ -81,7 +81,8 @@ def run_name(run: RunSpec) -> str:
     return run.name or run.command
 
 
-def _now() -> str:
+def now_utc() -> str:
+    """Now, in UTC, to the second (as the state file records a point's start and end)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -131,7 +132,7 @@ def reset_calls(root_url: str, calls: list[ResetCall], timeout_s: float = 30.0) 
     return None
 
 
-class _PointRun:
+class PointRun:
     """One point's servers and commands; the state is written after every step."""
 
     def __init__(self, plan: SweepPlan, sweep_dir: Path, state: SweepState, point: Point, say: Say) -> None:
@@ -142,12 +143,13 @@ class _PointRun:
         self.server_log: Path | None = None
         self.port = ""
         self.used = False  # a command has run against the current server
+        self.leftovers_dir = sweep_dir  # where the pids of its server and command are kept (per point on Ray)
 
     def save(self) -> None:
         write_state(self.sweep_dir, self.state)
 
     def fail(self, reason: str, tail: list[str]) -> None:
-        self.rec.status, self.rec.failure, self.rec.log_tail, self.rec.finished = FAILED, reason, tail, _now()
+        self.rec.status, self.rec.failure, self.rec.log_tail, self.rec.finished = FAILED, reason, tail, now_utc()
         self.save()
         self.say(f"point {self.point.name}: FAILED: {reason}")
         for ln in tail[-5:]:
@@ -177,10 +179,10 @@ class _PointRun:
                 cwd,
                 spec.stop_timeout_s,
                 own_log,
-                on_started=lambda pid: remember(self.sweep_dir, "server", pid, cmd, group=True),
+                on_started=lambda pid: remember(self.leftovers_dir, "server", pid, cmd, group=True),
             )
         except ServerStartError as e:
-            forget(self.sweep_dir, "server")
+            forget(self.leftovers_dir, "server")
             self.fail(f"did not start: {e.reason}", e.tail)
             return False
         self.used = False
@@ -191,7 +193,7 @@ class _PointRun:
         if self.server is not None:
             self.server.stop(self.plan.sweep.server.stop_timeout_s)
             self.server = None
-            forget(self.sweep_dir, "server")
+            forget(self.leftovers_dir, "server")
 
     def prepare(self, run: RunSpec) -> bool:
         """A server ready for the next command: started, restarted, or its caches cleared."""
@@ -219,14 +221,14 @@ class _PointRun:
         ):
             # In the sweep's own process group (Ctrl-C reaches it as it reaches the sweep), and named in the pid
             # file: a SIGKILLed sweep's next run stops it.
-            remember(self.sweep_dir, "command", proc.pid, argv, group=False)
+            remember(self.leftovers_dir, "command", proc.pid, argv, group=False)
             try:
                 code = proc.wait()
             except BaseException:
                 proc.kill()
                 raise
             finally:
-                forget(self.sweep_dir, "command")
+                forget(self.leftovers_dir, "command")
         self.used = True
         crec.exit_code = code
         if not self.server.alive:
@@ -235,7 +237,7 @@ class _PointRun:
             self.fail(f"crashed during {run_name(run)}: the server exited with code {exit_code}", self.server.tail())
             self.server.stop(self.plan.sweep.server.stop_timeout_s)  # children its leader left behind
             self.server = None
-            forget(self.sweep_dir, "server")
+            forget(self.leftovers_dir, "server")
             return False
         if not _finished(self.dir / run_name(run)):
             last = log_tail(out_path, 3)
@@ -247,7 +249,7 @@ class _PointRun:
         return True
 
     def go(self) -> None:
-        self.rec.status, self.rec.started, self.rec.failure, self.rec.log_tail = RUNNING, _now(), None, []
+        self.rec.status, self.rec.started, self.rec.failure, self.rec.log_tail = RUNNING, now_utc(), None, []
         self.dir.mkdir(parents=True, exist_ok=True)
         self.save()
         try:
@@ -266,7 +268,7 @@ class _PointRun:
         if broken:
             self.fail(f"{broken[0].name}: {broken[0].failure}", [])
             return
-        self.rec.status, self.rec.finished = DONE, _now()
+        self.rec.status, self.rec.finished = DONE, now_utc()
         self.save()
         self.say(f"point {self.point.name}: done")
 
@@ -308,5 +310,5 @@ def run_sweep(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say) -> 
         if rec.status == DONE:
             say(f"point {point.name}: done earlier, kept")
             continue
-        _PointRun(plan, sweep_dir, state, point, say).go()
+        PointRun(plan, sweep_dir, state, point, say).go()
     return state

@@ -69,6 +69,9 @@ class NamedPoint(ClosedModel):
 
     name: str
     params: dict[str, Scalar] = {}
+    # `sweep --ray`: the Ray resources this point's task needs (a host label such as {gpu_2080ti = 2}); default the
+    # file's top-level `resources`
+    resources: dict[str, float] | None = None
 
     @field_validator("name")
     @classmethod
@@ -100,6 +103,7 @@ class SweepFile(ClosedModel):
     description: str | None = None
     baseline: str | None = None  # the point the others are compared against (default: the first)
     vars: dict[str, Scalar] = {}  # constants for the templates, overridable with `--set KEY=VALUE`
+    resources: dict[str, float] = {}  # `sweep --ray`: the Ray resources each point's task needs (docs/cluster.md)
     server: ServerSpec
     reset: ResetSpec = ResetSpec()
     grid: dict[str, list[Scalar]] = {}
