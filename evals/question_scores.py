@@ -53,6 +53,24 @@ class PassAt1:
     agreement: float
 
 
+@dataclass(frozen=True)
+class PairedChanges:
+    """Two runs' answers to the questions both answered: how many scored lower in the second (lost), how many
+    higher (gained); with repeats, a question's score is its mean over them."""
+
+    paired: int
+    lost: int
+    gained: int
+
+
+def paired_changes(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> PairedChanges:
+    """What run `b` lost and gained against run `a`, question by question (McNemar's discordant pairs)."""
+    common = [q for q in a if q in b]
+    lost = sum(1 for q in common if b[q].score < a[q].score)
+    gained = sum(1 for q in common if b[q].score > a[q].score)
+    return PairedChanges(len(common), lost, gained)
+
+
 _Line = TypeVar("_Line", GradedLine, dict[str, Any])
 
 

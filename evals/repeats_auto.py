@@ -18,13 +18,13 @@ pass@1s lies inside ±margin by both runs' sampling intervals (97.5% each, so th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalkit.runs.rundir import read_jsonl
 from evalkit.stats import mcnemar_exact_p, wilson_interval
-from evalkit_evals.question_scores import QuestionScore, graded_lines, question_scores
+from evalkit_evals.question_scores import QuestionScore, graded_lines, paired_changes, question_scores
 
 FILE = "repeats_auto.jsonl"  # one line per round: each dataset's pass@1 and interval after it
 DEFAULT_MARGIN = 0.05
@@ -54,8 +54,7 @@ class RepeatsRule:
         """The baseline run's per-question scores (its graded.jsonl), or None without a baseline."""
         if self.baseline is None:
             return None
-        path = Path(self.baseline) / "graded.jsonl"
-        return question_scores(graded_lines([json.loads(x) for x in path.read_text().splitlines() if x.strip()]))
+        return question_scores(graded_lines(read_jsonl(Path(self.baseline) / "graded.jsonl")))
 
 
 def sampling_interval(scores: list[QuestionScore]) -> tuple[float, float] | None:
@@ -63,11 +62,11 @@ def sampling_interval(scores: list[QuestionScore]) -> tuple[float, float] | None
     out of all samples (None without two repeats anywhere)."""
     if not scores or max(s.n for s in scores) < 2:
         return None
-    hits = sum(sum(o == "correct" for o in s.outcomes) for s in scores)
-    return wilson_interval(hits, sum(s.n for s in scores))
+    return wilson_interval(*_hits(scores))
 
 
 def _hits(scores: list[QuestionScore]) -> tuple[int, int]:
+    """Every correct sample of these questions, and every sample."""
     return sum(sum(o == "correct" for o in s.outcomes) for s in scores), sum(s.n for s in scores)
 
 
@@ -77,15 +76,15 @@ def baseline_comparison(
     """One dataset against the baseline's answers to the same questions: "beyond noise" (better or worse),
     "equivalent", or "undecided", with the paired counts, the p-value, the level it was held to and the difference's
     interval."""
-    paired = [s for s in scores if s.qid in base]
-    if not paired:
+    mine = [s for s in scores if s.qid in base]
+    if not mine:
         return {"verdict": "undecided", "why": "the baseline answered none of these questions"}
-    mine, theirs = paired, [base[s.qid] for s in paired]
-    lost = sum(1 for a, b in zip(mine, theirs) if a.score < b.score)
-    gained = sum(1 for a, b in zip(mine, theirs) if a.score > b.score)
+    theirs = [base[s.qid] for s in mine]
+    pc = paired_changes(base, {s.qid: s for s in mine})
+    lost, gained = pc.lost, pc.gained
     p = mcnemar_exact_p(lost, gained)
     level = ALPHA / rule.max_repeats
-    diff = sum(a.score - b.score for a, b in zip(mine, theirs)) / len(paired)
+    diff = sum(a.score - b.score for a, b in zip(mine, theirs)) / len(mine)
     lo_a, hi_a = wilson_interval(*_hits(mine), z=Z_975)
     lo_b, hi_b = wilson_interval(*_hits(theirs), z=Z_975)
     d_lo, d_hi = lo_a - hi_b, hi_a - lo_b
@@ -97,7 +96,7 @@ def baseline_comparison(
         verdict = "undecided"
     return {
         "verdict": verdict,
-        "paired": len(paired),
+        "paired": pc.paired,
         "lost": lost,
         "gained": gained,
         "p": round(p, 6),

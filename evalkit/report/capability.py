@@ -19,7 +19,7 @@ from evalkit.report.words import num
 from evalkit.runs.schemas import GradedLine, Score, UnderLoadComparison
 from evalkit.stats import mcnemar_exact_p, median
 from evalkit_evals import registry
-from evalkit_evals.question_scores import QuestionScore, pass_at_1, question_scores
+from evalkit_evals.question_scores import QuestionScore, paired_changes, pass_at_1, question_scores
 
 NOT_COMPARABLE = "not comparable"
 RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right_to_wrong", "wrong_to_right"
@@ -148,12 +148,11 @@ def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> 
     """McNemar marks for two runs' per-question scores (the capability report's and `--under-load`'s)."""
     # McNemar's exact test on per-question means: with one sample a question it is the classic test; with
     # repeats it is the sign test of the questions whose mean moved.
-    common = [q for q in a if q in b]
-    lost = sum(1 for q in common if b[q].score < a[q].score)
-    gained = sum(1 for q in common if b[q].score > a[q].score)
+    pc = paired_changes(a, b)
+    lost, gained = pc.lost, pc.gained
     p = mcnemar_exact_p(lost, gained)
-    detail = f"{len(common)} paired, {lost} lost, {gained} gained, p={p:.3g}"
-    if not common:
+    detail = f"{pc.paired} paired, {lost} lost, {gained} gained, p={p:.3g}"
+    if not pc.paired:
         return noise.NoiseVerdict(noise.UNKNOWN, "mcnemar", "no question answered by both runs")
     if p >= noise.ALPHA:
         return noise.NoiseVerdict(noise.WITHIN, "mcnemar", detail)

@@ -14,12 +14,12 @@ Ray is imported only here, only with `--ray`: without Ray installed that is one 
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.runs.rundir import read_json_object, write_json_atomic
 from evalkit.runs.sweepdir import DONE, FAILED, PointRecord, SweepState, point_dir, write_state
 from evalkit.sweep.leftovers import stop_leftovers
 from evalkit.sweep.points import Point
@@ -46,9 +46,7 @@ class _RayPointRun(PointRun):
         self.leftovers_dir = self.dir
 
     def save(self) -> None:
-        tmp = self.dir / (POINT_STATE + ".tmp")
-        tmp.write_text(json.dumps(self.rec.to_json(), indent=1))
-        tmp.replace(self.dir / POINT_STATE)
+        write_json_atomic(self.dir / POINT_STATE, self.rec.to_json())
 
 
 def run_point_task(plan: SweepPlan, sweep_dir: str, record: dict[str, Any], point: Point) -> dict[str, Any]:
@@ -94,9 +92,9 @@ def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say,
             if rec.status == DONE:
                 say(f"point {point.name}: done earlier, kept")
                 continue
-            res = dict(point.resources)
-            say(f"point {point.name}: sent to Ray" + (f" (needs {res})" if res else ""))
-            running[task.options(resources=res).remote(plan, str(sweep_dir.resolve()), rec.to_json(), point)] = point
+            say(f"point {point.name}: sent to Ray (needs {point.resources})")
+            ref = task.options(resources=point.resources).remote(plan, str(sweep_dir.resolve()), rec.to_json(), point)
+            running[ref] = point
         write_state(sweep_dir, state)
         while running:
             done, _ = ray.wait(list(running), num_returns=1)
@@ -109,7 +107,7 @@ def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say,
                     rec = state.points[idx]
                     kept = point_dir(sweep_dir, point.name) / POINT_STATE
                     if kept.is_file():  # the commands it finished before it died are kept
-                        rec = state.points[idx] = PointRecord.from_json(json.loads(kept.read_text()))
+                        rec = state.points[idx] = PointRecord.from_json(read_json_object(kept))
                     # Ray's first sentence ("Task failed because the node it was running on is dead ..."); the
                     # rest is advice about Ray's own logs
                     text = str(e).strip()
