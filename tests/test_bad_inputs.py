@@ -232,6 +232,23 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("cap-concurrency-inf", ["capability", "--thinking", "off", "--concurrency", "inf"], 2, "--concurrency"),
     ("load-rate-zero", ["load", "--rate", "0"], 2, "--rate"),
     ("load-duration-inf", ["load", "--duration", "inf"], 2, "--duration"),
+    # --- load --ray (docs/cluster.md): checked before Ray is imported or a server asked ---------------------------
+    ("load-hosts-no-ray", ["load", "--rate", "5", "--client-hosts", "2"], 2, "--client-hosts needs --ray"),
+    ("load-ray-no-hosts", ["load", "--rate", "5", "--ray", "auto"], 2, "--ray needs --client-hosts"),
+    ("load-ray-hosts-zero", ["load", "--rate", "5", "--ray", "auto", "--client-hosts", "0"], 2, "--client-hosts"),
+    (
+        "load-ray-closed",
+        ["load", "--concurrency", "4", "--ray", "auto", "--client-hosts", "2"],
+        2,
+        "--concurrency needs",
+    ),
+    (
+        "load-ray-moe",
+        ["load", "--rate", "5", "--target-moe", "5%", "--ray", "auto", "--client-hosts", "2"],
+        2,
+        "--target-moe needs one host",
+    ),
+    ("load-ray-chats", ["load", "--conversations", "4", "--ray", "auto", "--client-hosts", "2"], 2, "from one host"),
     ("report-noise-nan", ["report", f"{R}/bench", "--noise-floor", "nan"], 2, "--noise-floor"),
     ("report-cycle-zero", ["report", f"{R}/stress", "--cycle", "0"], 2, "--cycle"),
     ("sim-fail-rate", ["sim", "--fail-rate", "1.5"], 2, "--fail-rate"),

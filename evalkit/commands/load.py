@@ -34,12 +34,15 @@ from evalkit.config.argtypes import (
     timeout_s,
 )
 from evalkit.errors import UsageError
+from evalkit.load.client_hosts import join_cluster
 from evalkit.load.measure import refuse_existing
-from evalkit.load.points import PointsPlan, PointTemplate, points_measurement, short_figure
+from evalkit.load.points import ClientHostsPlan, PointsPlan, PointTemplate, points_measurement, short_figure
 from evalkit.load.schedule import ARRIVALS, PointSpec, render_plan
 from evalkit.load.slo import parse_target
 from evalkit.load.workload import Lengths, Workload
 from evalkit.runs.session import run_measurement
+
+MAX_CLIENT_HOSTS = 256
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,6 +103,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     load_workloads.add_arguments(p)  # --trace, --conversations, --shared-prefix (issue 31)
     add_shaping_arguments(p)
+    h = p.add_argument_group("many hosts (docs/cluster.md)")
+    h.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="send an open-loop load (--rate) from --client-hosts hosts of the Ray cluster at ADDRESS (auto: the "
+        "local one); needs pip install 'evalkit[cluster]'",
+    )
+    h.add_argument(
+        "--client-hosts",
+        type=bounded_int(1, MAX_CLIENT_HOSTS),
+        metavar="N",
+        help="with --ray: this many hosts send, one Ray actor on each",
+    )
 
 
 def _mode(args: argparse.Namespace) -> tuple[str, float]:
@@ -144,8 +160,41 @@ def _template(args: argparse.Namespace) -> PointTemplate:
     )
 
 
+def _check_hosts(args: argparse.Namespace) -> ClientHostsPlan | None:
+    """`--ray ADDRESS --client-hosts N` as a plan, or one line naming what it cannot go with."""
+    if args.ray is None:
+        if args.client_hosts is not None:
+            raise UsageError("--client-hosts needs --ray ADDRESS (the Ray cluster whose hosts send)")
+        return None
+    if args.client_hosts is None:
+        raise UsageError("--ray needs --client-hosts N: how many hosts send")
+    if load_workloads.wanted(args):
+        raise UsageError(
+            "--ray sends the points of --rate; --trace, --conversations and --shared-prefix run from one host"
+        )
+    closed = args.search == "concurrency" or (not args.search and args.concurrency is not None)
+    single = [
+        flag
+        for flag, given in (
+            ("--concurrency", closed),
+            ("--max-concurrency", args.max_concurrency is not None),
+            ("--max-prefill", args.max_prefill is not None),
+            ("--target-moe", args.target_moe is not None),
+            ("--client-procs", args.client_procs != 1),
+        )
+        if given
+    ]
+    if single:
+        raise UsageError(
+            f"--ray splits an open-loop schedule (--rate) over hosts; {single[0]} needs one host's view of every "
+            "request in flight, so it runs without --ray"
+        )
+    return ClientHostsPlan(args.ray, args.client_hosts)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run `evalkit load` (or print the first point's plan with `--dry-run`)."""
+    hosts = _check_hosts(args)
     if load_workloads.wanted(args):
         return load_workloads.run(args)
     stage_rate(args)
@@ -164,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
         return 0
     refuse_existing(args.out, args.name, args.fresh)
-    return _run(args, mode, load, workload, targets)
+    return _run(args, mode, load, workload, targets, hosts)
 
 
 def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]:
@@ -185,10 +234,18 @@ def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]
         "search_max": args.search_max,
         "resolution": args.resolution,
         **shaping_options(args),
+        **({"client_hosts": args.client_hosts} if args.ray else {}),
     }
 
 
-def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, targets: list[Any]) -> int:
+def _run(
+    args: argparse.Namespace,
+    mode: str,
+    start: float,
+    workload: Workload,
+    targets: list[Any],
+    hosts: ClientHostsPlan | None,
+) -> int:
     plan = PointsPlan(
         mode=mode,
         start=start,
@@ -201,7 +258,10 @@ def _run(args: argparse.Namespace, mode: str, start: float, workload: Workload, 
         resolution=args.resolution,
         token_scale=args.token_scale,
         timeout_s=args.timeout_s,
+        hosts=hosts,
     )
+    if hosts is not None:
+        join_cluster(hosts.address, hosts.count)  # a cluster too small is one line before the run exists
     measurement = points_measurement(plan, _options(args, mode, start))
     return run_measurement(
         target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_table(s), flush=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.evidence.capture import evidence_summary
+from evalkit.load.client_hosts import RayClientHosts, host_spec
 from evalkit.load.measure import LoadMeasurement, run_token_scale
 from evalkit.load.metrics import judge_point, point_metrics
 from evalkit.load.runner import LoadRunner, PointRun
@@ -73,6 +74,15 @@ class PointsPlan:
     resolution: float = 0.1  # a rate search stops when its bracket is this fraction of the rate
     token_scale: float | None = None  # None: measured against the server first
     timeout_s: float = 300.0
+    hosts: ClientHostsPlan | None = None  # None: sent from this process (`--client-procs` spreads its reading)
+
+
+@dataclass(frozen=True)
+class ClientHostsPlan:
+    """`--ray ADDRESS --client-hosts N`: the open-loop sends spread over N hosts of a Ray cluster."""
+
+    address: str
+    count: int
 
 
 def points_measurement(plan: PointsPlan, options: dict[str, Any]) -> LoadMeasurement:
@@ -88,7 +98,13 @@ async def measure_points(plan: PointsPlan, ctx: RunContext) -> dict[str, Any]:
     """The points of the run (a search, or one point at `start`), its summary."""
     # (a given --token-scale is the workload's already)
     workload = dataclasses.replace(plan.workload, token_scale=await run_token_scale(ctx, plan.token_scale))
-    runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, plan.timeout_s)
+    runner: LoadRunner | RayClientHosts
+    if plan.hosts is None:
+        runner = LoadRunner(ctx.rundir, ctx.client, ctx.clock, plan.timeout_s)
+    else:
+        spec = host_spec(ctx.client, ctx.profile.api_key, plan.timeout_s)
+        runner = RayClientHosts.start(plan.hosts.address, plan.hosts.count, spec, ctx.clock, _say)
+        runner.rundir = ctx.rundir
     mode, targets, seed = plan.mode, list(plan.targets), plan.template.seed
     next_id = [0]
 
@@ -133,6 +149,10 @@ async def measure_points(plan: PointsPlan, ctx: RunContext) -> dict[str, Any]:
         runner.close()
     await ctx.evidence.end()
     return {**build_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
 
 
 def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[str, Any]) -> None:

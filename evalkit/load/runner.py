@@ -69,11 +69,29 @@ class PointRun:
         return [r for r in self.lines if r.get("phase") == "measured"]
 
 
+@dataclass(frozen=True)
+class PlannedSend:
+    """One open-loop send: the request's index, its phase, its absolute send time and its stage (None: no stages)."""
+
+    index: int
+    phase: str
+    at: float
+    stage: int | None = None
+
+
+def open_loop_sends(plan: PointPlan, start: float) -> list[PlannedSend]:
+    """Every send of an open-loop point starting at `start` (send_offsets, not send_schedule: a plan may fix its own
+    times, as evalkit/load/trace.py's TracePlan does)."""
+    offsets = plan.send_offsets()
+    stages: list[int | None] = list(plan.send_stages()) if plan.stages else [None] * len(offsets)
+    return [PlannedSend(i, plan.phase(i), start + off, stage) for i, (off, stage) in enumerate(zip(offsets, stages))]
+
+
 class LoadRunner:
     """Sends the requests of load points and writes one line per request as it completes."""
 
-    def __init__(self, rundir: RunDir, client: ChatClient, clock: Clock, timeout_s: float) -> None:
-        self.rundir = rundir
+    def __init__(self, rundir: RunDir | None, client: ChatClient, clock: Clock, timeout_s: float) -> None:
+        self.rundir = rundir  # None: the lines are only kept on the point (a client host's, sent back whole)
         self.client = client
         self.clock = clock
         self.timeout_s = timeout_s
@@ -138,24 +156,25 @@ class LoadRunner:
             }
         )
         point.lines.append(line)
-        self._writer.submit(self.rundir.append, REQUESTS, line)
+        if self.rundir is not None:
+            self._writer.submit(self.rundir.append, REQUESTS, line)
         return line
 
     async def _open_loop(self, point: PointRun) -> None:
         plan = point.plan
-        # send_offsets, not send_schedule: a plan may fix its own times (evalkit/load/trace.py's TracePlan).
-        offsets = plan.send_offsets()
-        stages = plan.send_stages() if plan.stages else [0] * len(offsets)
-        reqs = [plan.request(i) for i in range(len(offsets))]  # built before the clock starts
-        start = self.clock.now() + _LEAD_S
+        reqs = [plan.request(i) for i in range(len(plan.send_offsets()))]  # built before the clock starts
+        sends = open_loop_sends(plan, self.clock.now() + _LEAD_S)
+        await self.send_planned(point, list(zip(reqs, sends)))
+
+    async def send_planned(self, point: PointRun, planned: list[tuple[LoadRequest, PlannedSend]]) -> None:
+        """Send each request at its planned time on this runner's clock (open loop); a precision stop ends the
+        measured sends early. Returns once every answer is in."""
         tasks = []
-        for req, off, stage in zip(reqs, offsets, stages):
-            at = start + off
-            await sleep_until(self.clock, at)
-            phase = plan.phase(req.index)
-            if phase == "measured" and point.precise_enough():
+        for req, send in planned:
+            await sleep_until(self.clock, send.at)
+            if send.phase == "measured" and point.precise_enough():
                 break
-            tasks.append(asyncio.ensure_future(self._send(point, req, phase, at, stage=stage if plan.stages else None)))
+            tasks.append(asyncio.ensure_future(self._send(point, req, send.phase, send.at, stage=send.stage)))
         await asyncio.gather(*tasks)
 
     async def _closed_loop(self, point: PointRun) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.client.lag import error_budget
+from evalkit.load.client_hosts import hosts_summary
 from evalkit.load.metrics import dist, judge_point, point_metrics
 from evalkit.load.precision import PrecisionStop
 from evalkit.load.slo import Target, parse_target
@@ -94,6 +95,7 @@ def build_summary(path: Path) -> dict[str, Any]:
                 for p in points
                 if not p["valid"]
             ],
+            **hosts_summary(path, measured_all),  # sent from several hosts (load --ray): each one's figures
         },
     }
     # The gate reads `load.max_concurrency_meeting_slo` or `load.max_rate_meeting_slo`.

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from evalkit.cluster import connect, import_ray
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import read_json_object, write_json_atomic
 from evalkit.runs.sweepdir import DONE, FAILED, PointRecord, SweepState, point_dir, write_state
@@ -26,15 +27,6 @@ from evalkit.sweep.points import Point
 from evalkit.sweep.runner import PointRun, Say, SweepPlan, now_utc
 
 POINT_STATE = "point-state.json"
-
-
-def import_ray() -> Any:
-    """The `ray` module, or one line naming the extra that brings it."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("--ray needs Ray: pip install 'evalkit[cluster]'") from None
-    return ray
 
 
 class _RayPointRun(PointRun):
@@ -77,10 +69,7 @@ def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say,
             "one node's GPUs (docs/cluster.md)"
         )
     plan = replace(plan, source=plan.source.resolve())  # the task's worker has its own working directory
-    try:
-        ray.init(address=address, log_to_driver=True, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise UsageError(f"--ray {address}: no Ray cluster answered ({str(e).splitlines()[0]})") from None
+    connect(ray, address)
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         say(f"ray: {len(nodes)} node(s) at {address}")

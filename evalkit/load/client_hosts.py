@@ -1,0 +1,310 @@
+"""`evalkit load --ray ADDRESS --client-hosts N`: an open-loop load sent from N hosts of a Ray cluster.
+
+The coordinator (the `evalkit load` process) plans every point as a one-host run would (the same seeded send times
+and requests); each host's client is one long-lived Ray actor, `ClientHost`, pinned to a host of its own by a
+placement group (`STRICT_SPREAD`: one bundle a node). Before a point, the coordinator probes each host's clock
+(evalkit.load.clock_offset: round trips through Ray), hands the host its share of the sends (request i to host
+i mod N) with their absolute times moved onto the host's clock, and the host runs them with evalkit's own client
+(kernel-stamped reads, `LoadRunner.send_planned`), judging every answer as one host would. It returns its raw request
+lines; the coordinator probes the clocks again, moves each line's absolute stamps onto its own clock with the
+estimate of both probings, labels it with its `client_host`, and writes the lines of all hosts merged in send order
+into the one run directory, beside `client_hosts.jsonl` (per point and host: where it ran, its requests, the clock
+offset, its uncertainty and the shortest round trip). The summary's `client.hosts` is read from those files.
+
+Ray is imported only here, only with `--ray`. The hosts must reach the server at the URL the coordinator was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.client.chat import ChatClient
+from evalkit.client.lag import error_budget
+from evalkit.clock import Clock
+from evalkit.cluster import connect, import_ray
+from evalkit.errors import UsageError
+from evalkit.load.clock_offset import ClockOffset, ClockProbe, estimate_offset, on_coordinator_clock
+from evalkit.load.metrics import dist
+from evalkit.load.runner import PlannedSend, PointRun, open_loop_sends
+from evalkit.load.schedule import PointPlan
+from evalkit.runs.rundir import REQUESTS, RunDir, read_jsonl
+from evalkit.stats import percentile
+
+CLIENT_HOSTS = "client_hosts.jsonl"
+PROBES = 16  # round trips per host before a point, and again after it
+LEAD_S = 1.0  # the first send is this long after planning: time for the slices to reach their hosts
+PLACEMENT_TIMEOUT_S = 30.0
+
+
+class ClientHostFailed(UsageError):
+    """A client host (its Ray actor or node) was lost mid-point: one line, exit 1 (load runs do not resume)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """What a host's client needs (the API key travels in Ray's messages, in memory, and is never written)."""
+
+    base_url: str
+    model: str
+    api_key: str | None
+    timeout_s: float
+    uuid_request_ids: bool = False
+    omit_fields: frozenset[str] = frozenset()
+    standing_body: tuple[tuple[str, Any], ...] = ()
+
+
+class ClientHost:
+    """One host's client, the body of a Ray actor: it tells its clock and sends the slices it is handed."""
+
+    def __init__(self, spec: HostSpec) -> None:
+        self.spec = spec
+        self.clock = Clock()
+
+    def where(self) -> dict[str, Any]:
+        """The host's name, the actor's pid and the node's address."""
+        import ray
+
+        node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray's own, untyped
+        node_id = ray.get_runtime_context().get_node_id()
+        return {"hostname": socket.gethostname(), "pid": os.getpid(), "node_ip": node_ip, "node_id": node_id}
+
+    def now(self) -> float:
+        """This host's clock."""
+        return self.clock.now()
+
+    def run_slice(self, plan: PointPlan, point_id: int, sends: list[PlannedSend]) -> list[dict[str, Any]]:
+        """Send `sends` (times on this host's clock) of point `point_id`; the request lines, stamped on this clock."""
+        from evalkit.eventloop import fast_loop
+
+        def work() -> list[dict[str, Any]]:
+            with fast_loop():
+                return asyncio.run(self._run(plan, point_id, sends))
+
+        # a loop of its own in a thread of its own: Ray's worker thread may have a loop running already
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="client-host") as pool:
+            return pool.submit(work).result()
+
+    async def _run(self, plan: PointPlan, point_id: int, sends: list[PlannedSend]) -> list[dict[str, Any]]:
+        from evalkit.load.runner import LoadRunner
+
+        spec = self.spec
+        client = ChatClient(
+            spec.base_url,
+            spec.model,
+            api_key=spec.api_key,
+            clock=self.clock,
+            uuid_request_ids=spec.uuid_request_ids,
+            omit_fields=spec.omit_fields,
+            standing_body=dict(spec.standing_body),
+        )
+        runner = LoadRunner(None, client, self.clock, spec.timeout_s)
+        point = PointRun(point_id, plan)
+        try:
+            reqs = [plan.request(s.index) for s in sends]  # built before the first send is due
+            await runner.send_planned(point, list(zip(reqs, sends)))
+        finally:
+            runner.close()
+            await client.aclose()
+        return point.lines
+
+
+def join_cluster(address: str, count: int) -> None:
+    """Join the Ray cluster at `address` and check that it has `count` nodes, before the run directory exists; one
+    line (exit 2) naming what is missing. The connection stays for `RayClientHosts.start`."""
+    ray = import_ray()
+    connect(ray, address)
+    alive = sum(1 for n in ray.nodes() if n.get("Alive"))
+    if alive < count:
+        ray.shutdown()
+        raise UsageError(
+            f"--client-hosts {count}: the Ray cluster at {address} has {alive} node(s); each client host is a node "
+            "of its own (ray start on each), or ask for fewer"
+        )
+
+
+class RayClientHosts:
+    """The coordinator's side: N `ClientHost` actors on N nodes, and `run_point` with a one-host runner's shape."""
+
+    def __init__(self, ray: Any, group: Any, actors: list[Any], where: list[dict[str, Any]], clock: Clock) -> None:
+        self._ray, self._group, self.actors, self.where, self.clock = ray, group, actors, where, clock
+        self.rundir: RunDir | None = None
+
+    @classmethod
+    def start(
+        cls, address: str, count: int, spec: HostSpec, clock: Clock, say: Callable[[str], None] | None = None
+    ) -> RayClientHosts:
+        """Join the cluster, place one actor on each of `count` nodes, or one line saying why not."""
+        ray = import_ray()
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        if not ray.is_initialized():
+            join_cluster(address, count)
+        try:
+            group = placement_group([{"CPU": 1}] * count, strategy="STRICT_SPREAD")
+            if not group.wait(timeout_seconds=PLACEMENT_TIMEOUT_S):
+                remove_placement_group(group)
+                raise UsageError(
+                    f"--client-hosts {count}: the Ray cluster at {address} could not give {count} nodes a CPU each "
+                    f"within {PLACEMENT_TIMEOUT_S:g} s (another job holds their CPUs?); free them, or ask for fewer"
+                )
+            actor = ray.remote(num_cpus=1, max_restarts=0)(ClientHost)
+            actors = [
+                actor.options(
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        placement_group=group, placement_group_bundle_index=i
+                    )
+                ).remote(spec)
+                for i in range(count)
+            ]
+            where = ray.get([a.where.remote() for a in actors])
+        except BaseException:
+            ray.shutdown()
+            raise
+        hosts = cls(ray, group, actors, where, clock)
+        if say is not None:
+            names = ", ".join(f"{w['hostname']} ({w['node_ip']})" for w in where)
+            say(f"load: {count} client hosts on Ray at {address}: {names}")
+        return hosts
+
+    def close(self) -> None:
+        """Let the actors and their placement go, and leave the cluster."""
+        from ray.util.placement_group import remove_placement_group
+
+        try:
+            for a in self.actors:
+                self._ray.kill(a)
+            remove_placement_group(self._group)
+        finally:
+            self._ray.shutdown()
+
+    def _probe(self) -> list[list[ClockProbe]]:
+        """`PROBES` round trips to each host, one host after another (a blocking call: run in a thread)."""
+        out = []
+        for a in self.actors:
+            probes = []
+            for _ in range(PROBES):
+                sent = self.clock.now()
+                remote = self._ray.get(a.now.remote())
+                probes.append(ClockProbe(sent, float(remote), self.clock.now()))
+            out.append(probes)
+        return out
+
+    async def run_point(self, point: PointRun) -> PointRun:
+        """Run one open-loop point from the hosts; `point.lines` are every host's lines on this clock, in send
+        order, also appended to the run's requests.jsonl (and the clock figures to client_hosts.jsonl)."""
+        loop = asyncio.get_running_loop()
+        before = await loop.run_in_executor(None, self._probe)
+        offsets = [estimate_offset(p) for p in before]
+        sends = open_loop_sends(point.plan, self.clock.now() + LEAD_S)
+        n = len(self.actors)
+        refs = [
+            actor.run_slice.remote(
+                point.plan,
+                point.point_id,
+                [dataclasses.replace(s, at=offsets[h].to_host(s.at)) for s in sends if s.index % n == h],
+            )
+            for h, actor in enumerate(self.actors)
+        ]
+        try:
+            results = await asyncio.gather(*refs)
+        except self._ray.exceptions.RayError as e:
+            cause = getattr(e, "cause", None)  # a RayTaskError carries what the host raised
+            text = f"{type(cause).__name__}: {cause}" if cause is not None else str(e).strip()
+            raise ClientHostFailed(
+                f"load: a client host failed mid-point ({text.splitlines()[0] if text else type(e).__name__}); "
+                "load runs do not resume: add --fresh to measure again"
+            ) from None
+        after = await loop.run_in_executor(None, self._probe)
+        merged: list[dict[str, Any]] = []
+        figures = []
+        for h, lines in enumerate(results):
+            est = estimate_offset(before[h] + after[h])
+            merged.extend({**on_coordinator_clock(ln, est), "client_host": h} for ln in lines)
+            figures.append(_host_line(point.point_id, h, self.where[h], lines, est, offsets[h]))
+        merged.sort(key=lambda ln: (ln["scheduled_send"], ln["index"]))
+        point.lines.extend(merged)
+        if self.rundir is not None:
+            await loop.run_in_executor(None, _write, self.rundir, merged, figures)
+        return point
+
+
+def _host_line(
+    point: int, host: int, where: dict[str, Any], lines: list[dict[str, Any]], est: ClockOffset, sent_on: ClockOffset
+) -> dict[str, Any]:
+    return {
+        "point": point,
+        "client_host": host,
+        **where,
+        "requests": len(lines),
+        "clock": est.to_json(),
+        "sends_planned_with_offset_s": sent_on.offset_s,
+    }
+
+
+def _write(rundir: RunDir, lines: list[dict[str, Any]], figures: list[dict[str, Any]]) -> None:
+    for ln in lines:
+        rundir.append(REQUESTS, ln)
+    for f in figures:
+        rundir.append(CLIENT_HOSTS, f)
+
+
+def hosts_summary(path: Path, measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """`hosts`, `clock_uncertainty_s` and `timeline_error_budget_s` of a run's `client` block when it was sent from
+    several hosts (an empty dict otherwise): per host its measured requests, send lateness, read lag, error budget
+    and the clock figures of every point (the largest uncertainty counts); the timeline budget is the run's error
+    budget plus the largest clock uncertainty, the most an absolute stamp of the merged timeline may be off."""
+    if not (path / CLIENT_HOSTS).is_file():
+        return {}
+    figures = read_jsonl(path / CLIENT_HOSTS)
+    hosts = []
+    for h in sorted({int(f["client_host"]) for f in figures}):
+        mine = [f for f in figures if int(f["client_host"]) == h]
+        lines = [ln for ln in measured if ln.get("client_host") == h]
+        lags = [ln["read_lag_s"] for ln in lines if isinstance(ln.get("read_lag_s"), (int, float))]
+        clocks = [f["clock"] for f in mine]
+        hosts.append(
+            {
+                "client_host": h,
+                "hostname": mine[-1].get("hostname"),
+                "node_ip": mine[-1].get("node_ip"),
+                "requests": len(lines),
+                "send_lateness_s": dist(ln.get("send_lateness_s") for ln in lines),
+                "read_lag_p99_s": percentile(lags, 99) if lags else None,
+                "error_budget_s": error_budget(lines)["error_budget_s"],
+                "clock_offset_s": [c["offset_s"] for c in clocks],
+                "clock_uncertainty_s": max(c["uncertainty_s"] for c in clocks),
+                "round_trip_s": min(c["round_trip_s"] for c in clocks),
+                "clock_consistent": all(c.get("consistent", True) for c in clocks),
+            }
+        )
+    uncertainty = max(h["clock_uncertainty_s"] for h in hosts) if hosts else None
+    budget = error_budget(measured)["error_budget_s"]
+    return {
+        "hosts": hosts,
+        "clock_uncertainty_s": uncertainty,
+        "timeline_error_budget_s": None if budget is None or uncertainty is None else budget + uncertainty,
+    }
+
+
+def host_spec(client: Any, api_key: str | None, timeout_s: float) -> HostSpec:
+    """The spec of a host's client, from the coordinator's own (`ChatClient` or its multi-process twin)."""
+    return HostSpec(
+        client.base_url,
+        client.model,
+        api_key,
+        timeout_s,
+        bool(client.uuid_request_ids),
+        frozenset(client.omit_fields),
+        tuple(dict(client.standing_body).items()),
+    )

@@ -1,0 +1,120 @@
+"""`evalkit load --ray ADDRESS --client-hosts 2` on a real local Ray cluster (a head and one more node on this
+machine) against `evalkit sim`: the two hosts send the one seeded schedule a one-host run would (request i from host
+i mod 2, one actor on each node), each host's clock offset is measured and recorded, and the merged records, moved
+onto the coordinator's clock, agree with the sim's own stamps of every request within the recorded uncertainty.
+Asking for more hosts than the cluster has is one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray.cluster_utils import Cluster  # the test extra installs Ray: in CI these tests run, never skip
+
+from evalkit.load.points import PointTemplate
+from evalkit.load.schedule import PointSpec
+from evalkit.load.workload import Lengths, Workload
+
+STORE = 80 * 1024 * 1024  # each node's object store (Ray's default is 30% of the machine's memory a node)
+EPS = 0.002  # two processes' clocks on one machine agree to a few µs (evalkit.clock); this is generous
+LOAD = ["--rate", "8", "--requests", "40", "--warmup", "4", "--prompt-tokens", "20", "--output-tokens", "20"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    """A head and a second node, one CPU each: a client host's actor takes a node's CPU."""
+    small: dict[str, Any] = {"num_cpus": 1, "object_store_memory": STORE}
+    c = Cluster(initialize_head=True, head_node_args={**small, "include_dashboard": False})
+    c.add_node(**small)
+    c.wait_for_nodes()
+    yield c
+    c.shutdown()
+
+
+def load(base_url: str, out: Path, name: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "evalkit", "load", "--base-url", base_url, "--out", str(out), "--name", name]
+    return subprocess.run(
+        [*cmd, "--no-metrics", "--token-scale", "1", *flags], capture_output=True, text=True, timeout=300
+    )
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_two_hosts_send_one_schedule_and_agree_with_the_sims_truth(cluster: Any, sim: Any, tmp_path: Path) -> None:
+    proc = sim(
+        "--time-scale", "4", "--max-batch", "64", "--prefill-rate", "2000", "--decode-rate", "100",
+        "--batch-decode-rate", "2000",
+    )  # fmt: skip
+    r = load(proc.base_url, tmp_path, "hosts", *LOAD, "--ray", cluster.address, "--client-hosts", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 client hosts on Ray" in r.stderr
+    run = Path(r.stdout.strip().splitlines()[-1])
+    s = json.loads((run / "summary.json").read_text())
+    assert s["requests"] == 40 and s["errors"] == 0 and s["wrong_answers"] == 0
+    client = s["client"]
+    hosts = client["hosts"]
+    assert [h["client_host"] for h in hosts] == [0, 1]
+    assert [h["requests"] for h in hosts] == [20, 20]
+    u = client["clock_uncertainty_s"]
+    assert 0 < u < 0.25 and u == max(h["clock_uncertainty_s"] for h in hosts)
+    assert client["timeline_error_budget_s"] == pytest.approx(client["error_budget_s"] + u)
+    # one actor on each node (the placement group spreads them), each host's clock figures per point
+    figures = jsonl(run / "client_hosts.jsonl")
+    assert len(figures) == 2 and len({f["node_id"] for f in figures}) == 2
+    assert all(f["clock"]["probes"] == 32 and f["clock"]["consistent"] for f in figures)
+    # the one seeded schedule a one-host run sends: every index once, host i mod 2, at the plan's offsets
+    lines = jsonl(run / "requests.jsonl")
+    assert [ln["index"] for ln in lines] == list(range(44))
+    assert all(ln["client_host"] == ln["index"] % 2 for ln in lines)
+    workload = Workload(Lengths.parse("20", "p"), Lengths.parse("20", "o"), 0, 1.0)
+    plan = PointTemplate(seed=42, arrivals="constant", warmup=4, requests=40).plan(workload, PointSpec("rate", 8.0))
+    offsets = plan.send_offsets()
+    t0 = lines[0]["scheduled_send"]
+    for ln in lines:
+        assert ln["scheduled_send"] - t0 == pytest.approx(offsets[ln["index"]], abs=2 * u + EPS)
+    # the merged records against the sim's own stamps, on the coordinator's clock, within each host's uncertainty
+    truth = {e["request_id"]: e for e in proc.events()}
+    for ln in lines:
+        ev, uh = truth[ln["request_id"]], hosts[ln["client_host"]]["clock_uncertainty_s"]
+        assert ln["t_sent"] - uh - EPS <= ev["arrived"] <= ln["t_sent"] + uh + 0.5, ln["index"]
+        assert ev["first_token"] <= ln["t_first_token"] + uh + EPS, ln["index"]
+        assert ln["t_sent"] >= ln["scheduled_send"] - EPS  # never sent before its time
+        true_ttft = ev["first_token"] - ev["arrived"]
+        assert true_ttft - EPS <= ln["ttft_s"] <= true_ttft + 0.5  # a duration on one host's clock
+
+
+def test_more_hosts_than_nodes_is_one_line(cluster: Any, sim: Any, tmp_path: Path) -> None:
+    proc = sim("--time-scale", "4")
+    r = load(proc.base_url, tmp_path, "three", *LOAD, "--ray", cluster.address, "--client-hosts", "3")
+    assert r.returncode == 2, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--client-hosts 3" in last and "2 node(s)" in last and "Traceback" not in r.stderr
+    assert not (tmp_path / "three").exists()  # refused before the run directory was made
+
+
+def test_without_ray_the_flag_is_one_line(sim: Any, tmp_path: Path) -> None:
+    """Ray made unimportable: a load without --ray never needs it; with --ray it is one line naming the extra."""
+    proc = sim("--time-scale", "4")
+    code = "import sys; sys.modules['ray'] = None; from evalkit.cli import main; sys.exit(main())"
+    base = ["load", "--base-url", proc.base_url, "--out", str(tmp_path), "--no-metrics", "--token-scale", "1"]
+    small = ["--rate", "20", "--requests", "4", "--warmup", "0", "--prompt-tokens", "10", "--output-tokens", "4"]
+    plain = subprocess.run(
+        [sys.executable, "-c", code, *base, "--name", "plain", *small], capture_output=True, text=True
+    )
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    p = subprocess.run(
+        [sys.executable, "-c", code, *base, "--name", "ray", *small, "--ray", "auto", "--client-hosts", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        p.returncode == 2 and p.stderr.strip() == "evalkit load: error: --ray needs Ray: pip install 'evalkit[cluster]'"
+    )
+    assert not (tmp_path / "ray").exists()
