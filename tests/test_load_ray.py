@@ -87,6 +87,16 @@ def test_two_hosts_send_one_schedule_and_agree_with_the_sims_truth(cluster: Any,
         assert ln["t_sent"] >= ln["scheduled_send"] - EPS  # never sent before its time
         true_ttft = ev["first_token"] - ev["arrived"]
         assert true_ttft - EPS <= ln["ttft_s"] <= true_ttft + 0.5  # a duration on one host's clock
+    # the report shows each host's share and clock
+    rep = subprocess.run(
+        [sys.executable, "-m", "evalkit", "report", str(run), "-o", str(tmp_path / "report.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    text = (tmp_path / "report.md").read_text()
+    assert "Client hosts: hosts" in text and "| host 0 |" in text and "| host 1 |" in text
 
 
 def test_more_hosts_than_nodes_is_one_line(cluster: Any, sim: Any, tmp_path: Path) -> None:

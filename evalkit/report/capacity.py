@@ -162,9 +162,59 @@ def point_table(run: LabelledRun, base: LabelledRun | None) -> Table:
     return Table(f"load:{run.label}", f"Load points: {run.label}", cols, rows, notes, row_header="load")
 
 
+def hosts_table(run: LabelledRun) -> Table | None:
+    """A run sent from several hosts (`load --ray`): each host's share, lag and clock figures; None otherwise."""
+    client = run.summary.get("client") or {}
+    hosts = client.get("hosts") or []
+    if not hosts:
+        return None
+    cols = [
+        "node",
+        "requests",
+        "lateness p95 ms",
+        "read lag p99 ms",
+        "error budget ms",
+        "clock offset ms",
+        "± ms",
+        "RTT ms",
+    ]
+
+    def ms(v: Any) -> str:
+        return _f(None if v is None else v * 1000)
+
+    rows = [
+        (
+            f"host {h['client_host']}",
+            [
+                f"{h.get('hostname')} ({h.get('node_ip')})",
+                _f(h["requests"]),
+                ms((h.get("send_lateness_s") or {}).get("p95")),
+                ms(h.get("read_lag_p99_s")),
+                ms(h.get("error_budget_s")),
+                ", ".join(ms(o) for o in h.get("clock_offset_s") or []),
+                ms(h.get("clock_uncertainty_s")) + ("" if h.get("clock_consistent", True) else " (clock moved)"),
+                ms(h.get("round_trip_s")),
+            ],
+        )
+        for h in hosts
+    ]
+    notes = [
+        "TTFT, inter-token gaps and e2e are differences of one host's own stamps: the clock offset cannot move them. "
+        f"Absolute stamps of the merged timeline are off by at most ± the clock's uncertainty; timeline error budget "
+        f"{ms(client.get('timeline_error_budget_s'))} ms (the error budget plus the largest uncertainty)."
+    ]
+    return Table(f"load-hosts:{run.label}", f"Client hosts: {run.label}", cols, rows, notes, row_header="host")
+
+
 def capacity_tables(runs: list[LabelledRun]) -> list[Table]:
-    """The headline table, then one table of load points per run."""
-    return [headline_table(runs)] + [point_table(r, runs[0] if i else None) for i, r in enumerate(runs)]
+    """The headline table, then one table of load points per run (and of its client hosts, when it had several)."""
+    tables = [headline_table(runs)]
+    for i, r in enumerate(runs):
+        tables.append(point_table(r, runs[0] if i else None))
+        hosts = hosts_table(r)
+        if hosts is not None:
+            tables.append(hosts)
+    return tables
 
 
 def capacity_section(runs: list[LabelledRun], heading: str) -> SectionContext:
