@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,29 @@ def test_without_ray_the_flag_is_one_line(sim: Any, tmp_path: Path) -> None:
         p.returncode == 2 and p.stderr.strip() == "evalkit load: error: --ray needs Ray: pip install 'evalkit[cluster]'"
     )
     assert not (tmp_path / "ray").exists()
+
+
+def test_a_host_lost_mid_point_is_one_line(cluster: Any, sim: Any, tmp_path: Path) -> None:
+    """A third node joins, the load runs on three hosts, and that node is removed while the point runs: exit 1 with
+    one line naming the lost host (load runs do not resume), no traceback."""
+    proc = sim("--time-scale", "4", "--max-batch", "64")
+    node = cluster.add_node(num_cpus=1, object_store_memory=STORE)
+    cluster.wait_for_nodes()
+    flags = ["--rate", "4", "--requests", "40", "--warmup", "2", "--prompt-tokens", "10", "--output-tokens", "4"]
+    cmd = [sys.executable, "-m", "evalkit", "load", "--base-url", proc.base_url, "--out", str(tmp_path)]
+    p = subprocess.Popen(
+        [*cmd, "--name", "lost", "--no-metrics", "--token-scale", "1", *flags, "--ray", cluster.address]
+        + ["--client-hosts", "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stderr is not None
+    said = p.stderr.readline()  # "load: 3 client hosts on Ray at ...": the actors are placed, the point is next
+    assert "3 client hosts on Ray" in said, said
+    time.sleep(3.0)
+    cluster.remove_node(node)
+    _, err = p.communicate(timeout=180)
+    assert p.returncode == 1, err[-2000:]
+    assert "Traceback" not in err
+    assert "a client host failed mid-point" in err.strip().splitlines()[-1] and "--fresh" in err
