@@ -248,6 +248,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
         2,
         "--target-moe needs one host",
     ),
+    (
+        "load-ray-procs",
+        ["load", "--rate", "5", "--client-procs", "2", "--ray", "auto", "--client-hosts", "2"],
+        2,
+        "--client-procs with --ray",
+    ),
     ("load-ray-chats", ["load", "--conversations", "4", "--ray", "auto", "--client-hosts", "2"], 2, "from one host"),
     ("report-noise-nan", ["report", f"{R}/bench", "--noise-floor", "nan"], 2, "--noise-floor"),
     ("report-cycle-zero", ["report", f"{R}/stress", "--cycle", "0"], 2, "--cycle"),

@@ -180,10 +180,11 @@ def _check_hosts(args: argparse.Namespace) -> ClientHostsPlan | None:
             ("--max-concurrency", args.max_concurrency is not None),
             ("--max-prefill", args.max_prefill is not None),
             ("--target-moe", args.target_moe is not None),
-            ("--client-procs", args.client_procs != 1),
         )
         if given
     ]
+    if args.client_procs != 1:
+        raise UsageError("--client-procs with --ray: each client host sends from one process; add hosts instead")
     if single:
         raise UsageError(
             f"--ray splits an open-loop schedule (--rate) over hosts; {single[0]} needs one host's view of every "
