@@ -154,4 +154,10 @@ def test_a_host_lost_mid_point_is_one_line(cluster: Any, sim: Any, tmp_path: Pat
     _, err = p.communicate(timeout=180)
     assert p.returncode == 1, err[-2000:]
     assert "Traceback" not in err
-    assert "a client host failed mid-point" in err.strip().splitlines()[-1] and "--fresh" in err
+    last = err.strip().splitlines()[-1]
+    assert "failed mid-point" in last and "--fresh" in last, last
+    lost = int(last.split("client host ")[1].split()[0])
+    # the other hosts' requests of the point are kept, each from a host that did not die
+    lines = jsonl(tmp_path / "lost" / "requests.jsonl")
+    assert lines and {ln["client_host"] for ln in lines} == {0, 1, 2} - {lost}
+    assert f"other hosts' {len(lines)} requests" in last

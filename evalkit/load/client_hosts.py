@@ -188,26 +188,27 @@ class RayClientHosts:
         finally:
             self._ray.shutdown()
 
-    def _probe(self) -> list[list[ClockProbe]]:
-        """`PROBES` round trips to each host, one host after another (a blocking call: run in a thread)."""
-        out = []
-        for a in self.actors:
+    def _probe(self, hosts: list[int]) -> dict[int, list[ClockProbe]]:
+        """`PROBES` round trips to each of `hosts`, one host after another (a blocking call: run in a thread)."""
+        out = {}
+        for h in hosts:
             probes = []
             for _ in range(PROBES):
                 sent = self.clock.now()
-                remote = self._ray.get(a.now.remote())
+                remote = self._ray.get(self.actors[h].now.remote())
                 probes.append(ClockProbe(sent, float(remote), self.clock.now()))
-            out.append(probes)
+            out[h] = probes
         return out
 
     async def run_point(self, point: PointRun) -> PointRun:
         """Run one open-loop point from the hosts; `point.lines` are every host's lines on this clock, in send
-        order, also appended to the run's requests.jsonl (and the clock figures to client_hosts.jsonl)."""
+        order, also appended to the run's requests.jsonl (and the clock figures to client_hosts.jsonl). A host lost
+        mid-point ends the run (`ClientHostFailed`) after the other hosts' lines of the point are written."""
         loop = asyncio.get_running_loop()
-        before = await loop.run_in_executor(None, self._probe)
-        offsets = [estimate_offset(p) for p in before]
-        sends = open_loop_sends(point.plan, self.clock.now() + LEAD_S)
         n = len(self.actors)
+        before = await loop.run_in_executor(None, self._probe, list(range(n)))
+        offsets = {h: estimate_offset(p) for h, p in before.items()}
+        sends = open_loop_sends(point.plan, self.clock.now() + LEAD_S)
         refs = [
             actor.run_slice.remote(
                 point.plan,
@@ -216,19 +217,20 @@ class RayClientHosts:
             )
             for h, actor in enumerate(self.actors)
         ]
-        try:
-            results = await asyncio.gather(*refs)
-        except self._ray.exceptions.RayError as e:
-            cause = getattr(e, "cause", None)  # a RayTaskError carries what the host raised
-            text = f"{type(cause).__name__}: {cause}" if cause is not None else str(e).strip()
-            raise ClientHostFailed(
-                f"load: a client host failed mid-point ({text.splitlines()[0] if text else type(e).__name__}); "
-                "load runs do not resume: add --fresh to measure again"
-            ) from None
-        after = await loop.run_in_executor(None, self._probe)
+        results = await asyncio.gather(*refs, return_exceptions=True)
+        lost: dict[int, BaseException] = {}
+        for h, r in enumerate(results):
+            if isinstance(r, self._ray.exceptions.RayError):
+                lost[h] = r
+            elif isinstance(r, BaseException):
+                raise r
+        alive = [h for h in range(n) if h not in lost]
+        after = await loop.run_in_executor(None, self._probe, alive)
         merged: list[dict[str, Any]] = []
         figures = []
-        for h, lines in enumerate(results):
+        for h in alive:
+            lines = results[h]
+            assert isinstance(lines, list)
             est = estimate_offset(before[h] + after[h])
             merged.extend({**on_coordinator_clock(ln, est), "client_host": h} for ln in lines)
             figures.append(_host_line(point.point_id, h, self.where[h], lines, est, offsets[h]))
@@ -236,6 +238,15 @@ class RayClientHosts:
         point.lines.extend(merged)
         if self.rundir is not None:
             await loop.run_in_executor(None, _write, self.rundir, merged, figures)
+        if lost:
+            h, e = next(iter(lost.items()))
+            cause = getattr(e, "cause", None)  # a RayTaskError carries what the host raised
+            text = (f"{type(cause).__name__}: {cause}" if cause is not None else str(e)).strip()
+            raise ClientHostFailed(
+                f"load: client host {h} ({self.where[h]['hostname']}, {self.where[h]['node_ip']}) failed mid-point "
+                f"({text.splitlines()[0] if text else type(e).__name__}); the other hosts' {len(merged)} requests of "
+                "the point are written; load runs do not resume: add --fresh to measure again"
+            )
         return point
 
 
