@@ -188,17 +188,33 @@ class RayClientHosts:
         finally:
             self._ray.shutdown()
 
-    def _probe(self, hosts: list[int]) -> dict[int, list[ClockProbe]]:
-        """`PROBES` round trips to each of `hosts`, one host after another (a blocking call: run in a thread)."""
-        out = {}
+    def _probe(self, hosts: list[int]) -> tuple[dict[int, list[ClockProbe]], dict[int, BaseException]]:
+        """`PROBES` round trips to each of `hosts`, one host after another (a blocking call: run in a thread); the
+        probes of each host that answered, and the error of each that did not."""
+        out: dict[int, list[ClockProbe]] = {}
+        lost: dict[int, BaseException] = {}
         for h in hosts:
             probes = []
-            for _ in range(PROBES):
-                sent = self.clock.now()
-                remote = self._ray.get(self.actors[h].now.remote())
-                probes.append(ClockProbe(sent, float(remote), self.clock.now()))
+            try:
+                for _ in range(PROBES):
+                    sent = self.clock.now()
+                    remote = self._ray.get(self.actors[h].now.remote())
+                    probes.append(ClockProbe(sent, float(remote), self.clock.now()))
+            except self._ray.exceptions.RayError as e:
+                lost[h] = e
+                continue
             out[h] = probes
-        return out
+        return out, lost
+
+    def _failed(self, lost: dict[int, BaseException], when: str, kept: str) -> ClientHostFailed:
+        h, e = next(iter(lost.items()))
+        cause = getattr(e, "cause", None)  # a RayTaskError carries what the host raised
+        text = (f"{type(cause).__name__}: {cause}" if cause is not None else str(e)).strip()
+        return ClientHostFailed(
+            f"load: client host {h} ({self.where[h]['hostname']}, {self.where[h]['node_ip']}) failed {when} "
+            f"({text.splitlines()[0] if text else type(e).__name__}); {kept}; load runs do not resume: add --fresh "
+            "to measure again"
+        )
 
     async def run_point(self, point: PointRun) -> PointRun:
         """Run one open-loop point from the hosts; `point.lines` are every host's lines on this clock, in send
@@ -206,7 +222,9 @@ class RayClientHosts:
         mid-point ends the run (`ClientHostFailed`) after the other hosts' lines of the point are written."""
         loop = asyncio.get_running_loop()
         n = len(self.actors)
-        before = await loop.run_in_executor(None, self._probe, list(range(n)))
+        before, lost = await loop.run_in_executor(None, self._probe, list(range(n)))
+        if lost:
+            raise self._failed(lost, "before the point", "no request of the point was sent")
         offsets = {h: estimate_offset(p) for h, p in before.items()}
         sends = open_loop_sends(point.plan, self.clock.now() + LEAD_S)
         refs = [
@@ -218,20 +236,20 @@ class RayClientHosts:
             for h, actor in enumerate(self.actors)
         ]
         results = await asyncio.gather(*refs, return_exceptions=True)
-        lost: dict[int, BaseException] = {}
+        done: dict[int, list[dict[str, Any]]] = {}
         for h, r in enumerate(results):
             if isinstance(r, self._ray.exceptions.RayError):
                 lost[h] = r
             elif isinstance(r, BaseException):
                 raise r
-        alive = [h for h in range(n) if h not in lost]
-        after = await loop.run_in_executor(None, self._probe, alive)
+            else:
+                done[h] = r
+        # probed again: a host lost after its lines came back keeps them, on the probes before the point
+        after, _ = await loop.run_in_executor(None, self._probe, list(done))
         merged: list[dict[str, Any]] = []
         figures = []
-        for h in alive:
-            lines = results[h]
-            assert isinstance(lines, list)
-            est = estimate_offset(before[h] + after[h])
+        for h, lines in done.items():
+            est = estimate_offset(before[h] + after.get(h, []))
             merged.extend({**on_coordinator_clock(ln, est), "client_host": h} for ln in lines)
             figures.append(_host_line(point.point_id, h, self.where[h], lines, est, offsets[h]))
         merged.sort(key=lambda ln: (ln["scheduled_send"], ln["index"]))
@@ -239,14 +257,7 @@ class RayClientHosts:
         if self.rundir is not None:
             await loop.run_in_executor(None, _write, self.rundir, merged, figures)
         if lost:
-            h, e = next(iter(lost.items()))
-            cause = getattr(e, "cause", None)  # a RayTaskError carries what the host raised
-            text = (f"{type(cause).__name__}: {cause}" if cause is not None else str(e)).strip()
-            raise ClientHostFailed(
-                f"load: client host {h} ({self.where[h]['hostname']}, {self.where[h]['node_ip']}) failed mid-point "
-                f"({text.splitlines()[0] if text else type(e).__name__}); the other hosts' {len(merged)} requests of "
-                "the point are written; load runs do not resume: add --fresh to measure again"
-            )
+            raise self._failed(lost, "mid-point", f"the other hosts' {len(merged)} requests of the point are written")
         return point
 
 
