@@ -104,46 +104,62 @@ async def context_length(http: auxiliary.ClientSession, base_url: str, props: An
     return None, "not reported"
 
 
+PAIRS = 3  # pairs timed at most: a server that batches overlaps in one of them even when one pair was admitted late
+
+
 async def concurrency(
     http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any], tokens: int = 32
 ) -> Row:
-    """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued."""
+    """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued. A pair
+    whose streams barely overlap (under 1.3) is timed again, up to `PAIRS` pairs, and the best pair is shown: on a
+    busy machine a batching server (vLLM) may take the second request in only after the first ended, while a
+    queueing one (llama.cpp -np 1) never overlaps."""
     body = generation_body(result, extra_body, tokens)
-
     alone = await chat_probe(http, result.base_url, body, probe_headers(result))
-    start = time.perf_counter()
-    pair = await asyncio.gather(
-        chat_probe(http, result.base_url, body, probe_headers(result)),
-        chat_probe(http, result.base_url, body, probe_headers(result)),
-    )
-    together = time.perf_counter() - start
-    killed = [p for p in pair if p.status == 200 and p.finish_reason is None]
-    if alone.ok and killed and len(killed) < len(pair):
-        # llama-cpp-python: the second request ends the first one's stream (HTTP 200, then nothing more).
-        how = "body cut" if killed[0].error else "stream ended"
-        return Row(
-            "requests served at once",
-            False,
-            f"1: a second request killed the stream in progress "
-            f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)",
+    best: tuple[float, float, float, float] | None = None  # served, overlap, union, together
+    timed = 0
+    while timed < PAIRS:
+        timed += 1
+        start = time.perf_counter()
+        pair = await asyncio.gather(
+            chat_probe(http, result.base_url, body, probe_headers(result)),
+            chat_probe(http, result.base_url, body, probe_headers(result)),
         )
-    if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
-        bad = next((r for r in (alone, *pair) if not r.ok), alone)
-        said = refusal_words(bad, body, result.secrets)
-        return Row("requests served at once", None, f"could not time two generations: {said}")
-    # How much the two streams' decode windows (first chunk to end) overlap: 1.0 when the second starts only
-    # after the first ended (one slot), ~2 when both stream at once, however slow; a speed-up ratio cannot tell
-    # the two apart when a small model's fixed costs dominate (a 2-core CPU llama-server: ~1.2 at -np 1 and 2).
-    windows = sorted((p.t_first_chunk or 0.0, p.t_end or 0.0) for p in pair)
-    spans = sum(b - a for a, b in windows)
-    union = spans - max(0.0, min(windows[0][1], windows[1][1]) - windows[1][0])
-    served = spans / union if union > 0 else 1.0
+        together = time.perf_counter() - start
+        killed = [p for p in pair if p.status == 200 and p.finish_reason is None]
+        if alone.ok and killed and len(killed) < len(pair):
+            # llama-cpp-python: the second request ends the first one's stream (HTTP 200, then nothing more).
+            how = "body cut" if killed[0].error else "stream ended"
+            return Row(
+                "requests served at once",
+                False,
+                f"1: a second request killed the stream in progress "
+                f"(HTTP 200, {how} after {killed[0].chunks} chunks, no finish_reason)",
+            )
+        if not (alone.ok and all(p.ok for p in pair)) or alone.elapsed_s <= 0:
+            bad = next((r for r in (alone, *pair) if not r.ok), alone)
+            said = refusal_words(bad, body, result.secrets)
+            return Row("requests served at once", None, f"could not time two generations: {said}")
+        # How much the two streams' decode windows (first chunk to end) overlap: 1.0 when the second starts only
+        # after the first ended (one slot), ~2 when both stream at once, however slow; a speed-up ratio cannot tell
+        # the two apart when a small model's fixed costs dominate (a 2-core CPU llama-server: ~1.2 at -np 1 and 2).
+        windows = sorted((p.t_first_chunk or 0.0, p.t_end or 0.0) for p in pair)
+        spans = sum(b - a for a, b in windows)
+        union = spans - max(0.0, min(windows[0][1], windows[1][1]) - windows[1][0])
+        served = spans / union if union > 0 else 1.0
+        if best is None or served > best[0]:
+            best = (served, spans - union, union, together)
+        if served >= 1.3:
+            break
+    assert best is not None
+    served, overlap, union, together = best
+    tries = f"; the best of {timed} pairs" if timed > 1 else ""
     return Row(
         "requests served at once",
         True,
         f"~{served:.1f} (the two streams of a pair overlapped for "
-        f"{spans - union:.2f} of {union:.2f} s; the pair took {together:.2f} s, one alone "
-        f"{alone.elapsed_s:.2f} s)",
+        f"{overlap:.2f} of {union:.2f} s; the pair took {together:.2f} s, one alone "
+        f"{alone.elapsed_s:.2f} s{tries})",
     )
 
 

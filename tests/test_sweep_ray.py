@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 from ray.cluster_utils import Cluster  # the test extra installs Ray: in CI these tests run, never skip
 
-TIME_SCALE = 40
+# 10, not 40: an inserted short is sent 0.5-3 s (model time) after the long prompt; at 40 that is 12-75 ms, less than
+# a starved sim may take to read the long body on a busy machine, and a short that reached the engine first was
+# called "not blocked" (run 19 of 2026-12-06, two busy loops). The lost-node test checks no verdict: 40 there.
+TIME_SCALE = 10
 STORE = 80 * 1024 * 1024  # each node's object store (Ray's default is 30% of the machine's memory a node)
 # name -> (slots, yields, host): the ground truth each sim is started with, and the node its point needs.
 TRUTH = {
@@ -28,7 +31,7 @@ TRUTH = {
 }
 
 
-def sweep_text(points: dict[str, tuple[int, bool, str]], gen_tokens: int = 400) -> str:
+def sweep_text(points: dict[str, tuple[int, bool, str]], gen_tokens: int = 400, time_scale: int = TIME_SCALE) -> str:
     body = "".join(
         f'\n[[point]]\nname = "{name}"\nresources = {{ {host} = 1 }}\n'
         f'params = {{ slots = {slots}, yield_flag = "{"--yield" if yields else "--no-yield"}" }}\n'
@@ -39,7 +42,7 @@ name = "ray-truth"
 baseline = "{next(iter(points))}"
 
 [server]
-command = "{{python}} -m evalkit sim --port {{port}} --max-batch {{slots}} {{yield_flag}} --time-scale {TIME_SCALE}"
+command = "{{python}} -m evalkit sim --port {{port}} --max-batch {{slots}} {{yield_flag}} --time-scale {time_scale}"
 start_timeout_s = 60
 
 [reset]
@@ -48,7 +51,7 @@ between = "none"
 [[run]]
 command = "stress"
 args = ["--cycles", "1", "--seed", "7", "--long-tokens", "8000", "--gen-tokens", "{gen_tokens}", "--time-scale",
-        "{TIME_SCALE}", "--no-progress"]
+        "{time_scale}", "--no-progress"]
 """
 
 
@@ -115,7 +118,7 @@ def test_a_lost_node_fails_its_point_only_and_a_second_start_completes_it(cluste
     points = {"here": (2, True, "host_a"), "lost": (2, True, "host_c")}
     node = cluster.add_node(num_cpus=1, object_store_memory=STORE, resources={"host_c": 1})
     cluster.wait_for_nodes()
-    (tmp_path / "sweep.toml").write_text(sweep_text(points, gen_tokens=4000))
+    (tmp_path / "sweep.toml").write_text(sweep_text(points, gen_tokens=4000, time_scale=40))
     proc = subprocess.Popen(
         [sys.executable, "-m", "evalkit", "sweep", "sweep.toml", "--out", "out", "--ray", cluster.address],
         cwd=tmp_path,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import pytest
@@ -162,10 +163,14 @@ def test_short_insert_waits_behind_the_prefill_only_with_the_default_step_budget
     # when vLLM's API server and engine have the CPU to take it in; on a busy machine (two busy loops beside the
     # suite) they may not, and the shorts then wait out the remaining prefill (run 12 of #39: wait fraction 0.97,
     # TTFT 1.93 s of 2.0 s left). A short that waited it all is never called "not blocked".
-    if (hol2["wait_fraction_p50"] or 1.0) < 0.5:
+    # The judged samples decide (a double insert sent after the prefill's last step is "can't tell" and its wait is
+    # no evidence either way: run 19 of 2026-12-06 read 1.46 over all three samples, 0.43 over the judged one).
+    judged = [s["figures"] for s in hol2["samples"] if s["verdict"] != "can't tell"]
+    waited = median([f["ttft_s"] / f["long_prefill_left_s"] for f in judged]) if judged else 1.0
+    if waited < 0.5:
         assert hol2["detected"] is False and t1 >= 2 * t2, (hol2, t1, t2)
     else:
-        print(f"[realserver] b512-lp256: the shorts waited {hol2['wait_fraction_p50']:.2f} of the prefill left")
+        print(f"[realserver] b512-lp256: the judged shorts waited {waited:.2f} of the prefill left")
         assert hol2["detected"] is not False, hol2
 
 
@@ -187,7 +192,12 @@ def test_vllm_says_where_the_cancel_stopped_the_prefill(stress_run, label: str) 
     if label == "default":
         assert computed == whole_blocks(r.prompt_tokens)
     else:
-        assert computed < whole_blocks(r.prompt_tokens)
+        # 256-token steps: the engine stops at the first step boundary after the abort reaches it. On a busy machine
+        # the abort may reach it only after the last step (run 19 of 2026-12-06, two busy loops: cancelled 1.39 s
+        # after sending, 1792 of 1792 blocks computed); the verdict test below then holds evalkit to "ran to its end".
+        assert computed <= whole_blocks(r.prompt_tokens)
+        if computed == whole_blocks(r.prompt_tokens):
+            print("[realserver] b512-lp256: the abort reached vLLM's engine after its last prefill step")
 
 
 @pytest.mark.parametrize("label", list(SERVERS))
