@@ -49,6 +49,15 @@ def _vllm_counter(summary: dict[str, Any], name: str) -> float:
     return sum(v for k, v in counters.items() if k.split("{", 1)[0] == name)
 
 
+def _in_one_read(lines: list[dict[str, Any]], name: str) -> bool:
+    """Whether every measured run of prompt `name` came in one read (first and last token share a stamp): then no
+    decode rate can be measured, and bench shows none ("-", no runs) rather than a made-up one. A busy machine does
+    this: run 21 of 2026-12-06, two busy loops, vLLM held the code prompt's answer 1.15 s and sent all 64 tokens
+    at once."""
+    mine = [x for x in lines if x.get("phase") == "single" and x.get("prompt") == name]
+    return bool(mine) and all(x.get("t_first_token") == x.get("t_last_token") for x in mine)
+
+
 def test_bench_token_counts_are_vllms_own(bench: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
     """Every request ok; the prompt and completion tokens of all of them (warm-up included) add up to the change in
     vLLM's `vllm:prompt_tokens_total` and `vllm:generation_tokens_total` over the run."""
@@ -64,10 +73,12 @@ def test_bench_token_counts_are_vllms_own(bench: tuple[dict[str, Any], list[dict
     )
     for name, entry in summary["prompts"].items():
         print(
-            f"[realserver]   {name:6s} evalkit {entry['tok_s']:6.2f} tok/s (request {entry['request_tok_s']:.2f}), "
+            f"[realserver]   {name:6s} evalkit {entry['tok_s']} tok/s (request {entry['request_tok_s']:.2f}), "
             f"server {entry.get('server_tok_s')}, TTFT {entry['ttft_s']:.2f} s"
         )
-        assert entry["tok_s"] > 0 and entry["failed"] == 0
+        assert entry["failed"] == 0
+        assert entry["tok_s"] > 0 if entry["tok_s"] is not None else _in_one_read(lines, name) and not entry["runs"]
+    assert any(e["tok_s"] is not None for e in summary["prompts"].values()), summary["prompts"]
     conc = summary["concurrent"]
     print(f"[realserver]   2 streams: {conc['combined_tok_s']:.2f} tok/s, server {conc.get('server_combined_tok_s')}")
     assert completion == _vllm_counter(summary, "vllm:generation_tokens_total")
@@ -77,10 +88,13 @@ def test_bench_token_counts_are_vllms_own(bench: tuple[dict[str, Any], list[dict
 def test_bench_puts_vllms_rates_beside_evalkits(bench: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
     """The server-side column is filled from vLLM's `/metrics` and agrees with evalkit's (within 5% on a quiet
     machine, 25% allowed); the length is forced (vLLM honours ignore_eos)."""
-    summary, _ = bench
+    summary, lines = bench
     assert summary["length_forced"] is True, summary["length_mode"]
     for name, entry in summary["prompts"].items():
         assert entry["server_tok_s"] is not None, name
+        if entry["tok_s"] is None:  # every run in one read: no client rate to compare (see _in_one_read)
+            assert _in_one_read(lines, name), (name, entry)
+            continue
         # Within 5% on a quiet machine; with two busy loops beside the suite the client reads vLLM's tokens in bursts
         # (run 19 of 2026-12-06: math 68.8 tok/s against vLLM's 61.2, 12.6%). A unit or counting error is far larger.
         assert abs(entry["tok_s"] / entry["server_tok_s"] - 1) <= 0.25, (name, entry["tok_s"], entry["server_tok_s"])
