@@ -105,15 +105,16 @@ async def context_length(http: auxiliary.ClientSession, base_url: str, props: An
 
 
 PAIRS = 3  # pairs timed at most: a server that batches overlaps in one of them even when one pair was admitted late
+OVERLAPPED = 1.3  # a pair reading this many requests at once or more is not timed again
 
 
 async def concurrency(
     http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any], tokens: int = 32
 ) -> Row:
     """Two short generations timed together vs one alone: ~2 when both are served at once, ~1 when queued. A pair
-    whose streams barely overlap (under 1.3) is timed again, up to `PAIRS` pairs, and the best pair is shown: on a
-    busy machine a batching server (vLLM) may take the second request in only after the first ended, while a
-    queueing one (llama.cpp -np 1) never overlaps."""
+    whose streams barely overlap (under `OVERLAPPED`) is timed again, up to `PAIRS` pairs, and the best pair is
+    shown: on a busy machine a batching server (vLLM) may take the second request in only after the first ended,
+    while a queueing one (llama.cpp -np 1) never overlaps."""
     body = generation_body(result, extra_body, tokens)
     alone = await chat_probe(http, result.base_url, body, probe_headers(result))
     best: tuple[float, float, float, float] | None = None  # served, overlap, union, together
@@ -149,7 +150,7 @@ async def concurrency(
         served = spans / union if union > 0 else 1.0
         if best is None or served > best[0]:
             best = (served, spans - union, union, together)
-        if served >= 1.3:
+        if served >= OVERLAPPED:
             break
     assert best is not None
     served, overlap, union, together = best

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.bench.until_sure import rate_check
 from evalkit.sim.launch import start_sim
-from evalkit.stats import median, median_interval
 
 
 def bench(tmp: Path, sim_flags: list[str], *flags: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -30,13 +30,9 @@ def bench(tmp: Path, sim_flags: list[str], *flags: str) -> tuple[subprocess.Comp
 
 
 def first_sure(rates: list[float], most: int = 20) -> int:
-    """The run after which a prompt is sure: the first n (6 at least, a 95% median interval's fewest) whose first n
-    rates' interval lies within ±1% of their median, else `most`."""
-    for n in range(6, most + 1):
-        ci, m = median_interval(rates[:n]), median(rates[:n])
-        if ci is not None and (ci[1] - ci[0]) / 2 <= 0.01 * m:
-            return n
-    return most
+    """The run after which a prompt is sure by bench's own rule (rate_check, ±1%, 3 runs at least): the first n whose
+    first n rates are sure, else `most`. The test checks the runner stopped there."""
+    return next((n for n in range(1, most + 1) if rate_check(rates[:n], 0.01, 3).sure), most)
 
 
 def test_a_steady_server_is_sure_after_the_fewest_runs(tmp_path: Path) -> None:
