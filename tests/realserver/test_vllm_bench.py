@@ -58,6 +58,20 @@ def _in_one_read(lines: list[dict[str, Any]], name: str) -> bool:
     return bool(mine) and all(x.get("t_first_token") == x.get("t_last_token") for x in mine)
 
 
+def _held_then_sent(lines: list[dict[str, Any]], name: str, server_tok_s: float) -> bool:
+    """Whether vLLM held prompt `name`'s tokens and sent them in a burst in every measured run: the client saw the
+    tokens after the first arrive in under half the time vLLM's own rate needs to make them, and the first token came
+    at least that late (vLLM made them while the client waited). Then the client's decode window is not vLLM's pace.
+    A busy machine does this too: run 23 of 2026-12-06, two busy loops, the math prompt's first token came after
+    1.13 s (0.09 s for the others) and its other 63 tokens within 0.12 s: 510 tok/s by the client, vLLM's 57."""
+    mine = [x for x in lines if x.get("phase") == "single" and x.get("prompt") == name]
+    for x in mine:
+        need = (x["completion_tokens"] - 1) / server_tok_s
+        if not (x["t_last_token"] - x["t_first_token"] < need / 2 <= x["ttft_s"]):
+            return False
+    return bool(mine)
+
+
 def test_bench_token_counts_are_vllms_own(bench: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
     """Every request ok; the prompt and completion tokens of all of them (warm-up included) add up to the change in
     vLLM's `vllm:prompt_tokens_total` and `vllm:generation_tokens_total` over the run."""
@@ -94,6 +108,10 @@ def test_bench_puts_vllms_rates_beside_evalkits(bench: tuple[dict[str, Any], lis
         assert entry["server_tok_s"] is not None, name
         if entry["tok_s"] is None:  # every run in one read: no client rate to compare (see _in_one_read)
             assert _in_one_read(lines, name), (name, entry)
+            continue
+        if _held_then_sent(lines, name, entry["server_tok_s"]):
+            # No pace to compare; the whole request still cannot have outrun vLLM's engine.
+            assert entry["request_tok_s"] <= entry["server_tok_s"] * 1.25, (name, entry)
             continue
         # Within 5% on a quiet machine; with two busy loops beside the suite the client reads vLLM's tokens in bursts
         # (run 19 of 2026-12-06: math 68.8 tok/s against vLLM's 61.2, 12.6%). A unit or counting error is far larger.
