@@ -59,15 +59,18 @@ def _in_one_read(lines: list[dict[str, Any]], name: str) -> bool:
 
 
 def _held_then_sent(lines: list[dict[str, Any]], name: str, server_tok_s: float) -> bool:
-    """Whether vLLM held prompt `name`'s tokens and sent them in a burst in every measured run: the client saw the
-    tokens after the first arrive in under half the time vLLM's own rate needs to make them, and the first token came
-    at least that late (vLLM made them while the client waited). Then the client's decode window is not vLLM's pace.
-    A busy machine does this too: run 23 of 2026-12-06, two busy loops, the math prompt's first token came after
-    1.13 s (0.09 s for the others) and its other 63 tokens within 0.12 s: 510 tok/s by the client, vLLM's 57."""
+    """Whether vLLM held the first tokens of prompt `name` and sent them in a burst, in every measured run: the client
+    saw the tokens after the first arrive in less time than vLLM's own rate needs to make them, and its first token
+    came late by at least the difference (vLLM made them while the client waited for the first). Then the client's
+    decode window is not vLLM's pace. A busy machine does this to the math prompt (two busy loops, 2026-12-06): run 23,
+    first token at 1.13 s (0.09 s for the others), the other 63 within 0.12 s, 510 tok/s by the client against
+    vLLM's 57; run 24, first token at 0.46 s, 75.5 against 55.6. A token-count or unit error fails it: the
+    count sets what vLLM needs, the client's stamps what it saw."""
     mine = [x for x in lines if x.get("phase") == "single" and x.get("prompt") == name]
     for x in mine:
         need = (x["completion_tokens"] - 1) / server_tok_s
-        if not (x["t_last_token"] - x["t_first_token"] < need / 2 <= x["ttft_s"]):
+        window = x["t_last_token"] - x["t_first_token"]
+        if not (window < need and x["ttft_s"] >= need - window):
             return False
     return bool(mine)
 
@@ -109,13 +112,13 @@ def test_bench_puts_vllms_rates_beside_evalkits(bench: tuple[dict[str, Any], lis
         if entry["tok_s"] is None:  # every run in one read: no client rate to compare (see _in_one_read)
             assert _in_one_read(lines, name), (name, entry)
             continue
-        if _held_then_sent(lines, name, entry["server_tok_s"]):
-            # No pace to compare; the whole request still cannot have outrun vLLM's engine.
-            assert entry["request_tok_s"] <= entry["server_tok_s"] * 1.25, (name, entry)
-            continue
         # Within 5% on a quiet machine; with two busy loops beside the suite the client reads vLLM's tokens in bursts
         # (run 19 of 2026-12-06: math 68.8 tok/s against vLLM's 61.2, 12.6%). A unit or counting error is far larger.
-        assert abs(entry["tok_s"] / entry["server_tok_s"] - 1) <= 0.25, (name, entry["tok_s"], entry["server_tok_s"])
+        if abs(entry["tok_s"] / entry["server_tok_s"] - 1) > 0.25:
+            # Faster than vLLM only where vLLM held the first tokens (see _held_then_sent); the whole request still
+            # cannot have outrun vLLM's engine.
+            assert _held_then_sent(lines, name, entry["server_tok_s"]), (name, entry["tok_s"], entry["server_tok_s"])
+            assert entry["request_tok_s"] <= entry["server_tok_s"] * 1.25, (name, entry)
     conc = summary["concurrent"]
     assert conc["server_combined_tok_s"] is not None, conc
     assert abs(conc["vs_server"]) <= 0.10, conc
