@@ -75,8 +75,8 @@ def test_a_second_writer_exits_2_naming_the_first_which_completes(sim, tmp_path:
 
 def test_resuming_a_run_with_half_its_requests_faulted_keeps_one_line_per_question(sim, tmp_path: Path) -> None:
     # The sim picks each request's fault from (seed, request id), and request ids are fresh each run: how many fail is
-    # chance (at 30% faults, 1 of 20 or fewer came up once in ~130 runs: run 23 of 2026-12-06). At half, 0 of 20 is
-    # one run in a million; and the errors are checked one by one against the sim's own choice, not counted.
+    # chance (at 30% faults, 1 of 20 or fewer came up once in ~130 runs: run 23 of 2026-12-06). At half, fewer than 2
+    # of 20 is 2e-5 of runs; and the errors are checked one by one against the sim's own choice, not counted.
     settings = SimSettings(seed=5, fail_rate=0.5)
     server = sim("--time-scale", "50", "--fail-rate", str(settings.fail_rate), "--seed", str(settings.seed))
     args = _capability(server.base_url, tmp_path, "faulty", 20)
@@ -103,7 +103,7 @@ def test_resuming_a_run_with_half_its_requests_faulted_keeps_one_line_per_questi
         assert summary["total"]["total"] == 20
         if not errors[-1]:
             break  # complete: started again it would only say so
-    assert errors[0] >= 1, "no request failed: the resume was not exercised"
+    assert errors[0] >= 2, f"half the requests faulted gave only {errors[0]} errors of 20"
     assert errors == sorted(errors, reverse=True) and errors[-1] < errors[0]
     manifest = json.loads((tmp_path / "faulty" / "manifest.json").read_text())
     assert len(manifest["resumes"]) == len(errors) - 1 and manifest["finished"]

@@ -49,12 +49,17 @@ def _vllm_counter(summary: dict[str, Any], name: str) -> float:
     return sum(v for k, v in counters.items() if k.split("{", 1)[0] == name)
 
 
+def _measured_runs(lines: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The request lines of prompt `name`'s measured runs (its single-stream phase)."""
+    return [x for x in lines if x.get("phase") == "single" and x.get("prompt") == name]
+
+
 def _in_one_read(lines: list[dict[str, Any]], name: str) -> bool:
     """Whether every measured run of prompt `name` came in one read (first and last token share a stamp): then no
     decode rate can be measured, and bench shows none ("-", no runs) rather than a made-up one. A busy machine does
     this: run 21 of 2026-12-06, two busy loops, vLLM held the code prompt's answer 1.15 s and sent all 64 tokens
     at once."""
-    mine = [x for x in lines if x.get("phase") == "single" and x.get("prompt") == name]
+    mine = _measured_runs(lines, name)
     return bool(mine) and all(x.get("t_first_token") == x.get("t_last_token") for x in mine)
 
 
@@ -66,7 +71,7 @@ def _held_then_sent(lines: list[dict[str, Any]], name: str, server_tok_s: float)
     first token at 1.13 s (0.09 s for the others), the other 63 within 0.12 s, 510 tok/s by the client against
     vLLM's 57; run 24, first token at 0.46 s, 75.5 against 55.6. A token-count or unit error fails it: the
     count sets what vLLM needs, the client's stamps what it saw."""
-    mine = [x for x in lines if x.get("phase") == "single" and x.get("prompt") == name]
+    mine = _measured_runs(lines, name)
     for x in mine:
         need = (x["completion_tokens"] - 1) / server_tok_s
         window = x["t_last_token"] - x["t_first_token"]
