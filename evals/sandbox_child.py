@@ -40,9 +40,22 @@ _EPERM, _ENOSYS = 1, 38
 # machine -> (its audit arch, clone's number, {syscall number: errno}); the mount API's numbers (428-442) and
 # clone3's (435) are the same on both. clone3 answers ENOSYS: its flags sit in memory a filter cannot read, and
 # glibc then falls back to clone, whose flags it can.
+# Memory no RLIMIT_AS counts is refused too (issue #56): memfd_create and memfd_secret (anonymous files held by a
+# descriptor: 64 of them at RLIMIT_FSIZE each, unmapped, took 3 GB under a 1 GB limit), SysV shared memory and
+# message queues (segments outlive their mapping inside the IPC namespace). POSIX queues: RLIMIT_MSGQUEUE 0.
 _SECCOMP = {
-    "x86_64": (0xC000003E, 56, {272: _EPERM, 308: _EPERM, 165: _EPERM, 166: _EPERM, 155: _EPERM}),
-    "aarch64": (0xC00000B7, 220, {97: _EPERM, 268: _EPERM, 40: _EPERM, 39: _EPERM, 41: _EPERM}),
+    "x86_64": (
+        0xC000003E,
+        56,
+        {272: _EPERM, 308: _EPERM, 165: _EPERM, 166: _EPERM, 155: _EPERM}
+        | {319: _EPERM, 447: _EPERM, 29: _EPERM, 68: _EPERM},  # memfd_create, memfd_secret, shmget, msgget
+    ),
+    "aarch64": (
+        0xC00000B7,
+        220,
+        {97: _EPERM, 268: _EPERM, 40: _EPERM, 39: _EPERM, 41: _EPERM}
+        | {279: _EPERM, 447: _EPERM, 194: _EPERM, 186: _EPERM},  # memfd_create, memfd_secret, shmget, msgget
+    ),
 }
 _NEW_MOUNT_API = {428: _EPERM, 429: _EPERM, 430: _EPERM, 431: _EPERM, 432: _EPERM, 433: _EPERM, 442: _EPERM}
 _PRELOAD = (
@@ -114,6 +127,7 @@ def _lock_down(init: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     resource.setrlimit(resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
     uid = init.get("uid")
     if uid is not None and os.getuid() == 0:
         # A fresh uid of its own: RLIMIT_NPROC counts only this job's processes, and every capability is gone.
