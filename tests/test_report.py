@@ -48,9 +48,10 @@ def report(tmp_path: Path, *args: str) -> str:
 
 
 def test_bench_tables_equal_summaries_and_mark_planted_change(tmp_path: Path) -> None:
-    before = bench_run(tmp_path / "b1", "before", {"code": 100.3, "math": 118.6, "prose": 64.8}, 117.0, seed=1)
+    # 5 runs a side: the fewest at which the rank test can reach 5% with three prompts in one Holm family
+    before = bench_run(tmp_path / "b1", "before", {"code": 100.3, "math": 118.6, "prose": 64.8}, 117.0, seed=1, n=5)
     # code +20% planted, math -20% planted, prose unchanged (an A/A row).
-    after = bench_run(tmp_path / "b2", "after", {"code": 120.36, "math": 94.88, "prose": 64.8}, 186.0, seed=2)
+    after = bench_run(tmp_path / "b2", "after", {"code": 120.36, "math": 94.88, "prose": 64.8}, 186.0, seed=2, n=5)
     t = parse_tables(report(tmp_path, str(before), str(after)))
     decode = table(t, "Decode throughput")
     sb, sa = (json.loads((p / "summary.json").read_text()) for p in (before, after))
@@ -68,12 +69,21 @@ def test_bench_tables_equal_summaries_and_mark_planted_change(tmp_path: Path) ->
 
 def test_aa_pair_is_within_noise(tmp_path: Path) -> None:
     rates = {"code": 116.1, "math": 135.5, "prose": 74.2}
-    a1 = bench_run(tmp_path / "a1", "A", rates, 186.0, jitter=0.01, seed=11)
-    a2 = bench_run(tmp_path / "a2", "A again", rates, 186.0, jitter=0.01, seed=12)
+    a1 = bench_run(tmp_path / "a1", "A", rates, 186.0, jitter=0.01, seed=11, n=5)
+    a2 = bench_run(tmp_path / "a2", "A again", rates, 186.0, jitter=0.01, seed=12, n=5)
     t = parse_tables(report(tmp_path, str(a1), str(a2)))
     decode = table(t, "Decode throughput")
     for prompt in rates:
         assert decode[prompt][1].endswith("≈"), decode[prompt]
+
+
+def test_three_runs_a_side_cannot_be_called_however_far_apart(tmp_path: Path) -> None:
+    # 3 against 3: the rank test's smallest p-value is 0.1, so a +20% change is "can't tell" per prompt, never a
+    # mark the data cannot support.
+    b1 = bench_run(tmp_path / "b1", "before", {"code": 100.0, "math": 100.0}, seed=1)
+    b2 = bench_run(tmp_path / "b2", "after", {"code": 120.0, "math": 100.0}, seed=2)
+    decode = table(parse_tables(report(tmp_path, str(b1), str(b2))), "Decode throughput")
+    assert decode["code"][1].endswith("?") and decode["math"][1].endswith("?")
 
 
 def test_labels_flag_and_build_label(tmp_path: Path) -> None:
@@ -121,7 +131,8 @@ def test_stress_table_and_plots(tmp_path: Path) -> None:
     assert num(row[0]) == pytest.approx(sb["metrics"]["short_insert_ttft_s"]["p95"], abs=0.0051)
     assert num(row[1]) == pytest.approx(sa["metrics"]["short_insert_ttft_s"]["p95"], abs=0.0051)
     assert row[1].endswith("▲")  # 39.5 s -> 1.13 s
-    assert lat["long_prefill_s p95"] == ["40.00", "40.00 (+0.0%) ≈"]
+    # one long prefill a cycle, 3 cycles a side: too few for the rank test to reach its level, so "can't tell"
+    assert lat["long_prefill_s p95"] == ["40.00", "40.00 (+0.0%) ?"]
     assert lat["errors"] == ["0", "0 (+0)"]
     out = tmp_path / "out"
     for name in ("report-stress-timeline.png", "report-ttft.png"):
@@ -201,7 +212,7 @@ def test_report_on_real_bench_runs(sim, tmp_path: Path) -> None:
                     "--prompts",
                     str(prompts),
                     "--runs",
-                    "3",
+                    "5",  # the fewest a side at which the rank test can reach 5% (3 never can)
                     "--max-tokens",
                     "128",
                 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit import comparison
 from evalkit.evidence.server_identity import IdentityRecord, ServerProps, identity_label
 from evalkit.report import noise, trust, words
 from evalkit.report.capability import comparability, question_changes
@@ -131,29 +132,34 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
     pa, pb = ra.prompts, rb.prompts
     names = [n for n in pa if n in pb and pa[n].tok_s and pb[n].tok_s]
     if names:
-        marks, parts, weighed = [], [], []
+        parts, weighed = [], []
+        # one question over the prompts: the stratified rank test (3 runs a prompt can reach the level together,
+        # where 3 against 3 alone cannot)
+        v = noise.from_comparison(
+            comparison.compare_stratified([(pa[n].runs, pb[n].runs) for n in names], True, noise.ALPHA, floor)
+        )
         for n in names:
             a, b = pa[n], pb[n]
-            v = noise.samples_verdict(a.runs, b.runs, True, floor)
-            marks.append(v)
             weighed.append(trust.budget_cannot_explain(v, (a, b), (base, other), floor))
             ta, tb = a.tok_s or 0.0, b.tok_s or 0.0  # both set: `names` keeps only prompts rated in both runs
             parts.append(f"{n} {_rate(ta)} → {_rate(tb)} ({_pct(ta, tb)})")
-        ups = sum(v.mark == noise.BETTER for v in marks)
-        downs = sum(v.mark == noise.WORSE for v in marks)
         decode_flags = _flags(base, other, budget_weighed=all(weighed))
+        ratios = [pb[n].tok_s / pa[n].tok_s for n in names if pa[n].tok_s and pb[n].tok_s]  # type: ignore[operator]
+        mixed = any(r >= 1 + floor for r in ratios) and any(r <= 1 - floor for r in ratios)
+        p = words.num(v.comparison.p, 2) if v.comparison is not None and v.comparison.p is not None else "–"
+        over = f"{len(names)} prompt(s)"
         if decode_flags:
             mark, head = trust.MARK, "not judged (a run flags its own figures)"
-        elif ups and not downs:
-            mark, head = noise.BETTER, f"faster, beyond noise in {ups} of {len(marks)} prompts"
-        elif downs and not ups:
-            mark, head = noise.WORSE, f"slower, beyond noise in {downs} of {len(marks)} prompts"
-        elif ups and downs:
-            mark, head = noise.UNKNOWN, f"mixed: faster in {ups}, slower in {downs} prompts"
-        elif all(v.mark == noise.UNKNOWN for v in marks):
-            mark, head = noise.UNKNOWN, "too few runs to tell"
+        elif mixed:
+            mark, head = noise.UNKNOWN, "mixed: faster in some prompts, slower in others (no one call over them)"
+        elif v.mark == noise.BETTER:
+            mark, head = noise.BETTER, f"faster, beyond noise over {over} (rank test p={p} at level {v.level:g})"
+        elif v.mark == noise.WORSE:
+            mark, head = noise.WORSE, f"slower, beyond noise over {over} (rank test p={p} at level {v.level:g})"
+        elif v.mark == noise.UNKNOWN:
+            mark, head = noise.UNKNOWN, "can't tell: " + v.detail.removeprefix("can't tell: ")
         else:
-            mark, head = noise.WITHIN, "no change beyond noise"
+            mark, head = noise.WITHIN, f"no change beyond noise over {over} (rank test p={p})"
         out.append(
             AnswerLine(
                 "decode speed", f"{head}: decode tok/s " + ", ".join(parts), mark, "prompts.*.tok_s", decode_flags
@@ -278,13 +284,13 @@ def _verdict_word(v: VerdictReading | None) -> str:
 
 
 def _stress_mark(base: LabelledRun, other: LabelledRun, metric: str) -> str:
-    """The mark the stress table gives the metric (tables.stress_table): bootstrap over raw samples, else ranges."""
-    from evalkit.report.tables import _stress_samples
+    """The mark the stress table gives the metric (tables.stress_marks: the pair's figures one Holm family)."""
+    from evalkit.report.tables import stress_marks
 
-    a, b = _stress_samples(base, metric), _stress_samples(other, metric)
-    if len(a) >= noise.MIN_BOOTSTRAP_SAMPLES and len(b) >= noise.MIN_BOOTSTRAP_SAMPLES:
-        return noise.samples_verdict(a, b, False).mark
-    return noise.distribution_verdict(_distribution(base, metric), _distribution(other, metric), False).mark
+    s = base.stress()
+    metrics = list(s.metrics) if s is not None else [metric]
+    v = stress_marks(base, other, metrics if metric in metrics else [*metrics, metric]).get(metric)
+    return v.mark if v is not None else noise.UNKNOWN
 
 
 def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:

@@ -80,8 +80,10 @@ def _ordered(keys_per_run: Sequence[Sequence[str]], preferred: Sequence[str] = (
 def _legend(noise_floor: float) -> str:
     return (
         f"{noise.BETTER} better beyond noise, {noise.WORSE} worse beyond noise, {noise.WITHIN} within noise, "
-        f"{noise.UNKNOWN} too few samples; rates by a bootstrap 95% CI of the median difference over runs "
-        f"(and never under a {noise_floor:.0%} change), answers by McNemar's exact test on paired questions."
+        f"{noise.UNKNOWN} can't tell (too few runs for the test to reach its level: 3 runs a side never can, "
+        f"4 against 5 or 5 against 5 can); rates by the Mann-Whitney rank test of the runs' rates, a table's "
+        f"prompts one family (Holm, any false mark at most 5%), never under a {noise_floor:.0%} change; answers by "
+        f"McNemar's exact test on paired questions."
     )
 
 
@@ -91,10 +93,23 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
     records = [r.bench() for r in runs]
     prompts = _ordered([list(b.prompts) for b in records], ("code", "math", "prose"))
     decode_rows, request_rows, notes = [], [], []
+    # each table's figures of a pair are one family (Holm), so an identical pair shows no false mark at most 5% of
+    # the time however many prompts it has
+    decode_marks: list[dict[str, noise.NoiseVerdict]] = [{}]
+    request_marks: list[dict[str, noise.NoiseVerdict]] = [{}]
+    for b in records[1:]:
+        pairs = {n: (records[0].prompts.get(n) or _NO_PROMPT, b.prompts.get(n) or _NO_PROMPT) for n in prompts}
+        up = dict.fromkeys(prompts, True)
+        raw = {n: noise.samples_verdict(x.runs, y.runs, True, noise_floor) for n, (x, y) in pairs.items()}
+        decode_marks.append(noise.family(raw, up, noise.ALPHA, noise_floor))
+        raw = {
+            n: noise.samples_verdict(x.request_runs, y.request_runs, True, noise_floor) for n, (x, y) in pairs.items()
+        }
+        request_marks.append(noise.family(raw, up, noise.ALPHA, noise_floor))
     for name in prompts:
         entries = [b.prompts.get(name) or _NO_PROMPT for b in records]
         values = [e.tok_s for e in entries]
-        verdicts = [None] + [noise.samples_verdict(entries[0].runs, e.runs, True, noise_floor) for e in entries[1:]]
+        verdicts = [None] + [decode_marks[i].get(name) for i in range(1, len(runs))]
         weighed = [False] + [
             trust.budget_cannot_explain(v, (entries[0], entries[i]), (runs[0], runs[i]), noise_floor)
             for i, v in enumerate(verdicts[1:], 1)
@@ -103,9 +118,7 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         decode_rows.append((name, _empty_cells(_cells(values, 1, verdicts), values, [e.failed for e in entries])))
         req = [e.request_tok_s for e in entries]
         if any(v is not None for v in req):
-            rverdicts = [None] + [
-                noise.samples_verdict(entries[0].request_runs, e.request_runs, True, noise_floor) for e in entries[1:]
-            ]
+            rverdicts = [None] + [request_marks[i].get(name) for i in range(1, len(runs))]
             # send→done rates use no first-token stamp: the error budget cannot touch them
             untouched = [True] * len(runs)
             request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts, untouched))))
@@ -274,27 +287,35 @@ def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
     return metric_samples(run.raw_requests(), metric)
 
 
+def stress_marks(
+    base: LabelledRun, other: LabelledRun, metrics: Sequence[str], noise_floor: float = noise.DEFAULT_NOISE_FLOOR
+) -> dict[str, noise.NoiseVerdict]:
+    """Each stress metric of a pair compared on its raw samples, the metrics one family (Holm): the marks the stress
+    table and the answer both show."""
+    higher = {m: metric_registry.higher_is_better(m) for m in metrics}
+    raw = {
+        m: noise.samples_verdict(_stress_samples(base, m), _stress_samples(other, m), higher[m], noise_floor)
+        for m in metrics
+    }
+    return noise.family(raw, higher, noise.ALPHA, noise_floor)
+
+
 def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
     """The latency-under-load table: each metric's headline statistic, errors and wrong answers."""
     cols = [r.label for r in runs]
     records = [r.stress() for r in runs]
     metrics = _ordered([list(s.metrics) if s is not None else [] for s in records], metric_registry.table_order())
     rows: list[tuple[str, list[str]]] = []
+    marks: list[dict[str, noise.NoiseVerdict]] = [{}]
+    marks += [stress_marks(runs[0], r, metrics, noise_floor) for r in runs[1:]]
     for m in metrics:
-        higher = metric_registry.higher_is_better(m)
         dists = [s.metric(m) if s is not None else None for s in records]
         missing = [not_exercised_text(s, m) for s in records]
         failed = [(s.failed_by_metric or {}).get(m) if s is not None else None for s in records]
         if not any(d is None or d.n != 0 for d in dists) and not any(missing) and not any(failed):
             continue  # a scenario no run measured
         verdicts: list[noise.NoiseVerdict | None] = [None]
-        base_samples = _stress_samples(runs[0], m)
-        for r, d in zip(runs[1:], dists[1:]):
-            samples = _stress_samples(r, m)
-            if len(base_samples) >= noise.MIN_BOOTSTRAP_SAMPLES and len(samples) >= noise.MIN_BOOTSTRAP_SAMPLES:
-                verdicts.append(noise.samples_verdict(base_samples, samples, higher, noise_floor))
-            else:
-                verdicts.append(noise.distribution_verdict(dists[0], d, higher, noise_floor))
+        verdicts += [marks[i].get(m) for i in range(1, len(runs))]
         verdicts = trust.suppress(runs, verdicts)
         stat = metric_registry.headline(m)
         digits = 1 if m.endswith("tok_s") else 2
@@ -306,8 +327,9 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             rows.append((key, _cells(vals, 0, [None] * len(vals), _count_delta)))
     notes = [
         "Latency in seconds, throughput in tok/s; each metric's p50 / p95 / max over all cycles is in the "
-        "runs' summary.json. Marks: bootstrap over each metric's raw samples in requests.jsonl (>= 3 a run), "
-        "else beyond noise only when one run's median lies past the other's maximum."
+        "runs' summary.json. Marks: the Mann-Whitney rank test of each metric's raw samples in requests.jsonl "
+        "against the first column, the figures of a pair one family (Holm: any false call at most 5%), never under "
+        "the noise floor; ? where the samples are too few for the test to reach its level."
     ]
     notes += trust.notes(runs)
     time_scales = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
