@@ -3,39 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
-from evalkit_evals import registry
+from evalkit_evals import registry, template_budget
 from evalkit_evals.datasets import DatasetItem
-
-_MAX_REPEAT = 1 << 20  # the longest string or list a template's `*` may make; `**` exponents up to 4096
-
-
-class TemplateSandbox(SandboxedEnvironment):
-    """Jinja's sandbox (no attribute starting with `_`, no unsafe callables: a user eval file's template is data,
-    never code), whose `*` and `**` also refuse results that would take the host's memory."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        """`left <operator> right`, refused (SecurityError) when the result would be huge."""
-        if operator == "**" and isinstance(right, int) and abs(right) > 4096:
-            raise jinja2.exceptions.SecurityError(f"the exponent {right} is too large")
-        if operator == "*":
-            for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > _MAX_REPEAT:
-                    raise jinja2.exceptions.SecurityError(f"a repetition longer than {_MAX_REPEAT} is refused")
-        return super().call_binop(context, operator, left, right)
 
 
 def template_environment() -> jinja2.Environment:
-    """The environment every eval prompt renders in (user files included): sandboxed, fields inserted as they are."""
+    """The environment every eval prompt renders in (user files included): sandboxed, fields inserted as they are,
+    and its arithmetic bounded (`template_budget.py`)."""
     # The sim recognises a question by the verbatim, stripped dataset field (docs/conventions.md), so templates
     # insert fields unescaped and unchanged; autoescape stays off and no filter touches them.
-    return TemplateSandbox(autoescape=False, keep_trailing_newline=False, undefined=jinja2.StrictUndefined)
+    return template_budget.environment()
 
 
 _ENV = template_environment()

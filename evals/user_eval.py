@@ -53,6 +53,7 @@ from evalkit_evals.datasets import DatasetItem, HubSource, read_hub
 from evalkit_evals.prompting import template_environment
 from evalkit_evals.protocol import Judges
 from evalkit_evals.sample_answers import WRONG_MATH, plus_one
+from evalkit_evals.template_budget import check_renders, describe
 from evalkit_evals.verdict import Verdict
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -294,12 +295,24 @@ class UserEval:
             if it.qid in seen:
                 raise UsageError(f"{self.file}: question id {it.qid} appears twice (column {col!r})")
             seen.add(it.qid)
-        # Every row's prompt (and sim answer) rendered once here: a template that only misbehaves on some row
-        # stops the run before its first request, in one line.
-        for it in items:
-            self._render("prompt", self.spec.prompt, self.prompt_fields(it.row))
-            if self.spec.sim.answer is not None:
-                self._render("[sim] answer", self.spec.sim.answer, {**it.row, "answer": it.row[self.spec.answer]})
+        if not items:
+            raise UsageError(f"{self.file}: the dataset has no rows")
+        # Every row's prompt (and sim answer) rendered once here, within the template budget (template_budget.py):
+        # a template that misbehaves, or only on some row, stops the run before its first request, in one line.
+        renders: list[tuple[str, str, DatasetItem]] = [("prompt", self.spec.prompt, it) for it in items]
+        if self.spec.sim.answer is not None:
+            renders += [("[sim] answer", self.spec.sim.answer, it) for it in items]
+        gold = self.spec.answer
+        failed = check_renders(
+            [
+                (src, self.prompt_fields(it.row) if what == "prompt" else {**it.row, "answer": it.row[gold]})
+                for what, src, it in renders
+            ]
+        )
+        if failed is not None:
+            n, why = failed
+            what, _, it = renders[min(n, len(renders) - 1)]
+            raise UsageError(f"{self.file}: {what}: {why} (question {it.qid})")
         return items
 
     def _render(self, what: str, source: str, fields: dict[str, Any]) -> str:
@@ -310,6 +323,8 @@ class UserEval:
             raise UsageError(f"{self.file}: {what}: {e.message} (the row's columns: {', '.join(fields)})") from None
         except jinja2.TemplateError as e:  # SecurityError among them: the sandbox refused an attribute or call
             raise UsageError(f"{self.file}: {what}: {' '.join(str(e).split())[:200]}") from None
+        except (ArithmeticError, ValueError, TypeError, LookupError, RecursionError, MemoryError) as e:
+            raise UsageError(f"{self.file}: {what}: {describe(e)}") from None
 
     def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
         """The local file's sha256, or the Hub commit."""

@@ -214,6 +214,19 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("cap-auto-max-1", ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--max-repeats", "1"], 2, "least 2"),
     ("cap-auto-margin", ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--margin", "0.7"], 2, "and 0.5"),
     ("cap-repeats-word", ["capability", "--base-url", U9, *OFF, "--repeats", "often"], 2, "--repeats"),
+    # #54: a margin that even the worst case (half the answers right) cannot reach in --max-repeats rounds
+    (
+        "cap-auto-unreachable",
+        ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--datasets", "musr"],
+        2,
+        "--margin 0.05 cannot be reached for musr (20 questions) in 10 rounds; the smallest reachable is ±0.11",
+    ),
+    (
+        "cap-auto-unreachable-limit",
+        ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--datasets", "gsm8k", "--limit", "8"],
+        2,
+        "gsm8k (8 questions) in 10 rounds; the smallest reachable is ±0.16 (raise --max-repeats to 165",
+    ),
     ("stress-cycles-huge", ["stress", "--cycles", "999999", "--dry-run"], 2, "--cycles"),
     ("stress-long-tokens-huge", ["stress", "--long-tokens", "99999999999", "--dry-run"], 2, "--long-tokens"),
     ("stress-max-minutes-neg", ["stress", "--max-minutes", "-1"], 2, "--max-minutes"),
@@ -503,3 +516,60 @@ def test_resuming_a_run_with_a_bad_line_exits_2_and_changes_nothing(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "graded.jsonl:5" in err[0] and "outcome" in err[0], err
     assert _snapshot(world) == before
+
+
+# --- issue #56: user eval templates within the template budget (evals/template_budget.py) -------------------------
+# Each template ran unbounded work (or raised a traceback) before; now each is one line, exit 2, within seconds,
+# naming the template and the question, with no request sent (the server is unreachable).
+TEMPLATE_BUDGET_CASES: list[tuple[str, str, str]] = [
+    ("center", "{{ 'x'|center(2000000000)|length }}", "template budget"),
+    ("format-width", "{{ '{:>2000000000}'.format('x') }}", "template budget"),
+    ("power-of-power", "{{ ((10**4096)**4096) }}", "bits is refused"),
+    ("huge-range", "{% for i in range(10**12) %}{% endfor %}", "Range too big"),
+    ("nested-loops", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "CPU"),
+    ("lipsum", "{{ lipsum(1000000) }}", "template budget"),
+    (
+        "doubling",
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        "template budget",
+    ),
+    ("recursion", "{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", "recursion"),
+    ("overflow", "{{ (10**400)|float }}", "OverflowError"),
+    ("value-error", "{{ '{:d}'.format('x') }}", "ValueError"),
+]
+
+
+def _user_eval(tmp: Path, prompt: str, rows: str = '{"q": "a", "gold": "1"}\n') -> Path:
+    (tmp / "rows.jsonl").write_text(rows)
+    path = tmp / "budget.toml"
+    path.write_text(
+        f"name = 'budget'\nprompt = '''{prompt}'''\nanswer = 'gold'\n[dataset]\npath = 'rows.jsonl'\n"
+        "[extract]\nkind = 'number'\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("case", TEMPLATE_BUDGET_CASES, ids=[c[0] for c in TEMPLATE_BUDGET_CASES])
+def test_user_template_is_held_to_the_budget(case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import resource
+    import time
+
+    _, prompt, needle = case
+    path = _user_eval(tmp_path, prompt)
+    t0 = time.monotonic()
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    code = main(["capability", "--eval", str(path), "--thinking", "off", "--base-url", U9, "--out", str(tmp_path)])
+    took = time.monotonic() - t0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert "prompt:" in err[0] and "budget:0" in err[0] and needle in err[0], err
+    assert took < 30, f"{took:.1f} s"
+    # the child that rendered it held at most the budget's address space (ru_maxrss is in KB)
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss <= max(kids0, (1 << 30) >> 10)
+
+
+def test_an_empty_eval_data_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _user_eval(tmp_path, "{{ q }}", rows="")
+    code = main(["capability", "--eval", str(path), "--thinking", "off", "--base-url", U9, "--out", str(tmp_path)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(err) == 1 and "no rows" in err[0], err
