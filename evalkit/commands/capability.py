@@ -20,7 +20,7 @@ from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 from evalkit.runs.session import finish_run, run_measurement, show_result, started_again
 from evalkit_evals.measure import GRADED, OnePass, open_judge, score_run
-from evalkit_evals.repeats_auto import DEFAULT_MARGIN, DEFAULT_MAX_REPEATS, RepeatsRule
+from evalkit_evals.repeats_auto import DEFAULT_MARGIN, DEFAULT_MAX_REPEATS, RepeatsRule, unreachable
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -346,6 +346,13 @@ def _live(args: argparse.Namespace) -> int:
     full, short = _revisions(datasets, args.data_dir)
     max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
     auto = _repeats_auto(args, under_load=load_spec is not None)
+    if auto is not None:
+        sizes: dict[str, int] = {}
+        for it in items:
+            sizes[it.dataset] = sizes.get(it.dataset, 0) + 1
+        refused = unreachable(auto, sizes)  # a margin no run of these questions could reach: said before any round
+        if refused is not None:
+            raise UsageError(refused)
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     temperature = args.temperature if args.temperature is not None else (0.7 if args.repeats > 1 else 0.0)
