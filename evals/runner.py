@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.errors import UsageError
+from evalkit.progress import Progress
 from evalkit.runs.rundir import RunDir, read_jsonl
 from evalkit.runs.schemas import GradedLine, ReplayLine, validate
 from evalkit_evals import registry
@@ -52,17 +50,8 @@ class _Progress:
     def __init__(self, total: int, done: list[dict[str, Any]]) -> None:
         self.correct = sum(1 for d in done if d["correct"])
         self.seen = len(done)
-        # disable=None: a bar only on a terminal; a log gets the summary lines, not one carriage-return line.
-        self.bar = tqdm(
-            total=total,
-            initial=len(done),
-            file=sys.stderr,
-            desc="capability",
-            unit="q",
-            dynamic_ncols=True,
-            leave=True,
-            disable=None,
-        )
+        # A bar on a terminal; in a log, a line at least every 25 s (evalkit.progress).
+        self.bar = Progress(total, "capability", "questions", initial=len(done))
         self._post()
 
     def _post(self) -> None:

@@ -8,6 +8,7 @@ measured; the summary is computed afterwards from the files alone. Each complete
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import statistics
 import sys
@@ -17,14 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tqdm import tqdm
-
 from evalkit.client import auxiliary
 from evalkit.client.chat import ChatClient, ChatRequest
 from evalkit.client.prompts import LongSpec
 from evalkit.client.tokenize import FittedPrompt, TokenCounter, fit_long_prompt, messages_for, probe_counter
 from evalkit.clock import Clock, sleep_until
 from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
+from evalkit.progress import Progress
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
 from evalkit_stress.metric_registry import line_metric
@@ -198,7 +198,7 @@ class StressRunner:
             await self._until(at)
         cancel.set()
 
-    async def _one(self, r: PlannedRequest, start: float, tl: Timeline, bar: tqdm) -> None:
+    async def _one(self, r: PlannedRequest, start: float, tl: Timeline, bar: Progress) -> None:
         if r.after:
             base = await tl.latest(r.after, r.after_on)
             if self.stop.is_set() or base is None:
@@ -304,7 +304,7 @@ class StressRunner:
         others = sorted((t, rid) for rid, t in self._inflight.items() if rid != rec.request_id and t <= end)
         return others[0][1] if others else None
 
-    async def run_scenario(self, sc: Scenario, bar: tqdm) -> None:
+    async def run_scenario(self, sc: Scenario, bar: Progress) -> None:
         """Send one scenario's requests at their planned times and wait for all of them."""
         bar.set_postfix_str(sc.name)
         tl = Timeline([r.plan_id for r in sc.requests])
@@ -313,7 +313,7 @@ class StressRunner:
         if self.on_scenario_end is not None:
             await self.on_scenario_end(sc.name)
 
-    async def run_rounds(self, rounds: list[Scenario], bar: tqdm) -> None:
+    async def run_rounds(self, rounds: list[Scenario], bar: Progress) -> None:
         """One scenario's rounds back to back (a concurrent file runs several of these at once)."""
         for sc in rounds:
             if self.stop.is_set():
@@ -336,6 +336,14 @@ class StressRunner:
             if self.counter is None:
                 await self.prepare_tokens(session)
             lag.start()
+            # One count over the cycles left: tqdm's bar on a terminal, a line at least every 25 s in a log.
+            left = [c for c in range(1, self.schedule.cycles + 1) if c not in self.completed]
+            progress = Progress(
+                sum(len(s.requests) for c in left for s in self.schedule.cycle(c)),
+                "stress",
+                "requests",
+                enabled=self.opts.progress,
+            )
             try:
                 for cycle in range(1, self.schedule.cycles + 1):
                     if cycle in self.completed:
@@ -347,14 +355,8 @@ class StressRunner:
                     if gpu is not None:
                         gpu.cycle = cycle
                     scenarios = self.schedule.cycle(cycle)
-                    with tqdm(
-                        total=sum(len(s.requests) for s in scenarios),
-                        desc=f"cycle {cycle}/{self.schedule.cycles}",
-                        file=sys.stderr,
-                        disable=not self.opts.progress,
-                        leave=True,
-                        dynamic_ncols=True,
-                    ) as bar:
+                    progress.set_description(f"stress cycle {cycle}/{self.schedule.cycles}")
+                    with contextlib.nullcontext(progress) as bar:
                         if self.schedule.concurrent:
                             by_name: dict[str, list[Scenario]] = {}
                             for sc in scenarios:
@@ -396,6 +398,7 @@ class StressRunner:
                             self.decided = True
                             break
             finally:
+                progress.close()
                 await lag.stop()
                 if gpu is not None:
                     await gpu.stop()

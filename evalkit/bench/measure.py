@@ -9,11 +9,8 @@ its GPU memory) and the client's own lag.
 from __future__ import annotations
 
 import hashlib
-import sys
 from dataclasses import dataclass, replace
 from typing import Any
-
-from tqdm import tqdm
 
 from evalkit.bench.throughput import BenchPlan, left_failed, measurements, run_bench, summarize
 from evalkit.client.field_support import length_fields, unforced_words
@@ -23,6 +20,7 @@ from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_g
 from evalkit.evidence.metrics_rates import COMBINED_SOURCE, SOURCE, combined_decode_rate, decode_rate
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
+from evalkit.progress import Progress
 from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.rundir import REQUESTS
@@ -85,7 +83,7 @@ class BenchMeasurement:
             length_why=unforced_words(support, self.plan.ignore_eos),
         )
         ctx.rundir.update_manifest(length_mode=mode)
-        with tqdm(total=self.total(), desc="bench", unit="req", file=sys.stderr, disable=None) as bar:
+        with Progress(self.total(), "bench", "requests") as bar:
             async with sample_gpu_memory(ctx.rundir, ctx.clock):
                 await run_bench(ctx.client, ctx.rundir, plan, bar.update, mark=ctx.evidence.snapshot)
         await ctx.evidence.end()

@@ -194,7 +194,13 @@ def _print_table(summary: dict[str, Any]) -> None:
         lines.append(telemetry_line(gpu) or "")
         for name, e in (gpu.get("per_label") or {}).items():
             lines.append(f"  {name:<11} {e['j_per_output_token']:.3g} J/output token, {e['power_w_mean'] or 0:.0f} W")
-    print("\n".join(lines), file=sys.stderr)
+    # The table on standard output, as every command's; warnings on standard error.
+    warned = [ln for ln in lines if ln.startswith("warning:")]
+    table = [ln for ln in lines if not ln.startswith("warning:")]
+    if table:
+        print("\n".join(table), flush=True)
+    if warned:
+        print("\n".join(warned), file=sys.stderr)
 
 
 def _metric_value(summary: dict[str, Any], metric: str) -> float | None:

@@ -140,7 +140,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--no-progress",
         action="store_true",
-        help="no progress on standard error (bars are drawn only on a terminal; a log gets a line a cycle)",
+        help="no progress on standard error (a bar on a terminal; in a log a line at least every 25 s, one a cycle)",
     )
 
 
@@ -213,8 +213,7 @@ def run(args: argparse.Namespace) -> int:
             gen_tokens=args.gen_tokens,
             timeout_s=args.timeout_s,
             gpu_interval_s=args.gpu_interval,
-            # Bars only on a terminal: in a log, tqdm's carriage returns make one endless line.
-            progress=not args.no_progress and sys.stderr.isatty(),
+            progress=not args.no_progress,  # tqdm's bar on a terminal, timed lines in a log
             log_steps=not args.no_progress and not sys.stderr.isatty(),
         ),
         ignore_eos=args.ignore_eos,

@@ -14,6 +14,7 @@ from evalkit.load.measure import LoadMeasurement, run_token_scale
 from evalkit.load.session_summary import SESSIONS, session_summary
 from evalkit.load.turns import TurnSender
 from evalkit.load.workload import Lengths
+from evalkit.progress import Progress
 from evalkit.runs.context import RunContext
 
 
@@ -57,6 +58,12 @@ async def measure_chats(w: ChatWorkload, ctx: RunContext) -> dict[str, Any]:
         Lengths.parse(w.prompt_tokens, "--prompt-tokens"),
         Lengths.parse(w.output_tokens, "--output-tokens"),
     )
+    if w.kind == "conversation":
+        total = w.users * w.turns
+    else:
+        runs_n = 2 if w.cache_runs == "both" else 1
+        total = w.groups * w.users_per_group * runs_n + (w.groups if w.cache_runs == "warm" else 0)
+    sender.progress = progress = Progress(total, f"load {w.kind}", "requests")
     try:
         if w.kind == "conversation":
             cspec = conversation.ConversationSpec(
@@ -83,6 +90,7 @@ async def measure_chats(w: ChatWorkload, ctx: RunContext) -> dict[str, Any]:
             )
         await sender.flush()
     finally:
+        progress.close()
         sender.close()
     for rec in records:
         ctx.rundir.append(SESSIONS, rec)

@@ -18,7 +18,7 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.load.client_hosts import RayClientHosts, host_spec
 from evalkit.load.measure import LoadMeasurement, run_token_scale
 from evalkit.load.metrics import judge_point, point_metrics
-from evalkit.load.runner import LoadRunner, PointRun
+from evalkit.load.runner import LoadRunner, PointProgress, PointRun
 from evalkit.load.schedule import PointPlan, PointSpec
 from evalkit.load.search import search_max
 from evalkit.load.slo import Target as SloTarget
@@ -115,7 +115,10 @@ async def measure_points(plan: PointsPlan, ctx: RunContext) -> dict[str, Any]:
             point = PointRun(next_id[0], plan.template.plan(workload, spec))
             next_id[0] += 1
             t0 = utc_now_iso()
-            await runner.run_point(point)
+            with PointProgress(
+                point, f"load {mode} {load:g}" + (f" repeat {repeat + 1}/{plan.runs}" if plan.runs > 1 else "")
+            ):
+                await runner.run_point(point)
             await ctx.evidence.snapshot(f"{spec.label} repeat {repeat}")  # the server's counters per point
             m = point_metrics(point.measured(), mode, load, targets)
             reps.append(m)

@@ -24,6 +24,7 @@ from evalkit.load.caps import SendCaps
 from evalkit.load.precision import warm
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
+from evalkit.progress import Progress
 from evalkit.runs.outcomes import judge
 from evalkit.runs.rundir import REQUESTS, RunDir
 
@@ -85,6 +86,38 @@ def open_loop_sends(plan: PointPlan, start: float) -> list[PlannedSend]:
     offsets = plan.send_offsets()
     stages: list[int | None] = list(plan.send_stages()) if plan.stages else [None] * len(offsets)
     return [PlannedSend(i, plan.phase(i), start + off, stage) for i, (off, stage) in enumerate(zip(offsets, stages))]
+
+
+class PointProgress:
+    """A point's progress (evalkit.progress: a bar on a terminal, a line at least every 25 s in a log): its requests
+    answered out of those planned (a duration-bound closed loop: answered so far, against its duration)."""
+
+    def __init__(self, point: PointRun, desc: str) -> None:
+        plan = point.plan
+        if plan.spec.mode == "rate":
+            total: int | None = len(plan.send_offsets())
+        else:
+            total = plan.warmup + plan.measured if plan.measured is not None else None
+        self.point = point
+        self.bar = Progress(total, desc, "requests")
+        if total is None and plan.duration_s:
+            self.bar.set_postfix_str(f"measures for {plan.duration_s:g} s after {plan.warmup} warm-up requests")
+        self.task: asyncio.Task[None] | None = None
+
+    async def _follow(self) -> None:
+        while True:
+            self.bar.update(len(self.point.lines) - self.bar.done)
+            await asyncio.sleep(0.5)
+
+    def __enter__(self) -> PointProgress:
+        self.task = asyncio.get_running_loop().create_task(self._follow())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        self.bar.update(len(self.point.lines) - self.bar.done)
+        self.bar.close()
 
 
 class LoadRunner:

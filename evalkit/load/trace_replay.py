@@ -11,7 +11,7 @@ from typing import Any
 from evalkit.evidence.capture import evidence_summary
 from evalkit.load.cache_metrics import metrics_hit_rate
 from evalkit.load.measure import LoadMeasurement, run_token_scale
-from evalkit.load.runner import LoadRunner, PointRun
+from evalkit.load.runner import LoadRunner, PointProgress, PointRun
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.trace import TraceOptions, ideal_hit_tokens, select
 from evalkit.load.trace import trace_plan as make_trace_plan
@@ -54,7 +54,8 @@ async def measure_trace(replay: TraceReplay, ctx: RunContext) -> dict[str, Any]:
     gc.collect()
     gc.freeze()
     try:
-        await runner.run_point(point)
+        with PointProgress(point, "load trace"):
+            await runner.run_point(point)
     finally:
         gc.unfreeze()
         runner.close()

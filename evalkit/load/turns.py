@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.progress import Progress
 from evalkit.runs.outcomes import judge
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
@@ -39,6 +40,7 @@ class TurnSender:
         self.client = client
         self.timeout_s = timeout_s
         self.lines: list[dict[str, Any]] = []
+        self.progress: Progress | None = None  # counted per turn answered (evalkit.progress)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn-writer")
 
     async def send(
@@ -74,6 +76,8 @@ class TurnSender:
         )
         self.lines.append(line)
         self._writer.submit(self.rundir.append, REQUESTS, line)
+        if self.progress is not None:
+            self.progress.update(1)
         return line, rec
 
     async def flush(self) -> None:
