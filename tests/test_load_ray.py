@@ -7,6 +7,7 @@ Asking for more hosts than the cluster has is one line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -36,10 +37,15 @@ def cluster() -> Any:
     c.shutdown()
 
 
-def load(base_url: str, out: Path, name: str, *flags: str) -> subprocess.CompletedProcess[str]:
+def load(base_url: str, out: Path, name: str, *flags: str, nice: int = 0) -> subprocess.CompletedProcess[str]:
+    """`evalkit load` in a process of its own, `nice` steps nicer than this one."""
     cmd = [sys.executable, "-m", "evalkit", "load", "--base-url", base_url, "--out", str(out), "--name", name]
     return subprocess.run(
-        [*cmd, "--no-metrics", "--token-scale", "1", *flags], capture_output=True, text=True, timeout=300
+        [*cmd, "--no-metrics", "--token-scale", "1", *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=(lambda: os.nice(nice)) if nice else None,
     )
 
 
@@ -69,6 +75,8 @@ def test_two_hosts_send_one_schedule_and_agree_with_the_sims_truth(cluster: Any,
     figures = jsonl(run / "client_hosts.jsonl")
     assert len(figures) == 2 and len({f["node_id"] for f in figures}) == 2
     assert all(f["clock"]["probes"] == 32 and f["clock"]["consistent"] for f in figures)
+    # each actor runs at the coordinator's priority (this process's, which the coordinator inherited), not Ray's 15
+    assert [f["nice"] for f in figures] == [os.getpriority(os.PRIO_PROCESS, 0)] * 2, figures
     # the one seeded schedule a one-host run sends: every index once, host i mod 2, at the plan's offsets
     lines = jsonl(run / "requests.jsonl")
     assert [ln["index"] for ln in lines] == list(range(44))
@@ -98,6 +106,20 @@ def test_two_hosts_send_one_schedule_and_agree_with_the_sims_truth(cluster: Any,
     assert rep.returncode == 0, rep.stderr[-2000:]
     text = (tmp_path / "report.md").read_text()
     assert "Client hosts: hosts" in text and "| host 0 |" in text and "| host 1 |" in text
+
+
+def test_the_hosts_run_at_the_coordinators_priority(cluster: Any, sim: Any, tmp_path: Path) -> None:
+    """A coordinator started 3 steps nicer than this process: both hosts' actors run at its niceness, read with
+    os.getpriority inside each actor (a Ray worker nices itself to 15 unless told otherwise), and nothing is said."""
+    proc = sim("--time-scale", "4")
+    small = ["--rate", "20", "--requests", "6", "--warmup", "0", "--prompt-tokens", "10", "--output-tokens", "4"]
+    r = load(proc.base_url, tmp_path, "nice", *small, "--ray", cluster.address, "--client-hosts", "2", nice=3)
+    assert r.returncode == 0, r.stderr[-3000:]
+    coordinator = min(os.getpriority(os.PRIO_PROCESS, 0) + 3, 19)
+    figures = jsonl(tmp_path / "nice" / "client_hosts.jsonl")
+    assert len({f["node_id"] for f in figures}) == 2
+    assert [f["nice"] for f in figures] == [coordinator] * 2, figures
+    assert "runs at nice" not in r.stderr
 
 
 def test_more_hosts_than_nodes_is_one_line(cluster: Any, sim: Any, tmp_path: Path) -> None:

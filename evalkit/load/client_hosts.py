@@ -11,6 +11,13 @@ estimate of both probings, labels it with its `client_host`, and writes the line
 into the one run directory, beside `client_hosts.jsonl` (per point and host: where it ran, its requests, the clock
 offset, its uncertainty and the shortest round trip). The summary's `client.hosts` is read from those files.
 
+Each actor runs at the coordinator's priority (its niceness), as a one-host client's process and its `--client-procs`
+children do: a Ray worker nices itself by Ray's `worker_niceness` (15) when it starts, which under load cost the
+hosts' TTFT seconds against one process's milliseconds (issue #54). The actor is started with `RAY_worker_niceness=0`
+in its runtime environment (as Ray's own job supervisor is) and sets the coordinator's niceness itself; the niceness it
+runs at is recorded (`nice` in client_hosts.jsonl), and one that differs (a host whose raylet runs nicer than the
+coordinator, where an unprivileged process may not lower it) is said in one line.
+
 Ray is imported only here, only with `--ray`. The hosts must reach the server at the URL the coordinator was given.
 """
 
@@ -42,6 +49,9 @@ CLIENT_HOSTS = "client_hosts.jsonl"
 PROBES = 16  # round trips per host before a point, and again after it
 LEAD_S = 1.0  # the first send is this long after planning: time for the slices to reach their hosts
 PLACEMENT_TIMEOUT_S = 30.0
+# Ray's workers nice themselves by `worker_niceness` (15 by default) when they start; 0 leaves the actor at its
+# raylet's priority, from which it takes the coordinator's (ClientHost.__init__)
+RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
 
 
 class ClientHostFailed(UsageError):
@@ -61,6 +71,12 @@ class HostSpec:
     uuid_request_ids: bool = False
     omit_fields: frozenset[str] = frozenset()
     standing_body: tuple[tuple[str, Any], ...] = ()
+    nice: int | None = None  # the coordinator's niceness, which the host's actor takes (None: left as Ray starts it)
+
+
+def niceness() -> int:
+    """This process's niceness (-20 .. 19)."""
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 class ClientHost:
@@ -69,6 +85,12 @@ class ClientHost:
     def __init__(self, spec: HostSpec) -> None:
         self.spec = spec
         self.clock = Clock()
+        self.nice_error: str | None = None
+        if spec.nice is not None and niceness() != spec.nice:
+            try:  # nicer is always allowed; less nice needs the privilege (CAP_SYS_NICE or RLIMIT_NICE)
+                os.setpriority(os.PRIO_PROCESS, 0, spec.nice)
+            except OSError as e:
+                self.nice_error = e.strerror or str(e)
 
     def where(self) -> dict[str, Any]:
         """The host's name, the actor's pid and the node's address."""
@@ -76,7 +98,14 @@ class ClientHost:
 
         node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray's own, untyped
         node_id = ray.get_runtime_context().get_node_id()
-        return {"hostname": socket.gethostname(), "pid": os.getpid(), "node_ip": node_ip, "node_id": node_id}
+        return {
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "node_ip": node_ip,
+            "node_id": node_id,
+            "nice": niceness(),
+            **({"nice_error": self.nice_error} if self.nice_error else {}),
+        }
 
     def now(self) -> float:
         """This host's clock."""
@@ -159,12 +188,14 @@ class RayClientHosts:
                     f"within {PLACEMENT_TIMEOUT_S:g} s (another job holds their CPUs?); free them, or ask for fewer"
                 )
             actor = ray.remote(num_cpus=1, max_restarts=0)(ClientHost)
+            nice = niceness()  # a one-host client's priority: the actors take it (ClientHost.__init__)
             actors = [
                 actor.options(
                     scheduling_strategy=PlacementGroupSchedulingStrategy(
                         placement_group=group, placement_group_bundle_index=i
-                    )
-                ).remote(spec)
+                    ),
+                    runtime_env=RUNTIME_ENV,
+                ).remote(dataclasses.replace(spec, nice=nice))
                 for i in range(count)
             ]
             where = ray.get([a.where.remote() for a in actors])
@@ -175,6 +206,13 @@ class RayClientHosts:
         if say is not None:
             names = ", ".join(f"{w['hostname']} ({w['node_ip']})" for w in where)
             say(f"load: {count} client hosts on Ray at {address}: {names}")
+            for h, w in enumerate(where):
+                if w.get("nice") != nice:
+                    say(
+                        f"warning: client host {h} ({w['hostname']}) runs at nice {w.get('nice')}, the coordinator at "
+                        f"{nice} ({w.get('nice_error') or 'not set'}): under load its stamps are read later than a "
+                        "one-host client's; start its raylet at the coordinator's niceness"
+                    )
         return hosts
 
     def close(self) -> None:
