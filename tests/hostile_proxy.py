@@ -5,7 +5,9 @@ Modes: `ok` (nothing spoilt), `gzip-models` (/v1/models a gzip body that inflate
 100,000-deep /props), `list-props` (/props a JSON list), `props-gen-list` (/props whose settings are a list),
 `binary-metrics` (random bytes), `huge-metrics` (a 100 MB /metrics, sent slowly), `huge-event` (measured
 chat requests: a stream whose first event is 10 MB), `no-end` (measured chat requests: a stream that sends one
-token and then nothing, without a finish or [DONE]), `deep-models` (a 100,000-deep model list).
+token and then nothing, without a finish or [DONE]), `deep-models` (a 100,000-deep model list); every chat request,
+the preflight's included: `probe-no-end` (one token, then nothing), `probe-huge` (a 100 MB answer of small events),
+`probe-huge-event` (one 10 MB event), `probe-bad-utf8` (an answer of invalid UTF-8).
 
 Runs in a thread of the test process (`HostileProxy(sim_url).start()`), on its own event loop.
 """
@@ -103,6 +105,8 @@ class HostileProxy:
                 await resp.write(line)
                 await asyncio.sleep(0.001)
             return resp
+        if mode.startswith("probe-") and path == "/v1/chat/completions":
+            return await self._spoil_every_answer(mode, request)
         if mode in ("huge-event", "no-end") and path == "/v1/chat/completions":
             rid = request.headers.get("X-Request-Id", "preflight")
             if rid.startswith("preflight"):
@@ -120,6 +124,36 @@ class HostileProxy:
                 await asyncio.wait_for(self._closing.wait(), 600)
             return resp
         return None
+
+    async def _spoil_every_answer(self, mode: str, request: web.Request) -> web.StreamResponse:
+        # Every chat request, the preflight's probes included (issue #56).
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        event = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            if mode == "probe-no-end":  # one token, then nothing
+                await resp.write(event)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), 600)
+            elif mode == "probe-huge":  # a 100 MB answer of small events, sent over a minute
+                many = event * 1000
+                for _ in range(100 * 1024 * 1024 // len(many)):
+                    await resp.write(many)
+                    await asyncio.sleep(0.01)
+            elif mode == "probe-bad-utf8":  # an answer whose text is not UTF-8
+                await resp.write(
+                    b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe OK"},"finish_reason":null}]}\n\n'
+                )
+                await resp.write(
+                    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+                )
+            elif mode == "probe-huge-event":  # one 10 MB event
+                await resp.write(
+                    b'data: {"choices":[{"index":0,"delta":{"content":"' + b"x" * (10 << 20) + b'"}}]}\n\n'
+                )
+                await resp.write(b"data: [DONE]\n\n")
+        return resp
 
     async def _pass(self, request: web.Request, path: str) -> web.StreamResponse:
         assert self._client is not None

@@ -320,3 +320,33 @@ def test_a_sigkilled_sweep_leaves_nothing_running_after_its_resume(tmp_path: Pat
             pid = int(entry["pid"])  # type: ignore[call-overload]
             if start_time(pid) == entry["start_time"]:
                 (os.killpg if entry["group"] else os.kill)(pid, signal.SIGKILL)
+
+
+# --- issue #56: the preflight's probes are held to --timeout-s and to the stream's bounds ---------------------------
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("probe-no-end", "within 3 s"),  # was: silent for 489 s (8 tries of a minute) under --timeout-s 10
+        ("probe-huge", "byte limit"),  # was: a 100 MB answer still being read at 240 s
+        ("probe-huge-event", "SSE event over"),  # was: a LineTooLong traceback
+    ],
+)
+def test_the_preflight_is_bounded_in_time_and_size(proxy: str, tmp_path: Path, mode: str, needle: str) -> None:
+    t0 = time.monotonic()
+    argv = ["bench", "--timeout-s", "3", "--base-url", f"{proxy}/{mode}/v1", "--out", str(tmp_path), "--name", "r"]
+    code, err, peak = _run_measured(argv, timeout_s=90)
+    took = time.monotonic() - t0
+    line = _one_line(err)
+    assert code == 1 and "refuses evalkit's requests" in line and needle in line, line
+    assert took < 45, f"{took:.0f} s"
+    assert peak < 600 * 1024 * 1024, f"peak RSS {peak / 2**20:.0f} MB"
+
+
+def test_check_refuses_a_server_whose_streams_are_not_utf8(proxy: str, tmp_path: Path) -> None:
+    # was: `check` said ok, and bench then failed every request
+    argv = ["check", "--timeout-s", "5", "--base-url", f"{proxy}/probe-bad-utf8/v1", "--out", str(tmp_path)]
+    p = subprocess.run([sys.executable, "-m", "evalkit", *argv], capture_output=True, text=True, timeout=90, cwd=REPO)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "UnicodeDecodeError" in p.stdout, (p.stdout, p.stderr)
+    code, err, _ = _run_measured(["bench", "--base-url", f"{proxy}/probe-bad-utf8/v1", "--out", str(tmp_path)])
+    line = _one_line(err)
+    assert code == 1 and "UnicodeDecodeError" in line, line

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "BodyTooLarge",
     "ClientError",
+    "ClientResponse",
     "ClientSession",
     "ClientTimeout",
     "parse_json",

@@ -65,8 +65,11 @@ async def discover_model(profile: ServerProfile, timeout_s: float = 10.0) -> str
     return ids[0]
 
 
+PROBE_TIMEOUT_S = 60.0
+
+
 async def open_client(
-    profile: ServerProfile, clock: Clock | None = None, client_procs: int = 1
+    profile: ServerProfile, clock: Clock | None = None, client_procs: int = 1, timeout_s: float | None = None
 ) -> tuple[ChatClient, ServerProfile]:
     """A client for the profile's server, and the profile with its model filled in.
 
@@ -79,7 +82,12 @@ async def open_client(
     key = profile.api_key
     # Who the server is keys the field-support cache (and the manifest's server_identity).
     identity = await identify(profile.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
-    check = await quick_check(profile.base_url or "", model, key, dict(profile.extra_body), identity=identity)
+    # Each probe within the command's --timeout-s (and a minute at most): a stream that never ends is one probe's
+    # timeout, not eight of the default's.
+    probe_s = min(PROBE_TIMEOUT_S, timeout_s) if timeout_s else PROBE_TIMEOUT_S
+    check = await quick_check(
+        profile.base_url or "", model, key, dict(profile.extra_body), timeout_s=probe_s, identity=identity
+    )
     refused = [r for r in check.rows if r.supported is False]
     if refused:
         said = f"{refused[0].detail}" + (f"; {refused[0].fix}" if refused[0].fix else "")

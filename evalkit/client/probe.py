@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -137,8 +137,9 @@ async def _chat_once(
                 # Scrubbed whole, before any excerpt of it is cut (no half of a key survives a cut).
                 reply.body = scrub(await auxiliary.read_text(resp), _session_secrets(http))
                 return reply
-            async for raw in resp.content:
-                line = raw.decode(errors="replace").strip()
+            async for raw in _lines(resp):
+                # Strict, as the measured stream reads it: invalid UTF-8 is an error here too (UnicodeDecodeError).
+                line = raw.decode().strip()
                 if not line.startswith("data:") or line[5:].strip() == "[DONE]":
                     continue
                 _take(reply, auxiliary.parse_json(line[5:]))
@@ -146,13 +147,42 @@ async def _chat_once(
                     reply.t_first_chunk = time.perf_counter()
                     if on_first_chunk is not None:
                         on_first_chunk()
-    except (auxiliary.ClientError, asyncio.TimeoutError, ValueError) as e:
+    except asyncio.TimeoutError:
+        total = http.timeout.total
+        reply.error = f"TimeoutError: no complete answer within {total:g} s" if total else "TimeoutError"
+    except (auxiliary.ClientError, ValueError) as e:
         # Kept with its HTTP status: a stream cut after a 200 (llama-cpp-python ends one when another request
         # arrives) is not the same as a server that never answered.
         reply.error = f"{type(e).__name__}: {e}"
     reply.t_end = time.perf_counter()
     reply.elapsed_s = reply.t_end - start
     return reply
+
+
+# A probe's stream: each SSE event at most the measured stream's bound, the whole answer at most a server body's
+# (a probe asks for a handful of tokens; docs/conventions.md "Bounds").
+MAX_EVENT_BYTES = 1024 * 1024
+MAX_STREAM_BYTES = auxiliary.MAX_BODY_BYTES
+
+
+async def _lines(resp: auxiliary.ClientResponse) -> AsyncIterator[bytes]:
+    """The stream's lines, read piece by piece: BodyTooLarge past either bound (never a line read whole)."""
+    buf, total = bytearray(), 0
+    async for piece in resp.content.iter_any():
+        total += len(piece)
+        if total > MAX_STREAM_BYTES:
+            raise auxiliary.BodyTooLarge(f"a streamed answer over the {MAX_STREAM_BYTES}-byte limit")
+        buf += piece
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            yield bytes(buf[:nl])
+            del buf[: nl + 1]
+        if len(buf) > MAX_EVENT_BYTES:
+            raise auxiliary.BodyTooLarge(f"an SSE event over the {MAX_EVENT_BYTES}-byte limit")
+    if buf:
+        yield bytes(buf)
 
 
 def _session_secrets(http: auxiliary.ClientSession) -> tuple[str, ...]:
@@ -213,12 +243,16 @@ ESSENTIAL_TRIES = 8
 async def essential(http: auxiliary.ClientSession, result: CheckResult, extra_body: dict[str, Any]) -> Reply:
     """Evalkit's own request; when refused, find what is refused. Fills the result's adaptations and rows."""
     body = evalkit_body(result.model, extra_body, 4)
-    for _ in range(ESSENTIAL_TRIES):
+    tries = 0
+    while tries < ESSENTIAL_TRIES:
+        tries += 1
         # A server error or a broken stream may be one bad moment (a faulty server fails some requests):
         # tried again; only a refusal (4xx) is taken apart below.
         reply = await chat_probe(http, result.base_url, body, {"X-Request-Id": probe_id()})
         if reply.ok or (reply.status is not None and 400 <= reply.status < 500):
             break
+        if (reply.error or "").startswith(("TimeoutError", "BodyTooLarge")):
+            break  # not one bad moment: a stream that does not end in --timeout-s, or one past its bound
     if reply.ok:
         result.rows.append(Row("evalkit's request", True, "accepted as sent", ALL_COMMANDS))
         return reply
@@ -229,7 +263,7 @@ async def essential(http: auxiliary.ClientSession, result: CheckResult, extra_bo
             Row(
                 "evalkit's request",
                 False,
-                f"failed {ESSENTIAL_TRIES} times: {first}",
+                f"failed {tries} times: {first}" if tries > 1 else f"failed: {first}",
                 ALL_COMMANDS,
                 "look at the server's log",
             )

@@ -50,6 +50,7 @@ def target_from_args(args: argparse.Namespace) -> Target:
             server_log=getattr(args, "server_log", None),
         ),
         client_procs=max(1, getattr(args, "client_procs", 1) or 1),
+        timeout_s=getattr(args, "timeout_s", None),
     )
 
 

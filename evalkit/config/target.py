@@ -29,3 +29,4 @@ class Target:
     profile: ServerProfile
     evidence: EvidenceOptions = field(default_factory=EvidenceOptions)
     client_procs: int = 1
+    timeout_s: float | None = None  # the command's --timeout-s: the preflight's probes are held to it too

@@ -65,7 +65,7 @@ async def open_run(
     """
     clock = Clock()
     procs = target.client_procs
-    client, profile = await open_client(target.profile, clock, client_procs=procs)
+    client, profile = await open_client(target.profile, clock, client_procs=procs, timeout_s=target.timeout_s)
     try:
         name = run.name or default_run_name(kind)
         fields = apply_build_args(manifest_fields(profile), run.build_label, run.build_info)
