@@ -11,6 +11,7 @@ import asyncio
 import signal
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from evalkit.client.field_support import length_fields
@@ -76,10 +77,13 @@ class StressMeasurement:
         line on standard error; True when the run may stop."""
         if self.until_sure is None:
             return False
-        d = decide_run(ctx.rundir.path, self.until_sure, self.baseline)
+        d = decide_run(ctx.rundir.path, self.until_sure, self.baseline, baseline_path=self._baseline_dir())
         ctx.rundir.append(UNTIL_SURE_FILE, {**d.to_json(), "attempt": attempt_of(ctx.rundir.manifest)})
         print(d.line(), file=sys.stderr, flush=True)
         return d.decided
+
+    def _baseline_dir(self) -> Path | None:
+        return Path(self.baseline_path) if self.baseline_path is not None else None
 
     async def measure(self, ctx: RunContext) -> Measured:
         rd = ctx.rundir
@@ -180,7 +184,7 @@ class StressMeasurement:
             "prefix_cache": hit_rate(rd.read(METRICS_FILE)),
         }
         if self.until_sure is not None:
-            final = decide_run(rd.path, self.until_sure, self.baseline)
+            final = decide_run(rd.path, self.until_sure, self.baseline, baseline_path=self._baseline_dir())
             summary["until_sure"] = {
                 **self.until_sure.to_json(),
                 **({"baseline": self.baseline_path} if self.baseline_path is not None else {}),

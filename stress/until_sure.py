@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.comparison import LEVEL, compare_samples, holm_levels, look_level, shift_interval
 from evalkit.runs.rundir import Line
 from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, median_interval, wilson_interval
 from evalkit_stress import metric_registry
@@ -71,6 +72,7 @@ class Check:
     why: str
     interval: tuple[float, float] | None = None
     holds: bool = True
+    level: float | None = None  # a comparison's: the level its call was made at (its look's and Holm's share)
 
     @property
     def blocking(self) -> bool:
@@ -149,22 +151,50 @@ def figure_check(metric: str, xs: Sequence[float], margin: float) -> Check:
     return Check(name, "figure", ok, est, len(xs), f"±{rel:.1%} of {est:.4g} (margin ±{margin:.0%}{how})", ci)
 
 
-def comparison_check(metric: str, xs: Sequence[float], base: Sequence[float], margin: float) -> Check:
-    """Against a baseline: decided beyond noise (the ratio's interval excludes 1 by more than the floor) or
-    equivalent (inside 1 ± margin)."""
-    stat = _stat_of(metric)
-    name = f"{metric} {stat} vs baseline"
-    ci = bootstrap_ratio_ci(xs, base, stat)
-    a, b = headline(xs, stat), headline(base, stat)
-    if ci is None or a is None or not b:
+def comparison_check(
+    metric: str,
+    xs: Sequence[float],
+    base: Sequence[float],
+    margin: float,
+    level: float = LEVEL,
+    machine: str | None = None,
+) -> Check:
+    """One figure against the baseline by the one comparison rule (evalkit.comparison) at `level`: decided beyond
+    noise (the rank test rejects and the median moved past the floor), or equivalent when the shift interval
+    (Hodges-Lehmann, at the same level) lies inside 1 ± margin; with `machine` (why the two measuring machines
+    differ) never called, and more cycles of the same will not tell."""
+    name = f"{metric} {_stat_of(metric)} vs baseline"
+    c = compare_samples(base, xs, metric_registry.higher_is_better(metric), level, NOISE_FLOOR)
+    ratio = c.ratio
+    r = f"x{ratio:.3g}" if ratio is not None else "x?"
+    if machine is not None:
+        return Check(name, "comparison", False, ratio, len(xs), f"{r}, can't tell: {machine}", holds=False, level=level)
+    if not base or not xs or ratio is None:
         return Check(name, "comparison", False, None, len(xs), f"{len(xs)} and {len(base)} sample(s)")
-    ratio = a / b
-    lo, hi = ci
-    if (lo > 1 or hi < 1) and abs(ratio - 1) >= NOISE_FLOOR:
-        return Check(name, "comparison", True, ratio, len(xs), f"x{ratio:.3g}, beyond noise [{lo:.3g}, {hi:.3g}]", ci)
-    if lo >= 1 - margin and hi <= 1 + margin:
-        return Check(name, "comparison", True, ratio, len(xs), f"x{ratio:.3g}, within ±{margin:.0%}", ci)
-    return Check(name, "comparison", False, ratio, len(xs), f"x{ratio:.3g}, interval [{lo:.3g}, {hi:.3g}]", ci)
+    at = f"rank test p={c.p:.2g} at level {level:.2g}" if c.p is not None else "no test"
+    ci = shift_interval(base, xs, level) if level > 0 else None
+    if c.beyond:
+        return Check(name, "comparison", True, ratio, len(xs), f"{r}, beyond noise ({at})", ci, level=level)
+    if ci is not None and ci[0] >= 1 - margin and ci[1] <= 1 + margin:
+        why = f"{r}, within ±{margin:.0%} [{ci[0]:.3g}, {ci[1]:.3g}] ({at})"
+        return Check(name, "comparison", True, ratio, len(xs), why, ci, level=level)
+    span = f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci is not None else ""
+    why = f"{r}{span}, not yet beyond noise nor within ±{margin:.0%} ({at})"
+    return Check(name, "comparison", False, ratio, len(xs), why, ci, level=level)
+
+
+def comparison_checks(
+    lines: list[Line], baseline: list[Line], cycles: int, rule: SureRule, machine: str | None = None
+) -> list[Check]:
+    """Every figure against the baseline (`comparison_check`) at its share of the level: the level is spent over
+    the looks from `min_cycles` to `max_cycles` (`evalkit.comparison.look_level`) and the figures of a look are one
+    Holm family, so an identical build is called changed at most 5% of the time over the whole run."""
+    metrics = [m for m in FIGURES if metric_samples(lines, m)]
+    look = look_level(LEVEL, cycles, rule.max_cycles, first_look=rule.min_cycles)
+    pairs = [(metric_samples(lines, m), metric_samples(baseline, m)) for m in metrics]
+    higher = [metric_registry.higher_is_better(m) for m in metrics]
+    levels = holm_levels([compare_samples(b, x, h).p for (x, b), h in zip(pairs, higher)], look)
+    return [comparison_check(m, x, b, rule.margin, lv, machine) for m, (x, b), lv in zip(metrics, pairs, levels)]
 
 
 def sampled_verdict_check(name: str, verdict: dict[str, Any] | None, min_n: int) -> Check | None:
@@ -228,19 +258,20 @@ def decide(
     cycles: int,
     rule: SureRule,
     baseline: list[Line] | None = None,
+    machine: str | None = None,
 ) -> Decision:
-    """The decision after `cycles` completed cycles, from the counted request lines and the run's diagnoses."""
+    """The decision after `cycles` completed cycles, from the counted request lines and the run's diagnoses;
+    `machine`: why this run's measuring machine cannot be taken as the baseline's (then no comparison is called)."""
     from evalkit_stress.diagnose import HURT_RATIO
 
     checks: list[Check] = []
-    for metric in FIGURES:
-        xs = metric_samples(lines, metric)
-        if not xs:
-            continue  # the scenario file has no such situation, or it never happened: nothing to be sure of
-        if baseline is not None:
-            checks.append(comparison_check(metric, xs, metric_samples(baseline, metric), rule.margin))
-        else:
-            checks.append(figure_check(metric, xs, rule.margin))
+    if baseline is not None:
+        checks += comparison_checks(lines, baseline, cycles, rule, machine)
+    else:
+        for metric in FIGURES:
+            xs = metric_samples(lines, metric)
+            if xs:  # else the scenario file has no such situation, or it never happened: nothing to be sure of
+                checks.append(figure_check(metric, xs, rule.margin))
     d = diagnoses or {}
     for name in SAMPLED_VERDICTS:
         c = sampled_verdict_check(name, d.get(name), rule.min_cycles)
@@ -267,10 +298,15 @@ def counted_lines(run_path: Path, up_to: int | None = None) -> tuple[list[Line],
 
 
 def decide_run(
-    run_path: Path, rule: SureRule, baseline: list[Line] | None = None, up_to: int | None = None
+    run_path: Path,
+    rule: SureRule,
+    baseline: list[Line] | None = None,
+    up_to: int | None = None,
+    baseline_path: Path | None = None,
 ) -> Decision:
     """The decision a run directory's files support now: its completed cycles, diagnosed as its summary will be
-    (with `up_to`, after its first `up_to` cycles)."""
+    (with `up_to`, after its first `up_to` cycles); with `baseline_path`, the two runs' measuring machines are
+    weighed too (`machine_difference`)."""
     from evalkit.evidence.server_evidence import read_evidence
     from evalkit_stress.diagnose import diagnose
     from evalkit_stress.exercised import annotate, exercised
@@ -278,7 +314,40 @@ def decide_run(
 
     lines, cycles = counted_lines(run_path, up_to)
     diagnoses = diagnose(compute_metrics(exercised(lines)), annotate(lines), read_evidence(run_path)).to_json()
-    return decide(lines, diagnoses, cycles, rule, baseline)
+    machine = machine_difference(run_path, lines, baseline_path) if baseline is not None else None
+    return decide(lines, diagnoses, cycles, rule, baseline, machine)
+
+
+def machine_difference(run_path: Path, lines: list[Line], baseline_path: Path | None) -> str | None:
+    """Why this run and its baseline were not measured on the same machine state, or None: the baseline's client
+    distorted its run (its summary says so), this run's client distorts it so far (the same rule, on the cycles so
+    far), or their calibration probes lie apart (evalkit.runs.machine_probe)."""
+    from evalkit.runs.machine_probe import machine_changed
+    from evalkit_stress.exercised import exercised
+    from evalkit_stress.metrics import compute_metrics
+    from evalkit_stress.selfcheck import client_health
+
+    health = client_health(lines, [], compute_metrics(exercised(lines)))
+    if health.get("distorted"):
+        return "this run's client distorted it: " + "; ".join(health.get("distortion_reasons") or [])
+    if baseline_path is None:
+        return None
+    summary, manifest = _read_json(baseline_path / "summary.json"), _read_json(baseline_path / "manifest.json")
+    got = summary.get("client")
+    client: dict[str, Any] = got if isinstance(got, dict) else {}
+    if client.get("distorted"):
+        return "the baseline's client distorted it: " + "; ".join(client.get("distortion_reasons") or [])
+    return machine_changed(manifest, _read_json(run_path / "manifest.json"))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
 
 
 def until_sure_line(u: dict[str, Any]) -> str:

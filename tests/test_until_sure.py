@@ -48,6 +48,12 @@ def test_comparison_beyond_noise_equivalent_or_undecided() -> None:
     assert far.decided and "beyond noise" in far.why and far.value is not None and far.value < 0.05
     assert same.decided and "within" in same.why
     assert not vague.decided
+    # at an early look's share of the level (0.05 spent over 16 looks) 4 against 4 cannot be called at all
+    early = comparison_check("short_insert_ttft_s", after, before, 0.10, level=0.0005)
+    assert not early.decided and early.level == 0.0005
+    # two measuring machines apart: never called, and more cycles will not tell
+    moved = comparison_check("short_insert_ttft_s", after, before, 0.10, machine="the measuring machine changed")
+    assert not moved.decided and not moved.holds and "can't tell: the measuring machine changed" in moved.why
 
 
 def _samples(*verdicts: str) -> dict[str, object]:

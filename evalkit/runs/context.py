@@ -18,6 +18,7 @@ from evalkit.config.target import Target
 from evalkit.evidence.capture import EvidenceCapture, evidence_capture
 from evalkit.evidence.server_identity import apply_build_args, identify
 from evalkit.redact import scrub_tree
+from evalkit.runs import machine_probe
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, default_run_name
 
@@ -109,6 +110,7 @@ async def open_run(
                 )
         # A resumed run keeps the identity it started with; the one seen at the resume is kept beside it.
         rundir.update_manifest(**{"server_identity_at_resume" if rundir.resumed else "server_identity": identity})
+        rundir.update_manifest(**{"machine_at_resume" if rundir.resumed else "machine": machine_probe.probe()})
         evidence = evidence_capture(target.evidence, kind, rundir, profile, key, clock)
         await evidence.start()
         try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalkit.config.target import Target
+from evalkit.runs import machine_probe
 from evalkit.runs.context import RunContext, RunDirOptions, open_run
 from evalkit.runs.rundir import RunDir, RunFinished
 from evalkit.runs.schemas import KindSummary
@@ -72,6 +73,7 @@ def finish_run(rundir: RunDir, got: Measured) -> RunResult:
     """Write the run's `summary.json` and stamp its finish in the manifest (a replay, which has no server, too)."""
     summary = got.summary.to_json()
     rundir.write_summary(summary)
+    rundir.update_manifest(machine_end=machine_probe.probe())
     closing = {"stopped": got.stopped} if got.stopped is not None else {}
     rundir.finish(exit_code=got.exit_code, complete=got.complete, **closing)
     return RunResult(summary, rundir.path, got.exit_code, got.failure)

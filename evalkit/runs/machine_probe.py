@@ -1,0 +1,77 @@
+"""The measuring machine as evidence: a fixed calibration probe timed at the start and the end of every run, so two
+runs made on a machine in different states (another job started, a laptop on battery, a busy CI runner) are never
+compared as if only the server had changed.
+
+The probe hashes for a tenth of a second of wall time and reads how much CPU the thread got in it (its share of a
+core: near 1 on a quiet machine, lower when other work takes the cores) and how fast the core hashed (its own speed:
+frequency, throttling). Two runs whose probes differ past `CHANGED_SHARE` or `CHANGED_RATIO` (at either end of
+either run) are "the measuring machine changed": a comparison between them says "can't tell", never "beyond noise"
+(docs/until-sure.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+CHANGED_RATIO = 1.25  # work rates 25% apart: the CPU itself got slower or faster (frequency, throttling)
+CHANGED_SHARE = 0.20  # CPU shares 0.2 apart: the client got a different share of a core (other work on the machine)
+_BLOCK = b"\x5a" * (64 * 1024)
+_WALL_S = 0.1
+
+
+def probe(wall_s: float = _WALL_S) -> dict[str, Any]:
+    """The probe as the manifest's `machine` records it: `cpu_share`, the CPU time the process got over `wall_s` of
+    hashing (near 1 on an idle core, lower when other work takes the core), `rate`, hashes per CPU second (the
+    core's own speed), the load average and the CPU count."""
+    n = 0
+    w0, c0 = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - w0 < wall_s:
+        hashlib.sha256(_BLOCK).digest()
+        n += 1
+    wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+    try:
+        load: float | None = round(os.getloadavg()[0], 2)
+    except OSError:  # no load average on this platform
+        load = None
+    return {
+        "cpu_share": round(min(1.0, cpu / wall), 3) if wall > 0 else None,
+        "rate": round(n / cpu, 1) if cpu > 0 else None,
+        "loadavg_1m": load,
+        "cpus": os.cpu_count(),
+    }
+
+
+def _probes(manifest: Mapping[str, Any], key: str) -> list[float]:
+    out = []
+    for part in ("machine", "machine_end"):
+        m = manifest.get(part)
+        if isinstance(m, Mapping) and isinstance(m.get(key), (int, float)) and m[key] > 0:
+            out.append(float(m[key]))
+    return out
+
+
+def machine_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """Why two runs' machines cannot be taken as the same (at the start or end of either run, the client's CPU share
+    more than `CHANGED_SHARE` apart, or the core's work rate more than `CHANGED_RATIO`), or None when they can or a
+    run has no probe to tell."""
+    sa, sb = _probes(a, "cpu_share"), _probes(b, "cpu_share")
+    if sa and sb and max(sa + sb) - min(sa + sb) > CHANGED_SHARE:
+        return (
+            f"the measuring machine changed: the client got {_span(sa)} of a core in one run and {_span(sb)} in the "
+            f"other (calibration probe; more than {CHANGED_SHARE:.2f} apart)"
+        )
+    ra, rb = _probes(a, "rate"), _probes(b, "rate")
+    if ra and rb and max(ra + rb) / min(ra + rb) > CHANGED_RATIO:
+        return (
+            f"the measuring machine changed: its calibration probe ran at {_span(ra, 0)} hashes/s in one run and "
+            f"{_span(rb, 0)} in the other (more than {CHANGED_RATIO - 1:.0%} apart)"
+        )
+    return None
+
+
+def _span(xs: list[float], digits: int = 2) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.{digits}f}" if lo == hi else f"{lo:.{digits}f}-{hi:.{digits}f}"
