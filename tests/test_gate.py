@@ -36,10 +36,11 @@ offset = -2
 @pytest.fixture
 def runs(tmp_path: Path) -> dict[str, Path]:
     return {
-        "base_bench": bench_run(tmp_path / "base_bench", "base", {"code": 100.0}, jitter=0.0),
+        # 5 runs a side: the fewest at which a shortfall can be told from noise (3 against 3 never can)
+        "base_bench": bench_run(tmp_path / "base_bench", "base", {"code": 100.0}, jitter=0.0, n=5),
         "base_cap": capability_run(tmp_path / "base_cap", "base", {"musr:1", "musr:2"}),
-        "good_bench": bench_run(tmp_path / "good_bench", "new", {"code": 98.0}, jitter=0.0),
-        "slow_bench": bench_run(tmp_path / "slow_bench", "new", {"code": 96.0}, jitter=0.0),
+        "good_bench": bench_run(tmp_path / "good_bench", "new", {"code": 98.0}, jitter=0.0, n=5),
+        "slow_bench": bench_run(tmp_path / "slow_bench", "new", {"code": 96.0}, jitter=0.0, n=5),
         "cap": capability_run(tmp_path / "cap", "new", {"musr:1", "musr:2", "musr:3", "musr:4"}),
         "cap_worse": capability_run(tmp_path / "cap_worse", "new", {f"musr:{i}" for i in range(5)}),
         "fast_stress": stress_run(tmp_path / "fast_stress", "new", 1.13),
@@ -148,3 +149,39 @@ def test_cli_subprocess_exit_codes(tmp_path: Path, runs: dict[str, Path]) -> Non
         text=True,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_a_shortfall_the_samples_cannot_tell_from_noise_is_not_decided(
+    tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = """
+[[rule]]
+metric = "bench.prompts.code.tok_s"
+op = ">="
+relative = 0.97
+"""
+    # 3 runs a side, 4% short of a 3% allowance: the rank test cannot reach 5% with 3 against 3 -> exit 3, not 1
+    base = bench_run(tmp_path / "b3", "base", {"code": 100.0}, jitter=0.0)
+    slow = bench_run(tmp_path / "s3", "new", {"code": 96.0}, jitter=0.0)
+    assert gate(tmp_path, [slow], [base], rules) == 3
+    out = capsys.readouterr().out
+    assert "can't tell" in out and "0 passed, 0 failed, 1 not decided" in out
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    assert root.find(".//skipped") is not None and root.find(".//failure") is None
+    # overlapping samples: short of the limit within noise, not decided either
+    noisy_base = bench_run(tmp_path / "nb", "base", {"code": 100.0}, jitter=0.08, n=8, seed=1)
+    noisy = bench_run(tmp_path / "n", "new", {"code": 95.0}, jitter=0.08, n=8, seed=2)
+    code = gate(tmp_path, [noisy], [noisy_base], rules)
+    out = capsys.readouterr().out
+    assert code in (0, 3) and ("pass" in out or "within noise" in out), out
+    # a decided shortfall with 5 a side, but the measuring machine changed between the runs: not decided
+    import json
+
+    manifest = json.loads((runs["slow_bench"] / "manifest.json").read_text())
+    base_manifest = json.loads((runs["base_bench"] / "manifest.json").read_text())
+    base_manifest["machine"] = {"cpu_share": 0.98, "rate": 27000.0}
+    manifest["machine"] = {"cpu_share": 0.41, "rate": 26500.0}
+    (runs["slow_bench"] / "manifest.json").write_text(json.dumps(manifest))
+    (runs["base_bench"] / "manifest.json").write_text(json.dumps(base_manifest))
+    assert gate(tmp_path, [runs["slow_bench"]], [runs["base_bench"]], rules) == 3
+    assert "the measuring machine changed" in capsys.readouterr().out

@@ -64,8 +64,9 @@ def test_readmes_bench_runs_pass_the_example_gate_rules(sim, tmp_path: Path) -> 
         text=True,
         timeout=120,
     )
-    # 0 or 1 on the figures (two sim runs may differ by more than 3% on a busy machine), never 2 for a missing metric
-    assert p.returncode in (0, 1), p.stderr
+    # the same sim twice: 0, or 3 where the two runs differ by more than 3% on a busy machine but cannot tell it from
+    # noise; never 1 (a false failure of an identical build) nor 2 (a metric missing)
+    assert p.returncode in (0, 3), p.stdout + p.stderr
     assert "concurrent.combined_tok_s" in p.stdout + p.stderr
 
 

@@ -1,4 +1,5 @@
-"""`evalkit gate`: check run summaries against TOML rules; exit 0 all hold, 1 one fails, 2 bad input."""
+"""`evalkit gate`: check run summaries against TOML rules; exit 0 all hold, 1 one fails, 2 bad input, 3 a rule not
+decided (its shortfall within noise, or the measuring machine changed)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.gate import Rule, check, format_table, load_rules
+from evalkit.gate import Rule, check, exit_code, format_table, load_rules
 from evalkit.gate.junit import write_junit
 from evalkit.runs.summaries import FinishedRun, load_runs, run_problems, run_warnings, runs_by_kind
 from evalkit.runs.sweepdir import is_sweep_dir
@@ -17,6 +18,10 @@ EPILOG = """exit codes:
   1  a rule fails (the table says which)
   2  bad usage or input: a missing or malformed rules file, a run directory that is not a finished run (or whose
      files disagree), a metric missing from the runs or the baseline
+  3  no rule fails, but one is not decided: a relative or offset rule missed its limit by a shortfall the runs'
+     raw samples cannot tell from noise (evalkit's one comparison rule, the sampled rules one Holm family at 5%),
+     or the measuring machine changed between the run and the baseline (a distorted client, calibration probes
+     apart); measure again, with more runs or cycles, on a quiet machine
 
 rules file (TOML), one [[rule]] table per check; metric is <kind>.<path in that kind's summary.json>, op one of
 < <= > >= == !=, and exactly one of value (an absolute limit), relative (limit = relative x the baseline's value,
@@ -85,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(results))
     if args.junit:
         write_junit(results, args.junit)
-    return 0 if all(r.passed for r in results) else 1
+    return exit_code(results)
 
 
 def _sweep_gate(args: argparse.Namespace, rules: list[Rule]) -> int:

@@ -56,6 +56,18 @@ class RuleResult:
     limit: float
     baseline: float | None
     passed: bool
+    decided: bool = True  # False: the value missed its limit, but the data cannot tell it from noise (exit 3)
+    why: str | None = None  # how a missed limit was weighed (evalkit.gate.noise)
+
+    @property
+    def failed(self) -> bool:
+        """Missed its limit, and the shortfall is decided (beyond noise, or a figure held as written)."""
+        return not self.passed and self.decided
+
+    @property
+    def verdict(self) -> str:
+        """pass, FAIL or can't tell."""
+        return "pass" if self.passed else "FAIL" if self.decided else "can't tell"
 
 
 def parse_rules(data: dict[str, Any], source: str) -> list[Rule]:
@@ -120,15 +132,48 @@ def check(rules: list[Rule], runs: dict[str, FinishedRun], baseline: dict[str, F
                 raise UsageError(f"rule {rule.name!r}: {rule.metric} not found in the baseline runs")
             limit = rule.amount * base if rule.limit_kind == "relative" else base + rule.amount
         results.append(RuleResult(rule, value, limit, base, OPS[rule.op](value, limit)))
-    return results
+    return weigh_shortfalls(results, runs, baseline)
+
+
+def weigh_shortfalls(
+    results: list[RuleResult], runs: dict[str, FinishedRun], baseline: dict[str, FinishedRun] | None
+) -> list[RuleResult]:
+    """Each relative or offset rule that missed its limit, weighed by the one comparison rule (evalkit.gate.noise):
+    a failure only when the shortfall is beyond noise, else not decided."""
+    from evalkit.gate.noise import judge
+
+    rows = [
+        (r.rule.name, r.rule.metric, r.rule.op, r.rule.limit_kind, r.rule.amount)
+        for r in results
+        if not r.passed and r.rule.limit_kind != "value" and r.rule.op in (">", ">=", "<", "<=")
+    ]
+    if not rows or not baseline:
+        return results
+    judged = judge(rows, runs, baseline)
+    out = []
+    for r in results:
+        j = judged.get(r.rule.name) if not r.passed else None
+        out.append(r if j is None else RuleResult(r.rule, r.value, r.limit, r.baseline, False, j.decided, j.why))
+    return out
+
+
+def exit_code(results: list[RuleResult]) -> int:
+    """0 every rule holds, 1 one failed, 3 none failed but one could not be decided (its shortfall within noise, or
+    the measuring machine changed between the runs)."""
+    if any(r.failed for r in results):
+        return 1
+    return 0 if all(r.passed for r in results) else 3
 
 
 def format_table(results: list[RuleResult]) -> str:
     """A markdown table of rule, value, limit and verdict."""
     lines = ["| rule | value | limit | verdict |", "| --- | ---: | ---: | --- |"]
     for r in results:
-        lines.append(f"| `{r.rule.describe()}` | {r.value:.6g} | {r.limit:.6g} | {'pass' if r.passed else 'FAIL'} |")
-    failed = sum(not r.passed for r in results)
+        why = f" ({r.why})" if r.why and not r.passed else ""
+        lines.append(f"| `{r.rule.describe()}` | {r.value:.6g} | {r.limit:.6g} | {r.verdict}{why} |")
+    failed = sum(r.failed for r in results)
+    open_ = sum(not r.passed and not r.decided for r in results)
+    passed = len(results) - failed - open_
     lines.append("")
-    lines.append(f"{len(results) - failed} passed, {failed} failed")
+    lines.append(f"{passed} passed, {failed} failed" + (f", {open_} not decided" if open_ else ""))
     return "\n".join(lines)
