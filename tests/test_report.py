@@ -335,3 +335,18 @@ def test_two_runs_of_one_build_label_are_told_apart_by_their_directories(tmp_pat
     md = out.read_text()
     assert "fastllm d3aea32f (cap-mb1) → fastllm d3aea32f (cap-mb2)" in md
     assert "fastllm d3aea32f (bench-mb2)" not in md
+
+
+def test_runs_on_a_machine_that_changed_are_never_called_beyond_noise(tmp_path: Path) -> None:
+    # a +20% change that 5 runs a side would call (see the planted-change test), measured with the client getting a
+    # whole core in one run and 40% of one in the other: can't tell, with the probes' figures
+    b1 = bench_run(tmp_path / "b1", "before", {"code": 100.0}, seed=1, n=5)
+    b2 = bench_run(tmp_path / "b2", "after", {"code": 120.0}, seed=2, n=5)
+    for run, share in ((b1, 0.99), (b2, 0.40)):
+        m = json.loads((run / "manifest.json").read_text())
+        m["machine"] = {"cpu_share": share, "rate": 27000.0, "loadavg_1m": 0.1, "cpus": 2}
+        (run / "manifest.json").write_text(json.dumps(m))
+    md = report(tmp_path, str(b1), str(b2))
+    decode = table(parse_tables(md), "Decode throughput")
+    assert decode["code"][1].endswith("⚠"), decode
+    assert "can't tell: the measuring machine changed: the client got 0.99 of a core in one run and 0.40" in md

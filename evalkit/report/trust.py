@@ -20,6 +20,7 @@ from evalkit.client.lag import ERROR_BUDGET_LIMIT_S
 from evalkit.report import noise
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import num
+from evalkit.runs.machine_probe import machine_changed
 from evalkit.runs.schemas import BenchPrompt
 from evalkit.runs.summary_parts import ClientTiming
 
@@ -155,16 +156,29 @@ def suppress(
     out: list[noise.NoiseVerdict | None] = []
     for i, (r, v) in enumerate(zip(runs, verdicts)):
         weighed = bool(budget_weighed[i]) if budget_weighed is not None and i < len(budget_weighed) else False
+        moved = machine_changed(runs[0].run.manifest, r.run.manifest) if i else None
         if v is not None and (figure_flags(runs[0], weighed) or figure_flags(r, weighed)):
             out.append(noise.NoiseVerdict(MARK, "trust", "a run of the pair flags its own figures"))
+        elif v is not None and moved is not None:
+            out.append(noise.NoiseVerdict(MARK, "machine", f"can't tell: {moved}"))
         else:
             out.append(v)
     return out
 
 
+def machine_notes(runs: Sequence[LabelledRun]) -> list[str]:
+    """One note per run whose measuring machine differs from the first column's (evalkit.runs.machine_probe)."""
+    out = []
+    for r in runs[1:]:
+        why = machine_changed(runs[0].run.manifest, r.run.manifest)
+        if why is not None:
+            out.append(f"{MARK} {runs[0].label} against {r.label} ({r.kind}): can't tell: {why}.")
+    return out
+
+
 def notes(runs: Sequence[LabelledRun]) -> list[str]:
     """One note per flagged run, for under a table."""
-    out = [t for t in (flag_text(r) for r in runs) if t]
+    out = [t for t in (flag_text(r) for r in runs) if t] + machine_notes(runs)
     if out:
         out.append(f"{MARK}: a run of the pair flags its own figures, so no change is called beyond noise.")
     return [f"{MARK} {t}" if not t.startswith(MARK) else t for t in out]
