@@ -46,8 +46,11 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Pat
         timeout=600,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    report = Path(p.stdout.strip().splitlines()[-1])
+    paths = [ln.split(":", 1)[1].strip() for ln in p.stdout.splitlines() if ln.startswith("report: ")]
+    assert len(paths) == 1, p.stdout[-3000:]
+    report = Path(paths[0])
     assert report == out / "d" / "report.md"
+    (out / "d" / "demo-stdout.txt").write_text(p.stdout)  # tests/test_demo.py reads the answer the terminal showed
     return report
 
 

@@ -38,9 +38,15 @@ def _browser_or_skip() -> Any:
     return sync_playwright
 
 
+def md_shown(text: str) -> str:
+    """Markdown's inline forms as a browser shows them rendered: `code` and **bold** without their marks."""
+    text = re.sub(r"`([^`\n]+)`", r"\1", text)
+    return re.sub(r"\*\*(\S.*?\S|\S)\*\*", r"\1", text)
+
+
 def _md_row(line: str) -> list[str]:
     cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
-    return [c.strip().replace("\\|", "|").replace("<br>", "\n") for c in cells]
+    return [md_shown(c.strip().replace("\\|", "|").replace("<br>", "\n")) for c in cells]
 
 
 def md_tables(text: str) -> dict[str, list[list[str]]]:
@@ -123,7 +129,28 @@ def test_demo_page_in_headless_chromium(demo_report: Path, tmp_path: Path) -> No
         for text in page.evaluate(
             "Array.from(document.querySelectorAll('li.answer-line .text')).map(e => e.textContent)"
         ):
-            assert text in md
+            assert text in md_shown(md)
+
+        # The markdown the page is given reads rendered (issue #58): no literal backticks or bold/italic asterisks
+        # in the text a reader sees (the tables, notes, answer lines, and the models' answers folded in the flips
+        # table), metric keys and code as <code>; figures right-aligned, words and code left-aligned.
+        shown = page.evaluate(
+            """() => { const b = document.body.cloneNode(true);
+            b.querySelectorAll('script, style').forEach(e => e.remove());
+            b.querySelectorAll('details').forEach(e => e.setAttribute('open', ''));
+            return b.textContent; }"""
+        )
+        assert "`" not in shown, re.findall(r".{0,60}`.{0,60}", shown)[:5]
+        assert not re.search(r"\*\*|(?<![\w*])\*\w[^*\n]*\w\*(?![\w*])", shown), re.findall(r".{0,60}\*.{0,60}", shown)[
+            :5
+        ]
+        assert page.locator("li.answer-line .text code").count() + page.locator("table.data td code").count() > 0
+        aligns = page.evaluate(
+            """() => Array.from(document.querySelectorAll('table.data td')).map(td =>
+              [td.textContent.trim(), getComputedStyle(td).textAlign, td.querySelector('code') !== null])"""
+        )
+        assert all(align != "right" for _, align, has_code in aligns if has_code)
+        assert any(align == "right" and re.match(r"[-+]?\d", text) for text, align, _ in aligns)
 
         # A lane per request of the first cycle, in the lane table and on the plot's axis.
         for label in ("before", "after"):

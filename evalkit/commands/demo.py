@@ -78,7 +78,7 @@ def _evalkit(argv: list[str], show_path: bool = True) -> Path:
     if body:
         print(body)  # the command's own table, for the reader
     if show_path:
-        print(f"-> {lines[-1]}", flush=True)  # each run directory once; the report's path is the demo's last line
+        print(f"-> {lines[-1]}", flush=True)  # each run directory once; the report's path comes before the answer
     return Path(lines[-1])
 
 
@@ -99,23 +99,73 @@ def _build_flags(profile: str) -> list[str]:
     return flags
 
 
-def _datasets_reachable(data_dir: str | None) -> bool:
-    """Whether the capability datasets load (from `data_dir`, else the Hub); says why not on stderr."""
+def _datasets_reachable(data_dir: str | None) -> list[str]:
+    """The capability datasets that load here (from `data_dir`, else the Hub); one line on stderr for each that
+    does not, saying why (HumanEval+ needs evalplus, the `hub` extra)."""
+    import importlib.util
+
     from evalkit.errors import UsageError
     from evalkit_evals.registry import BUILTIN, get
 
-    try:
-        for name in BUILTIN:
+    ok = []
+    for name in BUILTIN:
+        if name == "humanevalplus" and importlib.util.find_spec("evalplus") is None:
+            sys.stderr.write(
+                "evalkit demo: skipping HumanEval+: evalplus is not installed (pip install 'evalkit[hub]', "
+                "or -e '.[hub]' in a checkout)\n"
+            )
+            continue
+        try:
             get(name).load(data_dir)
-    except UsageError as e:
-        sys.stderr.write(f"evalkit demo: skipping capability: {e}\n")
-        return False
-    return True
+        except UsageError as e:
+            sys.stderr.write(f"evalkit demo: skipping {name}: {e}\n")
+            continue
+        ok.append(name)
+    if not ok:
+        sys.stderr.write("evalkit demo: skipping capability: no dataset could be read\n")
+    return ok
+
+
+def _sandbox_flags(with_capability: bool) -> list[str]:
+    """`--unsafe-exec` when bubblewrap cannot run here: the demo's HumanEval+ answers are the sim's own, not a
+    model's, so a fresh machine without `apt-get install bubblewrap` still runs the demo (one line says so)."""
+    if not with_capability:
+        return []
+    from evalkit_evals.isolation import find_bubblewrap
+
+    why = find_bubblewrap()
+    if not isinstance(why, str):
+        return []
+    sys.stderr.write(
+        f"evalkit demo: {why}: the sim's HumanEval+ answers run with resource limits only (--unsafe-exec); "
+        "a real model's code needs bubblewrap\n"
+    )
+    return ["--unsafe-exec"]
+
+
+ANSWER_HEADING = "## The answer"
+
+
+def answer_lines(report_md: str) -> list[str]:
+    """The report's answer as it reads in report.md: each `## The answer: ...` heading and its lines, with their
+    marks and flags (the key legend and the sections after it left out)."""
+    out: list[str] = []
+    inside = False
+    for line in report_md.splitlines():
+        if line.startswith("## "):
+            inside = line.startswith(ANSWER_HEADING)
+            if inside:
+                out.append(line[3:])
+            continue
+        if inside and line.lstrip().startswith("- "):
+            out.append(line)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo; the report's path is the last line of standard output."""
+    """Run the demo; it ends with the report's answer lines, after the paths of report.md and report.html."""
     from evalkit.sim.launch import start_sim
+    from evalkit_evals.registry import BUILTIN
 
     folder = args.out / (args.name or default_run_name("demo"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,7 +178,10 @@ def run(args: argparse.Namespace) -> int:
         os.environ["EVALKIT_DATA_DIR"] = args.data_dir
     data_dir = args.data_dir or os.environ.get("EVALKIT_DATA_DIR")
     data = ["--data-dir", data_dir] if data_dir else []
-    with_capability = _datasets_reachable(data_dir)
+    reachable = _datasets_reachable(data_dir)
+    with_capability = bool(reachable)
+    subset = [] if tuple(reachable) == BUILTIN else ["--datasets", ",".join(reachable)]
+    sandbox = _sandbox_flags("humanevalplus" in reachable)
     scale = f"{args.time_scale:g}"
     runs: list[Path] = []
     labels: list[str] = []
@@ -159,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
                             "--concurrency",
                             "2",
                             *data,
+                            *subset,
+                            *sandbox,
                         ]
                     )
                 )
@@ -178,11 +233,22 @@ def run(args: argparse.Namespace) -> int:
                         "42",
                         "--time-scale",
                         scale,
+                        # The cancel verdict reads the sim's request gauges around the cancel: scraped every
+                        # 50 ms, one falls in the cancelled request's life and one just after it, so the after
+                        # build's aborting cancel reads "yes", not "can't tell" (the default 1 s misses both).
+                        "--metrics-interval",
+                        "0.05",
                     ]
                 )
             )
         labels += [label] * (len(runs) - len(labels))
     report = folder / "report.md"
     _evalkit(["report", *map(str, runs), "--labels", ",".join(labels), "-o", str(report)], show_path=False)
-    print(report, flush=True)
+    print(f"report: {report}", flush=True)
+    if report.with_suffix(".html").is_file():
+        print(f"page:   {report.with_suffix('.html')}", flush=True)
+    print("", flush=True)
+    for line in answer_lines(report.read_text(encoding="utf-8")):
+        print(line, flush=True)
+    print("(▲ better beyond noise, ▼ worse, ≈ within noise, ? cannot tell, ⚠ a run flags its own figures)", flush=True)
     return 0

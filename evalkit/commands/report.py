@@ -13,7 +13,7 @@ from evalkit.redact import scrub
 from evalkit.report.build import build_context
 from evalkit.report.noise import DEFAULT_NOISE_FLOOR
 from evalkit.report.render import render
-from evalkit.report.runs import label_runs
+from evalkit.report.runs import grouped_runs
 from evalkit.runs.bisect_log import read_log
 from evalkit.runs.summaries import load_runs, run_problems, run_warnings
 from evalkit.runs.sweepdir import is_sweep_dir
@@ -28,7 +28,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="RUN_DIR",
         help="run directories, the first is the baseline; or one sweep directory (one column per point)",
     )
-    p.add_argument("--labels", help="comma-separated column labels, one per run (default: each run's build label)")
+    p.add_argument(
+        "--labels",
+        help="comma-separated column labels, one per run (default: runs grouped by the build identity in their "
+        "manifests: build label, else server version, model and --build-info; the grouping is printed)",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -77,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_runs(args.runs)
     for problem in (p for r in loaded for p in run_problems(r) + run_warnings(r)):
         sys.stderr.write(f"warning: {problem}\n")
-    runs = label_runs(loaded, labels)
+    runs, how = grouped_runs(loaded, labels)
+    for line in how:  # how the runs were grouped into builds, when --labels did not say
+        sys.stderr.write(f"{line}\n")
     entries = [e for log in args.bisect_log for e in read_log(log)]
     out = args.output
     out.parent.mkdir(parents=True, exist_ok=True)

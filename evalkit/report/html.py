@@ -125,10 +125,14 @@ def _flips(runs: list[LabelledRun]) -> list[FlipEntry]:
 
 
 def _environment() -> jinja2.Environment:
+    from evalkit.report import md_html
     from evalkit.report.render import environment
 
     env = environment()
     env.autoescape = True
+    env.filters["md"] = md_html.inline  # the report's markdown (`code`, **bold**) as HTML, the rest escaped
+    env.filters["md_block"] = md_html.block  # a model's answer: its fenced code as code blocks
+    env.tests["numeric_cell"] = md_html.numeric_cell  # a figure (right-aligned), not words or code
     return env
 
 

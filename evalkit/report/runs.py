@@ -103,14 +103,84 @@ class LabelledRun:
 
 
 def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[LabelledRun]:
-    """Labels from `--labels` in run order, else each manifest's `build_label`, else the directory name."""
-    if labels is not None and len(labels) != len(runs):
-        raise UsageError(f"--labels has {len(labels)} labels for {len(runs)} runs")
-    out = []
-    for i, r in enumerate(runs):
-        label = labels[i] if labels else (r.manifest.get("build_label") or r.path.name)
-        out.append(LabelledRun(str(label), r))
-    return out if labels else _distinct_labels(out)
+    """Labels from `--labels` in run order, else grouped by each manifest's build identity (`grouped_runs`)."""
+    return grouped_runs(runs, labels)[0]
+
+
+def build_identity(run: FinishedRun) -> dict[str, str]:
+    """What a run's manifest says of the build it measured: its build label, server type and version (or
+    llama.cpp's build info), model, and each `--build-info` item. Runs with equal identities measured one build."""
+    from evalkit.evidence.server_identity import IdentityRecord
+
+    m = run.manifest
+    ident = IdentityRecord.of(m)
+    out: dict[str, str] = {}
+    if m.get("build_label"):
+        out["build label"] = str(m["build_label"])
+    if ident.server_type or ident.version_text():
+        out["server"] = " ".join(str(x) for x in (ident.server_type, ident.version_text()) if x)
+    if m.get("model"):
+        out["model"] = str(m["model"])
+    build = m.get("build")
+    if isinstance(build, dict):
+        out.update({str(k): str(v) for k, v in sorted(build.items())})
+    return out
+
+
+def _identity_label(ident: dict[str, str], differ: list[str]) -> str:
+    if "build label" in ident:
+        return ident["build label"]
+    parts = [ident[k] if k in ("server", "model") else f"{k}={ident[k]}" for k in differ if k in ident]
+    return ", ".join(parts)
+
+
+def _group_key(ident: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    # A build label the user gave names the build alone (its runs may differ in model or flags); else the whole
+    # identity does.
+    if "build label" in ident:
+        return (("build label", ident["build label"]),)
+    return tuple(sorted(ident.items()))
+
+
+def grouped_runs(runs: list[FinishedRun], labels: list[str] | None) -> tuple[list[LabelledRun], list[str]]:
+    """The runs labelled, and a line saying how: by `--labels` in run order; else by build identity
+    (`build_identity`): runs of one identity are one build, named by its build label, else by what differs between
+    the builds (server version, model, `--build-info` items). When every run shows one identity and no build label,
+    the columns are the run directories' names, and the line says how to name the builds."""
+    if labels is not None:
+        if len(labels) != len(runs):
+            raise UsageError(f"--labels has {len(labels)} labels for {len(runs)} runs")
+        return [LabelledRun(str(label), r) for label, r in zip(labels, runs)], []
+    idents = [build_identity(r) for r in runs]
+    groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
+    for i, ident in enumerate(idents):
+        groups.setdefault(_group_key(ident), []).append(i)
+    keys = sorted({k for ident in idents for k in ident})
+    differ = [k for k in keys if len({ident.get(k) for ident in idents}) > 1]
+    if len(groups) < 2 and not any("build label" in ident for ident in idents):
+        out = [LabelledRun(r.path.name, r) for r in runs]
+        said = ", ".join(f"{k} {v}" for k, v in idents[0].items()) if idents and idents[0] else "nothing"
+        line = (
+            f"report: no --labels, and every run shows one build identity ({said}): each run is its own column, "
+            "named by its directory; give each run --build-label (or --build-info commit=...), or pass --labels"
+            if len(runs) > 1
+            else ""
+        )
+        return out, [line] if line else []
+    names: dict[tuple[tuple[str, str], ...], str] = {}
+    for n, (key, members) in enumerate(groups.items(), 1):
+        name = _identity_label(idents[members[0]], differ) or f"build {n}"
+        while name in names.values():
+            name = f"{name} #{n}"
+        names[key] = name
+    out = [LabelledRun(names[_group_key(idents[i])], r) for i, r in enumerate(runs)]
+    lines = [
+        f"report: no --labels: {len(runs)} run(s) grouped into {len(groups)} build(s) by the build identity in "
+        "each manifest" + (f" (they differ in {', '.join(differ)})" if differ else "")
+    ]
+    for key, members in groups.items():
+        lines.append(f"  {names[key]}: {', '.join(runs[i].path.name for i in members)}")
+    return _distinct_labels(out), lines
 
 
 def _distinct_labels(runs: list[LabelledRun]) -> list[LabelledRun]:
