@@ -117,7 +117,9 @@ class Decision:
         if self.early:
             return f"until sure: {self.cycles} cycle(s), nothing decided before {MIN_CYCLES}"
         if self.decided:
-            return f"until sure: decided after {self.cycles} cycles"
+            cant = [c for c in self.checks if not c.holds and not c.decided]
+            tail = "; ".join(f"{c.name} ({c.why})" for c in cant)
+            return f"until sure: decided after {self.cycles} cycles" + (f"; can't tell: {tail}" if cant else "")
         return f"until sure: after {self.cycles} cycles still undecided: " + "; ".join(
             f"{c.name} ({c.why})" for c in self.undecided()
         )
@@ -354,7 +356,10 @@ def until_sure_line(u: dict[str, Any]) -> str:
     """The summary's `until_sure` block in one line: decided after how many cycles, or what was still undecided."""
     n, most = u.get("cycles"), u.get("max_cycles")
     if u.get("decided"):
-        return f"until sure: decided after {n} of at most {most} cycles (margin ±{u.get('margin', 0):.0%})"
+        cant = [c for c in u.get("checks") or [] if c.get("holds") is False and not c.get("decided")]
+        tail = "; ".join(f"{c.get('name')} ({c.get('why')})" for c in cant)
+        head = f"until sure: decided after {n} of at most {most} cycles (margin ±{u.get('margin', 0):.0%})"
+        return head + (f"; can't tell: {tail}" if cant else "")
     why = {c["name"]: c["why"] for c in u.get("checks") or []}
     left = "; ".join(f"{name} ({why.get(name, '')})" for name in u.get("undecided") or [])
     return f"until sure: still undecided after {n} of at most {most} cycles: {left}"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# bench_calibration.py's stress runs on a many-core machine with no network (the lent GPU machine's 16 cores; its GPU
+# is not used): PLAN... are bench_calibration's collect flags (e.g. --aa 96 --decode5 48 --parallel 48). Needs the
+# wheels of evalkit and of what that machine lacks in .whl/ (built from a clean export of the commit); reads the
+# pairs there too and writes $OUT/calibration-TAG.txt, the rows (calibration-rows.jsonl) and the runs' files.
+set -euo pipefail
+tag=$1
+shift
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+script=$PWD/benchmarks/bench_calibration.py
+mkdir -p /tmp/runs && cd /tmp
+{ nproc; uptime; } | tee "${OUT:-/tmp}/calibration-$tag.txt"
+python3 "$script" --collect /tmp/runs "$@" 2>&1 | tee -a "${OUT:-/tmp}/calibration-$tag.txt"
+python3 "$script" --read /tmp/runs --workers 16 2>&1 | tee -a "${OUT:-/tmp}/calibration-$tag.txt"
+cp /tmp/runs/calibration-rows.jsonl "${OUT:-/tmp}/calibration-rows-$tag.jsonl"
+cd /tmp/runs
+tar cf - */manifest.json */cycles.jsonl */requests.jsonl */summary.json */check.json 2>/dev/null \
+  | xz -6 -T0 > "${OUT:-/tmp}/runs-$tag.tar.xz"
+ls -la "${OUT:-/tmp}"
