@@ -55,6 +55,13 @@ def known_forms(secrets: Iterable[str | None]) -> tuple[str, ...]:
     for s in secrets:
         if s and len(s) >= 4:
             forms |= {s, json.dumps(s)[1:-1], s.replace("/", "\\/")}
+            # A key with whitespace inside or around it: a server may strip, squeeze or split it (a header's value
+            # is stripped; `Bearer a b` reads as the token `a`), so each piece of 8 or more characters goes too.
+            pieces = s.split()
+            if len(pieces) > 1 or (pieces and pieces[0] != s):
+                forms |= {p for p in pieces if len(p) >= 8} | {
+                    f for p in pieces if len(p) >= 8 for f in (json.dumps(p)[1:-1], p.replace("/", "\\/"))
+                }
     return tuple(sorted(forms, key=len, reverse=True))
 
 

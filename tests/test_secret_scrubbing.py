@@ -158,3 +158,66 @@ def test_run_files_are_owner_only(runs: tuple[Path, list]) -> None:
         for p in (out / name).iterdir():
             if p.suffix in (".json", ".jsonl"):
                 assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+
+
+# --- issue #56: keys with whitespace inside or around them, a key a header cannot carry, a password in a URL ----------
+ODD_KEYS = {
+    "space-inside-and-after": f"sk-hostile-{secrets.token_hex(6)} {secrets.token_hex(6)} ",
+    "tab-inside": f"sk-hostile-{secrets.token_hex(6)}\t{secrets.token_hex(6)}",
+    "two-spaces": f"sk-hostile-{secrets.token_hex(6)}  {secrets.token_hex(6)}",
+}
+
+
+@pytest.mark.parametrize("which", sorted(ODD_KEYS))
+def test_a_key_with_whitespace_is_scrubbed_everywhere(
+    which: str, hostile: tuple[str, Path], tmp_path: Path, data_dir: Path
+) -> None:
+    # The server strips a header's value, and echoes the pieces of a key as it parsed them: before #56 the pieces
+    # reached requests.jsonl, summary.json and stderr.
+    key = ODD_KEYS[which]
+    url, _ = hostile
+    env = {**os.environ, "OPENAI_API_KEY": key, "EVALKIT_DATA_DIR": str(data_dir)}
+    common = ["--base-url", url, "--out", str(tmp_path)]
+    done = [
+        subprocess.run([*EVALKIT, *argv, *common], capture_output=True, text=True, timeout=300, env=env)
+        for argv in (
+            ["bench", "--name", "b", "--runs", "1", "--max-tokens", "8"],
+            ["capability", "--name", "c", "--thinking", "off", "--limit", "3", "--datasets", "gsm8k"],
+            ["check", "--name", "k"],
+        )
+    ]
+    assert (tmp_path / "b" / "requests.jsonl").exists() and (tmp_path / "c" / "graded.jsonl").exists()
+    pieces = [p for p in key.split() if len(p) >= 8]
+    texts = [p.stdout + p.stderr for p in done] + [f.read_text() for f in tmp_path.rglob("*") if f.is_file()]
+    leaked = [p for p in pieces for t in texts if p in t]
+    assert not leaked, leaked
+
+
+def test_a_key_no_header_can_carry_is_refused_unprinted(tmp_path: Path, hostile: tuple[str, Path]) -> None:
+    url, _ = hostile
+    key = f"sk-hostile-{secrets.token_hex(8)}\n{secrets.token_hex(8)}"  # a key file's line break kept
+    env = {**os.environ, "OPENAI_API_KEY": key}
+    p = subprocess.run(
+        [*EVALKIT, "bench", "--base-url", url, "--out", str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "line break" in lines[0], p.stderr
+    assert all(piece not in p.stdout + p.stderr for piece in key.split())
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://alice:hunter2-PASSWORD@127.0.0.1:9/v1",
+        "http://sk-TOKEN-IN-USERNAME@127.0.0.1:9/v1",
+        "http://a:PASSWORD@[::1",
+    ],
+)
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_password_in_the_base_url_is_refused_unprinted(url: str, how: str, tmp_path: Path) -> None:
+    env = {**os.environ, **({"EVALKIT_BASE_URL": url} if how == "env" else {})}
+    argv = ["check", "--out", str(tmp_path), *(["--base-url", url] if how == "flag" else [])]
+    p = subprocess.run([*EVALKIT, *argv], capture_output=True, text=True, env=env, timeout=60)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "PASSWORD" not in p.stderr + p.stdout and "TOKEN" not in p.stderr + p.stdout, p.stderr

@@ -40,9 +40,17 @@ def base_url(text: str) -> str:
     """`--base-url`: an http:// or https:// URL with a host."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in text.strip()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
+    from evalkit.config.profiles import masked_url
+
+    try:
+        parts = urlsplit(text.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    if not ok or any(c.isspace() for c in text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{masked_url(text)!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)"
+        )
     return text.strip()
 
 

@@ -108,6 +108,37 @@ def _profile_from_table(path: Path, name: str, raw: Any) -> ServerProfile:
     return ServerProfile(name=name, **raw)
 
 
+def masked_url(url: str) -> str:
+    """`url` with the userinfo of its host part (`http://user:PASSWORD@host`: a password, or a token as the user
+    name) replaced by `***`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the URL given" if "@" in url else url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+def refuse_userinfo(url: str) -> None:
+    """A base URL with a user name or password in it: refused (UsageError), the password never shown. evalkit
+    sends the key as a bearer token; a password in the URL would be sent nowhere and printed everywhere."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        has = parts.username is not None or parts.password is not None
+    except ValueError:
+        has = "@" in url
+    if has:
+        raise UsageError(
+            f"base URL {masked_url(url)} holds a user name or password; evalkit sends no credentials from a URL: "
+            "drop them, and give a key with --api-key-env NAME (evalkit sends it in the Authorization header)"
+        )
+
+
 def resolve_profile(
     config: Path | None,
     server: str | None,
@@ -127,6 +158,14 @@ def resolve_profile(
     else:
         prof = ServerProfile()
     url = base_url or prof.base_url or env.get("EVALKIT_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    refuse_userinfo(url)
+    key = env.get(api_key_env or prof.api_key_env)
+    if key is not None and any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in key):
+        # An HTTP header cannot carry it (a key read from a file often ends in a line break); never printed.
+        raise UsageError(
+            f"the key in ${api_key_env or prof.api_key_env} holds a line break or another control character, which "
+            "no HTTP header can carry; set the variable to the key alone"
+        )
     return ServerProfile(
         **{
             **prof.__dict__,
