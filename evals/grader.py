@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from evalkit_evals.code_judge import CodeJudge
 
 _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
+# The most of an answer any reader is given (docs/conventions.md, "Bounds"): far above a real answer (32K tokens
+# are ~128 KB), far below what the readers' own costs can take (evalplus's sanitizer tries every span of lines: a
+# 20 MB answer was never graded). Past it the answer is `unparsed`, never read.
+MAX_ANSWER_CHARS = 1 << 20
+MAX_CODE_LINES = 1000  # an answer whose code is run: the sanitizer takes ~6 s at 1,000 lines
 
 
 class Grader:
@@ -40,6 +45,9 @@ class Grader:
         right is `truncated`."""
         _, answer = split_inline_reasoning(content or "")
         answer = final_channel(answer)  # step 1 of `reading_order`: the final channel, never the analysis
+        too_long = _too_long(item, answer)
+        if too_long is not None:
+            return Verdict("unparsed", None, too_long, rule="grader.too_long")
         try:
             verdict = self._grade(item, answer)
         except Exception as e:  # noqa: BLE001 - a grader failure is this question's `error`, not the run's
@@ -58,6 +66,16 @@ class Grader:
         self.judges.math.close()
         if self.code_judge is not None:
             self.code_judge.close()
+
+
+def _too_long(item: DatasetItem, answer: str) -> str | None:
+    """Why the answer is past the readers' bound, or None."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return f"answer of {len(answer)} characters, over the {MAX_ANSWER_CHARS}-character bound: not read"
+    lines = answer.count("\n") + 1
+    if lines > MAX_CODE_LINES and registry.get(item.dataset).runs_code:
+        return f"answer of {lines} lines, over the {MAX_CODE_LINES}-line bound of code that is run: not read"
+    return None
 
 
 def token_counts(content: str, reasoning: str | None, content_chunks: int, reasoning_chunks: int) -> dict[str, Any]:

@@ -194,7 +194,8 @@ def read_replay(path: Path) -> list[ReplayAnswer]:
     except OSError as e:
         raise UsageError(f"{path}: cannot read ({e.strerror or e})") from None
     out = []
-    for n, raw in enumerate(text.splitlines(), 1):
+    # JSON Lines end at "\n" alone: str.splitlines would also break at U+2028, U+0085 ... inside a JSON string.
+    for n, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue
         try:

@@ -573,3 +573,48 @@ def test_an_empty_eval_data_file_is_refused(tmp_path: Path, capsys: pytest.Captu
     code = main(["capability", "--eval", str(path), "--thinking", "off", "--base-url", U9, "--out", str(tmp_path)])
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and len(err) == 1 and "no rows" in err[0], err
+
+
+# --- issue #56: answers and replay lines within their bounds (evals/grader.py, evals/runner.py) --------------------
+def test_a_20_mb_replay_answer_is_graded_within_seconds(tmp_path: Path, data_dir: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    big = "```python\ndef has_close_elements(numbers, threshold):\n" + "    x = 1\n" * 2_000_000 + "    return 0\n```\n"
+    code_lines = (
+        "```python\ndef has_close_elements(numbers, threshold):\n" + "    x = 1\n" * 5_000 + "    return 0\n```"
+    )
+    rows = [
+        {"id": "humanevalplus:HumanEval/0", "content": big},  # 20 MB: never graded before (killed at 15 min)
+        {"id": "humanevalplus:HumanEval/1", "content": code_lines},  # 5,000 lines of code: minutes in the sanitizer
+        {"id": "gsm8k:1", "content": "x" * (3 << 20) + " #### 18"},
+    ]
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["capability", "--replay", str(replay), "--out", str(tmp_path), "--name", "r", "--unsafe-exec"]
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "EVALKIT_DATA_DIR": str(data_dir)},
+    )
+    took = time.monotonic() - t0
+    assert "Traceback" not in p.stderr, p.stderr
+    graded = [json.loads(ln) for ln in (tmp_path / "r" / "graded.jsonl").read_text().splitlines()]
+    assert [g["outcome"] for g in graded] == ["unparsed"] * 3, graded
+    assert all("bound" in g["why"] for g in graded), [g["why"] for g in graded]
+    assert took < 120, f"{took:.0f} s"
+
+
+def test_a_replay_line_holding_u2028_is_read(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # JSON allows a raw U+2028 inside a string; str.splitlines broke the line there ("not a JSON object")
+    monkeypatch.setenv("EVALKIT_DATA_DIR", str(data_dir))
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text('{"id": "gsm8k:1", "content": "The answer\u2028is 18.\\n#### 18"}\n', encoding="utf-8")
+    code = main(["capability", "--replay", str(replay), "--out", str(tmp_path), "--name", "r"])
+    lines = (tmp_path / "r" / "graded.jsonl").read_text(encoding="utf-8").split("\n")
+    graded = [json.loads(ln) for ln in lines if ln.strip()]
+    assert code in (0, 1) and len(graded) == 1 and graded[0]["id"] == "gsm8k:1", graded
