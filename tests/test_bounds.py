@@ -217,6 +217,12 @@ BOUNDS: list[tuple[str, list[str], str]] = [
         ["capability", "--eval", "{d}/eval-bytes.toml", "--thinking", "off", "--base-url", UNREACHABLE],
         "binary data",
     ),
+    # issue #56: counts that grew silently (2.8 GB before anything was sent; a plan of rate x duration requests)
+    ("bench-max-runs-1e9", ["bench", "--until-sure", "--max-runs", "1000000000", "--base-url", UNREACHABLE], "10,000"),
+    ("bench-runs-1e9", ["bench", "--runs", "1000000000", "--base-url", UNREACHABLE], "--runs"),
+    ("load-rate-x-duration", ["load", "--rate", "1e9", "--duration", "1e4", "--dry-run"], "1,000,000"),
+    ("load-rate-x-duration-1e9", ["load", "--rate", "1e9", "--duration", "1e9", "--dry-run"], "--duration"),
+    ("load-duration-over-a-day", ["load", "--concurrency", "2", "--duration", "1e9", "--dry-run"], "over a day"),
 ]
 
 

@@ -15,7 +15,7 @@ from evalkit.bench.until_sure import DEFAULT_MARGIN, DEFAULT_MAX_RUNS
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.client.connect import discover_model
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
-from evalkit.config.argtypes import finite_float, nonneg_int, positive_int, timeout_s
+from evalkit.config.argtypes import MAX_RUNS, bounded_int, finite_float, nonneg_int, positive_int, timeout_s
 from evalkit.errors import UsageError
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.gate import bisect
@@ -27,7 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of `evalkit bench`."""
     add_server_options(p)
     add_output_options(p)
-    p.add_argument("--runs", type=positive_int, default=3, help="runs per prompt; the median is reported (default 3)")
+    p.add_argument(
+        "--runs",
+        type=bounded_int(1, MAX_RUNS),
+        default=3,
+        help=f"runs per prompt; the median is reported (default 3; at most {MAX_RUNS:,})",
+    )
     p.add_argument(
         "--until-sure",
         action="store_true",
@@ -35,7 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--runs, at most --max-runs times (docs/until-sure.md)",
     )
     p.add_argument(
-        "--max-runs", type=positive_int, help=f"with --until-sure: the most runs (default {DEFAULT_MAX_RUNS})"
+        "--max-runs",
+        type=bounded_int(1, MAX_RUNS),
+        help=f"with --until-sure: the most runs (default {DEFAULT_MAX_RUNS}; at most {MAX_RUNS:,})",
     )
     p.add_argument(
         "--margin",

@@ -130,6 +130,9 @@ def _mode(args: argparse.Namespace) -> tuple[str, float]:
     return ("concurrency", float(args.concurrency)) if args.concurrency is not None else ("rate", float(args.rate))
 
 
+MAX_DURATION_S = 86_400.0  # load --duration: a day a point
+
+
 def _check(args: argparse.Namespace, mode: str, load: float) -> None:
     if load <= 0 or (mode == "concurrency" and load != int(load)):
         raise UsageError(f"--{mode} must be a positive {'integer' if mode == 'concurrency' else 'number'}")
@@ -139,6 +142,14 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
         raise UsageError("--requests must be at least 2 and --duration positive")
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
+    if args.duration is not None and args.duration > MAX_DURATION_S:
+        raise UsageError(f"--duration {args.duration:g} is over a day ({MAX_DURATION_S:g} s), the most a point may run")
+    if args.duration is not None and mode == "rate" and load * args.duration > MAX_REQUESTS:
+        # the plan is made before anything is sent: rate x duration requests, held to --requests' own bound
+        raise UsageError(
+            f"--rate {load:g} x --duration {args.duration:g} is {load * args.duration:,.0f} requests a point, over "
+            f"the {MAX_REQUESTS:,} a point may send"
+        )
     if args.search and not args.slo:
         raise UsageError("--search needs at least one --slo target")
     if args.token_scale is not None and args.token_scale <= 0:

@@ -108,6 +108,7 @@ def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
 MAX_REQUESTS = 1_000_000  # load: measured requests per point
 MAX_USERS = 10_000  # load: conversations, shared-prefix groups, users per group
 MAX_TURNS = 1_000  # load: turns per conversation
+MAX_RUNS = 10_000  # bench: --runs and --until-sure's --max-runs per prompt
 MAX_TIMEOUT_S = 86_400.0  # any per-request or start/stop time limit: one day
 
 
