@@ -30,7 +30,11 @@ if TYPE_CHECKING:  # the client is imported when a judge is opened: the report a
 VERDICTS = JUDGE_VERDICTS
 # Room for a reasoning judge to think before its one word; its words are kept whole in graded.jsonl.
 MAX_TOKENS = 4096
-TIMEOUT_S = 300.0
+# A reply's whole time (issue #56: a judge that never finished cost 300 s a line): once one reply has not come
+# whole within it, the judge is asked nothing more in the run (each later line `error`, "not asked").
+TIMEOUT_S = 120.0
+# The judge's words kept in graded.jsonl (a 100 MB reply was stored whole): the start and the end, the cut said.
+MAX_WORDS_CHARS = 4000
 # The response's tail is what states its final answer; a long derivation is cut from the front.
 RESPONSE_CHARS = 6000
 _FIELD = re.compile(r"\{(reference|response)\}")
@@ -72,6 +76,14 @@ def read_verdict(words: str) -> str:
     _, answer = split_inline_reasoning(words or "")
     m = _WORD.search(answer.lower())
     return _WORDS.get(m.group(0), "unsure") if m else "unsure"
+
+
+def kept_words(words: str) -> str:
+    """The judge's words as graded.jsonl keeps them: whole up to MAX_WORDS_CHARS, else its start and its end."""
+    if len(words) <= MAX_WORDS_CHARS:
+        return words
+    head, tail = MAX_WORDS_CHARS // 4, MAX_WORDS_CHARS // 2
+    return f"{words[:head]} […{len(words) - head - tail} characters cut…] {words[-tail:]}"
 
 
 def reference_answer(item: DatasetItem) -> str | None:
@@ -132,6 +144,7 @@ class ModelJudge:
         self.settings = settings
         self.client = client
         self._slots = asyncio.Semaphore(max(1, concurrency))  # answers may arrive faster than the judge reads them
+        self._gave_up: str | None = None  # why the judge is asked nothing more (a reply past TIMEOUT_S)
 
     @classmethod
     async def connect(cls, settings: JudgeSettings, concurrency: int = 4) -> ModelJudge:
@@ -164,11 +177,15 @@ class ModelJudge:
             tags={"qid": item.qid, "judge": True},
         )
         async with self._slots:
+            if self._gave_up is not None:
+                return JudgeVerdict(self.settings.model, "error", f"not asked: {self._gave_up}", None)
             rec = await self.client.chat(req)
+        if rec.status == "timeout" and self._gave_up is None:
+            self._gave_up = f"the judge's reply about {item.qid} did not end within {TIMEOUT_S:g} s"
         if rec.status != "ok":
             why = scrub(f"judge request {rec.status}: {rec.error}", [self.settings.api_key])
-            return JudgeVerdict(self.settings.model, "error", why, rec.request_id)
-        return JudgeVerdict(self.settings.model, read_verdict(rec.content), rec.content, rec.request_id)
+            return JudgeVerdict(self.settings.model, "error", kept_words(why), rec.request_id)
+        return JudgeVerdict(self.settings.model, read_verdict(rec.content), kept_words(rec.content), rec.request_id)
 
     async def aclose(self) -> None:
         """Close the judge's connections."""

@@ -7,7 +7,8 @@ Modes: `ok` (nothing spoilt), `gzip-models` (/v1/models a gzip body that inflate
 chat requests: a stream whose first event is 10 MB), `no-end` (measured chat requests: a stream that sends one
 token and then nothing, without a finish or [DONE]), `deep-models` (a 100,000-deep model list); every chat request,
 the preflight's included: `probe-no-end` (one token, then nothing), `probe-huge` (a 100 MB answer of small events),
-`probe-huge-event` (one 10 MB event), `probe-bad-utf8` (an answer of invalid UTF-8).
+`probe-huge-fast` (100 MB in 512 KB events, at once), `probe-huge-event` (one 10 MB event), `probe-bad-utf8` (an
+answer of invalid UTF-8).
 
 Runs in a thread of the test process (`HostileProxy(sim_url).start()`), on its own event loop.
 """
@@ -148,6 +149,12 @@ class HostileProxy:
                 await resp.write(
                     b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
                 )
+            elif mode == "probe-huge-fast":  # a 100 MB answer in 512 KB events, at once
+                piece = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"y" * (512 << 10) + b'"}}]}\n\n'
+                for _ in range(200):
+                    await resp.write(piece)
+                await resp.write(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n')
+                await resp.write(b"data: [DONE]\n\n")
             elif mode == "probe-huge-event":  # one 10 MB event
                 await resp.write(
                     b'data: {"choices":[{"index":0,"delta":{"content":"' + b"x" * (10 << 20) + b'"}}]}\n\n'

@@ -356,3 +356,44 @@ def test_check_refuses_a_server_whose_streams_are_not_utf8(proxy: str, tmp_path:
     code, err, _ = _run_measured(["bench", "--base-url", f"{proxy}/probe-bad-utf8/v1", "--out", str(tmp_path)])
     line = _one_line(err)
     assert code == 1 and "UnicodeDecodeError" in line, line
+
+
+# --- issue #56: a judge is held to its time and its words to their size (evals/model_judge.py) -----------------------
+def _unparsed_replay(tmp_path: Path, n: int) -> Path:
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"id": f"gsm8k:{i}", "content": "I cannot say."}) + "\n" for i in range(n)))
+    return replay
+
+
+def test_a_judge_that_never_finishes_is_asked_once_per_slot(
+    proxy: str, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit_evals import model_judge
+
+    monkeypatch.setattr(model_judge, "TIMEOUT_S", 3.0)
+    monkeypatch.setenv("EVALKIT_DATA_DIR", str(data_dir))
+    judge = ["--judge-url", f"{proxy}/probe-no-end/v1", "--judge-model", "m", "--concurrency", "2"]
+    t0 = time.monotonic()
+    main(["capability", "--replay", str(_unparsed_replay(tmp_path, 10)), "--out", str(tmp_path), "--name", "r", *judge])
+    took = time.monotonic() - t0
+    assert "Traceback" not in capsys.readouterr().err
+    graded = [json.loads(ln) for ln in (tmp_path / "r" / "graded.jsonl").read_text().splitlines()]
+    verdicts = [g["judge"] for g in graded]
+    assert all(v["verdict"] == "error" for v in verdicts), verdicts
+    # 2 asked at once (both time out), the other 8 never sent: 10 x 3 s / 2 before
+    assert sum("not asked" in v["words"] for v in verdicts) >= 7, verdicts
+    assert took < 30, f"{took:.0f} s"
+
+
+def test_a_100_mb_judge_reply_is_not_stored_whole(
+    proxy: str, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit_evals.model_judge import MAX_WORDS_CHARS
+
+    monkeypatch.setenv("EVALKIT_DATA_DIR", str(data_dir))
+    judge = ["--judge-url", f"{proxy}/probe-huge-fast/v1", "--judge-model", "m"]
+    main(["capability", "--replay", str(_unparsed_replay(tmp_path, 1)), "--out", str(tmp_path), "--name", "r", *judge])
+    graded = (tmp_path / "r" / "graded.jsonl").read_text()
+    words = json.loads(graded)["judge"]["words"]
+    assert len(words) <= MAX_WORDS_CHARS + 100 and "characters cut" in words, len(words)
+    assert len(graded) < 64 * 1024
