@@ -151,6 +151,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand `name` (its errors then read `evalkit NAME: error: ...`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]  # type: ignore[no-any-return]
+    return parser
+
+
+def unknown_flags_words(p: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """`unrecognized arguments: --modle x; did you mean --model?` for flags the command does not take."""
+    import difflib
+
+    flags = [s for a in p._actions for s in a.option_strings if s.startswith("--")]
+    hints = []
+    for token in extra:
+        if token.startswith("--"):
+            near = difflib.get_close_matches(token.split("=", 1)[0], flags, n=1, cutoff=0.75)
+            if near:
+                hints.append(f"did you mean {near[0]} (for {token.split('=', 1)[0]})?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f"; {' '.join(hints)}" if hints else "")
+
+
 def _chosen_command(argv: Sequence[str]) -> str | None:
     for token in argv:
         if not token.startswith("-"):
@@ -188,8 +210,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen_command(argv)
     parser = build_parser(only=chosen or "")
+    if not argv:  # bare `evalkit`: the help, which lists the commands, not an error
+        parser.print_help()
+        return 0
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # a flag the command does not take: said by the command, with the nearest it does take
+            _subparser(parser, args.command).error(unknown_flags_words(_subparser(parser, args.command), extra))
     except SystemExit as e:  # a bad flag (one line already written) or --help: the exit code, returned
         return e.code if isinstance(e.code, int) else 0
     out, err = sys.stdout, sys.stderr

@@ -120,7 +120,11 @@ class CapabilityMeasurement:
             **({"under_load": under} if under else {}),
             **({"repeats_auto": auto} if auto else {}),
         }
-        return score_run(lines, self.thinking, extra, [ctx.profile.api_key])
+        got = score_run(lines, self.thinking, extra, [ctx.profile.api_key])
+        if auto and not auto.get("decided"):
+            # Ended undecided: exit 1 and a last line that says so, not a table that reads like an answer (#58).
+            got = replace(got, exit_code=1, failure=got.failure or undecided_line(auto))
+        return got
 
     async def _rounds(
         self, ctx: RunContext, one_pass: Callable[..., Awaitable[None]], wanted: set[str]
@@ -139,6 +143,16 @@ class CapabilityMeasurement:
             if d["decided"]:
                 break
         return {**rule.to_json(), **d}
+
+
+def undecided_line(auto: dict[str, Any]) -> str:
+    """The exit-1 line of a `--repeats auto` run that ran its rounds and is still undecided."""
+    most = auto.get("max_repeats")
+    return (
+        f"capability: --repeats auto ended undecided after {auto.get('repeats')} of at most {most} rounds: "
+        f"{', '.join(auto.get('undecided') or [])} not sure within ±{auto.get('margin')} (see the last "
+        "'repeats auto:' line); the scores above are not decided: raise --max-repeats or --margin"
+    )
 
 
 async def open_judge(settings: Any, concurrency: int) -> Any:

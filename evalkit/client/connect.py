@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from evalkit.client import auxiliary
 from evalkit.client.chat import ChatClient
@@ -15,6 +17,20 @@ from evalkit.config.profiles import ServerProfile
 from evalkit.errors import ServerRefused, UsageError
 from evalkit.evidence.server_identity import identify
 from evalkit.redact import excerpt, scrub
+
+_SSL_WORDS = re.compile(r" ssl:(?:default|None|True|False|<[^>]*>)")
+
+
+def unreachable_words(e: BaseException, key: str | None = None) -> str:
+    """Why a server could not be reached, in a few words: the refused connection said as such, aiohttp's
+    `ssl:default` (its TLS setting, not a TLS problem) left out of the text."""
+    os_error = getattr(e, "os_error", None)
+    if isinstance(e, ConnectionRefusedError) or isinstance(os_error, ConnectionRefusedError):
+        return "connection refused (nothing listens there: is the server running, on this host and port?)"
+    if isinstance(e, asyncio.TimeoutError):
+        return "no answer in time (TimeoutError)"
+    text = _SSL_WORDS.sub("", scrub(str(e), [key]))
+    return f"{type(e).__name__}: {text or 'no answer'}"
 
 
 def _not_a_model_list(url: str, status: int, ctype: str, body: str, key: str | None, why: str) -> UsageError:
@@ -39,11 +55,12 @@ async def _model_ids(profile: ServerProfile, timeout_s: float) -> list[str]:
     except auxiliary.BodyTooLarge as e:
         raise UsageError(f"server at {url} answered GET /models with a {e}") from None
     except (auxiliary.ClientError, asyncio.TimeoutError, OSError, ValueError) as e:
-        raise UsageError(
-            f"cannot reach server at {url}: {type(e).__name__}: {scrub(str(e), [key]) or 'no answer'}"
-        ) from None
+        raise UsageError(f"cannot reach server at {url}: {unreachable_words(e, key)}") from None
     if status != 200:
-        raise _not_a_model_list(url, status, ctype, body, key, "not the model list")
+        why = "not the model list"
+        if status == 404 and not urlsplit(url).path.rstrip("/").endswith("/v1"):
+            why += f" (hint: an OpenAI-compatible base URL ends in /v1: try --base-url {url}/v1)"
+        raise _not_a_model_list(url, status, ctype, body, key, why)
     try:
         data = auxiliary.parse_json(body)
     except ValueError as e:

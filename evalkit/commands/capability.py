@@ -217,7 +217,12 @@ def _check_resume(args: argparse.Namespace, fields: dict[str, Any]) -> None:
         )
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _judged(judge_settings: Any) -> Any:
+    """The end-of-run printer for a run that has `judge_settings` (None: no judge asked for)."""
+    return lambda summary: _print_summary(summary, judge_settings)
+
+
+def _print_summary(summary: dict[str, Any], judge_settings: Any = None) -> None:
     """The table and the lines under it, as a run prints them at its end (and again when started finished)."""
     from evalkit_evals.scoreboard import table
 
@@ -232,6 +237,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
+    if judge_settings is not None and not summary.get("judge"):
+        # --judge-url given, nothing sent: said, so the flag is seen to have been taken (issue #58).
+        print(
+            f"judge {judge_settings.model} ({judge_settings.base_url}): asked about 0 of {summary['total']['total']} "
+            "lines: no answer was ambiguous or unparsed, so nothing was sent to it; the score is the rules'"
+        )
     if summary.get("judge"):
         from evalkit_evals.model_judge import describe_counts
 
@@ -310,7 +321,7 @@ async def _replay_async(args: argparse.Namespace) -> int:
                 fresh=args.fresh,
             )
         except RunFinished as done:
-            return show_result(started_again(done), _print_summary)
+            return show_result(started_again(done), _judged(judge_settings))
         grader = Grader(args.data_dir, code_judge)
         try:
             lines = await run_replay(rundir, answers, items, grader, short, judge)
@@ -320,7 +331,7 @@ async def _replay_async(args: argparse.Namespace) -> int:
         if judge is not None:
             await judge.aclose()
     got = score_run(lines, None, {"mode": "replay", "question_set": qset.name}, per_line=True)
-    return show_result(finish_run(rundir, got), _print_summary)
+    return show_result(finish_run(rundir, got), _judged(judge_settings))
 
 
 def _live(args: argparse.Namespace) -> int:
@@ -425,7 +436,7 @@ def _live(args: argparse.Namespace) -> int:
         under_load=under_load,
         repeats_auto=auto,
     )
-    return run_measurement(target_from_args(args), run_options_from_args(args), measurement, _print_summary)
+    return run_measurement(target_from_args(args), run_options_from_args(args), measurement, _judged(judge_settings))
 
 
 def _repeats(text: str) -> int | str:

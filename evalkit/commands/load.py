@@ -314,7 +314,7 @@ def _table(s: dict[str, Any]) -> str:
                 str(m["errors"]),
                 str(m["wrong_answers"]),
                 short_figure(None if late is None else late * 1000),
-                "yes" if p["meets_slo"] else "no",
+                ("yes" if p["meets_slo"] else "no") if s["slo"] else "-",  # no --slo: nothing to meet
                 "yes" if p["valid"] else "no",
             ]
         )

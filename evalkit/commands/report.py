@@ -82,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
     for problem in (p for r in loaded for p in run_problems(r) + run_warnings(r)):
         sys.stderr.write(f"warning: {problem}\n")
     runs, how = grouped_runs(loaded, labels)
-    for line in how:  # how the runs were grouped into builds, when --labels did not say
-        sys.stderr.write(f"{line}\n")
     entries = [e for log in args.bisect_log for e in read_log(log)]
     out = args.output
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     resolved = getattr(args, "resolved_profile", None)
     key = resolved.api_key if resolved is not None else os.environ.get("OPENAI_API_KEY")
     out.write_text(scrub(render(context, args.template), (key,)), encoding="utf-8")
+    for line in how if len(runs) > 1 else []:  # how the runs were grouped into builds, when --labels did not say
+        sys.stderr.write(f"{line}\n")
     if args.html:
         from evalkit.report.html import plotly_missing, write_html
 

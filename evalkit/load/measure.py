@@ -50,8 +50,32 @@ class LoadMeasurement:
             count_failures((x.get("error") for x in measured if x.get("outcome") == "error"), len(measured)),
             [ctx.profile.api_key],
         )
-        code = 1 if failed or (self.errors_fail and summary.get("errors")) else 0
-        return Measured(written_record(summary), code, failure=failed)
+        behind = fell_behind_line(summary)
+        code = 1 if failed or behind or (self.errors_fail and summary.get("errors")) else 0
+        return Measured(written_record(summary), code, failure=failed or behind)
+
+
+def fell_behind_line(summary: dict[str, Any]) -> str | None:
+    """The exit-1 line of a load run whose answer rests on a point where the client fell behind (its latencies then
+    describe the client, not the server): a single point that is invalid, or a search whose first failing load is
+    invalid (the server may meet the targets there). None otherwise."""
+    invalid = {p["load"]: p["reasons"] for p in (summary.get("client") or {}).get("invalid_points") or []}
+    if not invalid:
+        return None
+    if summary.get("search"):
+        bound = summary.get("first_failing_load")
+        if bound not in invalid:
+            return None
+        at = {bound: invalid[bound]}
+        what = (
+            f"the search's bound, {bound:g}, is a point where the client fell behind: the server may meet the "
+            "targets there"
+        )
+    else:
+        at = invalid
+        what = "the client fell behind, so this point's latencies describe the client, not the server"
+    reasons = "; ".join(f"{load:g}: {', '.join(r)}" for load, r in at.items())
+    return f"load: invalid: {what} ({reasons}); add --client-procs N, or measure a lower load"
 
 
 def load_failure_line(count: FailureCount, secrets: list[str | None]) -> str | None:

@@ -160,7 +160,10 @@ def _say(text: str) -> None:
 
 def _progress(mode: str, load: float, reps: list[dict[str, Any]], verdict: dict[str, Any]) -> None:
     ttft = [r["ttft_s"]["p99"] for r in reps]
-    state = "meets targets" if verdict["meets_slo"] else "misses targets"
+    if not verdict["checks"]:  # no --slo: nothing to meet, so neither "meets" nor "misses"
+        state = "no --slo targets to meet"
+    else:
+        state = "meets targets" if verdict["meets_slo"] else "misses targets"
     if not verdict["valid"]:
         state += " (invalid: the client fell behind)"
     sys.stderr.write(f"load {mode} {load:g}: ttft p99 {', '.join(short_figure(x) for x in ttft)} s; {state}\n")
