@@ -134,6 +134,8 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             notes.append(
                 f"{r.label}: {len(early)} request(s) stopped before max_tokens; their rates are less comparable."
             )
+    for r, m in zip(runs[1:], decode_marks[1:]):
+        notes += call_notes(r.label, m)
     tables = [
         Table(
             "bench",
@@ -287,6 +289,17 @@ def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
     return metric_samples(run.raw_requests(), metric)
 
 
+def call_notes(label: str, marks: dict[str, noise.NoiseVerdict]) -> list[str]:
+    """One note per figure called beyond noise: its mark, the test's p-value and the level it was called at."""
+    out = []
+    for name, v in marks.items():
+        c = v.comparison
+        if v.beyond and c is not None and c.p is not None:
+            n = f"n={c.n_before}/{c.n_after}"
+            out.append(f"{label}: {name} {v.mark} ({c.method} test p={c.p:.2g} at level {c.level:.2g}, {n})")
+    return out
+
+
 def stress_marks(
     base: LabelledRun, other: LabelledRun, metrics: Sequence[str], noise_floor: float = noise.DEFAULT_NOISE_FLOOR
 ) -> dict[str, noise.NoiseVerdict]:
@@ -332,6 +345,8 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
         "the noise floor; ? where the samples are too few for the test to reach its level."
     ]
     notes += trust.notes(runs)
+    for r, pair in zip(runs[1:], marks[1:]):
+        notes += call_notes(r.label, pair)
     time_scales = {r.label: (r.summary.get("options") or {}).get("time_scale") for r in runs}
     scaled = {label: f for label, f in time_scales.items() if f is not None and f not in (1, 1.0)}
     for factor in sorted(set(scaled.values())):
