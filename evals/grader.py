@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit.runs.schemas import GradedLine
-from evalkit_evals import registry
+from evalkit_evals import readers, registry
+from evalkit_evals.answer_end import end_of_turn, up_to_loop
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.math_judge import MathJudge
 from evalkit_evals.protocol import Judges
@@ -44,14 +45,17 @@ class Grader:
         """Judge the answer text after the last `</think>` (never the reasoning). A cut-off answer that is not
         right is `truncated`."""
         _, answer = split_inline_reasoning(content or "")
-        answer = final_channel(answer)  # step 1 of `reading_order`: the final channel, never the analysis
+        answer = final_channel(end_of_turn(answer))  # step 1 of `reading_order`: the final channel, never the analysis
+        answer = end_of_turn(answer)  # text after an end-of-turn token is never graded (`answer_end`)
+        if finish_reason == "length":
+            answer = up_to_loop(answer)  # a loop to the length limit is read up to where it starts
         too_long = _too_long(item, answer)
         if too_long is not None:
-            return Verdict("unparsed", None, too_long, rule="grader.too_long")
+            return Verdict("unparsed", None, too_long, rule="grader.too_long", sure=True)
         try:
-            verdict = self._grade(item, answer)
+            verdict = readers.judged(item, answer, self._grade(item, answer), self.judges)
         except Exception as e:  # noqa: BLE001 - a grader failure is this question's `error`, not the run's
-            verdict = Verdict("error", None, f"grader failed: {type(e).__name__}: {e}", rule="grader.error")
+            verdict = Verdict("error", None, f"grader failed: {type(e).__name__}: {e}", rule="grader.error", sure=True)
         if finish_reason == "length" and verdict.outcome != "correct":
             verdict = replace(
                 verdict, outcome="truncated", why=f"answer cut at max_tokens (finish_reason length); {verdict.why}"
@@ -103,12 +107,15 @@ def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **ext
         "why": verdict.why,
         "rule": verdict.rule,
         "ambiguous": verdict.ambiguous,
+        "sure": verdict.sure,
         "details": verdict.details,
         "dataset_revision": revision,
         "row_hash": item.row_hash,
         **extra,
     }
-    if verdict.ambiguous:
+    if verdict.every:  # every reader's reading (issue #55); the rules' disagreeing pair where no reader ran
+        given["readings"] = [r.to_json() for r in verdict.every]
+    elif verdict.ambiguous:
         given["readings"] = [r.to_json() for r in verdict.readings]
     return GradedLine.model_validate(given).to_json()  # in GradedLine's order, the caller's extras last
 

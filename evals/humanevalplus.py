@@ -52,6 +52,17 @@ def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
 
 
 _DEFINES_NAMES = re.compile(r"^(?:def|class|import|from)\s+\w", re.MULTILINE)
+# A block that tests a solution rather than being part of it: a pytest or unittest module, test functions, or an
+# import of the solution from a module. Its imports are never merged into the solution.
+_TEST_MODULE = (
+    r"^\s*(?:import\s+(?:pytest|unittest)\b|from\s+(?:pytest|unittest)\b|def\s+test_\w*\s*\(|"
+    r"def\s+check\s*\(\s*candidate|class\s+Test\w*|@pytest\.|from\s+[\w.]+\s+import\s+[^\n]*\b(?:ENTRY)\b)"
+)
+
+
+def is_test_block(block: str, entry_point: str) -> bool:
+    """Whether a fenced block tests the solution (pytest/unittest, `test_` functions, the solution imported)."""
+    return bool(re.search(_TEST_MODULE.replace("(?:ENTRY)", re.escape(entry_point)), block, re.MULTILINE))
 
 
 def _prompt_imports(prompt: str) -> list[str]:
@@ -83,7 +94,11 @@ def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None
             if with_def
             else (max(blocks, key=len), "longest fenced block")
         )
-        helpers = [b for b in blocks if with_def and not defines.search(b) and _DEFINES_NAMES.search(b)]
+        helpers = [
+            b
+            for b in blocks
+            if with_def and not defines.search(b) and _DEFINES_NAMES.search(b) and not is_test_block(b, entry_point)
+        ]
         if helpers:
             # One solution over several blocks (helpers in one, the function in another): the blocks that define
             # other names go before it; the sanitizer keeps only what the entry point uses.

@@ -1,10 +1,11 @@
 """A second opinion where the rules are unsure: a judge model asked, as simple-evals' equality checker asks, whether
 an answer's final value is equivalent to the reference (`prompts/judge-equality.txt`).
 
-Only lines the rules could not grade with confidence go to the judge: `ambiguous` (two readings disagree) or
-`unparsed` (nothing read). The judge's verdict (`correct`, `wrong`, `unsure`, or `error` when it could not be
-asked) and its words are stored beside the rule's grade as `judge` in `graded.jsonl`; they never replace it: the
-score stays the rules'. Items graded by running code (HumanEval+) have no value to compare and are never sent.
+Only lines the rules could not grade with confidence go to the judge: unsure (`sure: false`, issue #55), `ambiguous`
+(two readings disagree) or `unparsed` (nothing read). The judge's verdict (`correct`, `wrong`, `unsure`, or `error`
+when it could not be asked) and its words are stored beside the rule's grade as `judge` in `graded.jsonl`; `correct`
+and `outcome` stay the rules', and a judge's `correct` or `wrong` on an unsure line settles it (`settles: true`): the
+sure score (`sure_correct`, the interval) counts the line by the judge's verdict. Items graded by running code (HumanEval+) have no value to compare and are never sent.
 The judge's key is sent in its Authorization header only; the client scrubs it from every error text it keeps.
 """
 
@@ -106,8 +107,8 @@ def reference_answer(item: DatasetItem) -> str | None:
 
 
 def needs_judge(line: dict[str, Any]) -> bool:
-    """True for a line the rules could not grade with confidence: ambiguous, or unparsed."""
-    return bool(line.get("ambiguous")) or line.get("outcome") == "unparsed"
+    """True for a line the rules could not grade with confidence: unsure (issue #55), ambiguous, or unparsed."""
+    return line.get("sure") is False or bool(line.get("ambiguous")) or line.get("outcome") == "unparsed"
 
 
 @dataclass(frozen=True)

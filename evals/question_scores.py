@@ -17,13 +17,20 @@ from evalkit.runs.schemas import GradedLine
 
 @dataclass(frozen=True)
 class QuestionScore:
-    """One question's samples: outcomes and extracted answers in repeat order, and the mean score."""
+    """One question's samples: outcomes and extracted answers in repeat order, the mean score, and whether each
+    sample's grade is sure (issue #55; a line written before `sure` existed counts as sure)."""
 
     qid: str
     dataset: str
     outcomes: tuple[str, ...]
     extracted: tuple[Any, ...]
     whys: tuple[str, ...] = ()
+    sure: tuple[bool, ...] = ()
+
+    @property
+    def unsure(self) -> bool:
+        """True when any sample's grade is unsure: the question's score can't be told."""
+        return not all(self.sure)
 
     @property
     def n(self) -> int:
@@ -56,19 +63,23 @@ class PassAt1:
 @dataclass(frozen=True)
 class PairedChanges:
     """Two runs' answers to the questions both answered: how many scored lower in the second (lost), how many
-    higher (gained); with repeats, a question's score is its mean over them."""
+    higher (gained); with repeats, a question's score is its mean over them. A question whose grade is unsure on
+    either side is `cant_tell` (issue #55): never a loss or a gain."""
 
     paired: int
     lost: int
     gained: int
+    cant_tell: int = 0
 
 
 def paired_changes(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> PairedChanges:
-    """What run `b` lost and gained against run `a`, question by question (McNemar's discordant pairs)."""
+    """What run `b` lost and gained against run `a`, question by question (McNemar's discordant pairs); questions
+    unsure on either side are counted apart as can't tell."""
     common = [q for q in a if q in b]
-    lost = sum(1 for q in common if b[q].score < a[q].score)
-    gained = sum(1 for q in common if b[q].score > a[q].score)
-    return PairedChanges(len(common), lost, gained)
+    told = [q for q in common if not (a[q].unsure or b[q].unsure)]
+    lost = sum(1 for q in told if b[q].score < a[q].score)
+    gained = sum(1 for q in told if b[q].score > a[q].score)
+    return PairedChanges(len(common), lost, gained, len(common) - len(told))
 
 
 _Line = TypeVar("_Line", GradedLine, dict[str, Any])
@@ -107,6 +118,7 @@ def question_scores(lines: Sequence[GradedLine]) -> dict[str, QuestionScore]:
             tuple(str(ln.outcome or ("correct" if ln.correct else "wrong")) for ln in grouped[q]),
             tuple(ln.extracted for ln in grouped[q]),
             tuple(str(ln.why or "") for ln in grouped[q]),
+            tuple(ln.sure is not False for ln in grouped[q]),
         )
         for q in order
     }

@@ -166,6 +166,8 @@ async def _second_opinion(judge: ModelJudge | None, item: DatasetItem, content: 
     verdict = await judge.ask(item, content)
     if verdict is not None:
         line["judge"] = verdict.to_json()
+        if line.get("sure") is False and verdict.verdict in ("correct", "wrong"):
+            line["judge"]["settles"] = True  # issue #55: the judge's reading settles an unsure grade
 
 
 @dataclass(frozen=True)

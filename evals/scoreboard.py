@@ -28,6 +28,47 @@ def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def settled_correct(line: dict[str, Any]) -> bool:
+    """The line's grade: the judge's where it settled an unsure line (`judge.settles`), else the rules'."""
+    judge = line.get("judge") or {}
+    if judge.get("settles") and judge.get("verdict") in ("correct", "wrong"):
+        return bool(judge["verdict"] == "correct")
+    return bool(line.get("correct"))
+
+
+def is_sure(line: dict[str, Any]) -> bool:
+    """Whether the line's grade is sure: the readings agreed, or a judge settled it; a line written before issue
+    #55 (no `sure`) counts as sure."""
+    judge = line.get("judge") or {}
+    if judge.get("settles") and judge.get("verdict") in ("correct", "wrong"):
+        return True
+    return line.get("sure") is not False
+
+
+def sure_counts(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue #55's score as an interval: `sure_correct` (sure and right), `unsure` lines, and `interval`, the
+    share right if every unsure line is wrong and if every one is right ([sure_correct, sure_correct + unsure] /
+    N). With repeats, counts are sums of per-sample shares per question (one question weighs 1)."""
+    if not any(int(ln.get("repeat") or 0) for ln in lines):
+        groups = [[ln] for ln in lines]  # one sample a question (a replay's every line is its own case)
+    else:
+        per_q: dict[str, list[dict[str, Any]]] = {}
+        for ln in latest_per_sample(lines):
+            per_q.setdefault(str(ln["id"]), []).append(ln)
+        groups = list(per_q.values())
+    sure_right = sum(sum(is_sure(x) and settled_correct(x) for x in q) / len(q) for q in groups)
+    unsure = sum(sum(not is_sure(x) for x in q) / len(q) for q in groups)
+    n = len(groups)
+    whole = all(len(q) == 1 for q in groups)
+    sure_right_v: float = int(sure_right) if whole else round(sure_right, 4)
+    unsure_v: float = int(unsure) if whole else round(unsure, 4)
+    return {
+        "sure_correct": sure_right_v,
+        "unsure": unsure_v,
+        "interval": [round(sure_right / n, 4), round((sure_right + unsure) / n, 4)] if n else [0.0, 0.0],
+    }
+
+
 def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
     """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes, ambiguous}}, "total": {...}}`
     + extras (`ambiguous`: grades whose readings disagree, see graded.jsonl's `readings`; `judge`: lines sent to
@@ -45,6 +86,7 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
             "total": len(mine),
             "outcomes": outcomes,
             "ambiguous": sum(1 for ln in mine if ln.get("ambiguous")),
+            **sure_counts(mine),
         }
         if repeats > 1:
             # With repeats a question counts its mean score, so correct / total is pass@1 over questions.
@@ -69,6 +111,7 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
         "total": total,
         "outcomes": outcomes,
         "ambiguous": sum(s["ambiguous"] for s in scores.values()),
+        **sure_counts([ln for ln in lines if ln["dataset"] in scores]),
     }
     if repeats > 1:
         overall.update(correct=round(correct, 4), samples=len(lines), pass_at_1=_pass_at_1(lines))
@@ -99,7 +142,8 @@ def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str |
 
 def table(summary: dict[str, Any]) -> str:
     """The per-dataset table, plain text."""
-    rows = [("dataset", "correct", "total", "acc", "wrong", "unparsed", "truncated", "error", "ambiguous")]
+    head = ("dataset", "correct", "total", "acc", "wrong", "unparsed", "truncated", "error", "ambiguous")
+    rows = [(*head, "unsure", "interval")]
     items = list(summary["scores"].items()) + [("total", summary["total"])]
     for name, s in items:
         o = s["outcomes"]
@@ -115,6 +159,8 @@ def table(summary: dict[str, Any]) -> str:
                 str(o["truncated"]),
                 str(o["error"]),
                 str(s.get("ambiguous", "-")),
+                str(s.get("unsure", "-")),
+                "[{:.1%}, {:.1%}]".format(*s["interval"]) if s.get("interval") else "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

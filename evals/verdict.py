@@ -10,21 +10,29 @@ OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 
 @dataclass(frozen=True)
 class Reading:
-    """One way of reading an answer: the rule that fired and what it read (`value` as text, None for nothing)."""
+    """One way of reading an answer: the rule that fired and what it read (`value` as text, None for nothing); where
+    every reader's reading is kept (`Verdict.every`), also its `strength` (`sureness.Strength`, lower case) and
+    whether its value is right against the gold (`correct`, None when nothing was read)."""
 
     rule: str
     value: str | None
+    strength: str | None = None
+    correct: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The reading as a `readings` entry of a `graded.jsonl` line."""
-        return {"rule": self.rule, "value": self.value}
+        out: dict[str, Any] = {"rule": self.rule, "value": self.value}
+        if self.strength is not None:
+            out.update(strength=self.strength, correct=self.correct)
+        return out
 
 
 @dataclass(frozen=True)
 class Verdict:
     """One graded answer. `outcome` is one of OUTCOMES; `rule` names the extraction rule that fired (a stable
     `<dataset>.<rule>` name); `readings` holds two or more readings that disagree (then the grade is ambiguous);
-    `details` holds grader extras (base/plus results ...)."""
+    `details` holds grader extras (base/plus results ...). `every` is every reader's reading and `sure` whether the
+    grade is sure (`sureness.decide`; None until decided), `sure_why` why."""
 
     outcome: str
     extracted: str | None
@@ -32,6 +40,9 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict)
     rule: str = ""
     readings: tuple[Reading, ...] = ()
+    every: tuple[Reading, ...] = ()
+    sure: bool | None = None
+    sure_why: str = ""
 
     @property
     def correct(self) -> bool:
@@ -49,6 +60,7 @@ class Verdict:
         d["correct"] = self.correct
         d["ambiguous"] = self.ambiguous
         d["readings"] = [r.to_json() for r in self.readings]
+        d["every"] = [r.to_json() for r in self.every]
         return d
 
 

@@ -1,8 +1,10 @@
 """Issue 38: grades that do not depend on how an answer is written. Every pinned question (140) × every answer
 form of `evalkit_evals.forms`, with partner forms drawn by a derandomized hypothesis seed: the gold in any form
-grades `correct`, the near-miss `wrong`, a form a careful reader cannot decide is `ambiguous` with both readings,
-a withdrawn answer is `unparsed`. The same for user evals with the `number`, `choice` and `math` extractors. One
-Grader for all (math-verify checks and sandbox runs memoised: most forms reach the judge with the same text)."""
+grades `correct`, the near-miss `wrong`, a form a careful reader cannot decide is unsure with both readings,
+a withdrawn answer is `unparsed`. Since issue #55 a grade claims only what its readings support: each expectation
+is "right, or unsure" (a sure grade must be the form's; an unsure one is never wrong to claim). The same for user
+evals with the `number`, `choice` and `math` extractors. One Grader for all (math-verify checks and sandbox runs
+memoised: most forms reach the judge with the same text)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from evalkit_evals.verdict import Verdict
 # Sweeps per dataset (each a full sweep of every question × every form, partners drawn from its own seed).
 SWEEPS = {"gsm8k": 3, "math500": 2, "musr": 3, "humanevalplus": 1, "user": 2}
 COVERED: dict[str, set[str]] = {}
+UNSURE: dict[bool, int] = {}  # graded forms by whether the grade was unsure
 
 
 def _memo(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -74,15 +77,15 @@ def _number(text: str | None) -> Decimal | None:
 def _misgrade(subject: Subject, want: str, reads: str, v: Verdict) -> str | None:
     """Why the verdict breaks the form's expectation, or None when it keeps it."""
     if reads == VALUE:
-        if v.outcome != want or v.ambiguous:
-            return f"want {want}, got {v.outcome}{' (ambiguous)' if v.ambiguous else ''}"
+        if v.sure and (v.outcome != want or v.ambiguous):
+            return f"want {want} or unsure, got {v.outcome} sure{' (ambiguous)' if v.ambiguous else ''}"
         return None
     if reads == NO_ANSWER:
-        return None if v.outcome == "unparsed" else f"want unparsed (withdrawn), got {v.outcome}"
+        return None if v.outcome == "unparsed" or not v.sure else f"want unparsed or unsure, got {v.outcome} sure"
     assert reads == AMBIGUOUS
-    values = {r.value for r in v.readings}
-    if not v.ambiguous or len(values) < 2:
-        return f"want ambiguous with both readings, got {v.outcome} readings {sorted(map(str, values))}"
+    values = {r.value for r in (*v.readings, *v.every)}
+    if v.sure or len(values) < 2:
+        return f"want unsure with both readings, got {v.outcome} readings {sorted(map(str, values))}"
     if subject.kind == "number":
         nums = {_number(x) for x in values}
         if not {_number(subject.value), _number(subject.other)} <= nums:
@@ -110,6 +113,7 @@ def sweep(
                 covered.add(form.name)
                 v = grade(item, written.text)
                 why = _misgrade(subject, want, written.reads, v)
+                UNSURE[v.sure is False] = UNSURE.get(v.sure is False, 0) + 1
                 if why:
                     forms = " × ".join(written.forms.values())
                     failures.append(f"{item.qid} [{forms}] {why}: {v.rule} {v.why[:120]!r} <- {written.text[-160:]!r}")

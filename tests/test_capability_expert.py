@@ -119,8 +119,9 @@ def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path
     graded, summary, run = _replay(tmp_path, answers, "ambiguous")
     assert all(g["rule"] and "." in g["rule"] and isinstance(g["ambiguous"], bool) for g in graded)
     first = graded[0]
-    assert first["ambiguous"] and [r["value"] for r in first["readings"]] == ["18", "20"]
-    assert "readings" not in graded[1]
+    assert first["ambiguous"] and {"18", "20"} <= {r["value"] for r in first["readings"]}
+    assert first["sure"] is False and graded[1]["sure"] is True  # issue #55: every reading kept, sure or not
+    assert all(r["strength"] in ("fallback", "plain", "marker", "later") for r in first["readings"])
     # A replay's summary counts lines (each its own case): gsm8k:0's first answer is ambiguous, its second is not.
     assert summary["scores"]["gsm8k"]["ambiguous"] == 1 and summary["scores"]["gsm8k"]["total"] == 3
     assert summary["scores"]["musr"]["ambiguous"] == 1
@@ -133,8 +134,9 @@ def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path
     for ln in out.read_text().splitlines():
         if ln.startswith("| "):
             rows.setdefault(ln.split("|")[1].strip(), [c.strip() for c in ln.split("|")[2:-1]])
-    assert rows["musr"] == ["0/1 · 1 ambiguous"]
-    assert rows["gsm8k"] == ["3/3 · 1 ambiguous"] and rows["total"] == ["4/5 · 2 ambiguous"]
+    # issue #55: the score counts sure grades, the unsure ones beside it with the interval they leave open
+    assert rows["musr"] == ["0/1 · 1 unsure [0, 1]/1"]
+    assert rows["gsm8k"] == ["2/3 · 1 unsure [2, 3]/3"] and rows["total"] == ["3/5 · 2 unsure [3, 5]/5"]
     assert rows["ambiguous (two readings disagree)"] == ["2"]
 
 
@@ -154,4 +156,8 @@ def test_report_answer_line_gives_the_ambiguous_count_beside_the_score(tmp_path:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     answer = out.read_text().split("## Builds compared", 1)[0]
-    assert f"{s1['total']['correct']}/2 → {s2['total']['correct']}/2 (1 ambiguous) correct" in answer, answer
+    # issue #55: sure-correct / N, the unsure count and the interval; the unsure question is can't tell, no loss
+    t1, t2 = s1["total"], s2["total"]
+    assert (t1["sure_correct"], t1["unsure"], t2["sure_correct"], t2["unsure"]) == (2, 0, 1, 1)
+    assert "2/2 → 1/2 (1 unsure, [1, 2]/2) correct; 0 question(s) went right→wrong" in answer, answer
+    assert "1 can't tell (unsure in either run)" in answer, answer

@@ -90,13 +90,21 @@ def test_only_unsure_lines_go_to_the_judge_and_its_verdict_sits_beside_the_rules
     for g in unsure:
         answer = g["content"].split("</think>")[-1]  # never the reasoning
         word = judge_word(reference_answer(items[g["id"]]) or "", answer.strip(), True)
+        settles = g["sure"] is False and read_verdict(word) in ("correct", "wrong")  # issue #55
         assert g["judge"] == {
             "model": "evalkit-sim",
             "verdict": read_verdict(word),
             "words": word,
             "request_id": g["judge"]["request_id"],
+            **({"settles": True} if settles else {}),
         }
     summary = json.loads((judged / "summary.json").read_text())
+    # The judge settles the unsure lines it can read: the sure score counts them by its verdict, not as unsure.
+    settled = [g for g in lines if (g.get("judge") or {}).get("settles")]
+    assert settled
+    sure_right = sum(g["correct"] for g in lines if g["sure"]) + sum(g["judge"]["verdict"] == "correct" for g in settled)
+    assert summary["total"]["sure_correct"] == sure_right
+    assert summary["total"]["unsure"] == sum(1 for g in lines if g["sure"] is False) - len(settled)
     assert summary["total"]["total"] == len(ANSWERS)  # lines, not distinct ids
     assert summary["judge"]["sent"] == len(unsure) == len(events)
     assert summary["judge"]["disagree"] == sum(disagrees(g) for g in lines)

@@ -185,3 +185,29 @@ relative = 0.97
     (runs["base_bench"] / "manifest.json").write_text(json.dumps(base_manifest))
     assert gate(tmp_path, [runs["slow_bench"]], [runs["base_bench"]], rules) == 3
     assert "the measuring machine changed" in capsys.readouterr().out
+
+
+def _with_unsure(run: Path, sure_correct: int, unsure: int) -> Path:
+    """The run's summary as issue #55 writes it: `sure_correct` sure right answers and `unsure` unsure grades."""
+    import json
+
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["total"].update(sure_correct=sure_correct, unsure=unsure)
+    path.write_text(json.dumps(summary))
+    return run
+
+
+def test_unsure_grades_that_could_close_a_capability_miss_are_cant_tell(
+    tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #55: a capability score short of its limit by no more than the unsure grades on either side could
+    close is not decided (exit 3, never 1); one short whatever the unsure grades are still fails."""
+    rules = '[[rule]]\nmetric = "capability.total.correct"\nop = ">="\noffset = -1\n'
+    base = _with_unsure(runs["base_cap"], 138, 0)  # limit 138 - 1 = 137
+    worse = _with_unsure(runs["cap_worse"], 135, 1)  # 135 sure, at most 136 if its unsure line is right
+    assert gate(tmp_path, [worse], [base], rules, junit=False) == 1
+    capsys.readouterr()
+    worse = _with_unsure(runs["cap_worse"], 135, 2)  # at most 137: the miss can't be told
+    assert gate(tmp_path, [worse], [base], rules, junit=False) == 3
+    assert "can't tell: 2 unsure line(s) in the run and 0 in the baseline" in capsys.readouterr().out

@@ -77,6 +77,43 @@ def machine_why(metric: str, runs: dict[str, FinishedRun], baseline: dict[str, F
     return machine_changed(a.manifest, b.manifest)
 
 
+def _score_entry(run: FinishedRun, path: list[str]) -> dict[str, Any] | None:
+    node: Any = run.summary
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) and "unsure" in node and "sure_correct" in node else None
+
+
+def unsure_why(
+    metric: str,
+    op: str,
+    limit_kind: str,
+    amount: float,
+    runs: dict[str, FinishedRun],
+    baseline: dict[str, FinishedRun],
+) -> str | None:
+    """Why a capability score that missed its limit can't be told (issue #55): the unsure grades on either side
+    could close the gap (the run's score if every unsure line were right meets the limit moved from the baseline's
+    score if every unsure line there were wrong), or None when the miss stands whatever the unsure lines are."""
+    kind, _, rest = metric.partition(".")
+    path = rest.split(".")
+    if kind != "capability" or path[-1] not in ("correct", "sure_correct") or op not in (">", ">="):
+        return None
+    if kind not in runs or kind not in baseline:
+        return None
+    mine, base = _score_entry(runs[kind], path), _score_entry(baseline[kind], path)
+    if mine is None or base is None or not (mine["unsure"] or base["unsure"]):
+        return None
+    best, base_low = mine["sure_correct"] + mine["unsure"], base["sure_correct"]
+    limit = base_low * amount if limit_kind == "relative" else base_low + amount
+    if not (best > limit if op == ">" else best >= limit):
+        return None
+    return (
+        f"{mine['unsure']} unsure line(s) in the run and {base['unsure']} in the baseline could close the gap "
+        f"(the run at most {best}, the limit from the baseline's sure grades {limit:g})"
+    )
+
+
 def judge(
     rows: list[tuple[str, str, str, str, float]],
     runs: dict[str, FinishedRun],
@@ -92,6 +129,10 @@ def judge(
         why = machine_why(metric, runs, baseline)
         if why is not None:
             out[name] = Shortfall(False, f"can't tell: {why}")
+            continue
+        unsure = unsure_why(metric, op, limit_kind, amount, runs, baseline)
+        if unsure is not None:
+            out[name] = Shortfall(False, f"can't tell: {unsure}")
             continue
         xs, base = samples(metric, runs), samples(metric, baseline)
         if not xs or not base:

@@ -15,12 +15,13 @@ from typing import Any
 from evalkit import comparison
 from evalkit.evidence.server_identity import IdentityRecord, ServerProps, identity_label
 from evalkit.report import noise, trust, words
-from evalkit.report.capability import comparability, question_changes
+from evalkit.report.capability import cant_tell, comparability, interval_text, question_changes, style_change
 from evalkit.report.context import AnswerContext
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import CapabilitySummary
 from evalkit.runs.summary_parts import Distribution
 from evalkit.stats import mcnemar_exact_p
+from evalkit_evals.question_scores import question_scores
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, VerdictReading
 
 
@@ -186,12 +187,18 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
 
 
 def _score(run: LabelledRun) -> str:
-    """`correct/total`, with the ambiguous grades beside it when there are any (`49/50 (2 ambiguous)`)."""
+    """`sure-correct/total` with the unsure grades and the interval beside it when there are any
+    (`47/50 (2 unsure, [47, 49]/50)`, issue #55); a run written before `sure` existed: `correct/total` with its
+    ambiguous grades (`49/50 (2 ambiguous)`)."""
     rec = run.record
     if not isinstance(rec, CapabilitySummary):
         return "–/–"
-    n = rec.total.ambiguous
-    return f"{rec.total.correct}/{rec.total.total}" + (f" ({n} ambiguous)" if n else "")
+    t = rec.total
+    if t.sure_correct is not None:
+        unsure = f" ({words.num(t.unsure, 4)} unsure, {interval_text(t)})" if t.unsure else ""
+        return f"{words.num(t.sure_correct, 4)}/{t.total}" + unsure
+    n = t.ambiguous
+    return f"{t.correct}/{t.total}" + (f" ({n} ambiguous)" if n else "")
 
 
 def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerLine]:
@@ -244,11 +251,15 @@ def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerL
         head = {noise.WORSE: "worse, beyond chance", noise.BETTER: "better, beyond chance"}.get(mark, "not worse")
         if mark == noise.WITHIN and lost > gained:
             head = "not worse beyond chance"
+        unknown = cant_tell(base, other)
+        style = style_change(question_scores(base.graded()), question_scores(other.graded()))
         out.append(
             AnswerLine(
                 f"answers (thinking {mode})",
-                f"{head}: {score} correct; {lost} question(s) went right→wrong, {gained} wrong→right "
-                f"(McNemar's exact test p={words.num(p, 2)})",
+                f"{head}: {score} correct; {lost} question(s) went right→wrong, {gained} wrong→right"
+                + (f", {unknown} can't tell (unsure in either run)" if unknown else "")
+                + f" (McNemar's exact test p={words.num(p, 2)})"
+                + (f"; {style}" if style else ""),
                 mark,
                 "total.correct",
                 flags,

@@ -133,15 +133,38 @@ def comparability(base: LabelledRun, other: LabelledRun) -> list[str]:
 
 
 def question_changes(base: LabelledRun, other: LabelledRun) -> list[QuestionChange]:
-    """Questions both runs graded whose score went down (right→wrong) or up (wrong→right), in dataset order."""
+    """Questions both runs graded whose score went down (right→wrong) or up (wrong→right), in dataset order; a
+    question unsure on either side is can't tell (`cant_tell`), never a change."""
     a, b = _scores(base), _scores(other)
     out = []
     for qid in a:
-        if qid in b and a[qid].score != b[qid].score:
+        if qid in b and a[qid].score != b[qid].score and not (a[qid].unsure or b[qid].unsure):
             change = RIGHT_TO_WRONG if b[qid].score < a[qid].score else WRONG_TO_RIGHT
             out.append(QuestionChange(qid, a[qid].dataset, change, a[qid], b[qid]))
     rank = {ds: i for i, ds in enumerate(registry.names())}
     return sorted(out, key=lambda c: (rank.get(c.dataset, 99), c.change, c.qid))
+
+
+def cant_tell(base: LabelledRun, other: LabelledRun) -> int:
+    """Questions both runs graded whose grade is unsure on either side (issue #55): neither a loss nor a gain."""
+    return paired_changes(_scores(base), _scores(other)).cant_tell
+
+
+def style_change(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> str | None:
+    """'answer style changed' with its figures when the share of unsure grades moved beyond noise between two runs
+    (McNemar's exact test on the questions both graded: sure→unsure against unsure→sure), else None."""
+    common = [q for q in a if q in b]
+    became = sum(1 for q in common if b[q].unsure and not a[q].unsure)
+    left = sum(1 for q in common if a[q].unsure and not b[q].unsure)
+    if not common or became + left == 0:
+        return None
+    p = mcnemar_exact_p(became, left)
+    if p >= noise.ALPHA:
+        return None
+    return (
+        f"answer style changed: unsure {sum(a[q].unsure for q in common)} → {sum(b[q].unsure for q in common)} "
+        f"of {len(common)} ({became} became unsure, {left} became sure, p={p:.3g})"
+    )
 
 
 def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> noise.NoiseVerdict:
@@ -151,7 +174,7 @@ def paired_verdict(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> 
     pc = paired_changes(a, b)
     lost, gained = pc.lost, pc.gained
     p = mcnemar_exact_p(lost, gained)
-    detail = f"{pc.paired} paired, {lost} lost, {gained} gained, p={p:.3g}"
+    detail = f"{pc.paired} paired, {lost} lost, {gained} gained, {pc.cant_tell} can't tell (unsure), p={p:.3g}"
     if not pc.paired:
         return noise.NoiseVerdict(noise.UNKNOWN, "mcnemar", "no question answered by both runs")
     if p >= noise.ALPHA:
@@ -166,10 +189,21 @@ def _score_cell(entry: Score | None, scores: dict[str, QuestionScore], ds: str) 
         return f"{p1.value:.3f} [{p1.low:.3f}, {p1.high:.3f}]", p1.value * p1.questions
     if entry is None:
         return "–", None
+    if entry.sure_correct is not None:  # issue #55: pass@1 is sure-correct / N
+        return f"{entry.sure_correct}/{entry.total}", entry.sure_correct
     return f"{entry.correct}/{entry.total}", entry.correct
 
 
+def interval_text(entry: Score) -> str:
+    """`[47, 49]/50`: the score if every unsure line is wrong and if every one is right."""
+    lo = entry.sure_correct if entry.sure_correct is not None else entry.correct
+    hi = lo + (entry.unsure or 0)
+    return f"[{num(lo, 4)}, {num(hi, 4)}]/{entry.total}"
+
+
 def _ambiguous_note(entry: Score | None) -> str:
+    if entry is not None and entry.unsure is not None:
+        return f" · {num(entry.unsure, 4)} unsure {interval_text(entry)}" if entry.unsure else ""
     n = entry.ambiguous if entry is not None else None
     return f" · {n} ambiguous" if n else ""
 
@@ -187,6 +221,7 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
     datasets = [d for d in registry.names() if any(d in c.scores for c in records)]
     datasets += sorted({d for c in records for d in c.scores} - set(datasets))
     rows: list[tuple[str, list[str]]] = []
+    style_notes: list[str] = []
     for ds in [*datasets, "total"]:
         entries = [c.total if ds == "total" else c.scores.get(ds) for c in records]
         cells, base_value = [], None
@@ -204,6 +239,10 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
                         {q: s for q, s in x.items() if ds == "total" or _dataset_of(q) == ds} for x in (scores[0], sc)
                     ]
                     text += f" {paired_verdict(*mine).mark}" if mine[0] and mine[1] else f" {noise.UNKNOWN}"
+                    style = style_change(*mine) if mine[0] and mine[1] else None
+                    if style:
+                        text += f" ({style.split(':')[0]})"
+                        style_notes.append(f"{group[i].label}, {ds}: {style}.")
             cells.append(text + _ambiguous_note(entry))
         rows.append((ds, cells))
     rows.append(("unparsed / truncated / error", [_outcome_counts(c.total) for c in records]))
@@ -217,6 +256,16 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
         )
     else:
         notes_ambiguous = False
+    if any(c.total.unsure is not None for c in records):
+        rows.append(
+            (
+                "unsure (readings disagree, a fallback alone, nothing read)",
+                [
+                    f"{num(c.total.unsure, 4)} {interval_text(c.total)}" if c.total.unsure is not None else "–"
+                    for c in records
+                ],
+            )
+        )
     if any(c.judge is not None for c in records):
         rows.append(
             (
@@ -239,6 +288,14 @@ def score_tables(group: list[LabelledRun], mode: str) -> list[Table]:
             )
             + "."
         )
+    if any(c.total.unsure is not None for c in records):
+        notes.append(
+            "Scores count sure grades only (pass@1 = sure-correct / N); unsure grades are shown with the interval "
+            "[sure-correct, sure-correct + unsure] / N, and a question unsure in either run is can't tell in the "
+            "marks, never a loss or a gain. A grade is sure when the strongest readings of the answer agree and "
+            "nothing after them contradicts them (docs/datasets.md)."
+        )
+    notes += style_notes
     if notes_ambiguous:
         notes.append(
             "ambiguous: grades where two readings of the answer disagree (e.g. a #### line and a later "

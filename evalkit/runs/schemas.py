@@ -76,6 +76,10 @@ class Score(Part):
     total: int = Field(ge=0)
     outcomes: dict[str, int | float] = {}
     ambiguous: int | None = None
+    # issue #55: the score as an interval, [sure_correct, sure_correct + unsure] / total
+    sure_correct: int | float | None = None
+    unsure: int | float | None = None
+    interval: list[float] | None = None
 
 
 class Summary(_Open):
@@ -463,6 +467,7 @@ class JudgeOpinion(_Open):
     verdict: Literal[JUDGE_VERDICTS]  # type: ignore[valid-type]  # as above
     words: str
     request_id: str | None = None
+    settles: bool | None = None  # issue #55: its verdict settles an unsure grade (the sure score counts it)
 
 
 class GradedLine(_Open):
@@ -481,7 +486,8 @@ class GradedLine(_Open):
     why: str | None = None
     rule: str | None = None
     ambiguous: bool | None = None
-    readings: list[dict[str, Any]] | None = None  # only when two readings of the answer disagree
+    sure: bool | None = None  # issue #55: the strongest readings agree and nothing after contradicts them
+    readings: list[dict[str, Any]] | None = None  # every reader's reading (rule, value, strength, correct)
     details: dict[str, Any] | None = None
     dataset_revision: str | None = None
     row_hash: str | None = None
