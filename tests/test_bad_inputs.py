@@ -618,3 +618,31 @@ def test_a_replay_line_holding_u2028_is_read(tmp_path: Path, data_dir: Path, mon
     lines = (tmp_path / "r" / "graded.jsonl").read_text(encoding="utf-8").split("\n")
     graded = [json.loads(ln) for ln in lines if ln.strip()]
     assert code in (0, 1) and len(graded) == 1 and graded[0]["id"] == "gsm8k:1", graded
+
+
+# --- issue #56: report.md writes what runs hold as text, never as its own markup (evalkit/report/render.py) ---------
+HOSTILE_TEXT = "<script>alert(1)</script><img src=x onerror=alert(2)>\n# Owned heading\n| forged | row |"
+
+
+def test_report_md_escapes_labels_answers_and_server_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = capability_run(tmp_path / "before", "b", set())
+    after = capability_run(tmp_path / "after", "a", {"gsm8k:3"})
+    for run in (before, after):
+        path = run / "graded.jsonl"
+        lines = [json.loads(ln) for ln in path.read_text().splitlines()]
+        for ln in lines:
+            if ln["id"] == "gsm8k:3":
+                ln.update(extracted=HOSTILE_TEXT, content=f"The answer is {HOSTILE_TEXT}")
+        path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+        man = json.loads((run / "manifest.json").read_text())
+        man.update(model=HOSTILE_TEXT, build_label=HOSTILE_TEXT)
+        (run / "manifest.json").write_text(json.dumps(man))
+    out = tmp_path / "r.md"
+    label = "x<script>y</script>\n# Label heading\n| forged | label |"
+    code = main(["report", str(before), str(after), "--labels", f"{label},after", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    md = out.read_text()
+    assert "alert" in md, "the hostile text should be shown, as text"
+    assert "<script" not in md and "<img" not in md and "&lt;img src=x onerror" in md, md
+    for ln in md.splitlines():
+        assert not ln.startswith(("# Owned", "# Label", "| forged")), ln

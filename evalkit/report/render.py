@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
@@ -13,6 +15,35 @@ from jinja2.sandbox import SandboxedEnvironment
 from evalkit.errors import UsageError
 
 DEFAULT_TEMPLATE = "report.md.j2"
+
+
+# report.md shows what runs hold (labels, models, answers, a server's words) as text, never as markup of its own
+# (issue #56): a tag's `<` is written `&lt;` (no <script>, no onerror=), and a line break inside a value is a space
+# (a label with newlines wrote its own heading and table row). report.html escapes on its own (html.py).
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
+
+
+def md_text(value: str) -> str:
+    """One value as inline markdown text: no HTML tag of its own, no line break."""
+    return _BREAKS.sub(" ", _TAG_START.sub("&lt;", value))
+
+
+def md_safe(value: Any, depth: int = 0) -> Any:
+    """A copy of a report context with every string made `md_text` (dicts, lists, tuples and dataclasses walked;
+    numbers and the rest as they are)."""
+    if isinstance(value, str):
+        return md_text(value)
+    if depth > 64:
+        return value
+    if isinstance(value, dict):
+        return {k: md_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(md_safe(v, depth + 1) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: md_safe(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changes)
+    return value
 
 
 def _md_cell(value: Any) -> str:
@@ -46,6 +77,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
 
 def render(context: Mapping[str, object], template: Path | None = None) -> str:
     """Render the report; a user template may `{% import "tables.md.j2" as t %}` to reuse the table macro."""
+    context = md_safe(dict(context))
     try:
         if template is None:
             return environment().get_template(DEFAULT_TEMPLATE).render(**context)
