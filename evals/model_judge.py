@@ -5,8 +5,9 @@ Only lines the rules could not grade with confidence go to the judge: unsure (`s
 (two readings disagree) or `unparsed` (nothing read). The judge's verdict (`correct`, `wrong`, `unsure`, or `error`
 when it could not be asked) and its words are stored beside the rule's grade as `judge` in `graded.jsonl`; `correct`
 and `outcome` stay the rules', and a judge's `correct` or `wrong` on an unsure line settles it (`settles: true`): the
-sure score (`sure_correct`, the interval) counts the line by the judge's verdict. Items graded by running code (HumanEval+) have no value to compare and are never sent.
-The judge's key is sent in its Authorization header only; the client scrubs it from every error text it keeps.
+sure score (`sure_correct`, the interval) counts the line by the judge's verdict. Items graded by running code
+(HumanEval+) have no value to compare and are never sent. The judge's key is sent in its Authorization header only;
+the client scrubs it from every error text it keeps.
 """
 
 from __future__ import annotations

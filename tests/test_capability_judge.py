@@ -102,7 +102,9 @@ def test_only_unsure_lines_go_to_the_judge_and_its_verdict_sits_beside_the_rules
     # The judge settles the unsure lines it can read: the sure score counts them by its verdict, not as unsure.
     settled = [g for g in lines if (g.get("judge") or {}).get("settles")]
     assert settled
-    sure_right = sum(g["correct"] for g in lines if g["sure"]) + sum(g["judge"]["verdict"] == "correct" for g in settled)
+    sure_right = sum(g["correct"] for g in lines if g["sure"]) + sum(
+        g["judge"]["verdict"] == "correct" for g in settled
+    )
     assert summary["total"]["sure_correct"] == sure_right
     assert summary["total"]["unsure"] == sum(1 for g in lines if g["sure"] is False) - len(settled)
     assert summary["total"]["total"] == len(ANSWERS)  # lines, not distinct ids

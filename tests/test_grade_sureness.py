@@ -98,7 +98,9 @@ def test_two_different_complete_solutions_are_unsure_when_the_last_is_broken(
 ) -> None:
     it = items["humanevalplus:HumanEval/0"]
     solution = it.row["prompt"] + it.row["canonical_solution"]
-    broken = "from typing import List\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n    for"
+    broken = (
+        "from typing import List\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n    for"
+    )
     v = grader.grade(it, f"```python\n{solution}\n```\n\nShorter:\n\n```python\n{broken}\n```\n")
     assert v.sure is False, v
 
@@ -142,7 +144,10 @@ def test_a_fallback_alone_is_never_sure(grader: Grader, items: dict[str, Dataset
 
 def test_decide_needs_the_strongest_readings_to_agree() -> None:
     v = Verdict("correct", "18", "", rule="gsm8k.hash_line")
-    agree = [Found("number.hash", Strength.MARKER, "18", "18", True), Found("number.label", Strength.MARKER, "18", "18")]
+    agree = [
+        Found("number.hash", Strength.MARKER, "18", "18", True),
+        Found("number.label", Strength.MARKER, "18", "18"),
+    ]
     assert decide(v, agree, "18").sure
     split = [agree[0], Found("number.label", Strength.MARKER, "20", "20", False)]
     assert not decide(v, split, "18").sure
