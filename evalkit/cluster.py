@@ -3,13 +3,23 @@ naming the extra that brings it."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from evalkit.errors import UsageError
 
 
 def import_ray() -> Any:
-    """The `ray` module, or one line naming the extra that brings it."""
+    """The `ray` module, or one line naming the extra that brings it.
+
+    The points' and hosts' lines reach this process through Ray (issue #58): each one as its task printed it, not
+    folded by Ray's deduplication into another task's line with a green `[repeated 2x across cluster]` (two points'
+    `stress exit 0 (7.9 s)` and `(8.4 s)` read as one), and in a log without Ray's colour codes. Ray reads these
+    settings when it is imported; a value the user set is kept."""
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if not sys.stdout.isatty():
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         import ray
     except ImportError:

@@ -48,7 +48,7 @@ def test_demo_cancel_verdict_is_what_the_readme_shows(demo_report: Path) -> None
     """Issue #58: the README's example says the after build's cancel stops the engine ('after yes'); the demo's
     after stress run judges it so (its stress scrapes the sim's gauges every 50 ms, so the cancel is seen)."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    example = readme[readme.index("## The answer: after against before") :]
+    example = readme[readme.index("The answer: after against before") :]
     cancel = next(ln for ln in example.splitlines() if "**cancel**" in ln)
     assert "before no, after yes" in cancel
     after = json.loads((demo_report.parent / "after-stress" / "summary.json").read_text())

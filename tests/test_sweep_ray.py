@@ -89,6 +89,11 @@ def test_four_points_on_two_hosts_equal_the_truth_and_a_local_sweep(cluster: Any
     ray_s = time.monotonic() - t0
     assert p.returncode == 0, p.stderr[-3000:]
     assert "ray: 2 node(s)" in p.stderr
+    # The tasks' lines come through Ray into this log without terminal colour codes, each point's own line kept
+    # (not folded into another's by Ray's deduplication) (issue #58).
+    assert "\x1b[" not in p.stdout + p.stderr and "repeated" not in p.stdout
+    for point in TRUTH:
+        assert sum(f"] point {point}: done" in ln for ln in p.stdout.splitlines()) == 1, p.stdout[-3000:]
     t0 = time.monotonic()
     local = evalkit("sweep", "sweep.toml", "--out", "local", cwd=tmp_path)
     local_s = time.monotonic() - t0
