@@ -94,9 +94,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep_gate(args: argparse.Namespace, rules: list[Rule]) -> int:
-    """`evalkit gate SWEEP_DIR`: each point against the sweep's baseline point; exit 1 when any point fails."""
+    """`evalkit gate SWEEP_DIR`: each point against the sweep's baseline point; exit 1 when any point fails, 3 when
+    none fails and a rule of one is not decided."""
     from evalkit.gate.junit import write_junit_suites
-    from evalkit.gate.sweep import format_gates, gate_sweep, sweep_runs
+    from evalkit.gate.sweep import exit_code, format_gates, gate_sweep, sweep_runs
 
     if args.baseline:
         raise UsageError("--baseline does not go with a sweep directory: its baseline point is the baseline")
@@ -106,4 +107,4 @@ def _sweep_gate(args: argparse.Namespace, rules: list[Rule]) -> int:
     print(format_gates(gates, baseline))
     if args.junit:
         write_junit_suites({f"evalkit.gate.{g.point}": g.results for g in gates}, args.junit)
-    return 0 if all(g.passed for g in gates) else 1
+    return exit_code(gates)

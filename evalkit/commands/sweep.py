@@ -15,6 +15,7 @@ from evalkit.errors import UsageError
 from evalkit.runs.sweepdir import DONE, is_sweep_dir, read_state
 from evalkit.sweep.lock import hold_sweep_dir
 from evalkit.sweep.points import expand
+from evalkit.sweep.rounds import plan_rounds, run_rounds
 from evalkit.sweep.runner import SweepPlan, evalkit_argv, merge_state, new_state, run_name, run_sweep
 from evalkit.sweep.sweep_file import load_sweep_file
 
@@ -92,7 +93,10 @@ def plan_from_args(args: argparse.Namespace) -> SweepPlan:
         if baseline not in {p.name for p in points}:
             raise UsageError(f"--only {args.only}: the baseline point {baseline} must be among the points run")
     name = args.name or sweep.name or args.file.stem
-    return SweepPlan(sweep, args.file, name, baseline, points, overrides)
+    rounds = plan_rounds(sweep.interleave, points, baseline) if sweep.interleave is not None else None
+    if rounds is not None and args.ray:
+        raise UsageError("--ray does not go with [interleave]: the two points alternate on one host")
+    return SweepPlan(sweep, args.file, name, baseline, points, overrides, rounds)
 
 
 def _dry_run(plan: SweepPlan, sweep_dir: Path) -> int:
@@ -103,10 +107,15 @@ def _dry_run(plan: SweepPlan, sweep_dir: Path) -> int:
         print(f"point {point.name}{mark}: {params}{res}")
         print(f"  server: {shlex.join(plan.server_command(sweep_dir, point, 'PORT'))}")
         tag = "{run}" if plan.sweep.reset.between == "restart" else "all"
-        log = Path(sweep_dir) / "points" / point.name / f"server-{tag}.log"
+        rnd = "round-RR" if plan.rounds is not None else None  # each round's folder (round-01, ...)
+        log = Path(sweep_dir) / "points" / point.name / (rnd or "") / f"server-{tag}.log"
         for run in plan.sweep.run:
-            print(f"  {run_name(run)}: {shlex.join(evalkit_argv(plan, run, sweep_dir, point, 'PORT', log))}")
+            print(f"  {run_name(run)}: {shlex.join(evalkit_argv(plan, run, sweep_dir, point, 'PORT', log, rnd))}")
     print(f"reset between commands: {plan.sweep.reset.between}")
+    if plan.rounds is not None:
+        print(f"interleaved: {plan.rounds.rounds} rounds, seed {plan.rounds.seed}; each round's order:")
+        for r, order in enumerate(plan.rounds.order, 1):
+            print(f"  round {r}: {' then '.join(order)}")
     return 0
 
 
@@ -135,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
             from evalkit.sweep.ray_runner import run_sweep_ray
 
             state = run_sweep_ray(plan, sweep_dir, state, say, args.ray)
+        elif plan.rounds is not None:
+            state = run_rounds(plan, sweep_dir, state, say)
         else:
             state = run_sweep(plan, sweep_dir, state, say)
     for rec in state.points:

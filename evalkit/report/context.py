@@ -135,6 +135,7 @@ class SweepContext(ReportContext):
     failed: list[FailedPoint]
     figure_plots: list[FigurePlot]
     key_figures: list[str]
+    paired: list[Table]  # an interleaved sweep's two points round by round (empty for another sweep)
 
 
 class LaneEntry(TypedDict):

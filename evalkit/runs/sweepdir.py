@@ -85,12 +85,38 @@ class PointRecord:
 
 
 @dataclass
+class Interleave:
+    """An interleaved sweep's rounds: how many, the seed that drew each round's order, and that order (the two
+    points, first to last). Round r's runs of a point are `points/POINT/round-RR/RUN/`."""
+
+    rounds: int
+    seed: int
+    order: list[list[str]]
+
+    def to_json(self) -> dict[str, Any]:
+        """As the state file holds it."""
+        return {"rounds": self.rounds, "seed": self.seed, "order": self.order}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Interleave:
+        """Read back the state file's `interleave`."""
+        return cls(int(d["rounds"]), int(d["seed"]), [[str(x) for x in o] for o in d["order"]])
+
+
+def round_tag(r: int) -> str:
+    """Round r's folder in a point's folder (1-based): `round-01`."""
+    return f"round-{r:02d}"
+
+
+@dataclass
 class SweepState:
-    """The sweep's state file: its name, the baseline point and every point in sweep order."""
+    """The sweep's state file: its name, the baseline point and every point in sweep order; an interleaved sweep's
+    rounds."""
 
     name: str
     baseline: str
     points: list[PointRecord]
+    interleave: Interleave | None = None
 
     def point(self, name: str) -> PointRecord:
         """The point of that name (KeyError when there is none)."""
@@ -107,6 +133,7 @@ class SweepState:
             "name": self.name,
             "baseline": self.baseline,
             "points": [p.to_json() for p in self.points],
+            **({"interleave": self.interleave.to_json()} if self.interleave is not None else {}),
         }
 
 
@@ -126,7 +153,8 @@ def read_state(sweep_dir: Path) -> SweepState:
     data = read_json_object(path)
     try:
         points = [PointRecord.from_json(p) for p in data["points"]]
-        return SweepState(str(data["name"]), str(data["baseline"]), points)
+        rounds = Interleave.from_json(data["interleave"]) if data.get("interleave") is not None else None
+        return SweepState(str(data["name"]), str(data["baseline"]), points, rounds)
     except (KeyError, TypeError, ValueError) as e:
         raise UsageError(f"{path}: not a sweep state file ({type(e).__name__}: {e})") from None
 
@@ -136,14 +164,20 @@ def write_state(sweep_dir: Path, state: SweepState) -> None:
     write_json_atomic(Path(sweep_dir) / STATE, state.to_json())
 
 
-def finished_runs(sweep_dir: Path, point: PointRecord) -> list[Path]:
-    """The point's run directories that hold a summary, in command order."""
+def finished_runs(sweep_dir: Path, point: PointRecord, prefix: str = "") -> list[Path]:
+    """The point's run directories that hold a summary, in command order (those whose command name starts with
+    `prefix`: one round's)."""
     out = []
     for c in point.commands:
         p = point_dir(sweep_dir, point.name) / c.name
-        if (p / "summary.json").is_file() and (p / "manifest.json").is_file():
+        if c.name.startswith(prefix) and (p / "summary.json").is_file() and (p / "manifest.json").is_file():
             out.append(p)
     return out
+
+
+def round_runs(sweep_dir: Path, point: PointRecord, r: int) -> list[Path]:
+    """An interleaved point's run directories of round r (1-based) that hold a summary, in command order."""
+    return finished_runs(sweep_dir, point, round_tag(r) + "/")
 
 
 def dumps(state: SweepState) -> str:

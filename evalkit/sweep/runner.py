@@ -26,9 +26,11 @@ from evalkit.runs.sweepdir import (
     FAILED,
     RUNNING,
     CommandRecord,
+    Interleave,
     PointRecord,
     SweepState,
     point_dir,
+    round_tag,
     write_state,
 )
 from evalkit.sweep.leftovers import forget, remember, stop_leftovers
@@ -49,6 +51,13 @@ class SweepPlan:
     baseline: str
     points: list[Point]
     overrides: dict[str, str] = field(default_factory=dict)
+    rounds: Interleave | None = None  # `[interleave]`: the two points' rounds (evalkit.sweep.rounds)
+
+    def command_names(self) -> list[tuple[str, RunSpec]]:
+        """Each command a point runs, by its name in the state (`round-RR/RUN` in an interleaved sweep)."""
+        if self.rounds is None:
+            return [(run_name(r), r) for r in self.sweep.run]
+        return [(f"{round_tag(i)}/{run_name(r)}", r) for i in range(1, self.rounds.rounds + 1) for r in self.sweep.run]
 
     def builtins(self, sweep_dir: Path, point: Point, port: str) -> dict[str, str]:
         """The placeholders the sweep fills itself."""
@@ -87,17 +96,28 @@ def now_utc() -> str:
 
 
 def evalkit_argv(
-    plan: SweepPlan, run: RunSpec, sweep_dir: Path, point: Point, port: str, server_log: Path
+    plan: SweepPlan,
+    run: RunSpec,
+    sweep_dir: Path,
+    point: Point,
+    port: str,
+    server_log: Path,
+    round_tag: str | None = None,
 ) -> list[str]:
-    """The evalkit command line of one [[run]] at one point: the server's URL and log, the run's place in the
-    sweep directory, and the point's identity for the manifest (`build_label` = the point, `build` = its flags)."""
+    """The evalkit command line of one [[run]] at one point (in one round of an interleaved sweep): the server's URL
+    and log, the run's place in the sweep directory, and the point's identity for the manifest (`build_label` = the
+    point, `build` = its flags)."""
     values = plan.values(sweep_dir, point, port)
     base_url = fill(plan.sweep.server.base_url, values, "[server] base_url")
     server_cmd = plan.server_command(sweep_dir, point, port)
     info = [f"sweep={plan.name}", f"sweep_point={point.name}", f"server_command={shlex.join(server_cmd)}"]
     info += [f"param.{k}={v}" for k, v in point.params.items()]
+    out = point_dir(sweep_dir, point.name)
+    if round_tag is not None:
+        info.append(f"sweep_round={round_tag}")
+        out = out / round_tag
     argv = [sys.executable, "-m", "evalkit", run.command, "--base-url", base_url]
-    argv += ["--out", str(point_dir(sweep_dir, point.name)), "--name", run_name(run), "--server-log", str(server_log)]
+    argv += ["--out", str(out), "--name", run_name(run), "--server-log", str(server_log)]
     # A resumed point's server starts on a new free port: its half-run commands resume there all the same.
     argv += ["--build-label", point.name, "--server-moved"]
     for item in info:
@@ -133,12 +153,17 @@ def reset_calls(root_url: str, calls: list[ResetCall], timeout_s: float = 30.0) 
 
 
 class PointRun:
-    """One point's servers and commands; the state is written after every step."""
+    """One point's servers and commands (in one round, for an interleaved sweep); the state is written after every
+    step."""
 
-    def __init__(self, plan: SweepPlan, sweep_dir: Path, state: SweepState, point: Point, say: Say) -> None:
+    def __init__(
+        self, plan: SweepPlan, sweep_dir: Path, state: SweepState, point: Point, say: Say, round_tag: str | None = None
+    ) -> None:
         self.plan, self.sweep_dir, self.state, self.point, self.say = plan, sweep_dir, state, point, say
         self.rec = state.point(point.name)
-        self.dir = point_dir(sweep_dir, point.name)
+        self.round = round_tag
+        self.dir = point_dir(sweep_dir, point.name) / round_tag if round_tag else point_dir(sweep_dir, point.name)
+        self.label = f"{point.name} {round_tag}" if round_tag else point.name
         self.server: ServerProcess | None = None
         self.server_log: Path | None = None
         self.port = ""
@@ -151,7 +176,7 @@ class PointRun:
     def fail(self, reason: str, tail: list[str]) -> None:
         self.rec.status, self.rec.failure, self.rec.log_tail, self.rec.finished = FAILED, reason, tail, now_utc()
         self.save()
-        self.say(f"point {self.point.name}: FAILED: {reason}")
+        self.say(f"point {self.label}: FAILED: {reason}")
         for ln in tail[-5:]:
             self.say(f"  | {ln}")
 
@@ -167,7 +192,7 @@ class PointRun:
         root = fill(spec.base_url, values, "[server] base_url").rstrip("/").removesuffix("/v1")
         cwd = (self.plan.source.parent / fill(spec.cwd, values, "[server] cwd")) if spec.cwd else None
         env = {k: fill(v, values, f"[server] env.{k}") for k, v in spec.env.items()}
-        self.say(f"point {self.point.name}: starting {shlex.join(cmd)}")
+        self.say(f"point {self.label}: starting {shlex.join(cmd)}")
         try:
             self.server = start_server(
                 cmd,
@@ -186,7 +211,7 @@ class PointRun:
             self.fail(f"did not start: {e.reason}", e.tail)
             return False
         self.used = False
-        self.say(f"point {self.point.name}: healthy after {self.server.startup_s:.1f} s")
+        self.say(f"point {self.label}: healthy after {self.server.startup_s:.1f} s")
         return True
 
     def stop(self) -> None:
@@ -211,9 +236,9 @@ class PointRun:
 
     def run_command(self, run: RunSpec, crec: CommandRecord) -> bool:
         assert self.server is not None and self.server_log is not None
-        argv = evalkit_argv(self.plan, run, self.sweep_dir, self.point, self.port, self.server_log)
+        argv = evalkit_argv(self.plan, run, self.sweep_dir, self.point, self.port, self.server_log, self.round)
         out_path = self.dir / f"{run_name(run)}.out"
-        self.say(f"point {self.point.name}: evalkit {run.command} --name {run_name(run)}")
+        self.say(f"point {self.label}: evalkit {run.command} --name {run_name(run)}")
         t0 = time.monotonic()
         with (
             open(out_path, "ab") as out,
@@ -223,7 +248,7 @@ class PointRun:
             # file: a SIGKILLed sweep's next run stops it.
             remember(self.leftovers_dir, "command", proc.pid, argv, group=False)
             try:
-                code = proc.wait()
+                code = wait_saying(proc, out_path, lambda text: self.say(f"point {self.point.name}: {text}"), run)
             except BaseException:
                 proc.kill()
                 raise
@@ -244,42 +269,66 @@ class PointRun:
             crec.failure = f"exit {code} without a finished run" + (f": {last[-1]}" if last else "")
         else:
             crec.failure = None
-        self.say(f"point {self.point.name}: {run_name(run)} exit {code} ({time.monotonic() - t0:.1f} s)")
+        self.say(f"point {self.label}: {run_name(run)} exit {code} ({time.monotonic() - t0:.1f} s)")
         self.save()
+        return True
+
+    def command_name(self, run: RunSpec) -> str:
+        """The command's name in the state: the run's, under its round in an interleaved sweep."""
+        return f"{self.round}/{run_name(run)}" if self.round else run_name(run)
+
+    def commands(self) -> bool:
+        """Run each command not finished earlier; False when the point failed on the way."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for run in self.plan.sweep.run:
+                crec = next(c for c in self.rec.commands if c.name == self.command_name(run))
+                if crec.exit_code is not None and _finished(self.dir / run_name(run)):
+                    crec.failure = None
+                    self.say(f"point {self.label}: {crec.name} finished earlier, kept")
+                    continue
+                if not self.prepare(run) or not self.run_command(run, crec):
+                    return False
+        finally:
+            self.stop()
+        wanted = {self.command_name(r) for r in self.plan.sweep.run}
+        broken = [c for c in self.rec.commands if c.failure and c.name in wanted]
+        if broken:
+            self.fail(f"{broken[0].name}: {broken[0].failure}", [])
+            return False
         return True
 
     def go(self) -> None:
         self.rec.status, self.rec.started, self.rec.failure, self.rec.log_tail = RUNNING, now_utc(), None, []
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.save()
-        try:
-            for run in self.plan.sweep.run:
-                crec = next(c for c in self.rec.commands if c.name == run_name(run))
-                if crec.exit_code is not None and _finished(self.dir / crec.name):
-                    crec.failure = None
-                    self.say(f"point {self.point.name}: {crec.name} finished earlier, kept")
-                    continue
-                if not self.prepare(run) or not self.run_command(run, crec):
-                    return
-        finally:
-            self.stop()
-        wanted = {run_name(r) for r in self.plan.sweep.run}
-        broken = [c for c in self.rec.commands if c.failure and c.name in wanted]
-        if broken:
-            self.fail(f"{broken[0].name}: {broken[0].failure}", [])
+        if not self.commands():
             return
         self.rec.status, self.rec.finished = DONE, now_utc()
         self.save()
-        self.say(f"point {self.point.name}: done")
+        self.say(f"point {self.label}: done")
+
+    def go_round(self, last: bool) -> None:
+        """One round of an interleaved sweep: a failure of an earlier round stays the point's failure; the point is
+        done after its last round when no round failed."""
+        if self.rec.status != FAILED:
+            self.rec.status = RUNNING
+        self.rec.started = self.rec.started or now_utc()
+        self.save()
+        if self.commands():
+            self.say(f"point {self.label}: done")
+        if last and self.rec.status != FAILED:
+            self.rec.status, self.rec.finished = DONE, now_utc()
+            self.save()
 
 
 def new_state(plan: SweepPlan) -> SweepState:
     """The state of a sweep not started yet: every point pending, every command not run."""
+    commands = plan.command_names()
     points = [
-        PointRecord(p.name, dict(p.params), commands=[CommandRecord(run_name(r), r.command) for r in plan.sweep.run])
+        PointRecord(p.name, dict(p.params), commands=[CommandRecord(name, r.command) for name, r in commands])
         for p in plan.points
     ]
-    return SweepState(plan.name, plan.baseline, points)
+    return SweepState(plan.name, plan.baseline, points, plan.rounds)
 
 
 def merge_state(plan: SweepPlan, old: SweepState, where: Path) -> SweepState:
@@ -291,9 +340,21 @@ def merge_state(plan: SweepPlan, old: SweepState, where: Path) -> SweepState:
         raise UsageError(
             f"{where} holds point(s) {', '.join(changed)} with other parameters; give the sweep another --name"
         )
+    old_rounds, new_rounds = old.interleave, plan.rounds
+    if (old_rounds is None) != (new_rounds is None):
+        what = "an interleaved" if old_rounds is not None else "a sweep that is not interleaved"
+        raise UsageError(f"{where} holds {what} sweep and the file says otherwise; give the sweep another --name")
+    if old_rounds is not None and new_rounds is not None:
+        # the rounds run so far keep their order only with the same seed over the same two points
+        if old_rounds.seed != new_rounds.seed or sorted(old_rounds.order[0]) != sorted(new_rounds.order[0]):
+            raise UsageError(
+                f"{where} was interleaved over {', '.join(sorted(old_rounds.order[0]))} with seed {old_rounds.seed}; "
+                "give the sweep another --name to change them"
+            )
+        old.interleave = new_rounds
     for rec in old.points:
         names = [c.name for c in rec.commands]
-        rec.commands += [CommandRecord(run_name(r), r.command) for r in plan.sweep.run if run_name(r) not in names]
+        rec.commands += [CommandRecord(name, r.command) for name, r in plan.command_names() if name not in names]
     fresh = new_state(plan)
     old.points += [p for p in fresh.points if p.name not in had]
     old.baseline = plan.baseline
@@ -312,3 +373,20 @@ def run_sweep(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say) -> 
             continue
         PointRun(plan, sweep_dir, state, point, say).go()
     return state
+
+
+def wait_saying(proc: subprocess.Popen[bytes], out_path: Path, say: Callable[[str], None], run: RunSpec) -> int:
+    """The command's exit code, once it ends; meanwhile a line at least every progress interval (evalkit.progress:
+    25 s, `$EVALKIT_PROGRESS_INTERVAL_S`) saying it still runs, for how long, and the last line it wrote (its own
+    progress: done/total, time left), so a sweep's log is never silent for a whole command (issue #58)."""
+    from evalkit.progress import duration, interval_s
+
+    t0 = time.monotonic()
+    every = interval_s()
+    while True:
+        try:
+            return proc.wait(timeout=every)
+        except subprocess.TimeoutExpired:
+            tail = log_tail(out_path, 1)
+            last = f"; its last line: {tail[-1].strip()[:200]}" if tail else ""
+            say(f"{run_name(run)} still running, {duration(time.monotonic() - t0)} so far{last}")

@@ -96,6 +96,14 @@ class RunSpec(ClosedModel):
         return v
 
 
+class InterleaveSpec(ClosedModel):
+    """`[interleave]`: two points (two builds) measured in alternating rounds, each round's order drawn from a seeded
+    generator, and compared round by round (docs/sweep.md, "Interleaving two builds")."""
+
+    rounds: int = Field(default=6, ge=1, le=1000)  # the paired test needs 6 rounds to reach the 0.05 level
+    seed: int = 0
+
+
 class SweepFile(ClosedModel):
     """The whole sweep file."""
 
@@ -109,6 +117,7 @@ class SweepFile(ClosedModel):
     grid: dict[str, list[Scalar]] = {}
     point: list[NamedPoint] = []
     run: list[RunSpec] = Field(min_length=1)
+    interleave: InterleaveSpec | None = None  # alternate the sweep's two points round by round
 
     @field_validator("grid")
     @classmethod
