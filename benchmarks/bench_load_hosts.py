@@ -8,8 +8,12 @@ as large as the streams, a batch decode rate that keeps each stream's pace). The
 one more node (`ray.cluster_utils.Cluster`), one CPU each, as tests/test_load_ray.py starts it. The two runs
 alternate `--repeat` times (one process first), each against a fresh sim.
 
+With `--busy N`, N busy loops (`python -c 'while True: pass'`) run beside it the whole time, started before the
+cluster and stopped after (issue #54: the hosts' actors ran at Ray's nice 15 and, with the cores busy, read their
+answers seconds late). Each host's niceness, read inside its actor, is printed where the run records it.
+
     python benchmarks/bench_load_hosts.py [--streams 512] [--tokens 128] [--stream-rate 50] [--seconds 10]
-                                          [--repeat 2]
+                                          [--repeat 2] [--busy 0]
 """
 
 from __future__ import annotations
@@ -52,6 +56,11 @@ def _errors(run: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
         if ev and ev.get("first_token") is not None:
             errs.append(abs(x["ttft_s"] - (ev["first_token"] - ev["arrived"])) * 1000)
     s = json.loads((run / "summary.json").read_text())
+    figures = run / "client_hosts.jsonl"
+    nice = {
+        f["client_host"]: f.get("nice")
+        for f in (json.loads(x) for x in (figures.read_text().splitlines() if figures.is_file() else []))
+    }
     late = [x["send_lateness_s"] * 1000 for x in measured]
     return {
         "requests": len(measured),
@@ -65,6 +74,7 @@ def _errors(run: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
         "hosts": [
             {
                 "requests": h["requests"],
+                "nice": nice.get(h["client_host"]),
                 "clock_offset_ms": [o * 1000 for o in h["clock_offset_s"]],
                 "clock_uncertainty_ms": h["clock_uncertainty_s"] * 1000,
                 "round_trip_ms": h["round_trip_s"] * 1000,
@@ -81,7 +91,18 @@ def main() -> int:
     ap.add_argument("--stream-rate", type=float, default=50.0)
     ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds of sends per run")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--busy", type=int, default=0, help="busy loops beside the runs, the whole time")
     args = ap.parse_args()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        return _bench(args)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+
+
+def _bench(args: argparse.Namespace) -> int:
     from ray.cluster_utils import Cluster
 
     rate = args.streams * args.stream_rate / args.tokens
@@ -93,8 +114,8 @@ def main() -> int:
     ]  # fmt: skip
     print(
         f"load hosts: {args.streams} streams ({rate:g} req/s x {args.tokens} tokens at {args.stream_rate:g} tok/s), "
-        f"{requests} measured + {warmup} warm-up requests a run; {os.cpu_count()} cores; load average "
-        f"{os.getloadavg()[0]:.2f}",
+        f"{requests} measured + {warmup} warm-up requests a run; {os.cpu_count()} cores; {args.busy} busy loops; "
+        f"coordinator nice {os.getpriority(os.PRIO_PROCESS, 0)}; load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     small: dict[str, Any] = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
@@ -120,8 +141,8 @@ def main() -> int:
     finally:
         cluster.shutdown()
     head = "| run | repeat | requests | TTFT err p50 | TTFT err p99 | max | lateness p99 | error budget p99 | clock ±"
-    print(head + " | RTT |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(head + " | RTT | nice | load 1m |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         unc = max((h["clock_uncertainty_ms"] for h in r["hosts"]), default=None)
         rtt = min((h["round_trip_ms"] for h in r["hosts"]), default=None)
@@ -132,7 +153,7 @@ def main() -> int:
             + ("-" if unc is None else f"{unc:.3f} ms")
             + " | "
             + ("-" if rtt is None else f"{rtt:.3f} ms")
-            + " |"
+            + f" | {' / '.join(str(h['nice']) for h in r['hosts']) or '-'} | {r['load_avg_1m']:.2f} |"
         )
     for i in range(args.repeat):
         one, two = (next(r for r in rows if r["repeat"] == i and r["run"] == k) for k in ("1 process", "2 hosts"))
