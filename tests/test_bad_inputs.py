@@ -646,3 +646,27 @@ def test_report_md_escapes_labels_answers_and_server_words(tmp_path: Path, capsy
     assert "<script" not in md and "<img" not in md and "&lt;img src=x onerror" in md, md
     for ln in md.splitlines():
         assert not ln.startswith(("# Owned", "# Label", "| forged")), ln
+
+
+# --- issue #56: a server gone right after /v1/models is unreachable (exit 2), not a refusal (exit 1) ----------------
+def test_a_server_gone_after_its_model_list_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+    def answer_models_then_go() -> None:
+        conn, _ = listener.accept()
+        listener.close()  # nothing listens there any more: every later connection is refused
+        with conn:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(65536)
+            data = json.dumps({"object": "list", "data": [{"id": "m"}]}).encode()
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            conn.sendall(head.encode() + b"Connection: close\r\n\r\n" + data)
+
+    threading.Thread(target=answer_models_then_go, daemon=True).start()
+    code = main(["bench", "--base-url", url, "--out", str(tmp_path), "--timeout-s", "5"])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert code == 2 and len(lines) == 1 and "cannot reach server" in lines[0], lines

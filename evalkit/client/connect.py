@@ -105,6 +105,11 @@ async def open_client(
     check = await quick_check(
         profile.base_url or "", model, key, dict(profile.extra_body), timeout_s=probe_s, identity=identity
     )
+    if check.unreachable is not None:
+        raise UsageError(
+            f"cannot reach server at {profile.base_url}: it answered GET /models, then no connection for evalkit's "
+            f"request ({scrub(check.unreachable, [key])})"
+        )
     refused = [r for r in check.rows if r.supported is False]
     if refused:
         said = f"{refused[0].detail}" + (f"; {refused[0].fix}" if refused[0].fix else "")

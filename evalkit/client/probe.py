@@ -72,6 +72,7 @@ class CheckResult:
     # each optional field: accepted, ignored or refused (evalkit.client.field_support)
     fields: FieldSupport | None = None
     server_kind: str | None = None  # evalkit.evidence.server_kind: whose advice the rows give
+    unreachable: str | None = None  # no connection at all for evalkit's request (the server went away): why
     secrets: tuple[str, ...] = field(default=(), repr=False)  # scrubbed from every server text kept
 
     @property
@@ -87,6 +88,7 @@ class CheckResult:
         """What `check.json` holds."""
         d = asdict(self)
         d.pop("secrets", None)
+        d.pop("unreachable", None)
         d["rows"] = [asdict(r) for r in self.rows]
         d["fields"] = self.fields.to_json() if self.fields is not None else None
         return d
@@ -257,6 +259,8 @@ async def essential(http: auxiliary.ClientSession, result: CheckResult, extra_bo
         result.rows.append(Row("evalkit's request", True, "accepted as sent", ALL_COMMANDS))
         return reply
     first = refusal_words(reply, body)
+    if reply.status is None and (reply.error or "").startswith("ClientConnectorError"):
+        result.unreachable = first  # nothing listens any more: not a refusal (exit 2, as an unreachable server)
     if reply.status is None or reply.status >= 500 or reply.status == 200:
         result.rejects_everything = first
         result.rows.append(
