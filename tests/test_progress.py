@@ -206,3 +206,33 @@ def test_bench_draws_a_bar_on_a_terminal(slow_sim: SimProcess, tmp_path: Path) -
     assert "\r" in text and re.search(r"bench: +\d+%\|", text), text[-500:]
     assert re.search(r"\d+/15 \[", text), text[-500:]  # tqdm's `n/total [elapsed<left, rate]`
     assert " so far" not in text  # no log lines on a terminal
+
+
+SWEEP = """name = "progress"
+baseline = "only"
+
+[server]
+command = "{python} -m evalkit sim --port {port} --decode-rate 40"
+health = "/health"
+start_timeout_s = 30
+
+[[point]]
+name = "only"
+
+[[run]]
+command = "bench"
+args = ["--max-tokens", "48", "--no-metrics"]
+"""
+
+
+def test_sweep_says_its_command_still_runs_with_the_commands_own_progress(tmp_path: Path) -> None:
+    """A sweep writes each command's output to a file: its own log gets a line at least every interval while the
+    command runs, carrying the command's last progress line (done/total, time left)."""
+    (tmp_path / "p.toml").write_text(SWEEP)
+    code, lines, _ = _timed_stderr(["sweep", str(tmp_path / "p.toml"), "--out", str(tmp_path / "out")])
+    assert code == 0, lines[-5:]
+    running = [(t, text) for t, text in lines if text.startswith("point only: bench still running, ")]
+    assert len(running) >= 3, lines
+    times = [lines[0][0]] + [t for t, _ in running] + [next(t for t, x in lines if "bench exit 0" in x)]
+    assert max(b - a for a, b in zip(times, times[1:])) <= 2.5 * INTERVAL + 3, times  # + the server's start
+    assert any(re.search(r"its last line: bench: \d+/15 requests \(\d+%\), .* left", x) for _, x in running), running
