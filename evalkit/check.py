@@ -35,6 +35,7 @@ from evalkit.client.probe import (
 )
 from evalkit.client.stream_killing import stream_killing
 from evalkit.client.thinking_text import split_inline_reasoning
+from evalkit.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -190,12 +191,45 @@ async def full_check(
 
     Each failed probe names its cause (the server's status and body, scrubbed), and the advice is the one for the
     server kind seen (evalkit.evidence.server_kind), never another server's flags."""
-    from evalkit.evidence.server_kind import advice, server_kind
-    from evalkit.evidence.server_kind import label as kind_label
+    from evalkit.evidence.server_kind import server_kind
 
     kind = server_kind(identity)
     result = CheckResult(base_url=base_url, model=model, server_kind=kind, secrets=(api_key,) if api_key else ())
     root = server_root(base_url)
+    # A slow server's check can pass 30 s: its probes answered so far (a row each; the total is what a server that
+    # takes every field gives) as a bar on a terminal, a line at least every 25 s in a log (evalkit.progress).
+    progress = Progress(CHECK_ROWS + len(thinking), "check", "probes")
+    following = asyncio.get_running_loop().create_task(progress.follow(lambda: len(result.rows)))
+    try:
+        return await _probes(
+            result, kind, root, base_url, model, api_key, extra_body, thinking, timeout_s, identity, ignore_eos
+        )
+    finally:
+        following.cancel()
+        progress.total = len(result.rows)  # the count it came to: the total shown until then was an estimate
+        progress.update(len(result.rows) - progress.done)
+        progress.close()
+
+
+CHECK_ROWS = 22  # a check's rows less its thinking modes, against a server that takes every field (the sim)
+
+
+async def _probes(
+    result: CheckResult,
+    kind: str,
+    root: str,
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    extra_body: dict[str, Any],
+    thinking: dict[str, tuple[dict[str, Any], str | None]],
+    timeout_s: float,
+    identity: dict[str, Any] | None,
+    ignore_eos: bool,
+) -> CheckResult:
+    from evalkit.evidence.server_kind import advice
+    from evalkit.evidence.server_kind import label as kind_label
+
     async with probe_session(api_key, timeout_s) as http:
         first = await essential(http, result, extra_body)
         if result.rejects_everything is not None:

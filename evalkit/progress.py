@@ -7,10 +7,12 @@ The line comes from a timer thread, not from the work: a question that takes min
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
 
@@ -134,6 +136,15 @@ class Progress:
             self.file.flush()
         except (OSError, ValueError):  # standard error closed under us: progress is not worth a failure
             pass
+
+    async def follow(self, count: Callable[[], int], every_s: float = 0.5) -> None:
+        """Keep the count at `count()` (work that counts itself, e.g. a list of results) until cancelled; never at
+        the total before `close()` (an estimated total may be passed)."""
+        while True:
+            target = count() if self.total is None else min(count(), self.total - 1)
+            if target > self.done:
+                self.update(target - self.done)
+            await asyncio.sleep(every_s)
 
     def close(self, finished: bool = True) -> None:
         """Stop the bar or the timer; in a log, a last line when the work ran long enough to have had lines."""

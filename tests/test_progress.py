@@ -236,3 +236,17 @@ def test_sweep_says_its_command_still_runs_with_the_commands_own_progress(tmp_pa
     times = [lines[0][0]] + [t for t, _ in running] + [next(t for t, x in lines if "bench exit 0" in x)]
     assert max(b - a for a, b in zip(times, times[1:])) <= 2.5 * INTERVAL + 3, times  # + the server's start
     assert any(re.search(r"its last line: bench: \d+/15 requests \(\d+%\), .* left", x) for _, x in running), running
+
+
+def test_check_prints_progress_lines_in_a_log(tmp_path: Path) -> None:
+    """`evalkit check` against a slow server (20 tok/s) passes several intervals: a line each, probes done of the
+    expected rows, and a last line with the count it came to (one probe a row of its table)."""
+    with start_sim(["--decode-rate", "20"]) as sim:
+        code, lines, out = _timed_stderr(["check", "--base-url", sim.base_url, "--out", str(tmp_path)])
+    assert code == 0, lines[-5:]
+    _assert_steady_lines(lines, "check")
+    table = out.splitlines()
+    rows = table.index(next(ln for ln in table if ln.startswith("ok: "))) - 2  # less the header and its rule
+    done = next(text for _, text in lines if text.startswith("check: done, "))
+    m = re.match(r"check: done, (\d+)/\1 probes in ", done)
+    assert m and rows - 1 <= int(m.group(1)) <= rows, (done, rows)  # the preflight's own row is not a probe
