@@ -214,16 +214,18 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("cap-auto-max-1", ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--max-repeats", "1"], 2, "least 2"),
     ("cap-auto-margin", ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--margin", "0.7"], 2, "and 0.5"),
     ("cap-repeats-word", ["capability", "--base-url", U9, *OFF, "--repeats", "often"], 2, "--repeats"),
-    # #54: a margin that even the worst case (half the answers right) cannot reach in --max-repeats rounds
+    # #54: a margin that even the worst case (half the answers right) cannot reach in --max-repeats rounds (given;
+    # the default margin is raised to the reachable one instead, with a note: test_capability_repeats_auto.py)
     (
         "cap-auto-unreachable",
-        ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--datasets", "musr"],
+        ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--margin", "0.05", "--datasets", "musr"],
         2,
         "--margin 0.05 cannot be reached for musr (20 questions) in 10 rounds; the smallest reachable is ±0.11",
     ),
     (
         "cap-auto-unreachable-limit",
-        ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--datasets", "gsm8k", "--limit", "8"],
+        ["capability", "--base-url", U9, *OFF, "--repeats", "auto", "--margin", "0.05", "--datasets", "gsm8k"]
+        + ["--limit", "8"],
         2,
         "gsm8k (8 questions) in 10 rounds; the smallest reachable is ±0.16 (raise --max-repeats to 165",
     ),
@@ -670,3 +672,42 @@ def test_a_server_gone_after_its_model_list_is_exit_2(tmp_path: Path, capsys: py
     code = main(["bench", "--base-url", url, "--out", str(tmp_path), "--timeout-s", "5"])
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
     assert code == 2 and len(lines) == 1 and "cannot reach server" in lines[0], lines
+
+
+# --- issue #56: `python -m evalkit.realserver` offline or with bad arguments: one line, never a traceback -----------
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        (["pack-source", "--out", "{tmp}/src.tar.gz"], 1, "offline?"),  # no index reachable
+        (
+            ["random-model", "--shape", "tiny", "--tokenizer-from", "{tmp}/not.gguf", "--out", "{tmp}/m.gguf"],
+            1,
+            "error",
+        ),
+        (["pack-source", "--out", "{tmp}/src.tar.gz", "--sdist", "{tmp}/nosuch.tar.gz"], 1, "nosuch.tar.gz"),
+        ([], 2, "required"),
+        (["serve", "-np", "many"], 2, "-np"),
+    ],
+    ids=["offline", "not-a-gguf", "missing-sdist", "no-action", "bad-number"],
+)
+def test_realserver_fails_in_one_line(argv: list[str], code: int, needle: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "not.gguf").write_text("not a GGUF file\n")
+    offline = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "PIP_RETRIES": "0"}
+    env = {**os.environ, **offline, "PIP_FIND_LINKS": "", "PIP_INDEX_URL": "https://pypi.org/simple"}
+    p = subprocess.run(
+        [sys.executable, "-m", "evalkit.realserver", *[a.replace("{tmp}", str(tmp_path)) for a in argv]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    lines = [
+        ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith("usage:") and not ln.startswith(" ")
+    ]
+    assert p.returncode == code and "Traceback" not in p.stderr, p.stderr
+    assert len(lines) == 1 and needle in lines[0], p.stderr

@@ -7,6 +7,7 @@ worst case cannot reach is refused before the run."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -201,3 +202,14 @@ def test_a_margin_the_worst_case_cannot_reach_is_refused() -> None:
         assert unreachable(accepted, {"musr": 20}) is None
         decided = [decide_repeats(_graded(answers[:k]), accepted, k)["decided"] for k in range(1, 11)]
         assert decided == [False] * (first - 1) + [True] * (11 - first), (margin, decided)
+
+
+def test_the_default_margin_out_of_reach_is_raised_to_the_reachable_one_and_said(tmp_path: Path) -> None:
+    # 10 questions a dataset cannot be sure within the default ±0.05 in 10 rounds: with no --margin given the run
+    # decides at the smallest margin both datasets reach (said in one note), where a given --margin is refused
+    p = capability(tmp_path, "--repeats", "auto", "--max-repeats", "10")
+    assert p.returncode == 0, p.stderr[-2000:]
+    want = math.ceil(smallest_reachable(10, 10) * 100) / 100
+    assert f"deciding at ±{want:g}" in p.stderr
+    auto = json.loads((tmp_path / "c" / "summary.json").read_text())["repeats_auto"]
+    assert auto["margin"] == pytest.approx(want) and auto["decided"] is True

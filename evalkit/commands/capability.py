@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,13 @@ from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
 from evalkit.runs.session import finish_run, run_measurement, show_result, started_again
 from evalkit_evals.measure import GRADED, OnePass, open_judge, score_run
-from evalkit_evals.repeats_auto import DEFAULT_MARGIN, DEFAULT_MAX_REPEATS, RepeatsRule, unreachable
+from evalkit_evals.repeats_auto import (
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_REPEATS,
+    RepeatsRule,
+    smallest_reachable,
+    unreachable,
+)
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -362,7 +370,18 @@ def _live(args: argparse.Namespace) -> int:
         for it in items:
             sizes[it.dataset] = sizes.get(it.dataset, 0) + 1
         refused = unreachable(auto, sizes)  # a margin no run of these questions could reach: said before any round
-        if refused is not None:
+        if refused is not None and args.margin is None:
+            # the default margin, out of reach for these datasets: decide at the smallest margin every one of them
+            # reaches in --max-repeats rounds, and say so (an explicit --margin is refused instead)
+            reach = max(smallest_reachable(q, auto.max_repeats) for q in sizes.values() if q > 0)
+            auto = replace(auto, margin=math.ceil(reach * 100) / 100)
+            print(
+                f"note: --repeats auto: the default margin ±{DEFAULT_MARGIN:g} cannot be reached for every dataset "
+                f"in {auto.max_repeats} rounds; deciding at ±{auto.margin:g} (--margin and --max-repeats choose)",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif refused is not None:
             raise UsageError(refused)
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
