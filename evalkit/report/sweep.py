@@ -18,6 +18,7 @@ from evalkit.report.render import render
 from evalkit.report.runs import LabelledRun
 from evalkit.report.sweep_plots import KEY_FIGURES, figure_plots
 from evalkit.report.tables import Table
+from evalkit.report.trust import MARK, run_flags
 from evalkit.runs.paired_rounds import PairedFigure, Rounds, compare_figures, sweep_rounds
 from evalkit.runs.summaries import load_runs
 from evalkit.runs.sweepdir import DONE, PointRecord, SweepState, finished_runs, read_state, round_runs, round_tag
@@ -95,6 +96,15 @@ def _change(f: PairedFigure) -> str:
     return c.mark + (f" {(c.ratio - 1) * 100:+.1f}%" if c.ratio is not None else "")
 
 
+def flagged_rounds(rounds: Rounds, kind: str) -> int:
+    """How many rounds hold a run of this kind, on either side, that flags its own figures (report.trust)."""
+    count = 0
+    for base, other in zip(rounds.base_rounds, rounds.other_rounds):
+        pair = [r for r in (base.get(kind), other.get(kind)) if r is not None]
+        count += any(run_flags(LabelledRun(r.path.name, r)) for r in pair)
+    return count
+
+
 def paired_tables(rounds: Rounds, state: SweepState) -> list[Table]:
     """An interleaved sweep's key figures compared round by round: the paired marks, then every round's values."""
     assert state.interleave is not None
@@ -106,7 +116,9 @@ def paired_tables(rounds: Rounds, state: SweepState) -> list[Table]:
     rows = []
     for f in figures:
         ma, mb = f.medians()
-        rows.append((titles[f.metric], [_num(ma), _num(mb), _change(f), f.how()]))
+        flagged = flagged_rounds(rounds, f.metric.partition(".")[0])
+        trust = f"; {MARK} {flagged} of {f.rounds} rounds flag their own figures" if flagged else ""
+        rows.append((titles[f.metric], [_num(ma), _num(mb), _change(f), f.how() + trust]))
     il = state.interleave
     order = "; ".join(f"{r} {' then '.join(o)}" for r, o in enumerate(il.order, 1))
     notes = [
@@ -115,7 +127,10 @@ def paired_tables(rounds: Rounds, state: SweepState) -> list[Table]:
         f"of {b} is set against {a}'s of the same round. Marks: the Wilcoxon signed-rank test of the per-round log "
         f"ratios at level {comparison.LEVEL:g}, Holm over the {len(figures)} figures, never under the "
         f"{comparison.NOISE_FLOOR:.0%} noise floor; 'change' is the median per-round ratio; ? where the rounds "
-        "cannot reach the level.",
+        "cannot reach the level. A round whose runs flag their own figures (a distorted or busy client, "
+        f"{MARK}) stays in: each round's order is drawn at random, so whatever the machine did within a round "
+        "falls on either build alike and cannot make identical builds look different beyond the level; it can "
+        "blur the size of a real change.",
     ]
     marks = Table(
         "sweep_paired",
