@@ -29,7 +29,9 @@ EPILOG = """exit codes:
 
 The sweep directory (--out/--name, default results/<sweep file's name>) holds sweep-state.json, the sweep file as
 it started, and points/<point>/<run>/ run directories. Started again with the same --name it keeps the finished
-points and resumes a half-run one. See docs/sweep.md.
+points and resumes a half-run one. With [interleave] (rounds, seed) the file's two points run in alternating
+rounds, each round's order drawn from the seed, into points/<point>/round-RR/<run>/; report and gate compare them
+round by round (paired). See docs/sweep.md.
 """
 
 
