@@ -172,12 +172,11 @@ def test_load_prints_progress_lines_within_a_point(slow_sim: SimProcess, tmp_pat
     assert int(found[0].group("total")) >= 8
 
 
-def test_bench_draws_a_bar_on_a_terminal(slow_sim: SimProcess, tmp_path: Path) -> None:
-    """On a terminal the same command draws tqdm's bar (carriage returns, `|`, the rate) and no log lines."""
+def _on_a_terminal(argv: list[str]) -> str:
+    """Run `python -m evalkit ARGV` with standard error a terminal (a pty of 120 columns); what it drew there."""
     env = dict(os.environ, **{progress.ENV_INTERVAL: str(INTERVAL)}, COLUMNS="120")
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # a terminal's size
-    argv = ["bench", "--base-url", slow_sim.base_url, "--out", str(tmp_path), "--name", "t", "--max-tokens", "16"]
     p = subprocess.Popen(
         [sys.executable, "-m", "evalkit", *argv],
         stdout=subprocess.PIPE,
@@ -201,11 +200,34 @@ def test_bench_draws_a_bar_on_a_terminal(slow_sim: SimProcess, tmp_path: Path) -
         elif p.poll() is not None:
             break
     os.close(leader)
-    assert p.wait(timeout=30) == 0
-    text = seen.decode("utf-8", "replace")
+    assert p.wait(timeout=30) in (0, 1)
+    return seen.decode("utf-8", "replace")
+
+
+def test_bench_draws_a_bar_on_a_terminal(slow_sim: SimProcess, tmp_path: Path) -> None:
+    """On a terminal the same command draws tqdm's bar (carriage returns, `|`, the rate) and no log lines."""
+    text = _on_a_terminal(
+        ["bench", "--base-url", slow_sim.base_url, "--out", str(tmp_path), "--name", "t", "--max-tokens", "16"]
+    )
     assert "\r" in text and re.search(r"bench: +\d+%\|", text), text[-500:]
     assert re.search(r"\d+/15 \[", text), text[-500:]  # tqdm's `n/total [elapsed<left, rate]`
     assert " so far" not in text  # no log lines on a terminal
+
+
+def test_capability_and_load_draw_a_bar_on_a_terminal(slow_sim: SimProcess, data_dir: Path, tmp_path: Path) -> None:
+    url = ["--base-url", slow_sim.base_url, "--out", str(tmp_path)]
+    text = _on_a_terminal(
+        ["capability", *url, "--name", "c", "--thinking", "off", "--datasets", "gsm8k", "--limit", "3"]
+        + ["--max-tokens", "16", "--data-dir", str(data_dir)]
+    )
+    assert re.search(r"capability: +\d+%\|.*\| \d/3 \[", text), text[-500:]
+    assert " so far" not in text
+    text = _on_a_terminal(
+        ["load", *url, "--name", "l", "--no-metrics", "--concurrency", "2", "--requests", "4"]
+        + ["--prompt-tokens", "16", "--output-tokens", "8"]
+    )
+    assert re.search(r"load concurrency 2: +\d+%\|.*\| \d+/\d+ \[", text), text[-500:]
+    assert " so far" not in text
 
 
 SWEEP = """name = "progress"
