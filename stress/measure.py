@@ -22,7 +22,7 @@ from evalkit.evidence.gpu_memory import nvidia_smi
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.context import RunContext
-from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.failures import count_failures, error_words, failure_line
 from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
 from evalkit_stress.resume import CYCLES_FILE, SCHEDULE_OPTIONS, attempt_of, completed_cycles, load_fitted
@@ -204,7 +204,11 @@ def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) 
     failed = failure_line(
         "stress",
         count_failures(
-            (e.get("error") or e.get("kind") for e in summary["error_requests"] if e.get("scenario") != "calibration"),
+            (
+                error_words(e.get("error"), e.get("kind"))
+                for e in summary["error_requests"]
+                if e.get("scenario") != "calibration"
+            ),
             summary["requests"],
         ),
         secrets,

@@ -5,7 +5,8 @@ Modes: `ok` (nothing spoilt), `gzip-models` (/v1/models a gzip body that inflate
 100,000-deep /props), `list-props` (/props a JSON list), `props-gen-list` (/props whose settings are a list),
 `binary-metrics` (random bytes), `huge-metrics` (a 100 MB /metrics, sent slowly), `huge-event` (measured
 chat requests: a stream whose first event is 10 MB), `no-end` (measured chat requests: a stream that sends one
-token and then nothing, without a finish or [DONE]), `deep-models` (a 100,000-deep model list); every chat request,
+token and then nothing, without a finish or [DONE]), `empty-answer` (measured chat requests: a finished answer with
+no text), `deep-models` (a 100,000-deep model list); every chat request,
 the preflight's included: `probe-no-end` (one token, then nothing), `probe-huge` (a 100 MB answer of small events),
 `probe-huge-fast` (100 MB in 512 KB events, at once), `probe-huge-event` (one 10 MB event), `probe-bad-utf8` (an
 answer of invalid UTF-8).
@@ -108,6 +109,15 @@ class HostileProxy:
             return resp
         if mode.startswith("probe-") and path == "/v1/chat/completions":
             return await self._spoil_every_answer(mode, request)
+        if mode == "empty-answer" and path == "/v1/chat/completions":
+            if request.headers.get("X-Request-Id", "preflight").startswith("preflight"):
+                return None  # the preflight's probes pass
+            await request.read()
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b'data: {"choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}\n\n')
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
         if mode in ("huge-event", "no-end") and path == "/v1/chat/completions":
             rid = request.headers.get("X-Request-Id", "preflight")
             if rid.startswith("preflight"):

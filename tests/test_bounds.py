@@ -397,3 +397,12 @@ def test_a_100_mb_judge_reply_is_not_stored_whole(
     words = json.loads(graded)["judge"]["words"]
     assert len(words) <= MAX_WORDS_CHARS + 100 and "characters cut" in words, len(words)
     assert len(graded) < 64 * 1024
+
+
+def test_empty_answers_are_named_not_unknown(proxy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue #56: every request answered with no text was "most common error: unknown error"
+    argv = ["load", "--concurrency", "2", "--requests", "4", "--prompt-tokens", "16", "--output-tokens", "4"]
+    code = main([*argv, "--base-url", f"{proxy}/empty-answer/v1", "--out", str(tmp_path), "--name", "r"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err, err
+    assert "an empty answer" in err and "unknown error" not in err, err

@@ -17,7 +17,7 @@ from typing import Any
 from evalkit.errors import UsageError
 from evalkit.load.tokens import measure_token_scale
 from evalkit.runs.context import RunContext
-from evalkit.runs.failures import FailureCount, count_failures, failure_line
+from evalkit.runs.failures import FailureCount, count_failures, error_words, failure_line
 from evalkit.runs.rundir import MANIFEST, REQUESTS
 from evalkit.runs.schemas import written_record
 from evalkit.runs.session import Measured
@@ -47,7 +47,10 @@ class LoadMeasurement:
         summary = await self.run(ctx)
         measured = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
         failed = load_failure_line(
-            count_failures((x.get("error") for x in measured if x.get("outcome") == "error"), len(measured)),
+            count_failures(
+                (error_words(x.get("error"), x.get("error_kind")) for x in measured if x.get("outcome") == "error"),
+                len(measured),
+            ),
             [ctx.profile.api_key],
         )
         behind = fell_behind_line(summary)

@@ -32,6 +32,22 @@ class FailureCount:
         return self.failed / self.total if self.total else 0.0
 
 
+# What a failure with no error text of its own was (evalkit.runs.outcomes.error_kind): said, not "unknown error".
+KIND_WORDS = {
+    "empty": "an empty answer (HTTP 200 and a finish_reason, but no text)",
+    "killed_stream": "a stream ended without a finish_reason",
+    "broken_stream": "a broken stream",
+    "timeout": "timeout",
+    "cancelled": "cancelled",
+    "http": "an HTTP error",
+}
+
+
+def error_words(error: str | None, kind: str | None) -> str | None:
+    """A failed request's error text, or the words for its kind when it has none."""
+    return error or (KIND_WORDS.get(kind, kind) if kind else None)
+
+
 def _key(error: str | None) -> str:
     # Errors differ in their request ids and times; their first 160 characters name the cause.
     return excerpt(error or "unknown error", 160)
