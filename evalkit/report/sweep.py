@@ -158,7 +158,7 @@ def sweep_context(
     per_point = point_runs(sweep_dir, state)
     runs = [r for _, rs in per_point for r in rs]
     report = build_context(runs, None, out_md, noise_floor, cycle)
-    rounds = sweep_rounds(sweep_dir, state)
+    rounds = sweep_rounds(sweep_dir, state, strict=False)
     last = last_round(sweep_dir, state)
     context: SweepContext = {
         **report,

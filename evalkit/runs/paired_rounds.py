@@ -71,20 +71,29 @@ class PairedFigure:
         return f"{self.note()}: p={c.p:.3g} at level {c.level:.3g}" if c.p is not None else self.note()
 
 
-def sweep_rounds(sweep_dir: Path, state: SweepState) -> Rounds | None:
+def sweep_rounds(sweep_dir: Path, state: SweepState, strict: bool = True) -> Rounds | None:
     """The rounds of an interleaved sweep (the baseline point and the other); None for a sweep that is not
-    interleaved."""
-    if state.interleave is None:
+    interleaved. Two runs of one kind in a round are a usage error when `strict` (the gate: rules name values by
+    kind), else the first one counts (the report, as its key figures do)."""
+    il = state.interleave
+    if il is None:
         return None
-    other = next(p.name for p in state.points if p.name != state.baseline and p.name in state.interleave.order[0])
+    other = next(p.name for p in state.points if p.name != state.baseline and p.name in il.order[0])
+
+    def by_kind(runs: list[FinishedRun], what: str) -> dict[str, FinishedRun]:
+        if strict:
+            return runs_by_kind(runs, what)
+        out: dict[str, FinishedRun] = {}
+        for r in runs:
+            out.setdefault(r.kind, r)
+        return out
 
     def per_round(name: str) -> list[dict[str, FinishedRun]]:
         rec = state.point(name)
-        out = []
-        for r in range(1, state.interleave.rounds + 1 if state.interleave else 1):
-            runs = load_runs(round_runs(sweep_dir, rec, r))
-            out.append(runs_by_kind(runs, f"point {name}'s round {r}"))
-        return out
+        return [
+            by_kind(load_runs(round_runs(sweep_dir, rec, r)), f"point {name}'s round {r}")
+            for r in range(1, il.rounds + 1)
+        ]
 
     return Rounds(state.baseline, other, per_round(state.baseline), per_round(other))
 
