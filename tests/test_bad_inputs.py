@@ -711,3 +711,27 @@ def test_realserver_fails_in_one_line(argv: list[str], code: int, needle: str, t
     ]
     assert p.returncode == code and "Traceback" not in p.stderr, p.stderr
     assert len(lines) == 1 and needle in lines[0], p.stderr
+
+
+# --- issue #56: a disk already full when the run directory's lock is written: one line, exit 1 ----------------------
+def test_a_full_disk_at_the_lock_is_one_line(sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and mount permission): {p.stderr.strip()}")
+    try:
+        try:
+            (mnt / "filler").write_bytes(b"\0" * (1 << 20))
+        except OSError:
+            pass  # full now
+        server = sim("--time-scale", "50")
+        code = main(["stress", "--base-url", server.base_url, "--out", str(mnt), "--name", "r", "--cycles", "1"])
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+        assert code == 1 and "Traceback" not in err, err
+        assert len(lines) == 1 and "No space left on device" in lines[0] and ".evalkit.lock" in lines[0], lines
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

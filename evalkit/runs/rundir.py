@@ -206,7 +206,10 @@ def _take_lock(path: Path) -> Any:
     if fcntl is None:
         return None
     lock_path = path / LOCK
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # a full disk, a read-only one: one line, as for any run file (issue #56)
+        raise _write_error(lock_path, e) from None
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -214,8 +217,12 @@ def _take_lock(path: Path) -> Any:
         raise UsageError(
             f"run directory {path} is being written by {_holder(lock_path)}; wait for it to end or pick another --name"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()} {' '.join(_command_line())}\n".encode("utf-8", "replace"), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {' '.join(_command_line())}\n".encode("utf-8", "replace"), 0)
+    except OSError as e:
+        os.close(fd)
+        raise _write_error(lock_path, e) from None
     return fd
 
 
