@@ -206,7 +206,16 @@ def _make_parent(path: Path, flag: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
+    """Entry point; returns the process exit code. A Ctrl-C at any moment, the command's imports included, is one
+    line and 130 (issue #56)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("evalkit: interrupted\n")
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen_command(argv)
     parser = build_parser(only=chosen or "")

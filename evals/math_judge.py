@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import signal
 import threading
 from typing import Any
 
@@ -63,6 +64,12 @@ def inequality_as_set(expr: Any) -> Any:
     return one(expr)
 
 
+def ignore_ctrl_c() -> None:
+    """In a worker process: a terminal's Ctrl-C reaches the whole process group; the parent alone answers it (one
+    line, and it stops its workers), so a worker does not print its own KeyboardInterrupt traceback (issue #56)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class MathJudge:
     """A long-lived worker that answers `check(gold, answer)`; safe to call from several threads."""
 
@@ -74,7 +81,9 @@ class MathJudge:
     def _ensure(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
             # forkserver/spawn: forking a process that runs asyncio and threads is unsafe.
-            self._pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = cf.ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_ctrl_c
+            )
         return self._pool
 
     def check(self, gold: str, answer: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import hashlib
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -735,3 +735,48 @@ def test_a_full_disk_at_the_lock_is_one_line(sim, tmp_path: Path, capsys: pytest
         assert len(lines) == 1 and "No space left on device" in lines[0] and ".evalkit.lock" in lines[0], lines
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# --- issue #56: Ctrl-C while the imports load, and while capability's worker processes run: one line, 130 ----------
+def _ctrl_c(argv: list[str], ready: Callable[[], bool], data_dir: Path) -> tuple[int, list[str]]:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalkit", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "EVALKIT_DATA_DIR": str(data_dir)},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the whole foreground process group
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, [ln for ln in err.splitlines() if ln.strip()]
+
+
+def test_ctrl_c_while_the_imports_load_is_one_line(tmp_path: Path, data_dir: Path) -> None:
+    import time
+
+    t0 = time.monotonic()
+    code, lines = _ctrl_c(
+        ["capability", "--replay", str(tmp_path / "none.jsonl")], lambda: time.monotonic() - t0 > 0.1, data_dir
+    )
+    assert lines == ["evalkit: interrupted"] and code in (130, 2), (code, lines)  # 2: it had already refused the file
+
+
+def test_ctrl_c_with_capabilitys_workers_running_is_one_line(sim, tmp_path: Path, data_dir: Path) -> None:
+    server = sim("--time-scale", "50")
+    graded = tmp_path / "r" / "graded.jsonl"
+    argv = ["capability", "--thinking", "off", "--datasets", "math500", "--limit", "30", "--base-url", server.base_url]
+    # once a MATH-500 answer is graded, the math-verify worker process is running
+    code, lines = _ctrl_c(
+        [*argv, "--out", str(tmp_path), "--name", "r"], lambda: graded.exists() and graded.stat().st_size > 0, data_dir
+    )
+    assert graded.exists() and lines == ["evalkit: interrupted"] and code == 130, (code, lines)

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import itertools
 import multiprocessing
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class WorkerSpec:
 
 def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
     """A worker process: serve chat messages from the pipe until it closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to answer, in one line (issue #56)
     from evalkit.eventloop import fast_loop
 
     with fast_loop():
