@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,34 @@ _REFERENCE = re.compile(r"<reference>\n(.*?)\n</reference>", re.DOTALL)
 _RESPONSE = re.compile(r"<response>\n(.*)\n</response>\s*\Z", re.DOTALL)
 _WORD = re.compile(r"[a-z]+")
 _WORDS = {"yes": "correct", "no": "wrong", "unsure": "unsure"}
+
+
+@functools.cache
+def extract_template() -> str:
+    """The extraction prompt (`prompts/extract-answer.txt`, `--judge-self`), with `{response}` to fill."""
+    return (files("evalkit_prompts") / "extract-answer.txt").read_text(encoding="utf-8")
+
+
+def extract_prompt(response: str) -> str:
+    """The fixed prompt asking a model for a response's final answer (its last `RESPONSE_CHARS` characters)."""
+    if len(response) > RESPONSE_CHARS:
+        response = "[...] " + response[-RESPONSE_CHARS:]
+    return extract_template().replace("{response}", response.strip(), 1)
+
+
+def parse_extract_prompt(text: str) -> str | None:
+    """The response of a prompt `extract_prompt` wrote, or None for any other text (the sim's extractor)."""
+    if not text.startswith(extract_template().split("\n", 1)[0]):
+        return None
+    resp = _RESPONSE.search(text)
+    return resp.group(1) if resp else None
+
+
+def extracted_answer(words: str) -> str | None:
+    """The answer an extractor wrote (after any reasoning), or None for NONE or nothing."""
+    _, answer = split_inline_reasoning(words or "")
+    answer = answer.strip().strip("`").strip()
+    return None if not answer or answer.upper().rstrip(".") == "NONE" else answer
 
 
 @functools.cache  # read once: the sim checks every prompt it is sent against its first line
@@ -120,10 +149,19 @@ class JudgeVerdict:
     verdict: str
     words: str
     request_id: str | None
+    extractor: bool = False  # the served model read the answer (`--judge-self`); evalkit's rules graded what it read
 
     def to_json(self) -> dict[str, Any]:
         """The `judge` field of a `graded.jsonl` line."""
-        return {"model": self.model, "verdict": self.verdict, "words": self.words, "request_id": self.request_id}
+        out: dict[str, Any] = {
+            "model": self.model,
+            "verdict": self.verdict,
+            "words": self.words,
+            "request_id": self.request_id,
+        }
+        if self.extractor:
+            out["extractor"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -133,9 +171,12 @@ class JudgeSettings:
     base_url: str
     model: str
     api_key: str | None = field(default=None, repr=False, compare=False)
+    extract: bool = False  # `--judge-self`: the served model as the extractor, evalkit's rules grade what it reads
 
     def manifest(self) -> dict[str, Any]:
         """What the run records of its judge (never the key)."""
+        if self.extract:
+            return {"base_url": self.base_url, "model": self.model, "prompt": "extract-answer.txt", "extractor": True}
         return {"base_url": self.base_url, "model": self.model, "prompt": "judge-equality.txt"}
 
 
@@ -155,23 +196,31 @@ class ModelJudge:
         from evalkit.client.connect import discover_model
         from evalkit.config.profiles import ServerProfile
 
-        profile = ServerProfile(base_url=settings.base_url, model=settings.model, api_key=settings.api_key)
+        profile = ServerProfile(base_url=settings.base_url, model=settings.model or None, api_key=settings.api_key)
         try:
-            await discover_model(profile)
+            model = await discover_model(profile)
         except UsageError as e:
-            raise UsageError(f"--judge-url: {scrub(str(e), [settings.api_key])}") from None
+            flag = "--judge-self" if settings.extract else "--judge-url"
+            raise UsageError(f"{flag}: {scrub(str(e), [settings.api_key])}") from None
+        if not settings.model:  # --judge-self on a server whose model was not named: the one it serves
+            settings = replace(settings, model=model)
         return cls(settings, ChatClient(settings.base_url, settings.model, api_key=settings.api_key), concurrency)
 
-    async def ask(self, item: DatasetItem, content: str) -> JudgeVerdict | None:
-        """The judge's verdict on one answer (its text after any reasoning); None when the item has no reference."""
+    async def ask(
+        self, item: DatasetItem, content: str, grade: Callable[[str], bool] | None = None
+    ) -> JudgeVerdict | None:
+        """The judge's verdict on one answer (its text after any reasoning); None when the item has no reference.
+        As an extractor (`settings.extract`) the model is asked for the final answer with the fixed extraction
+        prompt and `grade` (the rules on "Final answer: X") turns what it read into the verdict."""
         from evalkit.client.chat import ChatRequest, new_request_id
 
         reference = reference_answer(item)
         if reference is None:
             return None
         _, answer = split_inline_reasoning(content or "")
+        prompt = extract_prompt(answer) if self.settings.extract else judge_prompt(reference, answer)
         req = ChatRequest(
-            messages=[{"role": "user", "content": judge_prompt(reference, answer)}],
+            messages=[{"role": "user", "content": prompt}],
             max_tokens=MAX_TOKENS,
             temperature=0.0,
             request_id=new_request_id("judge"),
@@ -184,9 +233,14 @@ class ModelJudge:
             rec = await self.client.chat(req)
         if rec.status == "timeout" and self._gave_up is None:
             self._gave_up = f"the judge's reply about {item.qid} did not end within {TIMEOUT_S:g} s"
+        extractor = self.settings.extract
         if rec.status != "ok":
             why = scrub(f"judge request {rec.status}: {rec.error}", [self.settings.api_key])
-            return JudgeVerdict(self.settings.model, "error", kept_words(why), rec.request_id)
+            return JudgeVerdict(self.settings.model, "error", kept_words(why), rec.request_id, extractor)
+        if extractor:
+            read = extracted_answer(rec.content)
+            verdict = "unsure" if read is None or grade is None else "correct" if grade(read) else "wrong"
+            return JudgeVerdict(self.settings.model, verdict, kept_words(rec.content), rec.request_id, True)
         return JudgeVerdict(self.settings.model, read_verdict(rec.content), kept_words(rec.content), rec.request_id)
 
     async def aclose(self) -> None:

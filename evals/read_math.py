@@ -49,6 +49,8 @@ def _from(span: Span, answer: str, gold_text: str, judge: MathJudge) -> Found:
         return _judged(rule, span.strength, inline, f"${inline}$", gold, judge, span.at)
     text = re.sub(r"^\*\*|\*\*$", "", span.text.strip()) if span.rule == "first" else span.text
     stated = math500._answer_like(text)
+    if stated is None and span.rule in ("json", "tag", "qa") and 0 < len(text.strip()) <= 80:
+        stated = text.strip()  # a JSON or tagged answer is the answer as written ("x = -4")
     return _judged(rule, span.strength, stated, as_latex(stated) if stated else "", gold, judge, span.at)
 
 

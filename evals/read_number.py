@@ -6,6 +6,7 @@ as its text, so it agrees with nothing."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 from evalkit_evals import gsm8k, read_spans
@@ -41,6 +42,47 @@ def _found(span: Span, read: gsm8k.FinalAnswer | None, gold: Decimal | None) -> 
     return Found(rule, span.strength, key(value), key(value), gold is not None and value == gold, span.at)
 
 
+_PAREN = re.compile(r"\([^()]*\)")
+# A bound or an estimate, not a value: "over 18 hours", "approximately $1,000,000".
+_QUALIFIED = re.compile(
+    r"\b(?:over|more than|at least|at most|about|approximately|approx\.?|around|roughly|nearly|almost|up to|"
+    r"less than|under|fewer than|greater than|above|below|~)\s*\$?\s*$",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z$])|\n")
+
+
+def _clause_end(span: Span, read: gsm8k.FinalAnswer | None, gold: Decimal | None) -> Found | None:
+    """A marker's sentence that goes on past the number read to another number ("200 bags, 200 × $5 = $1000",
+    "2:10 pm", "32/3"): its last number (outside parentheses) as a second reading of the same strength."""
+    if read is None or read.value is None or read.hedged or read.how.startswith("gsm8k.compound"):
+        return None
+    sentence = _SENTENCE.split(span.text.strip(), 1)[0]
+    nums = list(gsm8k._NUM_RE.finditer(_PAREN.sub(" ", sentence)))
+    if len(nums) < 2:
+        return None
+    value = gsm8k.to_decimal(nums[-1].group().strip())
+    if value is None or value == read.value:
+        return None
+    return Found(f"number.{span.rule}.sentence_end", span.strength, key(value), key(value), value == gold, span.at)
+
+
+def _prose(span: Span, gold: Decimal | None) -> Found | None:
+    """A JSON or tagged answer written as prose ("The total cost is $65,960."): the one number of its last
+    sentence, a plain reading (none when that sentence has several)."""
+    sentences = [x for x in _SENTENCE.split(span.text.strip()) if x.strip()]
+    if not sentences:
+        return None
+    last = _PAREN.sub(" ", sentences[-1])
+    nums = list(gsm8k._NUM_RE.finditer(last))
+    if len(nums) != 1 or _QUALIFIED.search(last[: nums[0].start()]):
+        return None
+    value = gsm8k.to_decimal(nums[0].group().strip())
+    if value is None:
+        return None
+    return Found(f"number.{span.rule}.prose", Strength.PLAIN, key(value), key(value), value == gold, span.at)
+
+
 def readings(answer: str, question: str, gold: Decimal | None) -> list[Found]:
     """Every number reader's reading of `answer` (the final channel's text), then the later statements."""
     out: list[Found] = []
@@ -54,8 +96,15 @@ def readings(answer: str, question: str, gold: Decimal | None) -> list[Found]:
                 continue  # a label with no number after it ("answer this question"): the next one back
             taken.add(span.rule)
             out.append(_found(span, read, gold))
-            continue
-        out.append(_found(span, _read(span, question), gold))
+        else:
+            read = _read(span, question)
+            out.append(_found(span, read, gold))
+            if span.rule in ("json", "tag") and (read is None or read.value is None):
+                prose = _prose(span, gold)
+                out += [prose] if prose else []
+        if span.strength is Strength.MARKER:
+            end = _clause_end(span, read, gold)
+            out += [end] if end else []
     found = [f for f in out if f.value is not None and f.strength > Strength.FALLBACK]
     after = max((f.at for f in found), default=None)
     if after is not None:

@@ -32,6 +32,8 @@ _BARE = re.compile(r"^[\s*_#:|\"]*$")
 _TAG = re.compile(
     r"<(answer|final_answer|final-answer|finalanswer|final|result)>\s*(.*?)\s*</\1>", re.IGNORECASE | re.DOTALL
 )
+# A question-and-answer transcript's answer line ("A: 8328", "Ans: 12").
+_QA = re.compile(r"^[ \t]*(?:A|Ans\.?)[ \t]*[:：][ \t]*(\S[^\n]*)$", re.MULTILINE)
 _HTML_BOLD = re.compile(r"<(b|strong)>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
@@ -111,6 +113,9 @@ def spans(answer: str) -> list[Span]:
     if js:
         raw = js[-1].group(1)
         found.append(Span("json", Strength.MARKER, raw[1:-1] if raw.startswith('"') else raw, js[-1].end()))
+    qa = list(_QA.finditer(answer))
+    if qa:
+        found.append(Span("qa", Strength.MARKER, qa[-1].group(1), qa[-1].end()))
     tags = list(_TAG.finditer(answer))
     if tags:
         found.append(Span("tag", Strength.MARKER, tags[-1].group(2), tags[-1].end()))

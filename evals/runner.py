@@ -148,7 +148,7 @@ async def run_live(
             content=rec.content,
             reasoning=rec.reasoning,
         )
-        await _second_opinion(judge, item, rec.content, line)
+        await _second_opinion(judge, item, rec.content, line, grader)
         rundir.append(graded, line)
         progress.add(verdict.correct)
 
@@ -159,11 +159,14 @@ async def run_live(
         pool.shutdown(wait=True)
 
 
-async def _second_opinion(judge: ModelJudge | None, item: DatasetItem, content: str, line: dict[str, Any]) -> None:
-    """Add the judge's verdict as `judge` to a line the rules are unsure of (never touching the rule's grade)."""
+async def _second_opinion(
+    judge: ModelJudge | None, item: DatasetItem, content: str, line: dict[str, Any], grader: Grader
+) -> None:
+    """Add the judge's verdict as `judge` to a line the rules are unsure of (never touching the rule's grade); an
+    extractor's reading (`--judge-self`) is graded by the rules as "Final answer: X"."""
     if judge is None or not needs_judge(line):
         return
-    verdict = await judge.ask(item, content)
+    verdict = await judge.ask(item, content, lambda read: grader.grade(item, f"Final answer: {read}").correct)
     if verdict is not None:
         line["judge"] = verdict.to_json()
         if line.get("sure") is False and verdict.verdict in ("correct", "wrong"):
@@ -275,7 +278,7 @@ async def run_replay(
             content=rec["content"],
             reasoning=rec.get("reasoning"),
         )
-        await _second_opinion(judge, item, rec["content"], line)
+        await _second_opinion(judge, item, rec["content"], line, grader)
         return line
 
     tasks = [asyncio.ensure_future(one(a)) for a in todo]

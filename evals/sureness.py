@@ -8,7 +8,9 @@ against the gold. `decide` turns the readings and the rules' verdict into one cl
   the rules graded, and no later text contradicts them (a correction, a hedge, a retraction, a re-check that
   changes the answer: readings of strength `LATER`);
 - a fallback (`FALLBACK`: the last number of the last line, math-verify over the whole text) alone is never sure;
-- an answer with nothing read (`unparsed`) is never sure; a request that failed (`error`) is sure (nothing to read);
+- an answer the rules left unread is graded by the readers' value when the strongest non-fallback readings agree on
+  one (sure); else, and for an answer withdrawn, it stays `unparsed` and unsure; a request that failed (`error`) is
+  sure (nothing to read);
 - otherwise the grade is **unsure**, and every reading is kept on the line for a person or a judge.
 
 The rules' verdict (`correct`, `outcome`) stays the grade; a contradicting reading that comes last (the model's last
@@ -69,10 +71,10 @@ def decide(verdict: Verdict, found: list[Found], key_of_verdict: str | None) -> 
         return Decision(True, "the request or the grader failed: nothing to read")
     later = [f for f in found if f.strength is Strength.LATER and f.value is not None]
     read = [f for f in found if f.value is not None and f.strength is not Strength.LATER]
-    if verdict.outcome == "unparsed" or (verdict.outcome == "truncated" and verdict.extracted is None and not read):
-        if verdict.outcome == "truncated":
-            return Decision(True, "cut at max_tokens before any answer")
-        return Decision(False, "no answer read")
+    if verdict.outcome == "truncated" and verdict.extracted is None and not read:
+        return Decision(True, "cut at max_tokens before any answer")
+    if verdict.outcome == "unparsed":
+        return _unread(verdict, read, later)
     if later:
         last = max(later, key=lambda f: f.at)
         if last.key != key_of_verdict:
@@ -94,6 +96,25 @@ def decide(verdict: Verdict, found: list[Found], key_of_verdict: str | None) -> 
     return Decision(True, f"{len(strongest)} {top.name.lower()} reading(s) agree, nothing after contradicts")
 
 
+# The rules' names for "nothing read" (as opposed to an answer withdrawn or a quantity with no unit asked).
+NOTHING_READ = ("no_number", "no_answer", "not_a_choice", "math_verify_fallback", "no_code")
+
+
+def _unread(verdict: Verdict, read: list[Found], later: list[Found]) -> Decision:
+    """An answer the rules left unread: the readers' value when the strongest non-fallback readings agree on one
+    and nothing after contradicts it (the grade follows it, sure); else unsure."""
+    if not verdict.rule.endswith(NOTHING_READ) or later:
+        return Decision(False, "no answer read")
+    strong = [f for f in read if f.strength > Strength.FALLBACK]
+    if not strong:
+        return Decision(False, "no answer read (a fallback alone is never sure)")
+    top = max(f.strength for f in strong)
+    strongest = [f for f in strong if f.strength == top]
+    if len({f.key for f in strongest}) > 1 or any(f.key and f.key.startswith("hedge:") for f in strongest):
+        return Decision(False, "the rules read nothing and the strongest readings disagree")
+    return Decision(True, f"the rules read nothing; {strongest[0].rule} read {strongest[0].value!r}", strongest[0])
+
+
 def with_decision(
     verdict: Verdict, found: list[Found], key_of_verdict: str | None, rescore: Callable[[Found], Verdict] | None = None
 ) -> Verdict:
@@ -103,6 +124,9 @@ def with_decision(
     every = tuple(f.reading() for f in found)
     if d.follows is not None and rescore is not None:
         new = rescore(d.follows)
+        if verdict.outcome == "unparsed":  # the readers read what the rules left unread
+            rule = f"{verdict.rule.split('.', 1)[0]}.{d.follows.rule}"
+            return replace(new, rule=rule, why=f"{new.why}; {d.why}", every=every, sure=d.sure, sure_why=d.why)
         before = Reading(verdict.rule, verdict.extracted)
         after = Reading(d.follows.rule, d.follows.value)
         return replace(

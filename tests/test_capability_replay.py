@@ -67,7 +67,7 @@ def test_hard_cases_through_replay(tmp_path: Path, data_dir: Path) -> None:
 
 def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
     """GSM8K's worked answers, MATH-500's answer boxed, MuSR's right choice (by number and by text), all 164
-    canonical solutions: the 2,739 items' reference answers all grade correct."""
+    canonical solutions: the 2,739 items' reference answers all grade correct, and sure (issue #55)."""
     answers = []
     for it in load_items("gsm8k", data_dir):
         answers.append({"id": it.qid, "content": it.row["answer"], "reasoning": None})
@@ -95,6 +95,8 @@ def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
         summaries.append(summary)
     failed = [(g["id"], g["outcome"], g["why"][:200]) for g in graded if not g["correct"]]
     assert not failed, failed[:20]
+    unsure = [(g["id"], g["readings"]) for g in graded if not g["sure"]]  # issue #55: right and sure
+    assert not unsure, unsure[:20]
     items = len({a["id"] for a in answers})
     assert items == 1319 + 500 + 756 + 164 == 2739
     for half, summary in zip(halves, summaries):
@@ -104,6 +106,9 @@ def test_reference_answers_all_correct(tmp_path: Path, data_dir: Path) -> None:
             "total": n,
             "ambiguous": 0,
             "outcomes": {"correct": n, "wrong": 0, "unparsed": 0, "truncated": 0, "error": 0},
+            "sure_correct": n,
+            "unsure": 0,
+            "interval": [1.0, 1.0],
         }
     assert sum(s["total"]["total"] for s in summaries) == len(answers) == items + 756
     assert any(g["id"] == "humanevalplus:HumanEval/32" and g["correct"] for g in graded)

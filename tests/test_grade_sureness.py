@@ -180,3 +180,33 @@ def test_graded_lines_carry_sure_and_readings_through_replay(tmp_path: Path) -> 
     total = json.loads((run / "summary.json").read_text())["total"]
     assert (total["correct"], total["sure_correct"], total["unsure"]) == (3, 2, 1)
     assert total["interval"] == [round(2 / 3, 4), 1.0]
+
+
+def test_the_served_model_as_extractor_settles_unsure_lines(sim, tmp_path: Path) -> None:
+    """Item 3: `--judge-self` asks the served model itself (here the sim) for the final answer of each unsure line
+    with the fixed extraction prompt at temperature 0; evalkit's rules grade what it read, stored as `judge` with
+    `extractor: true`, and that settles the line. Sure lines are never sent."""
+    rows = [{"id": f"r{i}", "q": f"question {i}", "gold": str(g)} for i, g in enumerate([12, 48, 7])]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "fallback.toml").write_text(
+        'name = "fallback"\nanswer = "gold"\nprompt = "{{ q }}"\n[dataset]\npath = "rows.jsonl"\nid_column = "id"\n'
+        '[extract]\nkind = "number"\n[sim]\nanswer = """{% if id == "r2" %}#### {{ answer }}{% else %}'
+        'Working it out, the count comes to {{ answer }} in the end.{% endif %}"""\n',
+        encoding="utf-8",
+    )
+    s = sim("--port", "0", "--time-scale", "1000", "--eval", str(tmp_path / "fallback.toml"))
+    cmd = [sys.executable, "-m", "evalkit", "capability", "--base-url", s.base_url, "--thinking", "off"]
+    cmd += ["--eval", str(tmp_path / "fallback.toml"), "--judge-self", "--out", str(tmp_path), "--name", "self"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = Path(proc.stdout.strip().splitlines()[-1])
+    graded = {g["id"]: g for g in (json.loads(ln) for ln in (run / "graded.jsonl").read_text().splitlines())}
+    assert graded["fallback:r2"]["sure"] is True and "judge" not in graded["fallback:r2"]
+    for qid in ("fallback:r0", "fallback:r1"):
+        g = graded[qid]
+        assert g["sure"] is False and g["judge"]["extractor"] is True and g["judge"]["settles"] is True, g
+        assert g["judge"]["verdict"] == "correct" and "comes to" in g["judge"]["words"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["judge"]["extractor"] is True and manifest["judge"]["prompt"] == "extract-answer.txt"
+    total = json.loads((run / "summary.json").read_text())["total"]
+    assert (total["sure_correct"], total["unsure"]) == (3, 0)  # the extractor settled both unsure lines

@@ -122,6 +122,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     j.add_argument("--judge-model", metavar="NAME", help="the judge's model id (required with --judge-url)")
     j.add_argument(
+        "--judge-self",
+        action="store_true",
+        help="live runs: the served model itself reads the final answer of each unsure line (a fixed extraction "
+        "prompt, temperature 0) and evalkit's rules grade what it read; stored as `judge` with `extractor: true`",
+    )
+    j.add_argument(
         "--judge-api-key-env",
         type=env_name,
         metavar="NAME",
@@ -183,7 +189,15 @@ def _revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any
 
 
 def _judge_settings(args: argparse.Namespace) -> Any:
-    """`--judge-url`, `--judge-model` and the key from `--judge-api-key-env` (never echoed); None without a judge."""
+    """`--judge-url`, `--judge-model` and the key from `--judge-api-key-env` (never echoed); `--judge-self`: the
+    served model as the extractor; None without a judge."""
+    if getattr(args, "judge_self", False):
+        if args.judge_url is not None or args.replay is not None:
+            raise UsageError("--judge-self asks the served model: not with --judge-url, nor with --replay")
+        from evalkit_evals.model_judge import JudgeSettings
+
+        profile = target_from_args(args).profile
+        return JudgeSettings(profile.base_url or "", profile.model or "", profile.api_key, extract=True)
     if args.judge_url is None:
         if args.judge_model is not None or args.judge_api_key_env is not None:
             raise UsageError("--judge-model and --judge-api-key-env go with --judge-url")

@@ -1,6 +1,7 @@
-"""Grades for a person to look at: per capability run, the answers whose readings disagree (`ambiguous`) and those a
-judge model (`capability --judge-url`) graded otherwise than the rules, with both readings, the rule that decided
-and the judge's verdict, and how often the judge and the rules disagree. Read from graded.jsonl and summary.json."""
+"""Grades for a person to look at: per capability run, the answers whose readings disagree (`ambiguous`), the unsure
+grades (issue #55), and those a judge model (`capability --judge-url`) graded otherwise than the rules, with their
+readings, the rule that decided and the judge's verdict, and how often the judge and the rules disagree. Read from
+graded.jsonl and summary.json."""
 
 from __future__ import annotations
 
@@ -21,14 +22,17 @@ def _short(text: Any) -> str:
 
 
 def to_review(line: GradedLine) -> bool:
-    """True for a line a person should look at: ambiguous, or graded otherwise by the judge."""
-    return bool(line.ambiguous) or disagrees(line)
+    """True for a line a person should look at: ambiguous, unsure (issue #55) and not settled by a judge, or graded
+    otherwise by the judge."""
+    settled = line.judge is not None and bool(line.judge.settles)
+    return bool(line.ambiguous) or (line.sure is False and not settled) or disagrees(line)
 
 
 def _readings(line: GradedLine) -> str:
     if not line.readings:
         return f"{_short(line.extracted)} ({line.rule or '–'})"
-    return "; ".join(f"{_short(r.get('value'))} ({r.get('rule') or '–'})" for r in line.readings)
+    found = [r for r in line.readings if r.get("value") is not None] or line.readings  # what each reader read
+    return "; ".join(f"{_short(r.get('value'))} ({r.get('rule') or '–'})" for r in found)
 
 
 def _judge_cell(line: GradedLine) -> str:
@@ -69,7 +73,7 @@ def review_tables(runs: list[LabelledRun]) -> list[Table]:
             (
                 _row_name(g),
                 [
-                    f"{g.outcome}{' (ambiguous)' if g.ambiguous else ''}",
+                    f"{g.outcome}{' (ambiguous)' if g.ambiguous else ' (unsure)' if g.sure is False else ''}",
                     str(g.rule or "–"),
                     _readings(g),
                     _judge_cell(g),
@@ -77,10 +81,16 @@ def review_tables(runs: list[LabelledRun]) -> list[Table]:
             )
             for g in lines[:MAX_ROWS]
         ]
+        unsure = sum(1 for g in lines if g.sure is False)
         notes = [
             f"{ambiguous} ambiguous grade(s): two readings of the answer disagree and the rule named decided; "
             "graded.jsonl's `readings` holds both, its `judge` the judge's verdict and words."
         ]
+        if unsure:
+            notes.append(
+                f"{unsure} unsure grade(s) (issue #55): the strongest readings disagree, a fallback alone read the "
+                "value, later text contradicts it, or nothing was read; the readings column lists what each read."
+            )
         if note:
             notes.append(note)
         if len(lines) > MAX_ROWS:

@@ -89,6 +89,9 @@ def answer_text(q: Question, correct: bool, seed: int) -> str:
         return _stress(q, correct)
     if q.kind == "judge":
         return judge_word(q.gold[0], q.gold[1], correct)
+    if q.kind == "extract":  # `capability --judge-self`: the response's last line, as a plain extractor reads it
+        lines = [ln.strip() for ln in str(q.gold).splitlines() if ln.strip()]
+        return lines[-1] if lines else "NONE"
     if q.kind == "echo":
         return str(q.gold)
     return ""

@@ -139,11 +139,15 @@ def stress_question(text: str) -> Question | None:
 
 
 def judge_question(text: str) -> Question | None:
-    """A judge's equality-check prompt (`evalkit_evals.model_judge`), or None."""
-    from evalkit_evals.model_judge import parse_judge_prompt
+    """A judge's equality-check prompt (`evalkit_evals.model_judge`), or the extraction prompt of
+    `capability --judge-self` (kind `extract`: the sim answers the response's last line), or None."""
+    from evalkit_evals.model_judge import parse_extract_prompt, parse_judge_prompt
 
     pair = parse_judge_prompt(text)
-    return Question("judge", gold=pair) if pair is not None else None
+    if pair is not None:
+        return Question("judge", gold=pair)
+    response = parse_extract_prompt(text)
+    return Question("extract", gold=response) if response is not None else None
 
 
 def user_texts(messages: list[dict[str, Any]]) -> list[str]:
