@@ -17,28 +17,34 @@ from collections.abc import Mapping
 from typing import Any
 
 CHANGED_RATIO = 1.25  # work rates 25% apart: the CPU itself got slower or faster (frequency, throttling)
-CHANGED_SHARE = 0.20  # CPU shares 0.2 apart: the client got a different share of a core (other work on the machine)
+CHANGED_SHARE = 0.30  # best CPU shares 0.3 apart: the client got a different share of a core (more work than cores)
 _BLOCK = b"\x5a" * (64 * 1024)
 _WALL_S = 0.1
 
 
-def probe(wall_s: float = _WALL_S) -> dict[str, Any]:
-    """The probe as the manifest's `machine` records it: `cpu_share`, the CPU time the process got over `wall_s` of
-    hashing (near 1 on an idle core, lower when other work takes the core), `rate`, hashes per CPU second (the
-    core's own speed), the load average and the CPU count."""
-    n = 0
-    w0, c0 = time.perf_counter(), time.thread_time()
-    while time.perf_counter() - w0 < wall_s:
-        hashlib.sha256(_BLOCK).digest()
-        n += 1
-    wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+def probe(windows: int = 4, window_s: float = _WALL_S / 4) -> dict[str, Any]:
+    """The probe as the manifest's `machine` records it: `cpu_share`, the CPU time the thread got over a window of
+    hashing (the best of `windows`: a moment's contention, such as other programs starting, is not the machine's
+    state; near 1 on a machine with a core to spare, lower when more work is runnable than there are cores),
+    `rate`, hashes per CPU second (the core's own speed: frequency, a busy hyperthread sibling), the load average
+    and the CPU count."""
+    shares, n_all, cpu_all = [], 0, 0.0
+    for _ in range(windows):
+        n = 0
+        w0, c0 = time.perf_counter(), time.thread_time()
+        while time.perf_counter() - w0 < window_s:
+            hashlib.sha256(_BLOCK).digest()
+            n += 1
+        wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+        shares.append(min(1.0, cpu / wall) if wall > 0 else 0.0)
+        n_all, cpu_all = n_all + n, cpu_all + cpu
     try:
         load: float | None = round(os.getloadavg()[0], 2)
     except OSError:  # no load average on this platform
         load = None
     return {
-        "cpu_share": round(min(1.0, cpu / wall), 3) if wall > 0 else None,
-        "rate": round(n / cpu, 1) if cpu > 0 else None,
+        "cpu_share": round(max(shares), 3),
+        "rate": round(n_all / cpu_all, 1) if cpu_all > 0 else None,
         "loadavg_1m": load,
         "cpus": os.cpu_count(),
     }
