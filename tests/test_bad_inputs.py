@@ -780,3 +780,25 @@ def test_ctrl_c_with_capabilitys_workers_running_is_one_line(sim, tmp_path: Path
         [*argv, "--out", str(tmp_path), "--name", "r"], lambda: graded.exists() and graded.stat().st_size > 0, data_dir
     )
     assert graded.exists() and lines == ["evalkit: interrupted"] and code == 130, (code, lines)
+
+# --- issue #56: the same --name, the same URL, another build behind it: refused, not the old figures with exit 0 ------
+def test_a_rerun_against_another_build_at_the_same_url_is_refused(
+    sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as s:  # a free port, for both servers in turn
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = ["bench", "--runs", "1", "--max-tokens", "8", "--concurrency", "1", "--out", str(tmp_path), "--name", "r"]
+    before = sim("--port", str(port), "--profile", "dual-2080ti-before", "--time-scale", "50")
+    assert main([*argv, "--base-url", before.base_url]) == 0
+    before.stop()
+    after = sim("--port", str(port), "--profile", "dual-2080ti-after", "--time-scale", "50")
+    assert after.base_url == before.base_url
+    capsys.readouterr()
+    code = main([*argv, "--base-url", after.base_url])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert code == 2 and len(lines) == 1, lines
+    assert "launch options" in lines[0] and "dual-2080ti-before" in lines[0] and "dual-2080ti-after" in lines[0], lines
+

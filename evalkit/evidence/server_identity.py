@@ -153,6 +153,11 @@ async def identify(base_url: str, headers: dict[str, str] | None = None, timeout
             if isinstance(models, dict)
             else []
         )
+        if "evalkit-sim" in out["owned_by"]:
+            # The sim says what it was launched as (its profile and every option): its build, for a resume's check.
+            config, out["probed"]["/sim/config"] = await get(root + "/sim/config")
+            if isinstance(config, dict):
+                out["launch_options"] = {str(k): _short(v) for k, v in config.items()}
         if out["server_type"] is None:
             # A FastAPI server's routes tell llama-cpp-python and transformers serve apart
             # (evalkit.evidence.server_kind).

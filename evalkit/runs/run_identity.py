@@ -9,6 +9,7 @@ Identity fields one side could not probe (None) are not compared: a timed-out `/
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,7 +64,51 @@ def server_fingerprint(identity: Mapping[str, Any] | None) -> dict[str, Any]:
         "model_path": props.get("model_path"),
         "server_info": info or None,
         "models listed": models,
+        "model entries": _digest(_model_entries(ident.get("models"))),
+        "launch options": _launch_options(ident.get("launch_options")),
     }
+
+
+def _digest(value: Any) -> str | None:
+    """A short fingerprint of a JSON value (None for nothing): what the server says of itself, compared whole."""
+    if not value:
+        return None
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _model_entries(models: Any) -> list[Any] | None:
+    # Every field a server lists of its models (a model file's size and parameters, vLLM's root and max_model_len)
+    # but `created`, which vLLM stamps at each request.
+    if not isinstance(models, list):
+        return None
+    entries = [{k: v for k, v in m.items() if k not in ("created", "id")} for m in models if isinstance(m, dict)]
+    return [e for e in entries if e] or None
+
+
+# What the sim reports of its launch that is not its build: injected faults and where it logs (a resume against
+# the same build without its faults is the same run, retrying what they failed).
+_CONDITIONS = {
+    "fail_rate",
+    "disconnect_rate",
+    "stall_rate",
+    "stall_s",
+    "seed",
+    "server_log",
+    "trace_log",
+    "log_timestamps",
+    "data_dir",
+}
+
+
+def _launch_options(options: Any) -> str | None:
+    """The options a server reports it was launched with (the sim's /sim/config): its profile, then a fingerprint
+    of all of them but its injected faults and logs."""
+    if not isinstance(options, dict) or not options:
+        return None
+    options = {k: v for k, v in options.items() if k not in _CONDITIONS}
+    profile = options.get("profile")
+    return f"{profile} ({_digest(options)})" if profile else _digest(options)
 
 
 def run_defines(
