@@ -27,8 +27,34 @@ def import_ray() -> Any:
     return ray
 
 
+def reachable(address: str, timeout_s: float = 5.0) -> None:
+    """One line (exit 2) when nothing answers at `address`'s host and port within `timeout_s`: Ray itself retries
+    an address that refuses for minutes, deaf to SIGTERM (issue #56). `auto` and `local` are not checked."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return
+    try:
+        parts = urlsplit(address if "://" in address else f"ray://{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise UsageError(f"--ray {address}: give auto, or the cluster's HOST:PORT (ray://HOST:PORT)")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = "connection refused" if isinstance(e, ConnectionRefusedError) else (e.strerror or type(e).__name__)
+        raise UsageError(f"--ray {address}: no Ray cluster answered ({why} at {host}:{port})") from None
+
+
 def connect(ray: Any, address: str) -> None:
     """Join the cluster at `address` (`auto`: the local one), or one line saying none answered."""
+    if ray.is_initialized():
+        return
+    reachable(address)
     try:
         ray.init(address=address, log_to_driver=True, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:

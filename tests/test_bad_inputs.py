@@ -781,6 +781,7 @@ def test_ctrl_c_with_capabilitys_workers_running_is_one_line(sim, tmp_path: Path
     )
     assert graded.exists() and lines == ["evalkit: interrupted"] and code == 130, (code, lines)
 
+
 # --- issue #56: the same --name, the same URL, another build behind it: refused, not the old figures with exit 0 ------
 def test_a_rerun_against_another_build_at_the_same_url_is_refused(
     sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -802,3 +803,25 @@ def test_a_rerun_against_another_build_at_the_same_url_is_refused(
     assert code == 2 and len(lines) == 1, lines
     assert "launch options" in lines[0] and "dual-2080ti-before" in lines[0] and "dual-2080ti-after" in lines[0], lines
 
+
+# --- issue #56: `sweep --ray` where nothing answers: one line at once, and nothing left behind ---------------------
+@pytest.mark.parametrize("resources", ["resources = { cpu_slot = 1 }\n", ""], ids=["unreachable", "no-resources"])
+def test_a_refused_sweep_ray_is_quick_and_leaves_nothing(
+    resources: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    pytest.importorskip("ray")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(
+        f'name = "rs"\n{resources}[server]\ncommand = "{{python}} -m evalkit sim --port {{port}}"\n'
+        '[[point]]\nname = "a"\n[[run]]\ncommand = "bench"\n'
+    )
+    t0 = time.monotonic()
+    code = main(["sweep", str(sweep), "--ray", "127.0.0.1:1", "--out", str(tmp_path / "out")])
+    took = time.monotonic() - t0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert code == 2 and len(lines) == 1 and "--ray" in lines[0], lines
+    assert took < 30, f"{took:.0f} s"  # before: waited for ever, deaf to SIGTERM
+    sweep_dir = tmp_path / "out" / "rs"
+    assert not sweep_dir.exists() or not any(sweep_dir.iterdir()), list(sweep_dir.iterdir())

@@ -129,6 +129,15 @@ def run(args: argparse.Namespace) -> int:
         return _dry_run(plan, sweep_dir)
     if sweep_dir.exists() and any(sweep_dir.iterdir()) and not is_sweep_dir(sweep_dir):
         raise UsageError(f"{sweep_dir} exists and is not a sweep directory; pick another --name")
+    if args.ray:
+        # The cluster is joined before the sweep directory is made: a refused --ray leaves nothing behind that
+        # would refuse the next sweep there (issue #56).
+        from evalkit.cluster import connect, import_ray
+        from evalkit.sweep.ray_runner import check_resources
+
+        ray = import_ray()
+        check_resources(plan)
+        connect(ray, args.ray)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _stop_on_term)
     with hold_sweep_dir(sweep_dir):

@@ -57,10 +57,8 @@ def run_point_task(plan: SweepPlan, sweep_dir: str, record: dict[str, Any], poin
     return state.points[0].to_json()
 
 
-def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say, address: str) -> SweepState:
-    """Every point not done yet as a Ray task on the cluster at `address` (`auto`: the local one); the state file
-    written as each point ends. A task that dies with its node or worker fails its point."""
-    ray = import_ray()
+def check_resources(plan: SweepPlan) -> None:
+    """One line (exit 2) when a point names no resources (checked before the sweep directory is made)."""
     bare = [p.name for p in plan.points if not p.resources]
     if bare:
         raise UsageError(
@@ -68,6 +66,13 @@ def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say,
             "(or one per [[point]]) naming what a point holds, e.g. {gpu_2080ti = 2}, so that two points never share "
             "one node's GPUs (docs/cluster.md)"
         )
+
+
+def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say, address: str) -> SweepState:
+    """Every point not done yet as a Ray task on the cluster at `address` (`auto`: the local one); the state file
+    written as each point ends. A task that dies with its node or worker fails its point."""
+    ray = import_ray()
+    check_resources(plan)
     plan = replace(plan, source=plan.source.resolve())  # the task's worker has its own working directory
     connect(ray, address)
     try:
