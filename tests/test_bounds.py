@@ -406,3 +406,11 @@ def test_empty_answers_are_named_not_unknown(proxy: str, tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err
     assert "an empty answer" in err and "unknown error" not in err, err
+
+
+def test_a_load_point_where_every_request_failed_meets_nothing(proxy: str, tmp_path: Path) -> None:
+    # issue #56: every request failed (empty answers) and the point read "meets yes"
+    argv = ["load", "--concurrency", "2", "--requests", "4", "--prompt-tokens", "16", "--output-tokens", "4"]
+    assert main([*argv, "--base-url", f"{proxy}/empty-answer/v1", "--out", str(tmp_path), "--name", "r"]) == 1
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["points"] and all(p["meets_slo"] is False for p in summary["points"]), summary["points"]

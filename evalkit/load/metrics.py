@@ -115,4 +115,7 @@ def judge_point(repeats: list[dict[str, Any]], targets: list[Target]) -> dict[st
             {**t.to_json(), "values": vals, "median": med, "met": med is not None and OPS[t.op](med, t.limit)}
         )
     valid = all(r["valid"] for r in repeats)
-    return {"checks": checks, "valid": valid, "meets_slo": valid and all(c["met"] for c in checks)}
+    # A point where every request of a repeat failed meets nothing, with targets or without (issue #56: it read
+    # "meets yes" with none).
+    served = all(r.get("requests", 0) > r.get("errors", 0) for r in repeats)
+    return {"checks": checks, "valid": valid, "meets_slo": valid and served and all(c["met"] for c in checks)}
