@@ -49,7 +49,7 @@ def test_a_steady_server_is_sure_after_the_fewest_runs(tmp_path: Path) -> None:
         lo, hi = pr["until_sure"]["interval"]
         assert lo <= pr["tok_s"] <= hi and (hi - lo) / 2 <= 0.01 * pr["tok_s"], pr
     assert min(runs.values()) == 6, runs  # a steady server's prompt is sure after the fewest (a busy run: 6, 6, 12)
-    assert "until sure (±1% of the median, 95% interval): decided" in p.stderr
+    assert "until sure (±1% of the median, 95% interval): decided" in p.stdout
     # the report shows each median's interval and runs; the gate can require a decided run
     run = tmp_path / "b"
     md = tmp_path / "report.md"
@@ -84,7 +84,7 @@ def test_a_jittery_server_is_measured_again_and_named_when_unsure(tmp_path: Path
         assert sorted(int(k.rsplit(":", 1)[1]) for k in measured if k.startswith(f"single:{name}:")) == list(
             range(1, n + 1)
         )
-    assert "still undecided after 6 runs" in p.stderr
+    assert "still undecided after 6 runs" in p.stdout
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nmetric = "bench.until_sure.decided"\nop = "=="\nvalue = true\n')
     g = subprocess.run(

@@ -51,7 +51,7 @@ def test_energy_per_token_from_a_bench_over_nvml(sim, tmp_path: Path) -> None:
     # 300 W over the requests' time, per generated token (the counter grows with the wall clock)
     assert run["j_per_output_token"] == pytest.approx(300 * run["seconds"] / run["output_tokens"], rel=0.02)
     assert set(g["per_label"]) >= {"code", "math", "prose"}
-    assert "J/output token" in p.stderr  # printed next to the tok/s table
+    assert "J/output token" in p.stdout  # printed next to the tok/s table (standard output: #58)
     r = subprocess.run(
         [sys.executable, "-m", "evalkit", "report", str(tmp_path / "b"), "-o", str(tmp_path / "r.md")],
         capture_output=True,

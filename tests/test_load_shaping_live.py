@@ -23,7 +23,9 @@ SCALE = 20.0
 
 def evalkit(*args: str, timeout: float = 120) -> Path:
     r = subprocess.run([sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, r.stderr[-3000:]
+    # exit 1 only for a point where a busy machine's client fell behind (said as its last line; issue #58)
+    behind = r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("load: invalid: the client fell behind")
+    assert r.returncode == 0 or behind, r.stderr[-3000:]
     return Path(r.stdout.strip().splitlines()[-1])
 
 

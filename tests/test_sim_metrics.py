@@ -92,7 +92,7 @@ def test_llamacpp_spec_counters_and_per_request_drafts_equal_the_servers_deltas(
     reqs = [r for r in read_jsonl(run / "requests.jsonl") if r.get("phase") == "single"]
     assert timed["draft_tokens"] == sum(r["server_timings"]["draft_n"] for r in reqs) == spec["draft_tokens"]
     assert timed["accepted_tokens"] == spec["accepted_tokens"]
-    assert "draft acceptance per position" in p.stderr and "llamacpp:spec_decode_" in p.stderr  # printed, source named
+    assert "draft acceptance per position" in p.stdout and "llamacpp:spec_decode_" in p.stdout  # printed, source named
 
 
 def test_token_counters_equal_evalkit_counts(sim, tmp_path: Path) -> None:

@@ -121,6 +121,9 @@ def test_every_command_against_a_strict_server(strict: SimProcess, tmp_path: Pat
     code = main([*COMMANDS[command], "--base-url", strict.base_url, "--out", str(tmp_path), "--name", "r"])
     run = tmp_path / "r"
     lines = [x for x in read_jsonl(run / "requests.jsonl") if x.get("phase") != "warmup"]
+    if command == "load" and code == 1:  # only a point where a busy machine's client fell behind (issue #58)
+        assert json.loads((run / "summary.json").read_text())["client"]["invalid_points"]
+        code = 0
     assert code == 0 and lines
     assert [x for x in lines if x.get("status") not in ("ok", "cancelled") or x.get("outcome") == "error"] == []
     support = _manifest(run)["field_support"]
@@ -183,7 +186,7 @@ def test_bench_whose_every_request_fails_exits_1(sim, tmp_path: Path, capsys: py
     assert (
         "every one of the 2 requests failed" in err[0] and "HTTP 400" in err[0] and "maximum context length" in err[0]
     )
-    assert "– (2 failed)" in captured.err  # the table shows no figure made of nothing
+    assert "– (2 failed)" in captured.out  # the table (on stdout: #58) shows no figure made of nothing
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["prompts"]["q"]["tok_s"] is None and summary["prompts"]["q"]["failed"] == 2
     assert main(["report", str(tmp_path / "b"), "-o", str(tmp_path / "r.md")]) == 0

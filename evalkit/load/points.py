@@ -91,7 +91,7 @@ def points_measurement(plan: PointsPlan, options: dict[str, Any]) -> LoadMeasure
     async def run(ctx: RunContext) -> dict[str, Any]:
         return await measure_points(plan, ctx)
 
-    return LoadMeasurement(plan.template.seed, options, run)
+    return LoadMeasurement(plan.template.seed, options, run, invalid_fails=True)
 
 
 async def measure_points(plan: PointsPlan, ctx: RunContext) -> dict[str, Any]:
