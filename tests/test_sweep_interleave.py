@@ -170,6 +170,30 @@ def test_the_gate_fails_a_limit_missed_beyond_noise_round_by_round(planted: dict
     assert '<failure message="value' in (tmp / "gate.xml").read_text()
 
 
+def test_too_few_rounds_to_tell_a_miss_from_noise_is_not_decided(planted: dict[str, Any], tmp_path: Path) -> None:
+    """The same sweep cut to its first 3 rounds (as if the file had said rounds = 3): the missed rule cannot be
+    weighed (the signed-rank test needs 6 rounds to reach 5%), so it is not decided: exit 3, never 1; the report
+    says can't tell."""
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(planted["dir"], cut)
+    state = json.loads((cut / "sweep-state.json").read_text())
+    state["interleave"]["rounds"], state["interleave"]["order"] = 3, state["interleave"]["order"][:3]
+    (cut / "sweep-state.json").write_text(json.dumps(state))
+    (tmp_path / "reversed.toml").write_text(
+        '[[rule]]\nmetric = "bench.prompts.code.tok_s"\nop = "<="\nrelative = 1.0\n'
+    )
+    gate = evalkit("gate", str(cut), "--rules", "reversed.toml", cwd=tmp_path)
+    assert gate.returncode == 3, gate.stdout + gate.stderr
+    assert "can't tell, 3 paired round(s): a signed-rank test needs 6" in gate.stdout, gate.stdout
+    assert "not decided: after" in gate.stdout
+    report = evalkit("report", str(cut), "-o", str(tmp_path / "cut.md"), "--no-html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    _, _, change, how = paired_row((tmp_path / "cut.md").read_text(), "bench: code decode tok/s")
+    assert change.startswith("?") and how.startswith("paired over 3 rounds (signed-rank): can't tell"), how
+
+
 def test_identical_sims_are_never_called_different_and_their_gate_passes(identical: dict[str, Any]) -> None:
     """The same sim at both points: no figure beyond noise over 6 paired rounds, and the gate's relative rule holds
     (exit 0)."""
