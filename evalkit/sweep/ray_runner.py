@@ -7,13 +7,17 @@ each command as its own `python -m evalkit` process with evalkit's client), into
 must reach at the same path (a shared `--out`: NFS, or one machine). Only the coordinator writes sweep-state.json: a
 task keeps its point's record in `points/<point>/point-state.json` and its server's and command's pids in the point's
 own pid file, and returns the record when it ends. A node lost mid-point fails that point only (its record says so);
-started again, the sweep re-runs it, first stopping what the lost task left running when that is still there.
+its server and command are stopped by the point's watchdog (`watchdog.py`) as soon as the task's worker is gone,
+and started again, the sweep re-runs the point, first stopping whatever is still there.
 
 Ray is imported only here, only with `--ray`: without Ray installed that is one line naming the extra (exit 2).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +26,7 @@ from evalkit.cluster import connect, import_ray
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import read_json_object, write_json_atomic
 from evalkit.runs.sweepdir import DONE, FAILED, PointRecord, SweepState, point_dir, write_state
-from evalkit.sweep.leftovers import stop_leftovers
+from evalkit.sweep.leftovers import start_time, stop_leftovers
 from evalkit.sweep.points import Point
 from evalkit.sweep.runner import PointRun, Say, SweepPlan, now_utc
 
@@ -53,8 +57,34 @@ def run_point_task(plan: SweepPlan, sweep_dir: str, record: dict[str, Any], poin
     where = Path(sweep_dir)
     state = SweepState(plan.name, plan.baseline, [PointRecord.from_json(record)])
     stop_leftovers(point_dir(where, point.name), say, plan.sweep.server.stop_timeout_s)
-    _RayPointRun(plan, where, state, point, say).go()
+    guard = _watchdog(point_dir(where, point.name), plan.sweep.server.stop_timeout_s)
+    try:
+        _RayPointRun(plan, where, state, point, say).go()
+    finally:
+        if guard is not None:
+            guard.kill()
+            guard.wait()
     return state.points[0].to_json()
+
+
+def _watchdog(directory: Path, stop_timeout_s: float) -> subprocess.Popen[bytes] | None:
+    """A process of its own that stops the point's server and command if this task's worker dies first (its node
+    lost): they do not run on until the next sweep (issue #56). None where it cannot start."""
+    started = start_time(os.getpid())
+    if started is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "evalkit.sweep.watchdog", str(os.getpid()), started, str(directory)]
+            + [str(stop_timeout_s)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
 
 
 def check_resources(plan: SweepPlan) -> None:
