@@ -414,3 +414,29 @@ def test_a_load_point_where_every_request_failed_meets_nothing(proxy: str, tmp_p
     assert main([*argv, "--base-url", f"{proxy}/empty-answer/v1", "--out", str(tmp_path), "--name", "r"]) == 1
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["points"] and all(p["meets_slo"] is False for p in summary["points"]), summary["points"]
+
+
+def test_check_against_a_server_gone_after_its_model_list_is_exit_2(tmp_path: Path) -> None:
+    # issue #56: README: check exits 2 when the server cannot be reached; a server gone after /v1/models was exit 1
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+    def answer_models_then_go() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        with conn:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(65536)
+            data = json.dumps({"object": "list", "data": [{"id": "m"}]}).encode()
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            conn.sendall(head.encode() + b"Connection: close\r\n\r\n" + data)
+
+    threading.Thread(target=answer_models_then_go, daemon=True).start()
+    argv = [sys.executable, "-m", "evalkit", "check", "--base-url", url, "--out", str(tmp_path), "--timeout-s", "5"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, (p.stdout, p.stderr)
+    assert "cannot reach server" in p.stdout, p.stdout

@@ -80,6 +80,8 @@ def table(result: CheckResult, commands: tuple[str, ...]) -> str:
 
 def verdict(result: CheckResult, commands: tuple[str, ...]) -> tuple[int, list[str]]:
     """Exit code and the lines that explain it."""
+    if result.unreachable is not None:  # it answered GET /models, then took no connection: gone (issue #56)
+        return 2, [f"cannot reach server at {result.base_url}: no connection for evalkit's request"]
     missing = result.missing(commands)
     if not missing:
         return 0, [f"ok: this server supports what {', '.join(commands)} need"]
