@@ -258,6 +258,35 @@ def score(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def cross_pair(job: tuple[Path, Path]) -> dict[str, Any]:
+    return {"base": job[0].name, "cand": job[1].name, **fixed_call(*job)}
+
+
+def cross(root: Path, pairs: int, workers: int) -> list[str]:
+    """The report's 18-cycle call on `pairs` random pairs of distinct `aa` runs (seeded): the rule's own A/A rate at
+    scale, with the machine check applied (as shown) and without it (the rank test and Holm alone)."""
+    aa = runs_of(root)["aa"]
+    rng = random.Random(1)
+    jobs = [tuple(rng.sample(aa, 2)) for _ in range(pairs)]
+    with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        rows = list(pool.map(cross_pair, jobs, chunksize=8))
+    raw = sum(any(m in ("▲", "▼") for m in r["marks"].values()) for r in rows)
+    shown = sum(
+        any(m in ("▲", "▼") for m in r["marks"].values()) and not (r["machine"] or r["distorted"]) for r in rows
+    )
+    per_metric: dict[str, int] = {}
+    for r in rows:
+        for m, v in r["marks"].items():
+            per_metric[m] = per_metric.get(m, 0) + (v in ("▲", "▼"))
+    worst = max(per_metric.items(), key=lambda kv: kv[1]) if per_metric else ("-", 0)
+    return [
+        f"## cross: {len(rows)} random pairs of {len(aa)} aa runs (18 cycles each), the report's call",
+        f"  any figure beyond noise, rank test and Holm alone: {raw}/{len(rows)} ({raw / len(rows):.1%}); "
+        f"as shown (no call where the machine differed or a client distorted): {shown}/{len(rows)}",
+        f"  the figure called most often: {worst[0]} {worst[1]}/{len(rows)}",
+    ]
+
+
 def read(root: Path, workers: int) -> list[str]:
     jobs = pairs_of(runs_of(root))
     rows: list[dict[str, Any]] = []
@@ -272,6 +301,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--collect", type=Path)
     p.add_argument("--read", type=Path)
+    p.add_argument("--cross", type=int, default=0, help="with --read: also this many random pairs of aa runs")
     p.add_argument("--quick", action="store_true", help="a CI-sized run: 4 aa and 2 decode5 runs, collected and read")
     p.add_argument("--parallel", type=int, default=4)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -297,6 +327,8 @@ def main() -> int:
         collect(a.collect, plan, a.parallel, a.time_scale, a.long_tokens, a.burners)
     elif a.read:
         print("\n".join(read(a.read, a.workers)))
+        if a.cross:
+            print("\n".join(cross(a.read, a.cross, a.workers)))
     else:
         p.error("give --collect DIR, --read DIR or --quick")
     print(f"({time.perf_counter() - t0:.0f} s)")

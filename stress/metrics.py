@@ -137,6 +137,37 @@ def cycle_samples(lines: list[Line], spec: CycleMetric) -> list[float]:
     return [float(v) for v in stats if v is not None]
 
 
+def cycle_values(lines: list[Line], metric: str) -> list[float]:
+    """A metric's samples for a before/after comparison: one value a cycle (the median of the cycle's samples: two
+    shorts inserted at once, or the two alone, are one observation of the cycle, not two independent ones; a test
+    that counted them twice would call identical builds different too often). Lines without a cycle count alone."""
+    from evalkit_stress.exercised import exercised
+
+    spec = metric_registry.get(metric)
+    if isinstance(spec, CycleMetric) and spec.bootstrap:
+        return metric_samples(lines, metric)
+    ok = [x for x in exercised(lines) if x.get("status", "ok") == "ok"]
+    by_cycle: dict[Any, list[float]] = {}
+    for i, (x, v) in enumerate(_line_samples(ok, metric)):
+        by_cycle.setdefault(x.get("cycle", f"line-{i}"), []).append(v)
+    return [m for m in (median(vs) for vs in by_cycle.values()) if m is not None]
+
+
+def _line_samples(lines: list[Line], metric: str) -> list[tuple[Line, float]]:
+    """Each sample of a per-request metric with the line it was read from (`lines`: exercised and finished)."""
+    spec = metric_registry.get(metric)
+    if isinstance(spec, LineMetric) and spec.scenarios is not None:
+        mine, fld = [x for x in lines if spec.feeds(x.get("scenario"), x.get("role"))], spec.field
+    else:  # a run may also tag its lines with the metric they feed
+        mine, fld = [x for x in lines if x.get("metric") == metric], "ttft_s"
+    out = []
+    for x in mine:
+        v = (x.get("t_done") or 0) - x["t_sent"] if fld == WHOLE_TIME and x.get("t_sent") else x.get(fld)
+        if isinstance(v, (int, float)):
+            out.append((x, float(v)))
+    return out
+
+
 def metric_samples(lines: list[Line], metric: str) -> list[float]:
     """A metric's raw samples, for a bootstrap between two runs (the report's marks): only requests whose planned
     situation happened (a short sent after no cancel is no sample), finished; a per-cycle metric one sample per
@@ -151,13 +182,4 @@ def metric_samples(lines: list[Line], metric: str) -> list[float]:
     spec = metric_registry.get(metric)
     if isinstance(spec, CycleMetric) and spec.bootstrap:
         return cycle_samples(lines, spec)
-    if isinstance(spec, LineMetric) and spec.scenarios is not None:
-        mine, fld = [x for x in lines if spec.feeds(x.get("scenario"), x.get("role"))], spec.field
-    else:  # a run may also tag its lines with the metric they feed
-        mine, fld = [x for x in lines if x.get("metric") == metric], "ttft_s"
-    out = []
-    for x in mine:
-        v = (x.get("t_done") or 0) - x["t_sent"] if fld == WHOLE_TIME and x.get("t_sent") else x.get(fld)
-        if isinstance(v, (int, float)):
-            out.append(float(v))
-    return out
+    return [v for _, v in _line_samples(lines, metric)]

@@ -33,7 +33,7 @@ from evalkit.runs.rundir import Line
 from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, median_interval, wilson_interval
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import CycleMetric
-from evalkit_stress.metrics import cycle_samples, metric_samples
+from evalkit_stress.metrics import cycle_samples, cycle_values, metric_samples
 from evalkit_stress.resume import read_counted
 from evalkit_stress.verdicts import CANT, NO, YES
 
@@ -191,9 +191,9 @@ def comparison_checks(
     """Every figure against the baseline (`comparison_check`) at its share of the level: the level is spent over
     the looks from `min_cycles` to `max_cycles` (`evalkit.comparison.look_level`) and the figures of a look are one
     Holm family, so an identical build is called changed at most 5% of the time over the whole run."""
-    metrics = [m for m in FIGURES if metric_samples(lines, m)]
+    metrics = [m for m in FIGURES if cycle_values(lines, m)]
     look = look_level(LEVEL, cycles, rule.max_cycles, first_look=rule.min_cycles)
-    pairs = [(metric_samples(lines, m), metric_samples(baseline, m)) for m in metrics]
+    pairs = [(cycle_values(lines, m), cycle_values(baseline, m)) for m in metrics]
     higher = [metric_registry.higher_is_better(m) for m in metrics]
     levels = holm_levels([compare_samples(b, x, h).p for (x, b), h in zip(pairs, higher)], look)
     return [comparison_check(m, x, b, rule.margin, lv, machine) for m, (x, b), lv in zip(metrics, pairs, levels)]

@@ -105,3 +105,10 @@ def test_paired_rounds_need_six_and_then_decide() -> None:
     after = [x * 1.1 for x in before]
     assert compare_paired(before, after, True).mark == UNKNOWN  # 5 rounds: 2/32 > 0.05
     assert compare_paired([*before, 1.02], [*after, 1.12], True).mark == BETTER
+
+
+def test_paired_rounds_read_at_a_smaller_share_say_cant_tell() -> None:
+    before = [1.0, 1.1, 1.0, 1.05, 1.0, 1.02]
+    c = compare_paired(before, [x * 1.1 for x in before], True)
+    assert c.mark == BETTER
+    assert c.at_level(0.02).mark == UNKNOWN  # 6 rounds reach 0.031 at best: a Holm share of 0.02 cannot be met

@@ -42,10 +42,10 @@ def _bench_samples(run: FinishedRun, path: list[str]) -> list[float] | None:
 def _stress_samples(run: FinishedRun, path: list[str]) -> list[float] | None:
     if len(path) != 3 or path[0] != "metrics":
         return None
-    from evalkit_stress.metrics import metric_samples
+    from evalkit_stress.metrics import cycle_values
 
     lines = [r.model_dump() for r in run.request_records]
-    return metric_samples(lines, path[1]) or None
+    return cycle_values(lines, path[1]) or None
 
 
 SAMPLES: dict[str, Callable[[FinishedRun, list[str]], list[float] | None]] = {
@@ -56,7 +56,7 @@ SAMPLES: dict[str, Callable[[FinishedRun, list[str]], list[float] | None]] = {
 
 def samples(metric: str, runs: dict[str, FinishedRun]) -> list[float] | None:
     """The raw samples behind a gate metric (`bench.prompts.code.tok_s`: its runs' rates; `stress.metrics.X.p95`:
-    X's per-request values), or None when the figure has none."""
+    X's values a cycle), or None when the figure has none."""
     kind, _, rest = metric.partition(".")
     read = SAMPLES.get(kind)
     if read is None or kind not in runs:

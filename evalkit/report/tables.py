@@ -284,9 +284,10 @@ def not_exercised_text(summary: StressSummary | None, metric: str) -> str | None
 
 
 def _stress_samples(run: LabelledRun, metric: str) -> list[float]:
-    from evalkit_stress.metrics import metric_samples
+    """What a stress figure is compared on: one value a cycle (evalkit_stress.metrics.cycle_values)."""
+    from evalkit_stress.metrics import cycle_values
 
-    return metric_samples(run.raw_requests(), metric)
+    return cycle_values(run.raw_requests(), metric)
 
 
 def call_notes(label: str, marks: dict[str, noise.NoiseVerdict]) -> list[str]:
@@ -340,7 +341,7 @@ def stress_table(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             rows.append((key, _cells(vals, 0, [None] * len(vals), _count_delta)))
     notes = [
         "Latency in seconds, throughput in tok/s; each metric's p50 / p95 / max over all cycles is in the "
-        "runs' summary.json. Marks: the Mann-Whitney rank test of each metric's raw samples in requests.jsonl "
+        "runs' summary.json. Marks: the Mann-Whitney rank test of each metric's values a cycle (requests.jsonl) "
         "against the first column, the figures of a pair one family (Holm: any false call at most 5%), never under "
         "the noise floor; ? where the samples are too few for the test to reach its level."
     ]
