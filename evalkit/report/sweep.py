@@ -207,6 +207,6 @@ def write_sweep_report(
 
 def render_sweep(context: SweepContext) -> str:
     """The packaged sweep template."""
-    from evalkit.report.render import environment
+    from evalkit.report.render import environment, md_safe
 
-    return environment().get_template(TEMPLATE).render(**context)
+    return environment().get_template(TEMPLATE).render(**md_safe(dict(context)))  # as text, as report.md (#56)
