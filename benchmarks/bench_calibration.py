@@ -69,6 +69,70 @@ def stress_run(out: Path, kind: str, seed: int, scale: str, long_tokens: int) ->
     return out / name
 
 
+BENCH_KINDS: dict[str, list[str]] = {"bench_aa": [], "bench_decode5": ["--decode-rate", f"{116 * 0.95:.2f}"]}
+
+
+def bench_run(out: Path, kind: str, seed: int, scale: str) -> Path:
+    """One `evalkit bench --runs 5` of the build `kind` (256 tokens a request); its run directory."""
+    from evalkit.sim.launch import start_sim
+
+    name = f"{kind}-{seed}"
+    flags = ["--profile", PROFILE, "--time-scale", scale, "--seed", str(seed), *BENCH_KINDS[kind]]
+    with start_sim(flags) as sim:
+        p = subprocess.run(
+            [sys.executable, "-m", "evalkit", "bench", "--base-url", sim.base_url, "--out", str(out)]
+            + ["--name", name, "--runs", "5", "--max-tokens", "256"],
+            capture_output=True,
+            text=True,
+        )
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"bench {name} exit {p.returncode}: {p.stderr[-500:]}")
+    return out / name
+
+
+def bench_rows(root: Path) -> list[str]:
+    """Bench pairs (each `bench_aa` run against the next, each `bench_decode5` against an `bench_aa` run): the
+    decode table's marks (Holm over the prompts), the answer line's stratified call, and a gate rule
+    `bench.prompts.code.tok_s >= 0.97 x baseline`."""
+    from evalkit import comparison
+    from evalkit.gate import Rule, check, exit_code
+    from evalkit.runs.summaries import load_runs
+
+    runs = {
+        k: sorted((d for d in root.glob(f"{k}-*") if (d / "summary.json").exists()), key=lambda d: d.name)
+        for k in BENCH_KINDS
+    }
+    aa = runs["bench_aa"]
+    pairs = [("bench_aa", aa[i], aa[(i + 1) % len(aa)]) for i in range(len(aa))] if len(aa) > 1 else []
+    pairs += [("bench_decode5", aa[i % len(aa)], c) for i, c in enumerate(runs["bench_decode5"])] if aa else []
+    out: list[str] = []
+    rule = Rule("bench.prompts.code.tok_s", ">=", "relative", 0.97, "code rate")
+    for kind in BENCH_KINDS:
+        rows = []
+        for k, base, cand in pairs:
+            if k != kind:
+                continue
+            b, c = load_runs([base, cand])
+            names = sorted(set(b.summary["prompts"]) & set(c.summary["prompts"]))
+            strata = [(b.summary["prompts"][n]["runs"], c.summary["prompts"][n]["runs"]) for n in names]
+            fam = comparison.holm([comparison.compare_samples(x, y, True) for x, y in strata], [True] * len(strata))
+            strat = comparison.compare_stratified(strata, True)
+            gate = exit_code(check([rule], {"bench": c}, {"bench": b}))
+            rows.append({"marks": [f.mark for f in fam], "answer": strat.mark, "gate": gate})
+        if not rows:
+            continue
+        n = len(rows)
+        any_mark = sum(any(m in ("▲", "▼") for m in r["marks"]) for r in rows)
+        worse = sum(r["answer"] == "▼" for r in rows)
+        better = sum(r["answer"] == "▲" for r in rows)
+        gates = {code: sum(r["gate"] == code for r in rows) for code in (0, 1, 3)}
+        out.append(f"## {kind}: {n} bench pairs (5 runs a prompt)")
+        out.append(f"  decode table: any prompt beyond noise in {any_mark}/{n} ({any_mark / n:.1%})")
+        out.append(f"  answer line (stratified over prompts): slower {worse}/{n}, faster {better}/{n}")
+        out.append(f"  gate 'code >= 0.97 x baseline': exit 0 {gates[0]}, exit 1 {gates[1]}, exit 3 {gates[3]}")
+    return out
+
+
 def burners(n: int) -> list[subprocess.Popen[bytes]]:
     """`n` busy loops, one process each."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
@@ -92,7 +156,9 @@ def collect(out: Path, plan: list[tuple[str, int]], parallel: int, scale: str, l
                 for i, (kind, seed) in enumerate(jobs):
                     if i < parallel:
                         time.sleep(0.3)  # staggered starts: dozens of interpreters importing at once
-                    futures[pool.submit(stress_run, out, kind, seed, scale, long_tokens)] = (kind, seed)
+                    run = bench_run if kind in BENCH_KINDS else stress_run
+                    args = (out, kind, seed, scale) if kind in BENCH_KINDS else (out, kind, seed, scale, long_tokens)
+                    futures[pool.submit(run, *args)] = (kind, seed)
                 for done, f in enumerate(as_completed(futures), 1):
                     try:
                         f.result()
@@ -309,8 +375,8 @@ def main() -> int:
     p.add_argument("--long-tokens", type=int, default=20000)
     p.add_argument("--burners", type=int, default=os.cpu_count() or 1)
     p.add_argument("--first-seed", type=int, default=1)
-    for kind in KINDS:
-        p.add_argument(f"--{kind}", type=int, default=0, help=f"{kind} runs to collect")
+    for kind in [*KINDS, *BENCH_KINDS]:
+        p.add_argument(f"--{kind.replace('_', '-')}", type=int, default=0, help=f"{kind} runs to collect")
     a = p.parse_args()
     t0 = time.perf_counter()
     if a.quick:
@@ -321,12 +387,13 @@ def main() -> int:
     elif a.collect:
         seed = a.first_seed
         plan = []
-        for kind in KINDS:
+        for kind in [*KINDS, *BENCH_KINDS]:
             plan += [(kind, s) for s in range(seed, seed + getattr(a, kind))]
             seed += getattr(a, kind)
         collect(a.collect, plan, a.parallel, a.time_scale, a.long_tokens, a.burners)
     elif a.read:
         print("\n".join(read(a.read, a.workers)))
+        print("\n".join(bench_rows(a.read)))
         if a.cross:
             print("\n".join(cross(a.read, a.cross, a.workers)))
     else:
