@@ -12,7 +12,7 @@ script=$PWD/benchmarks/bench_calibration.py
 mkdir -p /tmp/runs && cd /tmp
 { nproc; uptime; } | tee "${OUT:-/tmp}/calibration-$tag.txt"
 python3 "$script" --collect /tmp/runs "$@" 2>&1 | tee -a "${OUT:-/tmp}/calibration-$tag.txt"
-python3 "$script" --read /tmp/runs --workers 16 2>&1 | tee -a "${OUT:-/tmp}/calibration-$tag.txt"
+python3 "$script" --read /tmp/runs --workers 16 ${READ_FLAGS:-} 2>&1 | tee -a "${OUT:-/tmp}/calibration-$tag.txt"
 cp /tmp/runs/calibration-rows.jsonl "${OUT:-/tmp}/calibration-rows-$tag.jsonl"
 cd /tmp/runs
 tar cf - */manifest.json */cycles.jsonl */requests.jsonl */summary.json */check.json 2>/dev/null \
