@@ -64,4 +64,5 @@ def readings(answer: str, choices: list[str], gold: int) -> list[Found]:
             read = musr._read_text(span.text, choices, "", "choice.recheck")
             if read.choice is not None and not read.hedged and musr._names_first(span.text, choices):
                 out.append(_found("choice.recheck", Strength.LATER, read.choice, choices, gold, span.at))
+    out += read_spans.withdrawn(answer, "choice")
     return out

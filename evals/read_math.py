@@ -16,13 +16,39 @@ from evalkit_evals.sureness import Found, Strength
 
 _INLINE = re.compile(r"\$\$?([^$]+)\$\$?|\\\((.+?)\\\)|\\\[(.+?)\\\]")
 GOLD_KEY = "=gold"
+_EQUALS = re.compile(r"(?<![<>!=\\])=(?!=)")
+_CLOSING = re.compile(r"(?:\\\]|\\\)|\$|\.|,|\s)+$")
 
 
-def key(value: str | None, correct: bool | None) -> str | None:
-    """The comparison key of a math answer: `=gold` when equivalent to the gold, else its text without spaces."""
+def _result(stated: str) -> str:
+    """A stated calculation's result, after its last `=` ("$5 + 4 = 9$" is 9, "P(5) = 125" is 125); else as
+    stated. An inequality (`>=`, `\\le`) is no calculation."""
+    parts = _EQUALS.split(stated)
+    if len(parts) < 2:
+        return stated
+    tail = _CLOSING.sub("", parts[-1]).strip()
+    return tail or stated
+
+
+def key(value: str | None, correct: bool | None, parsed: str | None = None) -> str | None:
+    """The comparison key of a math answer: `=gold` when equivalent to the gold, else what math-verify parsed it as
+    (`\\frac{512}{27}` and `512/27` are one key), else its text without spaces."""
     if value is None:
         return None
-    return GOLD_KEY if correct else re.sub(r"\s+|\$", "", value)
+    if correct:
+        return GOLD_KEY
+    return f"parsed:{parsed}" if parsed else re.sub(r"\s+|\$", "", value)
+
+
+def verdict_key(extracted: str, correct: bool, gold: str, judge: MathJudge) -> str | None:
+    """The key of the value the rules graded (parsed as a box, else as a stated answer)."""
+    if correct:
+        return GOLD_KEY
+    for given in (f"$\\boxed{{{normalize(extracted)}}}$", as_latex(extracted), extracted):
+        pred = judge.check(f"${gold.strip()}$", given).get("pred")
+        if pred is not None:
+            return key(extracted, False, str(pred))
+    return key(extracted, False)
 
 
 def _judged(
@@ -34,7 +60,7 @@ def _judged(
     if result.get("pred") is None:
         return Found(rule, strength, None, at=at)
     ok = bool(result.get("ok"))
-    return Found(rule, strength, value, key(value, ok), ok, at)
+    return Found(rule, strength, value, key(value, ok, str(result["pred"])), ok, at)
 
 
 def _from(span: Span, answer: str, gold_text: str, judge: MathJudge) -> Found:
@@ -51,6 +77,8 @@ def _from(span: Span, answer: str, gold_text: str, judge: MathJudge) -> Found:
     stated = math500._answer_like(text)
     if stated is None and span.rule in ("json", "tag", "qa") and 0 < len(text.strip()) <= 80:
         stated = text.strip()  # a JSON or tagged answer is the answer as written ("x = -4")
+    if stated is not None and not _EQUALS.search(gold_text):  # an equation asked for stays whole
+        stated = _result(stated)
     return _judged(rule, span.strength, stated, as_latex(stated) if stated else "", gold, judge, span.at)
 
 
@@ -70,7 +98,8 @@ def readings(answer: str, gold: str, judge: MathJudge) -> list[Found]:
     whole = judge.check(f"${gold.strip()}$", normalize(answer))
     if whole.get("pred"):
         ok = bool(whole.get("ok"))
-        out.append(Found("math.math_verify", Strength.FALLBACK, str(whole["pred"]), key(str(whole["pred"]), ok), ok))
+        pred = str(whole["pred"])
+        out.append(Found("math.math_verify", Strength.FALLBACK, pred, key(pred, ok, pred), ok))
     found_at = [f.at for f in out if f.value is not None and f.strength > Strength.FALLBACK]
     if found_at:
         for span in read_spans.later(answer, max(found_at)):
@@ -79,4 +108,5 @@ def readings(answer: str, gold: str, judge: MathJudge) -> list[Found]:
                 found = _judged("math.recheck", Strength.LATER, value, as_latex(value), f"${gold}$", judge, span.at)
                 if found.value is not None:
                     out.append(found)
+    out += read_spans.withdrawn(answer, "math")
     return out

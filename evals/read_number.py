@@ -43,6 +43,7 @@ def _found(span: Span, read: gsm8k.FinalAnswer | None, gold: Decimal | None) -> 
 
 
 _PAREN = re.compile(r"\([^()]*\)")
+_ON_THE_HOUR = re.compile(r"(?<=\d):00\b")  # "2:00 pm" is the hour 2, not 2 then 0
 # A bound or an estimate, not a value: "over 18 hours", "approximately $1,000,000".
 _QUALIFIED = re.compile(
     r"\b(?:over|more than|at least|at most|about|approximately|approx\.?|around|roughly|nearly|almost|up to|"
@@ -57,7 +58,7 @@ def _clause_end(span: Span, read: gsm8k.FinalAnswer | None, gold: Decimal | None
     "2:10 pm", "32/3"): its last number (outside parentheses) as a second reading of the same strength."""
     if read is None or read.value is None or read.hedged or read.how.startswith("gsm8k.compound"):
         return None
-    sentence = _SENTENCE.split(span.text.strip(), 1)[0]
+    sentence = _ON_THE_HOUR.sub("", _SENTENCE.split(span.text.strip(), 1)[0])
     nums = list(gsm8k._NUM_RE.finditer(_PAREN.sub(" ", sentence)))
     if len(nums) < 2:
         return None
@@ -112,4 +113,5 @@ def readings(answer: str, question: str, gold: Decimal | None) -> list[Found]:
             read = gsm8k._quantity(span.text, "number.recheck", question)
             if read is not None and read.value is not None and not read.hedged:
                 out.append(_found(span, read, gold))
+    out += read_spans.withdrawn(answer, "number")
     return out

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from evalkit_evals import reading_order
-from evalkit_evals.sureness import Strength
+from evalkit_evals.sureness import WITHDRAWN, Found, Strength
 
 _HASH = re.compile(r"####([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -133,6 +133,15 @@ def spans(answer: str) -> list[Span]:
     if fences and len(fences[-1].group(1).strip().splitlines()) == 1 and len(fences[-1].group(1).strip()) <= 40:
         found.append(Span("fence", Strength.PLAIN, fences[-1].group(1).strip(), fences[-1].end()))
     return found
+
+
+def withdrawn(answer: str, family: str) -> list[Found]:
+    """A `LATER` reading (key `WITHDRAWN`) at every place that takes an answer back ("Wait, that's not right.",
+    `reading_order.RETRACTION`): after the last value read, the grade is never sure."""
+    return [
+        Found(f"{family}.withdrawn", Strength.LATER, m.group(), WITHDRAWN, None, m.end())
+        for m in reading_order.RETRACTION.finditer(answer)
+    ]
 
 
 def later(answer: str, after: int) -> list[Span]:

@@ -52,7 +52,10 @@ def _math(answer: str, verdict: Verdict, gold: str, judges: Judges) -> Verdict:
     found = read_math.readings(answer, gold, judges.math)
     verdict_key = None
     if verdict.outcome in ("correct", "wrong", "truncated") and verdict.extracted is not None:
-        verdict_key = read_math.key(str(verdict.extracted), verdict.correct)
+        same = [f for f in found if f.value is not None and f.value.strip() == str(verdict.extracted).strip()]
+        verdict_key = (
+            same[0].key if same else read_math.verdict_key(str(verdict.extracted), verdict.correct, gold, judges.math)
+        )
 
     def rescore(f: Found) -> Verdict:
         return Verdict("correct" if f.correct else "wrong", f.value, f"{f.rule}: read {f.value}", rule=verdict.rule)

@@ -55,6 +55,9 @@ class Found:
         return Reading(self.rule, self.value, self.strength.name.lower(), self.correct)
 
 
+WITHDRAWN = "withdrawn"  # the key of a `LATER` reading that takes the answer back with no new value ("Wait, no.")
+
+
 @dataclass(frozen=True)
 class Decision:
     """What `decide` claims: `sure`, why, and the reading the grade now follows when a later one replaced the
@@ -69,8 +72,11 @@ def decide(verdict: Verdict, found: list[Found], key_of_verdict: str | None) -> 
     """Sure or unsure, from the rules' verdict and every reading (module docstring)."""
     if verdict.outcome == "error":
         return Decision(True, "the request or the grader failed: nothing to read")
-    later = [f for f in found if f.strength is Strength.LATER and f.value is not None]
+    later = [f for f in found if f.strength is Strength.LATER and f.value is not None and f.key != WITHDRAWN]
     read = [f for f in found if f.value is not None and f.strength is not Strength.LATER]
+    last_at = max((f.at for f in read if f.strength > Strength.FALLBACK), default=-1)
+    if any(f.key == WITHDRAWN and f.at > last_at for f in found):
+        return Decision(False, "the answer is taken back after it and no new one follows")
     if verdict.outcome == "truncated" and verdict.extracted is None and not read:
         return Decision(True, "cut at max_tokens before any answer")
     if verdict.outcome == "unparsed":

@@ -210,3 +210,25 @@ def test_the_served_model_as_extractor_settles_unsure_lines(sim, tmp_path: Path)
     assert manifest["judge"]["extractor"] is True and manifest["judge"]["prompt"] == "extract-answer.txt"
     total = json.loads((run / "summary.json").read_text())["total"]
     assert (total["sure_correct"], total["unsure"]) == (3, 0)  # the extractor settled both unsure lines
+
+
+@pytest.mark.parametrize(
+    "text, outcome, sure",
+    [
+        ("Janet sells 9 eggs at $2 = $18.\nA: 18", "correct", True),  # a transcript's answer line is a marker
+        ('{"reasoning": "9 eggs at $2", "answer": "She makes $18 every day."}', "correct", True),  # JSON in prose
+        ('{"reasoning": "...", "answer": "Over 18 hours"}', "correct", False),  # a bound, not a value
+        ('{"answer": "16 - 3 - 4 = 9 eggs, 9 eggs * $2 = $18"}', "wrong", False),  # the chain goes on to 18
+        ('{"answer": "She makes $18, or $20 with tips."}', "wrong", False),  # a hedge: the rules say wrong
+    ],
+)
+def test_real_answer_forms(text: str, outcome: str, sure: bool, grader: Grader, items: dict[str, DatasetItem]) -> None:
+    """Forms of the real-answer corpus (tests/data/real_answers): what is read, and whether that is sure."""
+    v = grader.grade(items["gsm8k:0"], text)
+    assert (v.outcome, v.sure) == (outcome, sure), (v.why, v.sure_why, v.every)
+
+
+def test_math_readings_agree_by_value_not_by_spelling(grader: Grader, items: dict[str, DatasetItem]) -> None:
+    it = items["math500:test/precalculus/807.json"]
+    v = grader.grade(it, '"The maximum is $\\boxed{\\frac{512}{27}}$.",\n"answer": "512/27"')
+    assert v.sure is True and {r.value for r in v.every if r.strength == "marker"} >= {"\\frac{512}{27}", "512/27"}
