@@ -213,10 +213,12 @@ def test_a_key_no_header_can_carry_is_refused_unprinted(tmp_path: Path, hostile:
         "http://a:PASSWORD@[::1",
     ],
 )
-@pytest.mark.parametrize("how", ["flag", "env"])
+@pytest.mark.parametrize("how", ["flag", "env", "judge"])
 def test_a_password_in_the_base_url_is_refused_unprinted(url: str, how: str, tmp_path: Path) -> None:
     env = {**os.environ, **({"EVALKIT_BASE_URL": url} if how == "env" else {})}
     argv = ["check", "--out", str(tmp_path), *(["--base-url", url] if how == "flag" else [])]
+    if how == "judge":  # the judge's URL was written into the manifest whole
+        argv = ["capability", "--thinking", "off", "--judge-url", url, "--judge-model", "m", "--out", str(tmp_path)]
     p = subprocess.run([*EVALKIT, *argv], capture_output=True, text=True, env=env, timeout=60)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr

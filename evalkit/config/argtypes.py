@@ -51,6 +51,11 @@ def base_url(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{masked_url(text)!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)"
         )
+    if "@" in parts.netloc:  # --base-url and --judge-url alike: a password in a URL is sent nowhere, shown everywhere
+        raise argparse.ArgumentTypeError(
+            f"{masked_url(text)!r} holds a user name or password; evalkit sends no credentials from a URL: drop them, "
+            "and name the key's environment variable (--api-key-env, --judge-api-key-env)"
+        )
     return text.strip()
 
 
