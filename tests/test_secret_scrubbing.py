@@ -193,13 +193,17 @@ def test_a_key_with_whitespace_is_scrubbed_everywhere(
     assert not leaked, leaked
 
 
-def test_a_key_no_header_can_carry_is_refused_unprinted(tmp_path: Path, hostile: tuple[str, Path]) -> None:
+@pytest.mark.parametrize("whose", ["server", "judge"])
+def test_a_key_no_header_can_carry_is_refused_unprinted(whose: str, tmp_path: Path, hostile: tuple[str, Path]) -> None:
     url, _ = hostile
     key = f"sk-hostile-{secrets.token_hex(8)}\n{secrets.token_hex(8)}"  # a key file's line break kept
-    env = {**os.environ, "OPENAI_API_KEY": key}
-    p = subprocess.run(
-        [*EVALKIT, "bench", "--base-url", url, "--out", str(tmp_path)], capture_output=True, text=True, env=env
-    )
+    env = {**os.environ, "OPENAI_API_KEY": key, "JUDGE_KEY": key}
+    argv = ["bench", "--base-url", url, "--out", str(tmp_path)]
+    if whose == "judge":
+        env.pop("OPENAI_API_KEY")
+        argv = ["capability", "--thinking", "off", "--base-url", url, "--out", str(tmp_path), "--judge-url", url]
+        argv += ["--judge-model", "m", "--judge-api-key-env", "JUDGE_KEY"]
+    p = subprocess.run([*EVALKIT, *argv], capture_output=True, text=True, env=env)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "line break" in lines[0], p.stderr
     assert all(piece not in p.stdout + p.stderr for piece in key.split())

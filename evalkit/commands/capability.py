@@ -15,7 +15,7 @@ from evalkit.cli import add_output_options, add_server_options
 from evalkit.commands.baseline_run import baseline_run_dir
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int, timeout_s
-from evalkit.config.profiles import THINKING_MODES
+from evalkit.config.profiles import THINKING_MODES, refuse_unsendable_key
 from evalkit.errors import UsageError
 from evalkit.runs.context import RunContext
 from evalkit.runs.run_identity import run_defines
@@ -209,6 +209,7 @@ def _judge_settings(args: argparse.Namespace) -> Any:
         key = os.environ.get(args.judge_api_key_env)
         if not key:
             raise UsageError(f"--judge-api-key-env {args.judge_api_key_env}: that environment variable is not set")
+        refuse_unsendable_key(args.judge_api_key_env, key)
     from evalkit_evals.model_judge import JudgeSettings
 
     return JudgeSettings(args.judge_url, args.judge_model, key)

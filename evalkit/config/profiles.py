@@ -139,6 +139,16 @@ def refuse_userinfo(url: str) -> None:
         )
 
 
+def refuse_unsendable_key(variable: str, key: str | None) -> None:
+    """A key with a line break or another control character: refused (UsageError), never printed. An HTTP header
+    cannot carry it (a key read from a file often ends in a line break)."""
+    if key is not None and any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in key):
+        raise UsageError(
+            f"the key in ${variable} holds a line break or another control character, which no HTTP header can "
+            "carry; set the variable to the key alone"
+        )
+
+
 def resolve_profile(
     config: Path | None,
     server: str | None,
@@ -160,12 +170,7 @@ def resolve_profile(
     url = base_url or prof.base_url or env.get("EVALKIT_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     refuse_userinfo(url)
     key = env.get(api_key_env or prof.api_key_env)
-    if key is not None and any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in key):
-        # An HTTP header cannot carry it (a key read from a file often ends in a line break); never printed.
-        raise UsageError(
-            f"the key in ${api_key_env or prof.api_key_env} holds a line break or another control character, which "
-            "no HTTP header can carry; set the variable to the key alone"
-        )
+    refuse_unsendable_key(api_key_env or prof.api_key_env, key)
     return ServerProfile(
         **{
             **prof.__dict__,
