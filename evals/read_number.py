@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from evalkit_evals import gsm8k, read_spans
 from evalkit_evals.read_spans import Span
-from evalkit_evals.sureness import Found, Strength
+from evalkit_evals.sureness import DECLINED, Found, Strength
 
 
 def key(value: Decimal | None) -> str | None:
@@ -103,6 +103,9 @@ def readings(answer: str, question: str, gold: Decimal | None) -> list[Found]:
             if span.rule in ("json", "tag") and (read is None or read.value is None):
                 prose = _prose(span, gold)
                 out += [prose] if prose else []
+                if prose is None and read_spans.declines(span.text):  # "Cannot be determined": no value, said so
+                    rule = f"number.{span.rule}.declined"
+                    out.append(Found(rule, span.strength, span.text, DECLINED, False, span.at))
         if span.strength is Strength.MARKER:
             end = _clause_end(span, read, gold)
             out += [end] if end else []

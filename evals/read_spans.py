@@ -54,6 +54,22 @@ _RECHECK_OPEN = re.compile(
 )
 
 
+# An answer that states it has none ("Cannot be determined", "unknown"): read as a declared non-answer.
+_DECLINES = re.compile(
+    r"^\W*(?:(?:it )?cannot be (?:determined|calculated|found|answered)|can['’]?t (?:be )?determine\w*|"
+    r"(?:we |i )?cannot determine|unable to (?:determine|calculate|answer)|undetermin\w*|indetermin\w*|unknown|"
+    r"nan|no (?:valid )?(?:solution|answer)|insufficient (?:information|data)|not enough information|"
+    r"there is (?:an? )?(?:error|inconsistency|contradiction)|impossible to (?:determine|calculate)|error in|"
+    r"the problem (?:setup |statement )?(?:is|has|leads|seems)|inconsistent)(?!\w)",
+    re.IGNORECASE,
+)
+
+
+def declines(text: str) -> bool:
+    """Whether an answer's text says there is no answer ("Cannot be determined", "Unable to determine")."""
+    return bool(_DECLINES.match(text.strip().strip('"')))
+
+
 @dataclass(frozen=True)
 class Span:
     """A place that may hold the final value: the rule suffix, its strength, the text there, its end offset."""

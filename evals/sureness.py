@@ -56,6 +56,7 @@ class Found:
 
 
 WITHDRAWN = "withdrawn"  # the key of a `LATER` reading that takes the answer back with no new value ("Wait, no.")
+DECLINED = "declined"  # the key of a reading of an answer that states it has none ("Cannot be determined")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ def _unread(verdict: Verdict, read: list[Found], later: list[Found]) -> Decision
     strongest = [f for f in strong if f.strength == top]
     if len({f.key for f in strongest}) > 1 or any(f.key and f.key.startswith("hedge:") for f in strongest):
         return Decision(False, "the rules read nothing and the strongest readings disagree")
+    if strongest[0].key == DECLINED:  # "Cannot be determined": the answer says it has none, a sure non-answer
+        return Decision(True, f"the answer declines to give a value ({strongest[0].value!r})")
     return Decision(True, f"the rules read nothing; {strongest[0].rule} read {strongest[0].value!r}", strongest[0])
 
 

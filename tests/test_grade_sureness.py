@@ -220,6 +220,8 @@ def test_the_served_model_as_extractor_settles_unsure_lines(sim, tmp_path: Path)
         ('{"reasoning": "...", "answer": "Over 18 hours"}', "correct", False),  # a bound, not a value
         ('{"answer": "16 - 3 - 4 = 9 eggs, 9 eggs * $2 = $18"}', "wrong", False),  # the chain goes on to 18
         ('{"answer": "She makes $18, or $20 with tips."}', "wrong", False),  # a hedge: the rules say wrong
+        ('{"answer": "Cannot be determined"}', "unparsed", True),  # says it has no answer: surely none
+        ('{"answer": "Nancy gets 18"}', "correct", True),  # a name is no "NaN"
     ],
 )
 def test_real_answer_forms(text: str, outcome: str, sure: bool, grader: Grader, items: dict[str, DatasetItem]) -> None:
