@@ -165,8 +165,8 @@ def _mark(
     if base.mark == UNKNOWN and p is None:
         return Comparison(**{**base.__dict__, "level": level})
     if p is not None and base.method == PAIRED and 2 / 2**base.n_before > level:
-        need = next(k for k in range(1, 64) if 2 / 2**k <= level)
-        why = f"{base.n_before} paired round(s): a signed-rank test needs {need} to reach the {level:.3g} level"
+        rounds = next((k for k in range(1, 64) if 2 / 2**k <= level), None)
+        why = f"{base.n_before} paired round(s): a signed-rank test needs {rounds} to reach the {level:.3g} level"
         return Comparison(UNKNOWN, base.method, p, level, base.n_before, base.n_after, ratio, base.detail, why)
     if p is not None and smallest_p(base.n_before, base.n_after) > level and base.method == RANK:
         need = samples_needed(base.n_before, level)
