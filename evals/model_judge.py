@@ -278,8 +278,8 @@ def describe_counts(counts: dict[str, Any], lines: int) -> str:
     """One line for the end of a run: how many lines were sent, and how often the judge disagreed."""
     v = counts["verdicts"]
     return (
-        f"judge {', '.join(counts['models'])}: asked about {counts['sent']} of {lines} lines (ambiguous or unparsed); "
+        f"judge {', '.join(counts['models'])}: asked about {counts['sent']} of {lines} lines (unsure grades); "
         f"disagrees with the rules on {counts['disagree']} ({counts['judge_right_rules_not']} it calls right, "
         f"{counts['rules_right_judge_not']} it calls wrong); {v['unsure']} unsure, {v['error']} failed; "
-        "the score is the rules'"
+        "`correct` stays the rules', the sure score counts what it settled"
     )

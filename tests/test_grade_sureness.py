@@ -234,3 +234,31 @@ def test_math_readings_agree_by_value_not_by_spelling(grader: Grader, items: dic
     it = items["math500:test/precalculus/807.json"]
     v = grader.grade(it, '"The maximum is $\\boxed{\\frac{512}{27}}$.",\n"answer": "512/27"')
     assert v.sure is True and {r.value for r in v.every if r.strength == "marker"} >= {"\\frac{512}{27}", "512/27"}
+
+
+def _replay_run(tmp_path: Path, answers: list[dict[str, str]], name: str) -> Path:
+    src = tmp_path / f"{name}.jsonl"
+    src.write_text("".join(json.dumps(a) + "\n" for a in answers), encoding="utf-8")
+    cmd = [sys.executable, "-m", "evalkit", "capability", "--replay", str(src), "--out", str(tmp_path), "--name", name]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_report_counts_unsure_questions_as_cant_tell_and_names_a_changed_answer_style(
+    tmp_path: Path, items: dict[str, DatasetItem]
+) -> None:
+    """Item 2: a build whose answers are all right but read only by a fallback is not 'worse': its questions are
+    can't tell, its score the interval, and its unsure share moving beyond noise is 'answer style changed'."""
+    ids = [f"gsm8k:{i}" for i in range(8)]
+    gold = {q: items[q].row["answer"].split("####")[-1].strip().replace(",", "") for q in ids}
+    before = _replay_run(tmp_path, [{"id": q, "content": f"#### {gold[q]}"} for q in ids], "before")
+    after = _replay_run(tmp_path, [{"id": q, "content": f"So the result is {gold[q]}."} for q in ids], "after")
+    out = tmp_path / "report.md"
+    cmd = [sys.executable, "-m", "evalkit", "report", str(before), str(after), "--labels", "before,after"]
+    proc = subprocess.run([*cmd, "-o", str(out), "--no-html"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answer = out.read_text().split("## Builds compared", 1)[0]
+    assert "8/8 → 0/8 (8 unsure, [0, 8]/8) correct" in answer, answer
+    assert "0 question(s) went right→wrong, 0 wrong→right, 8 can't tell" in answer, answer
+    assert "answer style changed: unsure 0 → 8 of 8" in answer, answer

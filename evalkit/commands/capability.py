@@ -117,8 +117,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--judge-url",
         type=base_url,
         metavar="URL",
-        help="an OpenAI-compatible server asked, line by line, whether an ambiguous or unparsed answer equals the "
-        "reference; its verdict is stored as `judge` beside the rule's grade, never replacing it",
+        help="an OpenAI-compatible server asked, line by line, whether an unsure grade's answer equals the "
+        "reference; its verdict is stored as `judge` beside the rule's grade (never replacing `correct`) and settles "
+        "the unsure grade in the sure score",
     )
     j.add_argument("--judge-model", metavar="NAME", help="the judge's model id (required with --judge-url)")
     j.add_argument(
@@ -264,7 +265,7 @@ def _print_summary(summary: dict[str, Any], judge_settings: Any = None) -> None:
         # --judge-url given, nothing sent: said, so the flag is seen to have been taken (issue #58).
         print(
             f"judge {judge_settings.model} ({judge_settings.base_url}): asked about 0 of {summary['total']['total']} "
-            "lines: no answer was ambiguous or unparsed, so nothing was sent to it; the score is the rules'"
+            "lines: no grade was unsure, so nothing was sent to it; the score is the rules'"
         )
     if summary.get("judge"):
         from evalkit_evals.model_judge import describe_counts

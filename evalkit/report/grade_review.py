@@ -53,10 +53,11 @@ def _judge_note(j: JudgeCounts | None) -> str | None:
         return None
     v = j.verdicts
     return (
-        f"judge {', '.join(j.models)} was asked about {j.sent} line(s) (ambiguous or unparsed): "
+        f"judge {', '.join(j.models)} was asked about {j.sent} line(s) (unsure grades): "
         f"it disagrees with the rules on {j.disagree} ({j.judge_right_rules_not} it calls right that "
         f"the rules did not, {j.rules_right_judge_not} the reverse), {v.get('unsure', 0)} unsure, "
-        f"{v.get('error', 0)} could not be asked. The score stays the rules'."
+        f"{v.get('error', 0)} could not be asked. `correct` stays the rules'; its correct/wrong settles an unsure "
+        "grade in the sure score."
     )
 
 
