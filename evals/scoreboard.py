@@ -141,13 +141,16 @@ def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str |
 
 
 def table(summary: dict[str, Any]) -> str:
-    """The per-dataset table, plain text."""
+    """The per-dataset table, plain text: the rules' counts, then issue #55's sure score (`pass@1` = sure-correct /
+    N), the unsure grades and the interval they leave open."""
     head = ("dataset", "correct", "total", "acc", "wrong", "unparsed", "truncated", "error", "ambiguous")
-    rows = [(*head, "unsure", "interval")]
+    rows = [(*head, "sure", "pass@1", "unsure", "interval")]
     items = list(summary["scores"].items()) + [("total", summary["total"])]
     for name, s in items:
         o = s["outcomes"]
         acc = f"{100 * s['correct'] / s['total']:.1f}%" if s["total"] else "-"
+        sure = s.get("sure_correct")
+        pass1 = f"{100 * sure / s['total']:.1f}%" if sure is not None and s["total"] else "-"
         rows.append(
             (
                 name,
@@ -159,6 +162,8 @@ def table(summary: dict[str, Any]) -> str:
                 str(o["truncated"]),
                 str(o["error"]),
                 str(s.get("ambiguous", "-")),
+                str(s.get("sure_correct", "-")),
+                pass1,
                 str(s.get("unsure", "-")),
                 "[{:.1%}, {:.1%}]".format(*s["interval"]) if s.get("interval") else "-",
             )
