@@ -83,7 +83,7 @@ def test_unusable_props_and_metrics_are_recorded_not_raised(
     argv = ["load", "--concurrency", "1", "--requests", "2", "--prompt-tokens", "16", "--output-tokens", "4"]
     code = main([*argv, "--base-url", f"{proxy}/{mode}/v1", "--out", str(tmp_path), "--name", "r"])
     err = capsys.readouterr().err
-    assert "Traceback" not in err and code == 0, err
+    assert "Traceback" not in err and _ran(code, err), err
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     probed = manifest["server_identity"]["probed"]
     if mode == "deep-props":
@@ -111,11 +111,18 @@ def test_a_100_mb_metrics_does_not_hold_the_run(proxy: str, tmp_path: Path, caps
     code = main([*argv, "--base-url", f"{proxy}/huge-metrics/v1", "--out", str(tmp_path), "--name", "r"])
     took = time.monotonic() - t0
     err = capsys.readouterr().err
-    assert "Traceback" not in err and code == 0, err
+    assert "Traceback" not in err and _ran(code, err), err
     lines = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert lines and all(not ln["ok"] and "limit" in ln["error"] for ln in lines), lines[:2]
     # each scrape stops at the cap (a few MB) instead of reading and parsing 100 MB (minutes)
     assert took < 90, took
+
+
+def _ran(code: int, err: str) -> bool:
+    """The load ran through: exit 0, or exit 1 only for a point a busy machine's client fell behind on (said as its
+    last line, issue #58: two requests against a millisecond proxy leave the streams idle for a share of the time)."""
+    last = [ln for ln in err.splitlines() if ln.strip()][-1:] or [""]
+    return code == 0 or (code == 1 and last[0].startswith("load: invalid: the client fell behind"))
 
 
 def _last_line(err: str) -> str:
