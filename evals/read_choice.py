@@ -45,20 +45,20 @@ def _from(span: Span, choices: list[str], gold: int) -> list[Found]:
 def readings(answer: str, choices: list[str], gold: int) -> list[Found]:
     """Every choice reader's reading of `answer` (1-based `gold`), then the later statements."""
     out: list[Found] = []
-    taken: set[str] = set()
+    taken: set[tuple[str, Strength]] = set()
     for span in read_spans.spans(answer):
         if span.rule == "first" or (span.rule == "label" and not span.text.strip()):
             continue
         found = _from(span, choices, gold)
         if span.rule in ("label", "bold"):  # the last hit that names a choice reads
-            if span.rule in taken or all(f.value is None for f in found):
+            if (span.rule, span.strength) in taken or all(f.value is None for f in found):
                 continue
-            taken.add(span.rule)
+            taken.add((span.rule, span.strength))
         out += found
     conclusion = musr._conclusion(answer, choices)
     if conclusion is not None and conclusion.choice is not None:
         out.append(_found("choice.conclusion", Strength.PLAIN, conclusion.choice, choices, gold, len(answer)))
-    found_at = [f.at for f in out if f.value is not None and f.strength > Strength.FALLBACK]
+    found_at = [f.at for f in out if f.value is not None]
     if found_at:
         for span in read_spans.later(answer, max(found_at)):
             read = musr._read_text(span.text, choices, "", "choice.recheck")

@@ -85,22 +85,22 @@ def _from(span: Span, answer: str, gold_text: str, judge: MathJudge) -> Found:
 def readings(answer: str, gold: str, judge: MathJudge) -> list[Found]:
     """Every math reader's reading of `answer` against `gold`, then the later statements."""
     out: list[Found] = []
-    taken: set[str] = set()
+    taken: set[tuple[str, Strength]] = set()
     for span in read_spans.spans(answer):
         if span.rule == "hash":
             continue
         found = _from(span, answer, gold, judge)
         if span.rule in ("label", "bold"):
-            if span.rule in taken or found.value is None:
+            if (span.rule, span.strength) in taken or found.value is None:
                 continue
-            taken.add(span.rule)
+            taken.add((span.rule, span.strength))
         out.append(found)
     whole = judge.check(f"${gold.strip()}$", normalize(answer))
     if whole.get("pred"):
         ok = bool(whole.get("ok"))
         pred = str(whole["pred"])
         out.append(Found("math.math_verify", Strength.FALLBACK, pred, key(pred, ok, pred), ok))
-    found_at = [f.at for f in out if f.value is not None and f.strength > Strength.FALLBACK]
+    found_at = [f.at for f in out if f.value is not None]
     if found_at:
         for span in read_spans.later(answer, max(found_at)):
             value = math500._answer_like(span.text)

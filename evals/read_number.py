@@ -87,15 +87,15 @@ def _prose(span: Span, gold: Decimal | None) -> Found | None:
 def readings(answer: str, question: str, gold: Decimal | None) -> list[Found]:
     """Every number reader's reading of `answer` (the final channel's text), then the later statements."""
     out: list[Found] = []
-    taken: set[str] = set()
+    taken: set[tuple[str, Strength]] = set()
     for span in read_spans.spans(answer):
         if span.rule in ("label", "bold"):  # every hit, the last first: the last that holds a number reads
-            if span.rule in taken:
+            if (span.rule, span.strength) in taken:
                 continue
             read = _read(span, question)
             if read is None:
                 continue  # a label with no number after it ("answer this question"): the next one back
-            taken.add(span.rule)
+            taken.add((span.rule, span.strength))
             out.append(_found(span, read, gold))
         else:
             read = _read(span, question)
@@ -109,7 +109,7 @@ def readings(answer: str, question: str, gold: Decimal | None) -> list[Found]:
         if span.strength is Strength.MARKER:
             end = _clause_end(span, read, gold)
             out += [end] if end else []
-    found = [f for f in out if f.value is not None and f.strength > Strength.FALLBACK]
+    found = [f for f in out if f.value is not None]  # a fallback too: a re-check after it is read
     after = max((f.at for f in found), default=None)
     if after is not None:
         for span in read_spans.later(answer, after):

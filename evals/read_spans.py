@@ -109,8 +109,50 @@ def statement_lines(answer: str) -> list[tuple[int, str]]:
     return out
 
 
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def after_withdrawal(answer: str) -> int:
+    """Where the answer starts again after the last place that takes one back ("Draft: 12. No, that draft is
+    wrong: ...", the rest of that sentence explaining it), or 0 when nothing is taken back or nothing follows."""
+    hits = list(reading_order.RETRACTION.finditer(answer))
+    if not hits:
+        return 0
+    end = _SENTENCE_END.search(answer, hits[-1].end())
+    start = end.end() if end else len(answer)
+    return start if re.search(r"\w", answer[start:]) else 0
+
+
 def spans(answer: str) -> list[Span]:
-    """Every place of the module docstring in the answer (labels: every hit, the last first)."""
+    """Every place of the module docstring in the answer (labels: every hit, the last first); after an answer
+    taken back, only in what follows (offsets stay the whole answer's)."""
+    base = after_withdrawal(answer)
+    found = _spans(answer[base:])
+    regions = _recheck_regions(answer[base:])
+    return [
+        Span(x.rule, Strength.LATER if any(a < x.at <= b for a, b in regions) else x.strength, x.text, x.at + base)
+        for x in found
+    ]
+
+
+def _recheck_regions(answer: str) -> list[tuple[int, int]]:
+    """(start, end) of each re-check: from a line that opens one to the end of its paragraph. What is read there is a
+    later statement (`Strength.LATER`), never the answer's support."""
+    out, pos, start = [], 0, None
+    for line in answer.splitlines(keepends=True):
+        if not line.strip():
+            if start is not None:
+                out.append((start, pos))
+                start = None
+        elif start is None and _RECHECK_OPEN.match(line):
+            start = pos
+        pos += len(line)
+    if start is not None:
+        out.append((start, pos))
+    return out
+
+
+def _spans(answer: str) -> list[Span]:
     found: list[Span] = []
     hashes = list(_HASH.finditer(answer))
     if hashes:

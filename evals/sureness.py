@@ -130,7 +130,9 @@ def with_decision(
     """The verdict with `sure` and every reading set; a later reading that replaces the value regrades by it
     (`rescore`), keeping the rules' reading beside it."""
     d = decide(verdict, found, key_of_verdict)
-    every = tuple(f.reading() for f in found)
+    right = verdict.correct if verdict.extracted is not None else None
+    rules = Reading(verdict.rule, verdict.extracted, "rules", right)
+    every = (rules, *(f.reading() for f in found))  # the rules' own reading first, then every reader's
     if d.follows is not None and rescore is not None:
         new = rescore(d.follows)
         if verdict.outcome == "unparsed":  # the readers read what the rules left unread

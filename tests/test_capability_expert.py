@@ -121,7 +121,7 @@ def test_replay_lines_carry_rule_and_summary_and_report_count_ambiguous(tmp_path
     first = graded[0]
     assert first["ambiguous"] and {"18", "20"} <= {r["value"] for r in first["readings"]}
     assert first["sure"] is False and graded[1]["sure"] is True  # issue #55: every reading kept, sure or not
-    assert all(r["strength"] in ("fallback", "plain", "marker", "later") for r in first["readings"])
+    assert all(r["strength"] in ("rules", "fallback", "plain", "marker", "later") for r in first["readings"])
     # A replay's summary counts lines (each its own case): gsm8k:0's first answer is ambiguous, its second is not.
     assert summary["scores"]["gsm8k"]["ambiguous"] == 1 and summary["scores"]["gsm8k"]["total"] == 3
     assert summary["scores"]["musr"]["ambiguous"] == 1

@@ -139,7 +139,7 @@ def test_a_loop_to_the_length_limit_is_read_up_to_the_loop(grader: Grader, items
 def test_a_fallback_alone_is_never_sure(grader: Grader, items: dict[str, DatasetItem]) -> None:
     v = grader.grade(items["gsm8k:0"], "So she makes $18 every day.")
     assert v.outcome == "correct" and v.sure is False
-    assert [r.strength for r in v.every if r.value is not None] == ["fallback"]
+    assert [r.strength for r in v.every if r.value is not None] == ["rules", "fallback"]
 
 
 def test_decide_needs_the_strongest_readings_to_agree() -> None:

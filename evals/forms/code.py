@@ -1,6 +1,6 @@
 """Code forms (HumanEval+): how a model hands over a solution (fenced with `python`, `py` or `python3`, split over
-several blocks, after a test block, the function body only, with a `__main__` block, with imports the prompt did not
-give). `Subject.value` is the function body written under the prompt's signature."""
+several blocks, after a test block, before a pytest module, the function body only, with a `__main__` block, with
+imports the prompt did not give). `Subject.value` is the function body written under the prompt's signature."""
 
 from __future__ import annotations
 
@@ -59,6 +59,17 @@ CODES: tuple[Form, ...] = (
             f'```python\n{program(s)}\n\nif __name__ == "__main__":\n    import doctest\n\n    doctest.testmod()\n```'
         ),
         example='if __name__ == "__main__": ...',
+    ),
+    Form(
+        "code_pytest_after",
+        "code",
+        CODE,
+        lambda s, _: (
+            f"```python\n{program(s)}```\n\nAnd a pytest module for it:\n\n```python\nimport pytest\n"
+            f"from solution import {s.entry_point}\n\n\ndef test_{s.entry_point}_exists():\n"
+            f"    assert callable({s.entry_point})\n```"
+        ),
+        example="```python\\ndef f(...)```\\n```python\\nimport pytest\\nfrom solution import f ...```",
     ),
     Form(
         "code_extra_imports",

@@ -1,5 +1,6 @@
 """Trailing forms: what follows the final answer (a verification paragraph, "Let me double-check", a
-parenthetical computation, a pleasantry, a correction after the answer, a retraction with no new answer)."""
+parenthetical computation, a pleasantry, a correction after the answer, a re-check of the wording that changes the
+answer or confirms it, a retraction with no new answer)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,23 @@ TRAILING: tuple[Form, ...] = (
         lambda s, t: f"{t}\n\nWait — it is {_other(s)}.",
         reads=AMBIGUOUS,
         example="\\boxed{42}\\n\\nWait — it is 12.",
+    ),
+    Form(
+        "recheck_changes",
+        "trailing",
+        VALUES,
+        lambda s, t: (
+            f"{t}\n\nDouble-checking the wording: it asks for something else, so the answer should be {_other(s)}."
+        ),
+        reads=AMBIGUOUS,
+        example="Double-checking the wording: it asks for something else, so the answer should be 12.",
+    ),
+    Form(
+        "recheck_confirms",
+        "trailing",
+        VALUES,
+        lambda s, t: f"{t}\n\nDouble-checking the wording: it asks for exactly this, so the answer is {_same(s)}.",
+        example="Double-checking the wording: it asks for exactly this, so the answer is 42.",
     ),
     Form(
         "retraction",
