@@ -215,6 +215,9 @@ def fixed_call(base: Path, cand: Path) -> dict[str, Any]:
     return {"marks": marks, "distorted": distorted, "machine": moved}
 
 
+RULE_ONLY = os.environ.get("EVALKIT_CALIBRATION_RULE_ONLY") == "1"  # --rule-only, for the worker processes
+
+
 def until_sure_replay(base: Path, cand: Path) -> dict[str, Any]:
     """`--until-sure --baseline base` replayed on the candidate's prefixes: the stop, the figure calls made at any
     look up to it, the calls and verdicts at the stop and after all 18 cycles."""
@@ -243,13 +246,13 @@ def until_sure_replay(base: Path, cand: Path) -> dict[str, Any]:
 
     stop, any_beyond_before_stop, at_stop = None, [], None
     for k in range(1, CYCLES + 1):
-        d = decide_run(cand, rule, baseline, up_to=k, baseline_path=base)
+        d = decide_run(cand, rule, baseline, up_to=k, baseline_path=base, weigh_machine=not RULE_ONLY)
         got = calls(d)
         any_beyond_before_stop += [f"{n}@{k}" for n, (state, _) in got.items() if state.startswith("beyond")]
         if d.decided:
             stop, at_stop = k, d
             break
-    full = decide_run(cand, rule, baseline, baseline_path=base)
+    full = decide_run(cand, rule, baseline, baseline_path=base, weigh_machine=not RULE_ONLY)
     return {
         "stop": stop,
         "beyond_at_any_look": any_beyond_before_stop,
@@ -280,7 +283,7 @@ def score(rows: list[dict[str, Any]]) -> list[str]:
             continue
         n = len(rs)
         for r in rs:  # what the report shows: no mark at all where the machine differed or a client distorted
-            r["shown"] = {} if (r["machine"] or r["distorted"]) else r["marks"]
+            r["shown"] = {} if (r["machine"] or r["distorted"]) and not RULE_ONLY else r["marks"]
         beyond = [r for r in rs if any(m in ("▲", "▼") for m in r["shown"].values())]
         machine = [r for r in rs if r["machine"] or r["distorted"]]
         look_false = [r for r in rs if r["beyond_at_any_look"]]
@@ -368,6 +371,12 @@ def main() -> int:
     p.add_argument("--collect", type=Path)
     p.add_argument("--read", type=Path)
     p.add_argument("--cross", type=int, default=0, help="with --read: also this many random pairs of aa runs")
+    p.add_argument(
+        "--rule-only",
+        action="store_true",
+        help="with --read: the comparison rule alone (no machine check, no distorted-client hold), as if every pair "
+        "had been measured on one machine state",
+    )
     p.add_argument("--quick", action="store_true", help="a CI-sized run: 4 aa and 2 decode5 runs, collected and read")
     p.add_argument("--parallel", type=int, default=4)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -378,6 +387,10 @@ def main() -> int:
     for kind in [*KINDS, *BENCH_KINDS]:
         p.add_argument(f"--{kind.replace('_', '-')}", type=int, default=0, help=f"{kind} runs to collect")
     a = p.parse_args()
+    if a.rule_only:
+        os.environ["EVALKIT_CALIBRATION_RULE_ONLY"] = "1"
+        global RULE_ONLY
+        RULE_ONLY = True
     t0 = time.perf_counter()
     if a.quick:
         with tempfile.TemporaryDirectory() as tmp:

@@ -305,10 +305,11 @@ def decide_run(
     baseline: list[Line] | None = None,
     up_to: int | None = None,
     baseline_path: Path | None = None,
+    weigh_machine: bool = True,
 ) -> Decision:
     """The decision a run directory's files support now: its completed cycles, diagnosed as its summary will be
     (with `up_to`, after its first `up_to` cycles); with `baseline_path`, the two runs' measuring machines are
-    weighed too (`machine_difference`)."""
+    weighed too (`machine_difference`; `weigh_machine=False` leaves them out, for measuring the rule alone)."""
     from evalkit.evidence.server_evidence import read_evidence
     from evalkit_stress.diagnose import diagnose
     from evalkit_stress.exercised import annotate, exercised
@@ -316,7 +317,8 @@ def decide_run(
 
     lines, cycles = counted_lines(run_path, up_to)
     diagnoses = diagnose(compute_metrics(exercised(lines)), annotate(lines), read_evidence(run_path)).to_json()
-    machine = machine_difference(run_path, lines, baseline_path) if baseline is not None else None
+    weigh = baseline is not None and weigh_machine
+    machine = machine_difference(run_path, lines, baseline_path) if weigh else None
     return decide(lines, diagnoses, cycles, rule, baseline, machine)
 
 
