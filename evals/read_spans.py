@@ -48,8 +48,8 @@ _LATER_CUE = re.compile(
 # The paragraph opens a re-check or a change of mind: only such a paragraph's conclusion contradicts the answer.
 _RECHECK_OPEN = re.compile(
     r"^\W*(?:wait|hmm+|hold on|oh|oops|actually|on second thought|re-?reading|looking (?:at it )?again|"
-    r"but\b|however|correction|no,|double[- ]?check|let me (?:re|double|check|verify|reconsider)|let['’]s (?:re|double|"
-    r"check|verify)|checking|re-?check|verif|sanity)",
+    r"correction|no,|double[- ]?check\w*|let me (?:re\w+|double\w*|check|verify|reconsider)|let['’]s (?:re\w+|"
+    r"double\w*|check|verify)|checking|re-?check\w*|verif\w*|sanity)(?!\w)",
     re.IGNORECASE,
 )
 
@@ -135,6 +135,10 @@ def spans(answer: str) -> list[Span]:
     ]
 
 
+# A line that states the final answer anew ("#### 18", "Final answer: 18", "ANSWER: 2", a box).
+_STATES_ANSWER = re.compile(r"^\W*(?:####|(?:the )?final answer\b|answer\s*[:：]|\\boxed\b|a\s*[:：])", re.IGNORECASE)
+
+
 def _recheck_regions(answer: str) -> list[tuple[int, int]]:
     """(start, end) of each re-check: from a line that opens one to the end of its paragraph. What is read there is a
     later statement (`Strength.LATER`), never the answer's support."""
@@ -146,6 +150,9 @@ def _recheck_regions(answer: str) -> list[tuple[int, int]]:
                 start = None
         elif start is None and _RECHECK_OPEN.match(line):
             start = pos
+        elif start is not None and _STATES_ANSWER.match(line):  # a new answer statement ends the re-check
+            out.append((start, pos))
+            start = None
         pos += len(line)
     if start is not None:
         out.append((start, pos))
