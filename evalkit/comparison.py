@@ -30,6 +30,7 @@ NOISE_FLOOR = 0.02  # a change of the median smaller than this is never called, 
 BETTER, WORSE, WITHIN, UNKNOWN = "▲", "▼", "≈", "?"
 RANK = "rank"  # Mann-Whitney U on the samples
 PAIRED = "signed-rank"  # Wilcoxon signed-rank on per-round log ratios
+STRATIFIED = "stratified-rank"  # the sum of several strata's U statistics
 _EXACT_CELLS = 40_000  # n_before * n_after up to which U's null distribution is computed exactly
 
 
@@ -293,7 +294,7 @@ def compare_stratified(
     nb, na = sum(len(b) for b, _ in kept), sum(len(a) for _, a in kept)
     if not kept:
         why = "no stratum with samples on both sides"
-        return Comparison(UNKNOWN, "stratified-rank", None, level, nb, na, None, why, why)
+        return Comparison(UNKNOWN, STRATIFIED, None, level, nb, na, None, why, why)
     dist = np.array([1.0])
     total = 0.0
     for b, a in kept:
@@ -309,9 +310,7 @@ def compare_stratified(
     detail = f"stratified rank test p={p:.3g} at level {level:.3g} over {len(kept)} strata, n={nb}/{na}"
     if reach > level:
         why = f"{len(kept)} strata of {nb} and {na} samples cannot reach the {level:.3g} level"
-        return Comparison(UNKNOWN, "stratified-rank", p, level, nb, na, ratio, detail, why)
-    called = p <= level and ratio is not None and abs(ratio - 1) >= noise_floor
-    if not called:
-        return Comparison(WITHIN, "stratified-rank", p, level, nb, na, ratio, detail)
-    mark = BETTER if (ratio is not None and ratio > 1) == higher_is_better else WORSE
-    return Comparison(mark, "stratified-rank", p, level, nb, na, ratio, detail)
+        return Comparison(UNKNOWN, STRATIFIED, p, level, nb, na, ratio, detail, why)
+    return _mark(
+        p, level, ratio, noise_floor, higher_is_better, Comparison(UNKNOWN, STRATIFIED, p, level, nb, na, ratio, detail)
+    )
