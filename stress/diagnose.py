@@ -71,6 +71,7 @@ ENGINE_LOG = (
 WARM_CACHE = 0.5  # the server's counters say its cache served at least half the run's prompt tokens
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone
 STARTED_EARLY = 0.5  # a next request that started within half the prefill left at the cancel was not held by it
+SENT_SETTLE_S = 0.05  # a request sent this recently may not be in the server's gauges yet
 RAN_ON = 0.8  # ... one that waited 80% of it or more may have been
 # A one-at-a-time server's log shows when it started the next request, so only the prefill rate is estimated (from
 # the same prompt alone): CI saw two prefills of one prompt in one run take 38.1 s and 31.2 s (the next start came
@@ -426,6 +427,13 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
             if r is not c and r.get("t_sent") is not None and r["t_sent"] <= t and (r.get("t_done") or float("inf")) > t
         )
 
+    def on_its_way(t: float) -> bool:
+        # a request the client sent just before the scrape may not have reached the server's count yet: the client
+        # counts it in flight and the server does not, so the cancelled request would read "gone" while the engine
+        # still runs it (seen: the before build's un-aborted prefill read gone 2.5 ms after the cancel, with the next
+        # request, sent at the cancel, still on its way). Such a scrape is not read either way.
+        return any(r is not c and r.get("t_sent") is not None and t - SENT_SETTLE_S < r["t_sent"] <= t for r in lines)
+
     # A gauge is the server's state as its last engine step ended (vLLM's are): a scrape during one long prefill
     # step reads what it read before the step, 0 on an idle server. Only gauges that counted this request while it
     # ran, before the cancel, show the engine's state changing around it; a reading of "gone" from gauges that
@@ -436,7 +444,7 @@ def _cancel_from_gauges(c: Line, lines: list[Line], ev: ServerEvidence, left: fl
     )
     still_at, gone_at, source = None, None, "metrics"
     for g in ev.gauges:
-        if g.t < t_c:
+        if g.t < t_c or on_its_way(g.t):
             continue
         if g.running + g.waiting > inflight(g.t):
             still_at, source = g.t, g.source
