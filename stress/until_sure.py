@@ -316,22 +316,23 @@ def decide_run(
     from evalkit_stress.metrics import compute_metrics
 
     lines, cycles = counted_lines(run_path, up_to)
-    diagnoses = diagnose(compute_metrics(exercised(lines)), annotate(lines), read_evidence(run_path)).to_json()
+    metrics = compute_metrics(exercised(lines))
+    diagnoses = diagnose(metrics, annotate(lines), read_evidence(run_path)).to_json()
     weigh = baseline is not None and weigh_machine
-    machine = machine_difference(run_path, lines, baseline_path) if weigh else None
+    machine = machine_difference(run_path, lines, metrics, baseline_path) if weigh else None
     return decide(lines, diagnoses, cycles, rule, baseline, machine)
 
 
-def machine_difference(run_path: Path, lines: list[Line], baseline_path: Path | None) -> str | None:
+def machine_difference(
+    run_path: Path, lines: list[Line], metrics: dict[str, Any], baseline_path: Path | None
+) -> str | None:
     """Why this run and its baseline were not measured on the same machine state, or None: the baseline's client
     distorted its run (its summary says so), this run's client distorts it so far (the same rule, on the cycles so
-    far), or their calibration probes lie apart (evalkit.runs.machine_probe)."""
+    far and their `metrics`), or their calibration probes lie apart (evalkit.runs.machine_probe)."""
     from evalkit.runs.machine_probe import machine_changed
-    from evalkit_stress.exercised import exercised
-    from evalkit_stress.metrics import compute_metrics
     from evalkit_stress.selfcheck import client_health
 
-    health = client_health(lines, [], compute_metrics(exercised(lines)))
+    health = client_health(lines, [], metrics)
     if health.get("distorted"):
         return "this run's client distorted it: " + "; ".join(health.get("distortion_reasons") or [])
     if baseline_path is None:

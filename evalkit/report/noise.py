@@ -16,9 +16,6 @@ from evalkit.runs.summary_parts import Distribution
 
 BETTER, WORSE, WITHIN, UNKNOWN = comparison.BETTER, comparison.WORSE, comparison.WITHIN, comparison.UNKNOWN
 ALPHA = comparison.LEVEL
-# Kept for callers that ask whether to test samples at all: one sample a side is already a test (it answers "can't
-# tell" until the counts can reach the level), so the raw samples are always preferred to the summary's figures.
-MIN_BOOTSTRAP_SAMPLES = 1
 # Client-timed rates of one build wander by about a percent from run to run (clocks, other load); a change
 # smaller than this is never called real, however small its p-value.
 DEFAULT_NOISE_FLOOR = comparison.NOISE_FLOOR
