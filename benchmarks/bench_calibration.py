@@ -322,6 +322,11 @@ def score(rows: list[dict[str, Any]]) -> list[str]:
                 total += 1
                 agree += ok
         same = [r for r in stopped if r["verdicts_at_stop"] == r["verdicts_full"]]
+        if total:
+            out.append(
+                f"  figure calls at the stop agree with the 18-cycle ones: {agree}/{total} ({agree / total:.1%}) "
+                "(a call beyond noise must be the 18-cycle call; 'within' must not meet a change past the margin)"
+            )
         if stopped:
             out.append(f"  verdicts at the stop equal the 18-cycle ones: {len(same)}/{len(stopped)}")
     return out
@@ -370,6 +375,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--collect", type=Path)
     p.add_argument("--read", type=Path)
+    p.add_argument("--score", type=Path, help="score a calibration-rows.jsonl written by --read again (no runs needed)")
     p.add_argument("--cross", type=int, default=0, help="with --read: also this many random pairs of aa runs")
     p.add_argument(
         "--rule-only",
@@ -404,13 +410,16 @@ def main() -> int:
             plan += [(kind, s) for s in range(seed, seed + getattr(a, kind))]
             seed += getattr(a, kind)
         collect(a.collect, plan, a.parallel, a.time_scale, a.long_tokens, a.burners)
+    elif a.score:
+        rows = [json.loads(ln) for ln in a.score.read_text().splitlines() if ln.strip()]
+        print("\n".join(score(rows)))
     elif a.read:
         print("\n".join(read(a.read, a.workers)))
         print("\n".join(bench_rows(a.read)))
         if a.cross:
             print("\n".join(cross(a.read, a.cross, a.workers)))
     else:
-        p.error("give --collect DIR, --read DIR or --quick")
+        p.error("give --collect DIR, --read DIR, --score ROWS or --quick")
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
