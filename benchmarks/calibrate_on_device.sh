@@ -18,6 +18,6 @@ timeout "${READ_S:-200}" python3 "$script" --read /tmp/runs --workers 16 ${READ_
   | tee -a "${OUT:-/tmp}/calibration-$tag.txt" || echo "read cut short after ${READ_S:-200} s" | tee -a "${OUT:-/tmp}/calibration-$tag.txt"
 cp /tmp/runs/calibration-rows.jsonl "${OUT:-/tmp}/calibration-rows-$tag.jsonl" 2>/dev/null || true
 cd /tmp/runs
-tar cf - */manifest.json */cycles.jsonl */requests.jsonl */summary.json */check.json 2>/dev/null \
-  | xz -6 -T0 > "${OUT:-/tmp}/runs-$tag.tar.xz"
+tar cf - */manifest.json */cycles.jsonl */requests.jsonl */summary.json */check.json */server_log.jsonl 2>/dev/null \
+  | xz -6 -T0 | split -b 15M - "${OUT:-/tmp}/runs-$tag.tar.xz."
 ls -la "${OUT:-/tmp}"
