@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.client import auxiliary
-from evalkit.client.field_support import REFUSED, length_fields, unforced_words
+from evalkit.client.field_support import REFUSED, UNOBSERVED, length_fields, length_state, unforced_words
 from evalkit.client.http_errors import describe
 from evalkit.client.probe import (
     ALL_COMMANDS,
@@ -316,20 +316,23 @@ async def _probes(
             )
         else:
             rows.append(Row("max_tokens honoured", None, f"can't tell: {_cause(capped, capped_body, result)}"))
+        state = length_state(support, ignore_eos)
         how = {
             "ignore_eos": "ignore_eos",
             "min_tokens": "min_tokens (ignore_eos is not honoured)",
             "prompt": f"none ({unforced_words(support, ignore_eos)}): prompts must run long on their own "
             "(max_tokens is their cap); such figures are marked length_forced false",
         }[mode]
+        if state == UNOBSERVED:  # sent: the model runs to max_tokens either way, so nothing tells whether it forces
+            how = f"{unforced_words(support, ignore_eos)}; such figures are marked length_forced null"
         rows.append(
             Row(
                 "fixed output length",
-                mode != "prompt",
+                None if state == UNOBSERVED else mode != "prompt",
                 f"{how}"
                 + (f"; a one-number answer ran to {n}/{cap}" if capped.ok and mode != "prompt" else "")
                 + ("" if ignore_eos else " (--no-ignore-eos)"),
-                fix=None if mode != "prompt" else advice(kind, "ignore_eos"),
+                fix=None if mode != "prompt" or state == UNOBSERVED else advice(kind, "ignore_eos"),
             )
         )
         tok = await tokenize_form(http, root, model)

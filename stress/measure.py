@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from evalkit.client.field_support import length_fields
+from evalkit.client.field_support import length_fields, length_forced_flag, length_state
 from evalkit.client.stream_killing import KILL_ROW, kill_check
 from evalkit.client.tokenize import TokenCounter
 from evalkit.evidence.capture import evidence_summary
@@ -135,14 +135,27 @@ class StressMeasurement:
         )
         killing = {"kills": kill.supported, "detail": kill.detail}
         gen_tokens = self.send.gen_tokens
-        forced, mode = length_fields(getattr(ctx.client.preflight, "fields", None), gen_tokens, self.ignore_eos)
+        support = getattr(ctx.client.preflight, "fields", None)
+        forced, mode = length_fields(support, gen_tokens, self.ignore_eos)
+        state = length_state(support, self.ignore_eos)
         rd.update_manifest(
-            generation_length={"mode": mode, "fields": sorted(forced), "ignore_eos_flag": self.ignore_eos}
+            generation_length={
+                "mode": mode,
+                "state": state,
+                "fields": sorted(forced),
+                "ignore_eos_flag": self.ignore_eos,
+            }
         )
         rd.update_manifest(stream_killing=killing)
         if kill.supported:
             print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
-        opts = replace(self.send, kills_streams=bool(kill.supported), length_body=forced, length_mode=mode)
+        opts = replace(
+            self.send,
+            kills_streams=bool(kill.supported),
+            length_body=forced,
+            length_mode=mode,
+            length_forced=length_forced_flag(state),
+        )
         exe = nvidia_smi()
         runner = StressRunner(
             rd,

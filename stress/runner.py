@@ -58,6 +58,9 @@ class RunOptions:
     # length_forced false).
     length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
     length_mode: str = "ignore_eos"
+    # Each count line's `length_forced` (field_support.length_forced_flag): null where ignore_eos was sent and its
+    # effect could not be observed with this model (with length_mode "prompt"; else it follows length_mode).
+    length_forced: bool | None = True
 
 
 class StressRunner:
@@ -277,7 +280,9 @@ class StressRunner:
         if feeds is not None and feeds.field != "ttft_s" and feeds.field in line:
             line[feeds.name] = line[feeds.field]  # a rate also under its metric's name
         if r.prompt == "count":
-            line.update(length_mode=self.opts.length_mode, length_forced=self.opts.length_mode != "prompt")
+            # forced where a length is; else null only where ignore_eos was sent and could not be observed
+            forced = True if self.opts.length_mode != "prompt" else (None if self.opts.length_forced is None else False)
+            line.update(length_mode=self.opts.length_mode, length_forced=forced)
         planned_cancel = self._cancel_at.pop(r.plan_id, None)
         if r.cancel_after_s is not None and not interrupted:
             # A planned cancel is sent only while the request runs: one that ended first was never cancelled.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evalkit.bench.throughput import BenchPlan, left_failed, measurements, run_bench, summarize
-from evalkit.client.field_support import length_fields, unforced_words
+from evalkit.client.field_support import length_fields, length_state, unforced_words
 from evalkit.client.lag import client_lag
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
@@ -81,6 +81,7 @@ class BenchMeasurement:
             length_body=tuple(forced.items()),
             length_mode=mode,
             length_why=unforced_words(support, self.plan.ignore_eos),
+            length_state=length_state(support, self.plan.ignore_eos),
         )
         ctx.rundir.update_manifest(length_mode=mode)
         with Progress(self.total(), "bench", "requests") as bar:

@@ -9,9 +9,11 @@ Rates (every one from client timestamps of one `Clock`):
   the other's prefill, or finishes early, lowers it: that is the point, it is what the server delivers together.
 Every prompt asks for `max_tokens` tokens with `ignore_eos` so all runs decode the same length; a server where the
 preflight did not see it honoured gets `min_tokens` when that is, else the prompts run to max_tokens on their own
-(`length_mode` "prompt": each request's `length_forced` is false and the summary says why, `length_why`); a run
-that stops short anyway is listed in `stopped_early`. Failed requests are counted per prompt (`failed`), never
-shown as a rate.
+(`length_mode` "prompt", the summary says why, `length_why`). Whether the length was forced is one of three states
+(`length_state`, evalkit.client.field_support): `forced` (each request's `length_forced` true), `sent_not_observable`
+(ignore_eos sent, its effect could not be observed with this model, which runs to max_tokens without it too:
+`length_forced` null) and `not_forced` (false); a run that stops short anyway is listed in `stopped_early`. Failed
+requests are counted per prompt (`failed`), never shown as a rate.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from evalkit.bench.until_sure import RateCheck, rate_check
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.client.field_support import FORCED, length_forced_flag
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import REQUESTS, Line, RunDir, read_jsonl
@@ -57,6 +60,7 @@ class BenchPlan:
     length_mode: str = "ignore_eos"
     timeout_s: float = 300.0  # per request: a stream that never ends is a `timeout`, not a silent wait
     length_why: str = ""  # with length_mode "prompt": why (field_support.unforced_words)
+    length_state: str = FORCED  # field_support.length_state: forced, sent_not_observable or not_forced
     # `--until-sure`: measure a prompt again until its median is sure within ±margin, `runs` to `max_runs` times
     until_sure_margin: float | None = None
     max_runs: int | None = None
@@ -114,9 +118,10 @@ def load_prompts(path: Path) -> list[NamedPrompt]:
 
 def _request(plan: BenchPlan, prompt: NamedPrompt, tags: dict[str, Any]) -> ChatRequest:
     body = dict(plan.length_body)  # over the client's standing body (the profile's extra_body)
-    # length_forced: the server honours what was sent to force max_tokens (the preflight saw it); else the length
-    # rests on the prompt running long, and the figures are marked.
-    tags = {**tags, "length_mode": plan.length_mode, "length_forced": plan.length_mode != "prompt"}
+    # length_forced: true where the server honours what was sent to force max_tokens (the preflight saw it); null
+    # where ignore_eos was sent and its effect could not be observed with this model; else false, the length rests on
+    # the prompt running long, and the figures are marked.
+    tags = {**tags, "length_mode": plan.length_mode, "length_forced": length_forced_flag(plan.length_state)}
     return ChatRequest(
         messages=[{"role": "user", "content": prompt.text}],
         max_tokens=plan.max_tokens,
@@ -361,7 +366,8 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "runs_per_prompt": plan.runs,
         "ignore_eos": plan.ignore_eos,
         "length_mode": plan.length_mode,
-        "length_forced": plan.length_mode != "prompt",
+        "length_state": plan.length_state,
+        "length_forced": length_forced_flag(plan.length_state),
         **({"length_why": plan.length_why} if plan.length_mode == "prompt" and plan.length_why else {}),
         "rate": "tok_s = median over runs of (completion_tokens - 1) / (last token - first token); "
         "request_tok_s = completion_tokens / (done - sent); combined_tok_s = (sum of completion_tokens - 1)"

@@ -11,7 +11,15 @@ A forced length (`ignore_eos`, `min_tokens`) is judged against where the model s
 just: OK" with room for 64 tokens, then the field at two lengths past that stop (issue 40: a fixed 8-token probe
 could not tell when a small model talked past 8 tokens either way). Honoured: both ran to their length. Ignored:
 it stopped early despite the field. A model that does not stop within 64 tokens on its own leaves the effect not
-shown ("taken, effect not shown"), never read as ignored.
+shown ("sent; its effect could not be observed with this model"), never read as ignored.
+
+A command's output length is then in one of three states (`length_state`, issue 57), each said in its own words:
+- forced: ignore_eos (else min_tokens) sent, and the probe saw it work (`length_forced` true);
+- sent, not observable: ignore_eos sent, taken, and its effect could not be observed with this model (it ran to its
+  cap without it too: a model that never stops early), so the run cannot tell whether it forced anything
+  (`length_forced` null); never called "not forced";
+- not forced: nothing sent (`--no-ignore-eos`, refused), or the probe saw it stop early despite it (`length_forced`
+  false).
 """
 
 from __future__ import annotations
@@ -29,7 +37,10 @@ PROBE_TOKENS = 8  # the bare request's room (the header and the other fields nee
 LENGTH_PROMPT = "Reply with just: OK"  # a reply any chat model ends early on its own
 LENGTH_ROOM = 64  # the bare reply's cap: a model that has not stopped by then shows no forced length
 LENGTH_FIELDS = ("ignore_eos", "min_tokens")
-NOT_SHOWN = "taken, effect not shown"
+NOT_SHOWN = "sent; its effect could not be observed with this model"
+OLD_NOT_SHOWN = "taken, effect not shown"  # the same verdict, as releases before issue 57 worded it
+# The three states of a command's output length (`length_state`).
+FORCED, UNOBSERVED, NOT_FORCED = "forced", "sent_not_observable", "not_forced"
 
 # What each field is sent with when probed.
 SAMPLES: dict[str, Any] = {
@@ -147,7 +158,7 @@ async def judge_length(
             return FieldVerdict(REFUSED, got.words)
         return FieldVerdict(
             ACCEPTED,
-            f"{NOT_SHOWN} (without it the reply ran to {baseline.tokens} tokens, {baseline.finish_reason}: "
+            f"{NOT_SHOWN} (without it the probe's reply ran to {baseline.tokens} tokens, {baseline.finish_reason}: "
             "the model does not stop early on its own)",
         )
     seen = []
@@ -257,18 +268,42 @@ def length_fields(support: FieldSupport | None, max_tokens: int, ignore_eos: boo
     return body, "prompt"
 
 
+def length_state(support: FieldSupport | None, ignore_eos: bool = True) -> str:
+    """The output length's state on this server (`FORCED`, `UNOBSERVED`, `NOT_FORCED`; the module's docstring)."""
+    body, mode = length_fields(support, 2, ignore_eos)
+    if mode != "prompt":
+        return FORCED
+    if support is not None and "ignore_eos" in body and support.status("ignore_eos") == ACCEPTED:
+        return UNOBSERVED  # sent, taken, and not honoured only because the probe could not show it
+    return NOT_FORCED
+
+
+def length_forced_flag(state: str) -> bool | None:
+    """A request line's and a summary's `length_forced`: true forced, null sent but not observable, false not."""
+    return {FORCED: True, UNOBSERVED: None}.get(state, False)
+
+
 def unforced_words(support: FieldSupport | None, ignore_eos: bool = True) -> str:
-    """Why no output length is forced, in words: refused, stopped early despite it, or taken with its effect not
-    shown (a model that talks on either way), never "refused or ignored" where it was neither."""
+    """Why no output length is shown forced, in words: refused, stopped early despite it, or sent with its effect not
+    observable (a model that talks on either way), never "refused or ignored" where it was neither; a field said
+    sent only where the commands send it (min_tokens only where honoured)."""
     if not ignore_eos:
         return "--no-ignore-eos: no length forced"
     if support is None:
         return "the fields were not probed"
+    if length_state(support, ignore_eos) == UNOBSERVED:
+        detail = support.fields["ignore_eos"].detail
+        for old in (NOT_SHOWN, OLD_NOT_SHOWN):  # a cached verdict may be in an earlier release's words
+            if detail.startswith(old):
+                return "ignore_eos " + NOT_SHOWN + detail[len(old) :]
+        return "ignore_eos " + NOT_SHOWN
     parts = []
     for name in LENGTH_FIELDS:
         status = support.status(name)
-        how = {REFUSED: "refused", IGNORED: "ignored (stopped early despite it)"}.get(status or "", NOT_SHOWN)
+        how = {REFUSED: "refused", IGNORED: "ignored (stopped early despite it)"}.get(status or "", "")
         if status in (None, UNKNOWN):
             how = "can't tell (its probe failed)" if status == UNKNOWN else "not probed"
+        if not how:  # taken with no effect shown: only ignore_eos is sent such (UNOBSERVED, above)
+            how = "not sent (its effect could not be observed with this model)"
         parts.append(f"{name} {how}")
     return "; ".join(parts)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalkit.bench.length_note import length_note
 from evalkit.bench.measure import BenchMeasurement
 from evalkit.bench.throughput import BenchPlan, load_prompts, packaged_prompts
 from evalkit.bench.until_sure import DEFAULT_MARGIN, DEFAULT_MAX_RUNS
@@ -165,14 +166,9 @@ def _print_table(summary: dict[str, Any]) -> None:
             "decided" if u["decided"] else f"still undecided after {u['max_runs']} runs: {', '.join(u['undecided'])}"
         )
         lines.append(f"until sure (±{u['margin']:.0%} of the median, 95% interval): {state}; " + "; ".join(spans))
-    if summary.get("length_forced") is False:
-        why = summary.get("length_why") or (
-            "--no-ignore-eos" if summary.get("ignore_eos") is False else "the preflight saw no length forced"
-        )
-        lines.append(
-            f"note: no output length was forced ({why}): each prompt ran as long as it ran, up to "
-            "max_tokens; rates marked length_forced false"
-        )
+    note = length_note(summary)
+    if note:
+        lines.append(f"note: {note}")
     if summary["stopped_early"]:
         lines.append(
             f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.bench.length_note import length_note
 from evalkit.report import noise, trust
 from evalkit.report.runs import LabelledRun
 from evalkit.report.words import time_scale_words
@@ -123,12 +124,9 @@ def bench_tables(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_NOI
             untouched = [True] * len(runs)
             request_rows.append((name, _cells(req, 1, trust.suppress(runs, rverdicts, untouched))))
     for r, b in zip(runs, records):
-        if b.length_forced is False:
-            why = b.length_why or "the preflight saw no length forced"
-            notes.append(
-                f"{r.label}: no output length was forced ({why}): its rates rest on prompts that ran to "
-                "max_tokens on their own."
-            )
+        length = length_note(b.model_dump())
+        if length:
+            notes.append(f"{r.label}: {length}.")
         early = b.stopped_early
         if early:
             notes.append(

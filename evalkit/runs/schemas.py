@@ -350,6 +350,9 @@ class BenchSummary(KindSummary):
     kind: Literal["bench"]
     prompts: dict[str, BenchPrompt]
     concurrent: BenchConcurrent | None = None
+    # field_support.length_state: forced (length_forced true), sent_not_observable (ignore_eos sent, its effect could
+    # not be observed with this model: null), not_forced (false)
+    length_state: str | None = None
     length_forced: bool | None = None
     length_why: str | None = None
     stopped_early: list[dict[str, Any]] = []

@@ -35,8 +35,10 @@ answers: capability questions (GSM8K, MATH-500, MuSR, HumanEval+ from --data-dir
   question id with --seed; stress questions get their known answer; a judge's equality-check prompt (capability
   --judge-url) gets Yes, No or Unsure by comparing its reference with the response's last line (a fraction
   --judge-error-rate flipped); anything else gets filler.
-  "ignore_eos": true pads to max_tokens. Thinking (enable_thinking, reasoning_effort, /think) streams reasoning
-  first in --reasoning-format; effort low/medium/high ~60/150/300 tokens.
+  "ignore_eos": true pads to max_tokens; --never-stop is a model that never ends a reply on its own (a random 8B):
+  every reply runs to max_tokens either way, so a forced length cannot be told from none. Thinking
+  (enable_thinking, reasoning_effort, /think) streams reasoning first in --reasoning-format; effort low/medium/high
+  ~60/150/300 tokens.
 
 profiles: dual-2080ti-before (1 slot, no yield, cancel not aborting, 100 tok/s, 54K prefill ~40 s) and
   dual-2080ti-after (2 slots, 116/186 tok/s, yield every 1536-token chunk ~1.15 s, cancel aborting);
@@ -187,6 +189,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=nonneg_int,
         metavar="N",
         help="a model that talks on: each recognised answer runs N tokens of prose more before it stops",
+    )
+    q.add_argument(
+        "--never-stop",
+        action="store_true",
+        default=None,
+        help="a model that never ends a reply on its own (a random-weights model): every reply, recognised or not, "
+        "runs to max_tokens (else to the default cap) and finishes 'length', with or without ignore_eos",
     )
     q.add_argument(
         "--no-stream-usage",

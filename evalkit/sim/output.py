@@ -2,7 +2,8 @@
 
 Each element is one streamed token `(channel, text)` with channel `reasoning` or `content`. `max_tokens` counts
 reasoning and answer together; a plan cut short ends with `length`, one that ran out of answer with `stop`, and
-`ignore_eos` pads with filler to exactly `max_tokens` (`length`), `min_tokens` to at least that many.
+`ignore_eos` pads with filler to exactly `max_tokens` (`length`), `min_tokens` to at least that many; a model that
+never stops (`never_stop`, `--never-stop`) pads every reply to its cap, max_tokens or the default, with or without them.
 Unrecognised prompts get filler up to `max_tokens` (or `--filler-tokens` and `stop` when the request names no limit).
 """
 
@@ -57,10 +58,13 @@ def build_output(
     default_max_tokens: int,
     default_filler: int,
     min_tokens: int = 0,
+    never_stop: bool = False,
 ) -> Output:
     """The plan for one request; `answer` None means filler."""
     head = _reasoning_part(thinking, fmt)
     limit = max(1, max_tokens) if max_tokens is not None else default_max_tokens
+    if never_stop:  # no end of sequence ever: as ignore_eos, to whatever cap the request has
+        ignore_eos, max_tokens = True, limit
     if answer is None:
         want = limit if max_tokens is not None else min(limit, len(head) + default_filler)
         body = filler_tokens(max(0, want - len(head)))

@@ -268,6 +268,7 @@ class SimServer:
                 self.s.default_max_tokens,
                 self.s.filler_tokens,
                 min_tokens,
+                self.s.never_stop,
             )
             # In the form the answer takes as the next turn's history, so the two digests compare directly.
             trace.answer_digest = _digest(f"assistant\n{out.content_text}")

@@ -51,6 +51,7 @@ class SimSettings:
     reject_fields: tuple[str, ...] = ()  # body fields answered with HTTP 400 naming the field
     ignore_fields: tuple[str, ...] = ()  # body fields taken (HTTP 200) and given no effect (ignore_eos, min_tokens)
     chatty_tokens: int = 0  # a small model that talks on: each recognised answer runs this many tokens more
+    never_stop: bool = False  # a model that never ends a reply on its own (random weights): every reply runs to its cap
     stream_usage: bool = True  # honour stream_options.include_usage
     tokenize_endpoint: bool = True  # serve POST /tokenize
     # What the server says about itself (issue 11): /metrics in vLLM names, speculative decoding, start-up log lines.
