@@ -17,6 +17,7 @@ from evalkit.evidence.server_identity import IdentityRecord, ServerProps, identi
 from evalkit.report import noise, trust, words
 from evalkit.report.capability import cant_tell, comparability, interval_text, question_changes, style_change
 from evalkit.report.context import AnswerContext
+from evalkit.report.model_rule import ModelNames
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import CapabilitySummary
 from evalkit.runs.summary_parts import Distribution
@@ -55,13 +56,13 @@ class Build:
     settings: dict[str, str]
 
 
-def _settings(run: LabelledRun) -> dict[str, str]:
+def _settings(run: LabelledRun, model: str | None) -> dict[str, str]:
     m = run.run.manifest
     ident = IdentityRecord.of(m)
     props = ident.props or ServerProps()
     out: dict[str, str] = {}
-    if m.get("model"):
-        out["model"] = str(m["model"])
+    if model:  # by the report's one rule (evalkit.report.model_rule)
+        out["model"] = model
     if m.get("build_label"):
         out["build label"] = str(m["build_label"])
     build = m.get("build")
@@ -81,15 +82,21 @@ def _settings(run: LabelledRun) -> dict[str, str]:
 
 
 def builds(runs: list[LabelledRun]) -> list[Build]:
-    """Each label's build in order of first appearance."""
+    """Each label's build in order of first appearance; its model by the report's one rule (a build whose runs served
+    several models names each)."""
+    models = ModelNames([r.run.manifest for r in runs])
     out: dict[str, Build] = {}
-    for r in runs:
+    for i, r in enumerate(runs):
         b = out.get(r.label)
+        model = models.name(i)
         if b is None:
-            out[r.label] = Build(r.label, identity_label(r.run.manifest) or r.label, [r.kind], _settings(r))
+            named = {**r.run.manifest, "model": model} if model else r.run.manifest
+            out[r.label] = Build(r.label, identity_label(named) or r.label, [r.kind], _settings(r, model))
         else:
             b.kinds.append(r.kind)
-            for k, v in _settings(r).items():
+            for k, v in _settings(r, model).items():
+                if k == "model" and v not in b.settings.get(k, "").split(", "):
+                    b.settings[k] = f"{b.settings[k]}, {v}" if b.settings.get(k) else v
                 b.settings.setdefault(k, v)
     return list(out.values())
 

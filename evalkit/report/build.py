@@ -11,6 +11,7 @@ from evalkit.report.capacity_plot import latency_vs_load
 from evalkit.report.context import PlotEntry, ReportContext
 from evalkit.report.memory import memory_section
 from evalkit.report.memory_plot import gpu_memory_plot
+from evalkit.report.model_rule import ModelNames
 from evalkit.report.runs import LabelledRun
 from evalkit.report.sections import sections as report_sections
 from evalkit.report.server_says import server_says_section
@@ -59,6 +60,7 @@ def build_context(
                 "file": p.name,
             }
         )
+    models = ModelNames([r.run.manifest for r in runs])
     return {
         "title": "evalkit report: " + " vs ".join(dict.fromkeys(r.label for r in runs)) if runs else "evalkit report",
         "runs": [
@@ -66,11 +68,11 @@ def build_context(
                 "label": r.label,
                 "kind": r.kind,
                 "path": str(r.run.path),
-                "model": r.run.manifest.get("model"),
+                "model": models.describe(i),
                 "started": r.run.manifest.get("started"),
                 "build_label": r.run.manifest.get("build_label"),
             }
-            for r in runs
+            for i, r in enumerate(runs)
         ],
         "sections": sections,
         "tables": {

@@ -102,13 +102,30 @@ def _peak_mark(base: GpuCard, other: GpuCard, noise_floor: float) -> str:
     return noise.samples_verdict(base.cycle_peak_mib, other.cycle_peak_mib, False, noise_floor).mark
 
 
+# The order the table's runs go in: the stress runs (the ones with cycles and a verdict) first, then each other kind.
+KIND_ORDER = ("stress", "bench", "capability", "load")
+
+
+def column_name(run: LabelledRun) -> str:
+    """A run's column: its build, its kind and its run directory (a build has one column per run that sampled)."""
+    return f"{run.label} · {run.kind} · {run.run.path.name}"
+
+
+def by_kind(mems: list[RunMemory]) -> list[RunMemory]:
+    """The runs grouped by kind (stress, bench, capability, load, then any other), each kind in report order."""
+    kinds = list(KIND_ORDER) + [k for k in dict.fromkeys(m.run.kind for m in mems) if k not in KIND_ORDER]
+    return [m for k in kinds for m in mems if m.run.kind == k]
+
+
 def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE_FLOOR) -> Table:
-    """One column per run, seven rows per card; deltas and marks against the first column."""
+    """One column per run, grouped by kind, seven rows per card; deltas and marks against the first run of the same
+    kind only: a bench run's peak is never set against a stress run's (other requests, other lengths, other time)."""
+    mems = by_kind(mems)
     indices = sorted({int(k) for m in mems for k in m.cards})
+    first_of_kind = {m.run.kind: j for j, m in reversed(list(enumerate(mems)))}
     rows: list[tuple[str, list[str]]] = []
     for i in indices:
         cards = [m.cards.get(str(i)) for m in mems]
-        base = cards[0]
         names = [(c.name if c is not None else None) or "–" for c in cards]
         if any(n != "–" for n in names):
             rows.append((f"GPU {i} name", names))
@@ -119,7 +136,9 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
                 slope.append("–")
                 continue
             p, s = _mib(c.peak_mib), _mib(c.slope_mib_per_cycle, signed=True)
-            if k and base is not None:
+            j = first_of_kind[mems[k].run.kind]
+            base = cards[j]
+            if k != j and base is not None:
                 if c.peak_mib is not None and base.peak_mib is not None:
                     p += f" ({c.peak_mib - base.peak_mib:+.0f}) {_peak_mark(base, c, noise_floor)}"
                 if c.slope_mib_per_cycle is not None:
@@ -141,6 +160,9 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
             )
         )
     notes = [
+        "Each column is one run: its build · its kind (stress, bench or capability) · its run directory. A change "
+        "(in brackets) and its mark are against the first run of the same kind only (" + _firsts(mems) + "); runs "
+        "of different kinds sent other requests for another time, and are never compared.",
         "Per card, from nvidia-smi memory.used: peak over the run; three least-squares slopes, each with its noise "
         "(99.98% half-width): each cycle's peak per cycle, memory per hour of run time and per finished request "
         "(these two widened for autocorrelated samples). growing = any slope beyond its noise and at least "
@@ -150,7 +172,16 @@ def memory_table(mems: list[RunMemory], noise_floor: float = noise.DEFAULT_NOISE
         f"noise when the difference passes both noises combined ({noise.WORSE} grows faster). Per hour in the "
         "run's own hours (a run against a sped-up sim has sped-up hours).",
     ]
-    return Table("gpu_memory", "GPU memory per card", [m.run.label for m in mems], rows, notes, row_header="card")
+    return Table(
+        "gpu_memory", "GPU memory per card", [column_name(m.run) for m in mems], rows, notes, row_header="card"
+    )
+
+
+def _firsts(mems: list[RunMemory]) -> str:
+    seen: dict[str, str] = {}
+    for m in mems:
+        seen.setdefault(m.run.kind, column_name(m.run))
+    return "; ".join(f"{k}: {v}" for k, v in seen.items())
 
 
 def _noise(c: GpuCard | None) -> str:
@@ -177,12 +208,15 @@ def memory_section(runs: list[LabelledRun], noise_floor: float = noise.DEFAULT_N
     mems = [m for m in (run_memory(r) for r in runs) if m is not None]
     if not mems:
         return None
+    mems = by_kind(mems)
     verdicts: list[MemoryVerdict] = [
-        {"label": m.run.label, "verdict": m.verdict.verdict, "evidence": m.verdict.evidence} for m in mems if m.verdict
+        {"label": column_name(m.run), "verdict": m.verdict.verdict, "evidence": m.verdict.evidence}
+        for m in mems
+        if m.verdict
     ]
     return {
         "heading": "GPU memory",
         "verdicts": verdicts,
         "table": memory_table(mems, noise_floor),
-        "runs": [m.run.label for m in mems],
+        "runs": [column_name(m.run) for m in mems],
     }

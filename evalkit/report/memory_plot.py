@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt
 
-from evalkit.report.memory import gpu_samples
+from evalkit.report.memory import column_name, gpu_samples
 from evalkit.report.runs import LabelledRun
 
 
@@ -43,7 +43,7 @@ def gpu_memory_plot(runs: list[LabelledRun], path: Path) -> Path | None:
             ax.annotate(
                 f"c{c}", (x, 1.0), xycoords=("data", "axes fraction"), fontsize=6, color="grey", va="top", ha="left"
             )
-        ax.set_title(f"{run.label} ({run.kind})", fontsize=9)
+        ax.set_title(column_name(run), fontsize=9)  # as the table names the run
         ax.set_ylabel("used MiB")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.report.model_rule import ModelNames
 from evalkit.runs.rundir import Line, read_jsonl
 from evalkit.runs.schemas import (
     BenchSummary,
@@ -107,9 +108,10 @@ def label_runs(runs: list[FinishedRun], labels: list[str] | None) -> list[Labell
     return grouped_runs(runs, labels)[0]
 
 
-def build_identity(run: FinishedRun) -> dict[str, str]:
+def build_identity(run: FinishedRun, model: str | None = None) -> dict[str, str]:
     """What a run's manifest says of the build it measured: its build label, server type and version (or
-    llama.cpp's build info), model, and each `--build-info` item. Runs with equal identities measured one build."""
+    llama.cpp's build info), model (`model`: its name by the report's one rule, evalkit.report.model_rule, else the
+    manifest's id), and each `--build-info` item. Runs with equal identities measured one build."""
     from evalkit.evidence.server_identity import IdentityRecord
 
     m = run.manifest
@@ -119,8 +121,8 @@ def build_identity(run: FinishedRun) -> dict[str, str]:
         out["build label"] = str(m["build_label"])
     if ident.server_type or ident.version_text():
         out["server"] = " ".join(str(x) for x in (ident.server_type, ident.version_text()) if x)
-    if m.get("model"):
-        out["model"] = str(m["model"])
+    if model or m.get("model"):
+        out["model"] = str(model or m["model"])
     build = m.get("build")
     if isinstance(build, dict):
         out.update({str(k): str(v) for k, v in sorted(build.items())})
@@ -151,7 +153,8 @@ def grouped_runs(runs: list[FinishedRun], labels: list[str] | None) -> tuple[lis
         if len(labels) != len(runs):
             raise UsageError(f"--labels has {len(labels)} labels for {len(runs)} runs")
         return [LabelledRun(str(label), r) for label, r in zip(labels, runs)], []
-    idents = [build_identity(r) for r in runs]
+    models = ModelNames([r.manifest for r in runs])
+    idents = [build_identity(r, models.name(i)) for i, r in enumerate(runs)]
     groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
     for i, ident in enumerate(idents):
         groups.setdefault(_group_key(ident), []).append(i)

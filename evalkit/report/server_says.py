@@ -17,6 +17,7 @@ from evalkit.evidence.server_log import DEFAULT_PATTERNS
 from evalkit.report import noise
 from evalkit.report.context import FlaggedLog, ServerSaysContext
 from evalkit.report.gpu_energy import gpu_table
+from evalkit.report.model_rule import ModelNames
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
 from evalkit.report.words import num
@@ -96,9 +97,18 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
         if any(v not in (None, "", []) for v in values):
             rows.append((name, ["–" if v in (None, "") else str(v) for v in values]))
 
+    models = ModelNames([r.run.manifest for r in all_runs])
+    # Each build's model(s) by the report's one rule (evalkit.report.model_rule): one name per model.
+    per_build = [
+        ", ".join(dict.fromkeys(n for i, x in enumerate(all_runs) if x.label == r.label if (n := models.name(i))))
+        for r in runs
+    ]
     idents = [IdentityRecord.of(r.run.manifest) for r in runs]
-    row("build", [identity_label(r.run.manifest) for r in runs])
-    row("model", [r.run.manifest.get("model") for r in runs])
+    row(
+        "build",
+        [identity_label({**r.run.manifest, "model": m} if m else r.run.manifest) for r, m in zip(runs, per_build)],
+    )
+    row("model", per_build)
     row("server", [i.server_type for i in idents])
     row("version / build info", [i.version_text() for i in idents])
     row("slots", [i.props.total_slots if i.props else None for i in idents])
@@ -111,10 +121,10 @@ def identity_table(runs: list[LabelledRun]) -> tuple[Table, list[str]]:
     for k in keys:
         row(f"build.{k}", [(r.run.manifest.get("build") or {}).get(k) for r in runs])
     warnings = []
-    models = {model for r in all_runs if (model := r.run.manifest.get("model"))}
-    if len(models) > 1:
+    distinct = models.distinct()
+    if len(distinct) > 1:
         warnings.append(
-            "the runs served different models (" + ", ".join(sorted(models)) + "): their figures "
+            "the runs served different models (" + ", ".join(distinct) + "): their figures "
             "compare two models, not two builds"
         )
     return Table("server_identity", "Build identity", cols, rows, row_header="what"), warnings
