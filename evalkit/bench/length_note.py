@@ -66,9 +66,11 @@ def length_note(summary: dict[str, Any]) -> str | None:
             text + f"; {len(early)} request(s) stopped before max_tokens"
             f"{f' ({cap})' if cap else ''} although it was sent: their lengths differ"
         )
+    # an older summary wrote false for this state: its field is named as written
+    marked = "; length_forced null (sent, not observable)" if summary.get("length_forced") is None else ""
     if ran:
         return (
             text + f"; every measured request ran to max_tokens ({ran} of {ran} at {cap}/{cap} tokens), so the "
-            "rates compare equal lengths; length_forced null (sent, not observable)"
+            "rates compare equal lengths" + marked
         )
-    return text + "; length_forced null (sent, not observable)"
+    return text + marked
