@@ -150,3 +150,15 @@ def test_length_note_keeps_the_three_states_apart(summary: dict[str, object], sa
         assert note is None
         return
     assert note is not None and says in note and never not in note, note
+
+
+def test_check_says_the_length_could_not_be_observed_against_a_model_that_never_stops(sim, tmp_path: Path) -> None:
+    """`evalkit check`'s row: can't tell (not "no"), in the same words, and no advice to fix a server that is fine."""
+    s = sim("--time-scale", "20", "--never-stop")
+    code = main(["check", "--base-url", s.base_url, "--out", str(tmp_path), "--name", "c"])
+    rows = {r["name"]: r for r in json.loads((tmp_path / "c" / "check.json").read_text())["rows"]}
+    row = rows["fixed output length"]
+    print(f"\n{row}")
+    assert code == 0 and row["supported"] is None and not row.get("fix")
+    assert row["detail"].startswith("ignore_eos sent; its effect could not be observed with this model")
+    assert "length_forced null" in row["detail"] and "length_forced false" not in row["detail"]
