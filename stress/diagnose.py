@@ -15,6 +15,9 @@ from typing import Any
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.ttft_split import LOG_SLACK_S, TtftSplit, split_all
+from evalkit.evidence.vllm_steps import EVIDENCE as STEPS
+from evalkit.evidence.vllm_steps import EVIDENCE_WORDS as STEPS_WORDS
+from evalkit.evidence.vllm_steps import cancel_steps, short_steps
 from evalkit.evidence.wait_parts import (
     CACHE_STORE,
     CANCELLED_BEFORE_LAUNCH,
@@ -118,7 +121,7 @@ def _server_side(s: TtftSplit | None) -> bool:
 
 
 def _best(evidences: list[str]) -> str:
-    for e in ("timings+log", "log", "timings", "metrics", "client"):
+    for e in (STEPS, "timings+log", "log", "timings", "metrics", "client"):
         if e in evidences:
             return e
     return "client"
@@ -217,6 +220,41 @@ def _cancel_from_log(
     out = CancelSample(YES if aborted else NO, "log", figures, granularity=gran, engine_stopped=stop.t)
     out.judge_next(_next_delay(n, t_c, stop.t, splits, ev))
     return out
+
+
+def _cancel_from_steps(c: Line, n: Line | None, lines: list[Line], ev: ServerEvidence) -> CancelSample | None:
+    """vLLM's step log (at DEBUG): the cancelled prompt's tokens in the engine steps around its `Aborted request(s)`
+    line. Engine steps are not interrupted, so a prompt whose steps had all started ran to its end ("no"), and one
+    of which no more was scheduled after the step in flight at the abort was stopped ("yes", at a step boundary).
+    Read only where the cancelled request had the engine to itself (nothing else in flight on the client's clock)."""
+    if ev.steps is None or c.get("t_first_token") is not None or c.get("t_sent") is None:
+        return None
+    t0, t1 = c["t_sent"], c["t_done"]
+    for r in lines:
+        if r is c or r is n or r.get("t_sent") is None:
+            continue
+        if r["t_sent"] < t1 and (r.get("t_done") or float("inf")) > t0:
+            return None  # another request shared the engine's steps with it
+    prompt = c.get("prompt_tokens") or c.get("planned_prompt_tokens")
+    got = cancel_steps(ev.steps, c["request_id"], prompt, n["request_id"] if n is not None else None)
+    if got is None:
+        return None
+    figures: Figures = {
+        "prompt_tokens": got.prompt_tokens,
+        "computed_tokens": got.computed_tokens,
+        # its share of each step started before / after its abort line, in the log's order
+        "steps_before_abort": ", ".join(map(str, got.before_abort)) or "none",
+        "steps_after_abort": ", ".join(map(str, got.after_abort)) or "none",
+        "settled_by": got.settled_by,
+    }
+    stopped = got.stopped_at
+    if stopped is not None:
+        figures["stop_after_cancel_s"] = max(0.0, stopped - c["t_done"])  # read times: up to a poll late
+    if got.ran_to_end or got.ran_on_after_abort:
+        why = f"{STEPS_WORDS}: {got.settled_by}"
+        return CancelSample(NO, STEPS, figures, granularity="only at the end", why=why, engine_stopped=stopped)
+    gran = "before it started" if got.computed_tokens == 0 else "at a batch boundary"
+    return CancelSample(YES, STEPS, figures, granularity=gran, engine_stopped=stopped if stopped else c["t_done"])
 
 
 def _never_started(c: Line, n: Line | None, splits: dict[str, TtftSplit], ev: ServerEvidence) -> CancelSample | None:
@@ -567,6 +605,13 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
         if n is not None and n.get("not_exercised"):
             n = None
         left = _left(c, splits, facts)
+        got = None if facts.from_cache else _cancel_from_steps(c, n, lines, ev)
+        if got is not None:
+            # exact: the step lines say how much of the prompt ran, whatever step it landed in
+            got.judge_next(_next_delay(n, c["t_done"], got.engine_stopped, splits, ev))
+            got.cycle, got.request_id = c["cycle"], c["request_id"]
+            samples.append(got)
+            continue
         got = _cancel_from_log(c, n, splits, ev, facts) if ev.has_log else None
         if got is None:
             got = _cancel_from_serial_log(c, ev, left, facts.prefill_alone) or _cancel_from_gauges(c, lines, ev, left)
@@ -634,6 +679,36 @@ def judge_cancel(lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvid
 
 
 # -- head-of-line -------------------------------------------------------------------------------------------------
+def _short_from_steps(
+    s: Line, long: Line, scen_lines: list[Line], ev: ServerEvidence, facts: _Facts, left: float
+) -> HeadOfLineSample | None:
+    """vLLM's step log (at DEBUG): did the short's prompt enter a step before the long prompt's last chunk?"""
+    if ev.steps is None or facts.from_cache:
+        return None
+    shorts = [
+        r["request_id"]
+        for r in scen_lines
+        if r.get("role") == "short" and r.get("cycle") == s["cycle"] and r.get("request_id")
+    ]
+    prompt = long.get("prompt_tokens") or long.get("planned_prompt_tokens")
+    got = short_steps(ev.steps, long["request_id"], prompt, s["request_id"], shorts)
+    if got is None:
+        return None
+    fig = HeadOfLineFigures(
+        s["ttft_s"],
+        left,
+        steps={
+            "long_prompt_tokens": got.long_tokens,
+            "short_prompt_tokens": got.short_tokens,
+            "long_chunks_before_tokens": list(got.long_chunks_before),
+            "short_step_tokens": got.short_step_tokens,
+            "settled_by": got.settled_by,
+        },
+    )
+    cause = "the long request's prefill steps" if got.blocked else None
+    return HeadOfLineSample(YES if got.blocked else NO, STEPS, cause, fig, s["request_id"])
+
+
 def judge_head_of_line(
     lines: list[Line], splits: dict[str, TtftSplit], ev: ServerEvidence, facts: _Facts
 ) -> HeadOfLineVerdict:
@@ -651,6 +726,10 @@ def judge_head_of_line(
                 continue
             sp = splits[s["request_id"]]
             rid = s["request_id"]
+            by_steps = _short_from_steps(s, long, scen_lines, ev, facts, left)
+            if by_steps is not None:
+                samples.append(by_steps)
+                continue
             if _server_side(sp) and sp.server_start is not None:
                 # server_start is when its own prompt entered a step: a request launched with the long one into
                 # the other slot, whose first token came in the long prefill's last step, waited for all of it.
@@ -847,6 +926,10 @@ def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidenc
     )
 
 
+def _ev(name: Any) -> str:
+    return STEPS_WORDS if name == STEPS else str(name)
+
+
 def _f(x: Any) -> str:
     return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
 
@@ -876,7 +959,7 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
         out.append(
             f"head-of-line blocking: {hol['verdict']} ({hol['blocked']} of {hol['judged']} inserted short "
             f"requests waited out the long prefill{cause}; short-insert TTFT p95 {_f(p95)} s; "
-            f"evidence: {hol['evidence']})"
+            f"evidence: {_ev(hol['evidence'])})"
         )
     ca = d["cancel_aborts"]
     if ca["verdict"] in (CANT, NOT_EXERCISED):
@@ -894,7 +977,7 @@ def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
         missed = f", {ca['not_exercised_cycles']} not exercised" if ca.get("not_exercised_cycles") else ""
         out.append(
             f"cancel aborts the prefill: {ca['verdict']}{gran}{stop}{nxt} "
-            f"({ca['judged_cycles']} cycles{missed}; evidence: {ca['evidence']})"
+            f"({ca['judged_cycles']} cycles{missed}; evidence: {_ev(ca['evidence'])})"
         )
     gaps = d.get("silent_gaps") or []
     if gaps:

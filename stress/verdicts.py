@@ -161,6 +161,7 @@ class HeadOfLineFigures:
     wait_before_start_s: float | None = None
     in_launched_slot_s: float | None = None
     wait_parts_s: dict[str, float] | None = None  # by part identifier (stress/wait_parts.py)
+    steps: dict[str, Any] | None = None  # vLLM's step log: the token counts that settled it, and the record
 
     def to_json(self) -> Json:
         """The record as summary.json holds it."""
@@ -169,6 +170,7 @@ class HeadOfLineFigures:
             wait_before_start_s=self.wait_before_start_s,
             in_launched_slot_s=self.in_launched_slot_s,
             wait_parts_s=self.wait_parts_s,
+            steps=self.steps,
         )
 
 

@@ -5,6 +5,7 @@ sampler's scrapes) from the run directory alone, so verdicts can be recomputed f
 llama.cpp's wording (tools/server: `launch_slot_` "processing task", `stop: cancel task, id_task = N`, `release`
 "stop processing: n_tokens = N", the prompt cache's "making room for prompt cache entry" / "saving prompt"), and
 llama-cpp-python's `Llama.generate: N prefix-match hit, remaining M prompt tokens to eval` (it starts a request).
+vLLM's step lines (at DEBUG) with its `Added request` / `Aborted request(s)` lines are `steps` (vllm_steps.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evalkit.evidence.vllm_steps import StepLog, read_step_log
 from evalkit.runs.rundir import read_jsonl
 
 LOG_FILE = "server_log.jsonl"
@@ -78,6 +80,7 @@ class ServerEvidence:
     gauges: tuple[Gauge, ...] = ()
     scrapes: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     clock: LogClock | None = None  # the log's own timestamps on evalkit's clock, when it has them
+    steps: StepLog | None = None  # vLLM's step, added and aborted lines, in the log's order (at DEBUG)
 
     @property
     def has_log(self) -> bool:
@@ -199,5 +202,9 @@ def read_evidence(run_path: Path) -> ServerEvidence:
             gauges.append(Gauge(float(r["t"]), running, waiting or 0.0))
     gauges.extend(log_gauges)
     return ServerEvidence(
-        tuple(sorted(log, key=lambda e: e.t)), tuple(sorted(gauges, key=lambda g: g.t)), scrapes, clock
+        tuple(sorted(log, key=lambda e: e.t)),
+        tuple(sorted(gauges, key=lambda g: g.t)),
+        scrapes,
+        clock,
+        read_step_log(rows),
     )

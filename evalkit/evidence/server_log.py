@@ -1,7 +1,9 @@
 """`--server-log FILE`: follow the server's log during a run, keep each line in `server_log.jsonl`, flag known ones.
 
 Each line of `server_log.jsonl` is `{"t": <epoch when evalkit read it>, "t_after": <epoch of the read before, which
-did not see it yet>, "line": "<text>", "flags": [<names>]}`: the server wrote the line in (t_after, t].
+did not see it yet>, "line": "<text>", "flags": [<names>]}`: the server wrote the line in (t_after, t]. vLLM's DEBUG
+lines that quote a whole request (`Request … details: prompt: …`, `Request … JSON body: …`) are kept without the
+prompt (evidence/vllm_steps.py: their head and the prompt's token count).
 Following starts at the file's end when the run starts; of the lines already there only flagged ones are kept, with
 `"earlier": true` (a server's start-up lines, such as FastLLM's clamp, come before any run). A file that does
 not exist yet is warned about once and polled for, and then read from its start. A file cut shorter (rotated,
@@ -22,6 +24,7 @@ from typing import Any
 
 from evalkit.clock import Clock
 from evalkit.evidence.vllm_log import known_line
+from evalkit.evidence.vllm_steps import without_prompt
 from evalkit.redact import excerpt, scrub
 
 LOG_FILE = "server_log.jsonl"
@@ -124,7 +127,7 @@ class LogFollower:
             f.seek(max(0, end - EARLIER_BYTES))
             data = f.read(end - f.tell())
         for raw in data.split(b"\n")[1 if end > EARLIER_BYTES else 0 :]:
-            line = scrub(raw.decode("utf-8", errors="replace").rstrip("\r"), self.secrets)
+            line = scrub(without_prompt(raw.decode("utf-8", errors="replace").rstrip("\r")), self.secrets)
             flags = self.patterns.flags(line)
             if flags:
                 self._emit(LOG_FILE, {"t": self.clock.now(), "line": line, "flags": flags, "earlier": True})
@@ -168,7 +171,7 @@ class LogFollower:
             self._write(raw, after)
 
     def _write(self, raw: bytes, after: float | None = None) -> None:
-        line = scrub(raw.decode("utf-8", errors="replace").rstrip("\r"), self.secrets)
+        line = scrub(without_prompt(raw.decode("utf-8", errors="replace").rstrip("\r")), self.secrets)
         self.lines += 1
         row: dict[str, Any] = {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)}
         if after is not None:

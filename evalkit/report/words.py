@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from evalkit.evidence.vllm_steps import EVIDENCE as VLLM_STEPS
+from evalkit.evidence.vllm_steps import EVIDENCE_WORDS as VLLM_STEPS_WORDS
 from evalkit.evidence.wait_parts import CANCELLED_BEFORE_LAUNCH, UNATTRIBUTED, WORDS
 
 # Where a verdict's evidence came from, as summary.json names it, in words.
 EVIDENCE_WORDS = {
+    VLLM_STEPS: VLLM_STEPS_WORDS,
     "timings+log": "the server's per-request timings and its log",
     "timings": "the server's per-request timings",
     "log": "the server's log",
