@@ -133,6 +133,9 @@ class StressMeasurement:
             ctx.client.uuid_request_ids,
             preflight=ctx.client.preflight,
         )
+        # The check's own requests (two generations, not in requests.jsonl) stay out of the run's server counters:
+        # the `before` scrape is taken again after them (vLLM: 88 prompt tokens more than the run sent; issue 57).
+        await ctx.evidence.snapshot("before")
         killing = {"kills": kill.supported, "detail": kill.detail}
         gen_tokens = self.send.gen_tokens
         support = getattr(ctx.client.preflight, "fields", None)

@@ -5,6 +5,9 @@ vLLM (and the sim): `vllm:prefix_cache_hits_total` against `vllm:prefix_cache_qu
 llama.cpp: `llamacpp:prompt_tokens_cached_total` (reused) against `llamacpp:prompt_tokens_total` (computed).
 SGLang: `sglang:cached_tokens_total` against `sglang:prompt_tokens_total` (every prompt token, cached ones included).
 Everything the server served between the scrapes counts, so a server shared with other clients shows their reuse.
+A run's window is its `before` -> `after` scrapes (summed over a resumed run's sessions): a command that probes the
+server after its evidence started takes `before` again once done (stress: its stream-killing check, two requests of
+44 prompt and 64 generated tokens on vLLM, which evalkit's requests.jsonl does not hold; issue 57).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalkit.evidence.server_dialects import by_precedence
+from evalkit.evidence.server_metrics import window_pairs
 
 
 def _totals(series: dict[str, float]) -> dict[str, float]:
@@ -24,15 +28,20 @@ def _totals(series: dict[str, float]) -> dict[str, float]:
 
 
 def hit_rate(scrapes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """`{"source", "cached_tokens", "prompt_tokens", "hit_rate"}` from the first ok scrape to the last, or None
-    without two of them or without a server's cache counters."""
+    """`{"source", "cached_tokens", "prompt_tokens", "hit_rate"}` over the run's `before` -> `after` windows (each
+    `after` with the last `before` ahead of it), or from the first ok scrape to the last where no such window is;
+    None without two scrapes or without a server's cache counters."""
     snaps = [s for s in scrapes if s.get("ok") and isinstance(s.get("series"), dict)]
-    if len(snaps) < 2:
+    pairs = [(_totals(b["series"]), _totals(a["series"])) for b, a in window_pairs(snaps, "before", "after")]
+    if not pairs and len(snaps) >= 2:
+        pairs = [(_totals(snaps[0]["series"]), _totals(snaps[-1]["series"]))]
+    if not pairs:
         return None
-    first, last = _totals(snaps[0]["series"]), _totals(snaps[-1]["series"])
 
     def delta(name: str) -> float | None:
-        return last[name] - first[name] if name in first and name in last else None
+        if not all(name in first and name in last for first, last in pairs):
+            return None
+        return sum(last[name] - first[name] for first, last in pairs)
 
     for c in (d.prefix_cache for d in by_precedence()):
         if c is None:

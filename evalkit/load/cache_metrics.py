@@ -1,5 +1,5 @@
-"""The prefix-cache hit rate from the server's own `/metrics`, over a run: the counters' change from its first
-snapshot to its last (`metrics.jsonl`, written by the run's evidence capture); the counters by server are in
+"""The prefix-cache hit rate from the server's own `/metrics`, over a run: the counters' change over its `before` ->
+`after` snapshots (`metrics.jsonl`, written by the run's evidence capture); the counters by server are in
 evalkit/evidence/prefix_cache_counters.py (vLLM, llama.cpp, SGLang).
 """
 
