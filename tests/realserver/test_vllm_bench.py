@@ -108,8 +108,8 @@ def test_bench_token_counts_are_vllms_own(bench: tuple[dict[str, Any], list[dict
 
 
 def test_bench_puts_vllms_rates_beside_evalkits(bench: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
-    """The server-side column is filled from vLLM's `/metrics` and agrees with evalkit's (within 5% on a quiet
-    machine, 25% allowed); the length is forced (vLLM honours ignore_eos)."""
+    """The server-side column is filled from vLLM's `/metrics` and agrees with evalkit's (per prompt within 5% on a
+    quiet machine, 25% allowed; two streams within 2%); the length is forced (vLLM honours ignore_eos)."""
     summary, lines = bench
     assert summary["length_forced"] is True, summary["length_mode"]
     for name, entry in summary["prompts"].items():
@@ -124,6 +124,12 @@ def test_bench_puts_vllms_rates_beside_evalkits(bench: tuple[dict[str, Any], lis
             # cannot have outrun vLLM's engine.
             assert _held_then_sent(lines, name, entry["server_tok_s"]), (name, entry["tok_s"], entry["server_tok_s"])
             assert entry["request_tok_s"] <= entry["server_tok_s"] * 1.25, (name, entry)
+    # Two streams (issue 57): vLLM's tokens and decode-time sum over the pair's window, shared among the streams as
+    # the client's windows share it (evalkit.evidence.metrics_rates.combined_decode_rate): within 2% of evalkit's
+    # combined rate (0.02-0.12% on 2 idle cores, 2026-12-07; sharing by tokens had read 2.9-3.9% high). Where vLLM
+    # merged tokens into fewer chunks than tokens the client fell behind its stream, and 10% is allowed.
     conc = summary["concurrent"]
     assert conc["server_combined_tok_s"] is not None, conc
-    assert abs(conc["vs_server"]) <= 0.10, conc
+    streams = [x for x in lines if x.get("phase") == "concurrent"]
+    merged = any((x.get("content_chunks") or 0) < x["completion_tokens"] - 1 for x in streams)
+    assert abs(conc["vs_server"]) <= (0.10 if merged else 0.02), (conc, [x.get("content_chunks") for x in streams])
