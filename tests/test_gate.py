@@ -179,8 +179,9 @@ relative = 0.97
 
     manifest = json.loads((runs["slow_bench"] / "manifest.json").read_text())
     base_manifest = json.loads((runs["base_bench"] / "manifest.json").read_text())
-    base_manifest["machine"] = {"cpu_share": 0.98, "rate": 27000.0}
-    manifest["machine"] = {"cpu_share": 0.41, "rate": 26500.0}
+    # (a machine loaded the whole run: the probes at both ends say so; a run's state is its best share)
+    base_manifest["machine"] = base_manifest["machine_end"] = {"cpu_share": 0.98, "rate": 27000.0}
+    manifest["machine"] = manifest["machine_end"] = {"cpu_share": 0.41, "rate": 26500.0}
     (runs["slow_bench"] / "manifest.json").write_text(json.dumps(manifest))
     (runs["base_bench"] / "manifest.json").write_text(json.dumps(base_manifest))
     assert gate(tmp_path, [runs["slow_bench"]], [runs["base_bench"]], rules) == 3

@@ -2,11 +2,13 @@
 runs made on a machine in different states (another job started, a laptop on battery, a busy CI runner) are never
 compared as if only the server had changed.
 
-The probe hashes for a tenth of a second of wall time and reads how much CPU the thread got in it (its share of a
-core: near 1 on a quiet machine, lower when other work takes the cores) and how fast the core hashed (its own speed:
-frequency, throttling). Two runs whose probes differ past `CHANGED_SHARE` or `CHANGED_RATIO` (at either end of
-either run) are "the measuring machine changed": a comparison between them says "can't tell", never "beyond noise"
-(docs/until-sure.md)."""
+The probe hashes in four 25 ms windows spread over about a quarter of a second and reads how much CPU the thread got
+in each (its share of a core: near 1 on a quiet machine, lower when other work takes the cores) and how fast the core
+hashed (its own speed: frequency, throttling). A run's state is its best share over its probes (start and end): a
+moment's contention at one end (interpreters starting beside it) is not the machine's state, a machine with more
+work than cores shows at both ends, and the client's own lateness covers the whole run. Two runs whose states differ
+past `CHANGED_SHARE`, or whose probes' work rates differ past `CHANGED_RATIO`, are "the measuring machine changed": a
+comparison between them says "can't tell", never "beyond noise" (docs/until-sure.md)."""
 
 from __future__ import annotations
 
@@ -20,16 +22,19 @@ CHANGED_RATIO = 1.25  # work rates 25% apart: the CPU itself got slower or faste
 CHANGED_SHARE = 0.30  # best CPU shares 0.3 apart: the client got a different share of a core (more work than cores)
 _BLOCK = b"\x5a" * (64 * 1024)
 _WALL_S = 0.1
+_GAP_S = 0.05  # between windows: a burst of contention shorter than the probe's span leaves some window clear
 
 
-def probe(windows: int = 4, window_s: float = _WALL_S / 4) -> dict[str, Any]:
+def probe(windows: int = 4, window_s: float = _WALL_S / 4, gap_s: float = _GAP_S) -> dict[str, Any]:
     """The probe as the manifest's `machine` records it: `cpu_share`, the CPU time the thread got over a window of
     hashing (the best of `windows`: a moment's contention, such as other programs starting, is not the machine's
     state; near 1 on a machine with a core to spare, lower when more work is runnable than there are cores),
     `rate`, hashes per CPU second (the core's own speed: frequency, a busy hyperthread sibling), the load average
     and the CPU count."""
     shares, n_all, cpu_all = [], 0, 0.0
-    for _ in range(windows):
+    for i in range(windows):
+        if i:
+            time.sleep(gap_s)
         n = 0
         w0, c0 = time.perf_counter(), time.thread_time()
         while time.perf_counter() - w0 < window_s:
@@ -60,11 +65,11 @@ def _probes(manifest: Mapping[str, Any], key: str) -> list[float]:
 
 
 def machine_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
-    """Why two runs' machines cannot be taken as the same (at the start or end of either run, the client's CPU share
-    more than `CHANGED_SHARE` apart, or the core's work rate more than `CHANGED_RATIO`), or None when they can or a
-    run has no probe to tell."""
+    """Why two runs' machines cannot be taken as the same (the client's best CPU share over each run's probes more
+    than `CHANGED_SHARE` apart, or the core's work rate at the start or end of either run more than `CHANGED_RATIO`
+    apart), or None when they can or a run has no probe to tell."""
     sa, sb = _probes(a, "cpu_share"), _probes(b, "cpu_share")
-    if sa and sb and max(sa + sb) - min(sa + sb) > CHANGED_SHARE:
+    if sa and sb and abs(max(sa) - max(sb)) > CHANGED_SHARE:
         return (
             f"the measuring machine changed: the client got {_span(sa)} of a core in one run and {_span(sb)} in the "
             f"other (calibration probe; more than {CHANGED_SHARE:.2f} apart)"
