@@ -6,8 +6,9 @@ For each scheduler configuration (vLLM's CPU defaults: an 1800-token prompt is o
 --cycles 1` once per seed. The truth comes from vLLM alone: its log says the abort reached the engine, and the
 prefix cache says how much of the cancelled prompt the engine computed (sent again for one token, its hits are the
 blocks computed before the abort took effect). A verdict agrees when it is "yes" where the engine stopped short,
-and never "yes" where it ran to the end ("can't tell" is the right answer to a cancel in a one-step prefill's only
-step, #39's last-step rule; "no" would need a cancel that landed steps before the end).
+and never "yes" where it ran to the end ("can't tell" from the client and /metrics alone, #39's last-step rule; the
+servers start with vLLM's step log, VLLM_LOGGING_LEVEL=DEBUG, which reads "no" there: the whole prompt was in a
+step that started before the abort, issue 57).
 
     python benchmarks/bench_vllm_cancel_verdicts.py [--seeds 1-10] [--configs default,b512-lp256]
 

@@ -242,7 +242,7 @@ def _cancel_from_steps(c: Line, n: Line | None, lines: list[Line], ev: ServerEvi
     figures: Figures = {
         "prompt_tokens": got.prompt_tokens,
         "computed_tokens": got.computed_tokens,
-        # its share of each step started before / after its abort line, in the log's order
+        # the counts of the steps started before its abort line, and of the two after it, in the log's order
         "steps_before_abort": ", ".join(map(str, got.before_abort)) or "none",
         "steps_after_abort": ", ".join(map(str, got.after_abort)) or "none",
         "settled_by": got.settled_by,

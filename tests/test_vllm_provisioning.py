@@ -101,3 +101,16 @@ def test_a_server_that_dies_at_start_raises_with_its_log(tmp_path: Path) -> None
     found = vllm_cpu.VllmProvisioned(fake, tmp_path)
     with pytest.raises(RuntimeError, match=r"(?s)exit 3.*out of memory"):
         start_vllm(found, VllmOptions(dtype="float32"), log_dir=tmp_path, startup_timeout_s=20)
+
+
+@pytest.mark.parametrize("step_log", [True, False])
+def test_the_tests_server_logs_its_engine_steps_at_debug(tmp_path: Path, step_log: bool) -> None:
+    """VLLM_LOGGING_LEVEL=DEBUG (on by default) is what makes vLLM write a line per engine step, the exact evidence
+    stress reads (evalkit/evidence/vllm_steps.py)."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "logging level: ${VLLM_LOGGING_LEVEL:-unset}"\nexit 3\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    found = vllm_cpu.VllmProvisioned(fake, tmp_path)
+    want = "DEBUG" if step_log else "unset"
+    with pytest.raises(RuntimeError, match=f"logging level: {want}"):
+        start_vllm(found, VllmOptions(dtype="float32", step_log=step_log), log_dir=tmp_path, startup_timeout_s=20)

@@ -146,6 +146,30 @@ class StepLog:
         found = [r for r in self.records if isinstance(r, RequestAdded) and same_request(r.request_id, request_id)]
         return found[-1] if found else None
 
+    def start(self, request_id: str) -> int | None:
+        """Where the request's first line is (its details line, else its `Added request` line): the engine cannot
+        have it before, and may start its step before the API server writes `Added request`."""
+        found = [
+            r.seq
+            for r in self.records
+            if isinstance(r, (RequestPrompt, RequestAdded)) and same_request(r.request_id, request_id)
+        ]
+        return min(found) if found else None
+
+    def next_other(self, after: int, request_ids: set[str]) -> int | None:
+        """Where the first line of a request other than `request_ids` comes after line `after` (its steps are
+        another story)."""
+        return next(
+            (
+                r.seq
+                for r in self.records
+                if isinstance(r, (RequestPrompt, RequestAdded))
+                and r.seq > after
+                and not any(same_request(r.request_id, x) for x in request_ids)
+            ),
+            None,
+        )
+
     def aborted(self, request_id: str) -> RequestAborted | None:
         """The first `Aborted request(s)` line naming evalkit's request."""
         return next(
@@ -198,9 +222,9 @@ class CancelSteps:
     so only a share in a later step is "ran on after the abort")."""
 
     prompt_tokens: int
-    before_abort: tuple[int, ...]  # its share of each step started between its Added and its Aborted line
-    after_abort: tuple[int, ...]  # its share of each step after the abort line (X alone, then the next request's)
-    computed_tokens: int  # of its prompt, in all those steps
+    before_abort: tuple[int, ...]  # the counts of the steps started between its first line and its abort line
+    after_abort: tuple[int, ...]  # the counts of the (up to two) steps after its abort line
+    computed_tokens: int  # of its prompt, in all those steps (the least, where readings differ)
     ran_to_end: bool  # every prompt token was in a step: the cancel did not stop the prefill
     ran_on_after_abort: bool  # a share of it in a second step after the abort line
     settled_by: str  # the records that settle it, in words
@@ -215,76 +239,99 @@ class CancelSteps:
 def cancel_steps(
     log: StepLog, request_id: str, prompt_fallback: int | None, next_id: str | None = None
 ) -> CancelSteps | None:
-    """The cancelled request's prompt by the step lines, or None where they cannot say it exactly: no Added or
-    Aborted line for it, another request added while it was in the engine, the next request added before the abort,
-    or a next step whose count its prompt and the next request's cannot make up."""
-    add, ab = log.added(request_id), log.aborted(request_id)
-    if add is None or ab is None or ab.seq < add.seq:
+    """The cancelled request's prompt by the step lines, or None where they cannot say it exactly.
+
+    From the request's first line on (its details line, logged before the engine has it: the engine may start its
+    step before the API server writes `Added request`), each step's count is read as the cancelled prompt's share
+    (at least one token while any is left and it was not stopped: vLLM schedules a running request first; none once
+    stopped, which can happen only after its abort line), plus the next request's prompt in the step it enters
+    (only after that one's first line), plus at most one decode token each for a request past its prompt. Every
+    reading is followed until the cancelled request is done with or stopped and the next one is in; the answer is
+    given only when all readings agree (ran to its end; stopped, and how far; ran on after the abort). Another
+    request in the log between the cancelled one's first line and its abort: None."""
+    first, ab = log.start(request_id), log.aborted(request_id)
+    if first is None or ab is None or ab.seq < first:
         return None
     prompt = log.prompt_tokens(request_id) or prompt_fallback
     if not prompt:
         return None
-    nxt = log.added(next_id) if next_id else None
-    others = [
-        r
+    nxt = log.start(next_id) if next_id else None
+    p_next = log.prompt_tokens(next_id) if next_id else None
+    if nxt is not None and p_next is None:
+        return None  # the next request's share of a step is unknown
+    ids = {request_id, *([next_id] if next_id else [])}
+    if any(
+        isinstance(r, (RequestAdded, RequestPrompt))
+        and first < r.seq < ab.seq
+        and not any(same_request(r.request_id, x) for x in ids)
         for r in log.records
-        if isinstance(r, RequestAdded) and add.seq < r.seq < ab.seq and not same_request(r.request_id, request_id)
-    ]
-    if others or (nxt is not None and nxt.seq < ab.seq):
+    ):
         return None
-    done = 0
+    steps = log.steps_between(first, log.next_other(first, ids))[:MAX_STEPS]
+    aborted_before = [i for i, st in enumerate(steps) if st.seq > ab.seq]
+    first_after = aborted_before[0] if aborted_before else len(steps)  # the first step after the abort line
 
-    def take(n: int) -> int:
-        nonlocal done
-        share = max(0, min(n, prompt - done))
-        done += share
-        return share
+    @functools.cache
+    def walk(i: int, done: int, stopped: bool, next_in: bool, ran_on: bool, last: int) -> frozenset[Any]:
+        # -> the readings' outcomes: (its prompt tokens computed, a share after the first step past the abort,
+        #    the index of the last step holding a share of it)
+        if (stopped or done >= prompt) and (next_in or nxt is None):
+            return frozenset({(done, ran_on, last)})
+        if i == len(steps):
+            return frozenset({(done, ran_on, last)}) if (stopped or done >= prompt) else frozenset()
+        st = steps[i]
+        out: set[Any] = set()
+        entering = [False, True] if (nxt is not None and not next_in and nxt < st.seq) else [False]
+        for enters in entering:
+            new = (p_next or 0) if enters else 0
+            decodes = int(next_in) + int(done >= prompt and not stopped)
+            for d in range(decodes + 1):
+                x = st.num_tokens - new - d
+                if x < 0:
+                    continue
+                if done < prompt and not stopped and 1 <= x <= prompt - done:
+                    late = ran_on or i > first_after
+                    out |= walk(i + 1, done + x, False, next_in or enters, late, i)
+                if x == 0 and i >= first_after and not stopped and done < prompt:
+                    out |= walk(i + 1, done, True, next_in or enters, ran_on, last)  # the abort took effect
+                if x == 0 and (stopped or done >= prompt):
+                    out |= walk(i + 1, done, stopped, next_in or enters, ran_on, last)
+        return frozenset(out)
 
-    held: list[StepStart] = []  # the steps that held a share of it
-
-    def take_step(s: StepStart) -> int:
-        share = take(s.num_tokens)
-        if share:
-            held.append(s)
-        return share
-
-    before = tuple(take_step(s) for s in log.steps_between(add.seq, ab.seq))
-    after: list[int] = []
-    alone = log.steps_between(ab.seq, nxt.seq if nxt is not None else None)
-    after += [take_step(s) for s in alone]
-    last: StepStart | None = alone[-1] if alone else None
-    if nxt is not None and done < prompt:
-        with_next = log.steps_between(nxt.seq)[:1]
-        if with_next:
-            p_next = log.prompt_tokens(next_id or "")
-            n = with_next[0].num_tokens
-            if p_next is None or n < p_next:
-                return None  # the next request's share of its first step is unknown
-            share = take(n - p_next)
-            after.append(share)
-            if share:
-                held.append(with_next[0])
-            last = with_next[0]
-    ran_on = any(after[1:])
-    steps_line = ", ".join(str(s.num_tokens) for s in log.steps_between(add.seq, ab.seq)) or "none"
-    ran_to_end = done >= prompt
+    outcomes = walk(0, 0, False, False, False, -1)
+    ends = {(min(c, prompt) >= prompt, late) for c, late, _ in outcomes}
+    if len(ends) != 1:
+        return None  # no reading adds up, or readings disagree
+    ran_to_end, ran_on = next(iter(ends))
+    computed = {c for c, _, _ in outcomes}
+    lasts = {lst for _, _, lst in outcomes}
+    done = min(computed)
+    before = [st.num_tokens for st in steps[:first_after]]
+    before_line = ", ".join(map(str, before)) or "none"
     if ran_to_end:
-        where = "before" if sum(before) >= prompt else "around"
+        where = "before" if all(lst < first_after for lst in lasts) else "around"
         settled = (
             f"its {prompt} prompt tokens were all in engine steps that started {where} its `Aborted request(s)` line "
-            f"(steps before the abort: {steps_line}; engine steps are not interrupted)"
+            f"(steps before the abort: {before_line}; engine steps are not interrupted)"
         )
     elif ran_on:
-        settled = f"{sum(after)} more of its {prompt} prompt tokens were scheduled in steps after its abort line"
-    else:
-        settled = f"{done} of its {prompt} prompt tokens were in steps (before the abort: {steps_line}); " + (
-            f"the next step held {last.num_tokens} tokens, none of it" if last is not None else "no later step"
+        settled = (
+            f"{done} of its {prompt} prompt tokens ran, some in a step scheduled after the one in flight at its abort "
+            f"(steps before the abort: {before_line})"
         )
-    ended = log.steps_between(held[-1].seq)[:1] if held else []
+    else:
+        after = steps[first_after] if first_after < len(steps) else None
+        settled = f"{'-'.join(map(str, sorted(computed)))} of its {prompt} prompt tokens were in steps (before the " + (
+            f"abort: {before_line}); "
+            + (f"the next step held {after.num_tokens} tokens" if after is not None else "no later step")
+        )
+    held = [steps[lst] for lst in lasts if lst >= 0]
+    end_step = max(held, key=lambda x: x.seq) if held and len(lasts) == 1 else None
+    ended = log.steps_between(end_step.seq)[:1] if end_step is not None else []
     return CancelSteps(
         prompt,
-        before,
-        tuple(after),
+        tuple(before),
+        tuple(st.num_tokens for st in steps[first_after : first_after + 2]),
         done,
         ran_to_end,
         ran_on and not ran_to_end,
@@ -317,21 +364,21 @@ def short_steps(
     in. Every way of reading the counts so, until the long prompt's last chunk, is tried: the verdict is given
     only when all of them agree on whether the short entered before that last chunk (the counts must add up to
     the long prompt exactly, which rules out the wrong readings)."""
-    add_l, add_s = log.added(long_id), log.added(short_id)
+    start_l, add_s = log.start(long_id), log.added(short_id)
     p_long = log.prompt_tokens(long_id) or long_fallback
     p_short = log.prompt_tokens(short_id)
-    if add_l is None or add_s is None or not p_long or not p_short:
+    if start_l is None or add_s is None or not p_long or not p_short:
         return None
-    added = {sid: log.added(sid) for sid in shorts}
+    starts = {sid: log.start(sid) for sid in shorts}
     p = {sid: log.prompt_tokens(sid) for sid in shorts}
-    if any(a is None for a in added.values()) or any(v is None for v in p.values()):
+    if any(a is None for a in starts.values()) or any(v is None for v in p.values()):
         return None
-    seq = {sid: a.seq for sid, a in added.items() if a is not None}
+    seq = {sid: a for sid, a in starts.items() if a is not None}
     tokens = {sid: v for sid, v in p.items() if v is not None}
     first_short = min(seq.values())
-    if first_short < add_l.seq:
+    if first_short < start_l:
         return None
-    alone = log.steps_between(add_l.seq, first_short)
+    alone = log.steps_between(start_l, first_short)
     if not alone:
         return None  # a short came before the long prompt's first step: its share of that step is not known
     done = 0
@@ -349,9 +396,10 @@ def short_steps(
             tuple(chunks),
             None,
             f"the long prompt's {p_long} tokens were all in engine steps ({', '.join(map(str, chunks))}) that started "
-            f"before the short request was added ({_excerpt(add_s.line)}): it waited for them to end",
+            f"before the short request reached the server (its first line in the log; {_excerpt(add_s.line)}): it "
+            "waited for them to end",
         )
-    steps = log.steps_between(first_short)[:MAX_STEPS]
+    steps = log.steps_between(first_short, log.next_other(first_short, {long_id, *shorts}))[:MAX_STEPS]
 
     @functools.cache
     def walk(i: int, left: int, inside: frozenset[str], entered: tuple[bool, int, int] | None) -> frozenset[Any]:

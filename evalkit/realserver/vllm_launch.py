@@ -6,6 +6,8 @@ against 62-98 s with graph capture, and decoding is no faster). `VLLM_CPU_KVCACH
 small enough for a shared machine. The weights run in bfloat16 only where the CPU has bf16 instructions
 (`avx512_bf16`, `amx_bf16`): on an AVX2-only CPU torch emulates bf16 and SmolLM2 prefilled at ~25 tok/s, against
 ~125-190 in float32 on the same machine under the same load (load average 8-9).
+`VLLM_LOGGING_LEVEL=DEBUG` (`VllmOptions.step_log`, on by default) makes vLLM log one line as each engine step
+starts, with its token count: the exact evidence stress reads for cancel and head-of-line (evidence/vllm_steps.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.evidence.vllm_steps import ENV as STEP_LOG_ENV
+from evalkit.evidence.vllm_steps import ENV_VALUE as STEP_LOG_LEVEL
 from evalkit.realserver.cpu_isa import cpu_flags
 from evalkit.realserver.launch import ServerProcess, free_port, signal_group
 from evalkit.realserver.vllm_cpu import SERVED_NAME, VllmProvisioned
@@ -34,6 +38,7 @@ class VllmOptions:
     long_prefill_token_threshold: int | None = None
     kv_cache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE
     dtype: str | None = None  # None: bfloat16 where the CPU has bf16 instructions, else float32 (default_dtype)
+    step_log: bool = True  # VLLM_LOGGING_LEVEL=DEBUG: a line per engine step (evidence/vllm_steps.py)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
     def args(self) -> list[str]:
@@ -130,6 +135,8 @@ def start_vllm(
     log_path = log_dir / f"vllm-{options.label()}-{port}.log"
     cmd = command(found, options, port)
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib), "PYTHONUNBUFFERED": "1"}
+    if options.step_log:
+        env[STEP_LOG_ENV] = STEP_LOG_LEVEL
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

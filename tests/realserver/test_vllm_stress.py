@@ -1,7 +1,9 @@
 """`evalkit stress --cycles 1` against a real vLLM in two scheduler configurations, one server each (one at a time):
 
 - `default`: vLLM 0.32's CPU defaults (chunked prefill on, a 2048-token step budget): a 1800-token prompt is one
-  engine step, so a short request sent during it waits for the step to end, and so does a cancel.
+  engine step, so a short request sent during it waits for the step to end, and so does a cancel. The servers log
+  each engine step (VLLM_LOGGING_LEVEL=DEBUG, evalkit/realserver/vllm_launch.py): the verdicts then rest on vLLM's
+  step log (tests/realserver/test_vllm_step_log.py holds ten cycles of it to vLLM's truth).
 - `b512-lp256`: `--max-num-batched-tokens 512 --long-prefill-token-threshold 256`: a long prompt is prefilled 256
   tokens a step, a short request gets in between two steps, and a cancel stops it at the next one.
 
@@ -165,6 +167,20 @@ def test_short_insert_waits_behind_the_prefill_only_with_the_default_step_budget
     # TTFT 1.93 s of 2.0 s left). A short that waited it all is never called "not blocked".
     # The judged samples decide (a double insert sent after the prefill's last step is "can't tell" and its wait is
     # no evidence either way: run 19 of 2026-12-06 read 1.46 over all three samples, 0.43 over the judged one).
+    # vLLM's step log (the server logs at DEBUG) says where each short's prompt entered the engine: such a sample is
+    # held to the order of first tokens (a short that entered before the long prompt's last step answers first),
+    # not to how long it waited on a busy machine.
+    for r in (one, two):
+        for smp in r.diagnoses["head_of_line_blocking"]["samples"]:
+            if smp["evidence"] == "vllm_steps":
+                short = next(x for x in r.lines if x["request_id"] == smp["request_id"])
+                long = r.line(short["scenario"], "long")
+                first_after = short["t_first_token"] >= long["t_first_token"] - 0.05
+                print(f"[realserver] step log: {smp['request_id']} {smp['verdict']} ({smp['figures'].get('steps')})")
+                assert (smp["verdict"] == "yes") == first_after, (smp, short, long)
+    if all(smp["evidence"] == "vllm_steps" for smp in hol2["samples"]):
+        assert hol1["detected"] is True
+        return
     judged = [s["figures"] for s in hol2["samples"] if s["verdict"] != "can't tell"]
     waited = median([f["ttft_s"] / f["long_prefill_left_s"] for f in judged]) if judged else 1.0
     if waited < 0.5:
@@ -214,6 +230,11 @@ def test_cancel_verdict_never_contradicts_what_vllm_did(stress_run, label: str) 
     print(f"\n[realserver] vLLM cancel verdict on {label}: {ca}; ran to its end by vLLM: {ran_to_end}")
     samples = ca["samples"]
     assert samples, ca
+    # vLLM's step log (the server logs at DEBUG) counts the cancelled prompt's tokens in the steps around its abort:
+    # "no" exactly when the engine computed all of it, as its prefix cache says
+    for s in samples:
+        if s["evidence"] == "vllm_steps":
+            assert (s["verdict"] == "no") == ran_to_end, (s, r.computed_tokens, r.prompt_tokens)
     gauged = [s for s in samples if "gone_by_s" in (s.get("figures") or {})]
     if ran_to_end:
         # One step: vLLM's gauges (updated between steps) never counted the request, so no sample may rest on them.

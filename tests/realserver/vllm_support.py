@@ -12,6 +12,7 @@ from realserver_support import get_json, read_jsonl
 
 from evalkit.client.tokenize import messages_for
 from evalkit_stress.resume import load_fitted
+from evalkit_stress.scenario_file import load_scenarios
 from evalkit_stress.schedule import build_schedule
 
 BLOCK_TOKENS = 128  # vLLM's CPU KV block (vllm:cache_config_info block_size): the prefix cache's unit
@@ -58,3 +59,19 @@ def cancelled_prompt(run: Path, seed: int, long_tokens: int, gen_tokens: int) ->
     row = next(r for r in rows if r["plan_id"].endswith("cancel_then_short-long"))
     spec = next(q for q in fitted if (q.first_word, q.code) == (row["first_word"], row["code"]))
     return fitted[spec].text
+
+
+def cancelled_prompts(run: Path, seed: int, cycles: int, long_tokens: int, gen_tokens: int) -> dict[int, str]:
+    """Each cycle's cancelled long prompt of an unsalted stress run (`--reuse-prompts`) of the scenario file the run
+    recorded (`scenarios.toml`), rebuilt as the run sent it: cycle -> text."""
+    schedule = build_schedule(
+        seed, cycles, long_tokens, gen_tokens=gen_tokens, scenarios=load_scenarios(run / "scenarios.toml")
+    )
+    rows = read_jsonl(run / "long_prompts.jsonl")
+    fitted = load_fitted(rows, schedule)
+    out = {}
+    for row in rows:
+        if row["plan_id"].endswith("cancel_then_short-long"):
+            spec = next(q for q in fitted if (q.first_word, q.code) == (row["first_word"], row["code"]))
+            out[int(row["cycle"])] = fitted[spec].text
+    return out
