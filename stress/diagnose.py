@@ -63,13 +63,13 @@ FRESH_PROMPTS = (
 )
 # What tells a cancel's fate, by server: llama.cpp logs the stop; vLLM logs the abort as its engine takes it in.
 CANCEL_LOG = (
-    "the server's log (--server-log: llama.cpp's 'stop processing' line after the cancel; vLLM's 'Aborted request' "
-    "line, with --enable-log-requests)"
+    "the server's log (--server-log: llama.cpp's 'stop processing' line after the cancel; vLLM's step log, with "
+    "--enable-log-requests and VLLM_LOGGING_LEVEL=DEBUG: its 'Aborted request' line among the engine's steps)"
 )
 # An unattributed wait on a server seen only through /metrics (vLLM, SGLang): llama.cpp's trace-log advice is no use.
 ENGINE_LOG = (
-    "the server's log with its request lines (--server-log; vLLM: --enable-log-requests), to say what the engine "
-    "ran in the wait"
+    "the server's log with its request lines (--server-log; vLLM: --enable-log-requests, and VLLM_LOGGING_LEVEL=DEBUG "
+    "for a line per engine step), to say what the engine ran in the wait"
 )
 WARM_CACHE = 0.5  # the server's counters say its cache served at least half the run's prompt tokens
 HURT_RATIO = 1.10  # a long request's own prefill 10% slower with inserts than alone

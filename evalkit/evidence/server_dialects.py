@@ -69,7 +69,8 @@ DIALECTS: tuple[Dialect, ...] = (
             "sampling parameters",
             "request_echo": "start vLLM with --enable-request-id-headers (it then echoes X-Request-Id) and "
             "--enable-log-requests (its log names each request and each abort), so its log lines match evalkit's "
-            "requests",
+            "requests; with VLLM_LOGGING_LEVEL=DEBUG it also logs each engine step, which settles cancel and "
+            "head-of-line verdicts exactly (--server-log)",
             "timings": "vLLM sends no timings: its /metrics histograms and counters are the server's figures",
         },
         prefix_cache=PrefixCacheCounters("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
