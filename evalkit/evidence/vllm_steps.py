@@ -41,6 +41,7 @@ _DETAILS_ANY = re.compile(r"^(?P<head>.*\bRequest \S+ details: )prompt: ")
 _BODY = re.compile(r"^(?P<head>.*\bRequest \S+ JSON body: )")
 _KEPT = re.compile(r"\bRequest (\S+) details: prompt omitted by evalkit \((\d+) prompt tokens\)")
 OMITTED = "prompt omitted by evalkit"
+_TOKENIZE = "tokenize-"  # /tokenize's requests have a details line too, and never reach the engine
 MAX_STEPS = 400  # steps after a short is added that a head-of-line reading follows
 
 
@@ -107,9 +108,11 @@ def parse_line(seq: int, t: float, line: str) -> StepRecord | None:
     if m := _STEP.search(line):
         return StepStart(seq, int(m.group(1)), t, line)
     if m := _KEPT.search(line):
-        return RequestPrompt(seq, m.group(1), int(m.group(2)))
+        return None if m.group(1).startswith(_TOKENIZE) else RequestPrompt(seq, m.group(1), int(m.group(2)))
     if m := _DETAILS.match(line):
         ids = m.group("ids").strip()
+        if m.group("id").startswith(_TOKENIZE):
+            return None
         return RequestPrompt(seq, m.group("id"), len(ids.split(",")) if ids else 0)
     k = known_line(line)
     if k is None or k.request_id is None:
