@@ -42,7 +42,7 @@ _BODY = re.compile(r"^(?P<head>.*\bRequest \S+ JSON body: )")
 _KEPT = re.compile(r"\bRequest (\S+) details: prompt omitted by evalkit \((\d+) prompt tokens\)")
 OMITTED = "prompt omitted by evalkit"
 _TOKENIZE = "tokenize-"  # /tokenize's requests have a details line too, and never reach the engine
-MAX_STEPS = 400  # steps after a short is added that a head-of-line reading follows
+MAX_STEPS = 400  # the most steps a reading follows (after a cancelled request's first line, a short's)
 
 
 def without_prompt(line: str) -> str:
@@ -140,8 +140,9 @@ class StepLog:
 
     records: tuple[StepRecord, ...]
 
-    @property
+    @functools.cached_property
     def steps(self) -> list[StepStart]:
+        """The step lines, in order."""
         return [r for r in self.records if isinstance(r, StepStart)]
 
     def added(self, request_id: str) -> RequestAdded | None:
