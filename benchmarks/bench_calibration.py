@@ -321,6 +321,13 @@ def score(rows: list[dict[str, Any]]) -> list[str]:
                     continue
                 total += 1
                 agree += ok
+        ended_agree, ended_calls, ended_none = _ended_against_report(rs, margin)
+        out.append(
+            f"  --until-sure where it ended (its stop, else --max-cycles) against the report's 18-cycle marks: "
+            f"{ended_agree}/{ended_calls} of its calls agree"
+            + (f" ({ended_agree / ended_calls:.1%})" if ended_calls else "")
+            + f"; {ended_none} figure(s) ended with no call (open, can't tell)"
+        )
         same = [r for r in stopped if r["verdicts_at_stop"] == r["verdicts_full"]]
         if total:
             out.append(
@@ -330,6 +337,31 @@ def score(rows: list[dict[str, Any]]) -> list[str]:
         if stopped:
             out.append(f"  verdicts at the stop equal the 18-cycle ones: {len(same)}/{len(stopped)}")
     return out
+
+
+def _ended_against_report(rows: list[dict[str, Any]], margin: float) -> tuple[int, int, int]:
+    """(calls that agree, calls, figures with no call): `--until-sure`'s figure calls where it ended (its stop, else
+    after --max-cycles) against what the report shows at 18 cycles. A call beyond noise agrees when the report marks
+    the same direction (worse or better); a call "within ±margin" when the report marks no change past the margin."""
+    from evalkit_stress import metric_registry
+
+    agree = calls = none = 0
+    for r in rows:
+        ended = r["calls_at_stop"] or r["calls_full"]
+        for name, (state, ratio) in ended.items():
+            metric = name.split(" ")[0]
+            shown = r["shown"].get(metric)
+            if state.startswith("beyond"):
+                up = state == "beyond up"
+                worse = up != metric_registry.higher_is_better(metric)
+                calls += 1
+                agree += shown == ("▼" if worse else "▲")
+            elif state == "within":
+                calls += 1
+                agree += not (shown in ("▲", "▼") and ratio is not None and abs(ratio - 1) > margin)
+            else:
+                none += 1
+    return agree, calls, none
 
 
 def cross_pair(job: tuple[Path, Path]) -> dict[str, Any]:

@@ -54,6 +54,10 @@ def test_comparison_beyond_noise_equivalent_or_undecided() -> None:
     # two measuring machines apart: never called, and more cycles will not tell
     moved = comparison_check("short_insert_ttft_s", after, before, 0.10, machine="the measuring machine changed")
     assert not moved.decided and not moved.holds and "can't tell: the measuring machine changed" in moved.why
+    # this run's client distorted on its cycles so far: not called yet, but held open (its threshold moves with
+    # the cycles to come), unlike a changed machine
+    busy = comparison_check("short_insert_ttft_s", after, before, 0.10, so_far="this run's client distorts it so far")
+    assert not busy.decided and busy.holds and "can't tell yet: this run's client" in busy.why
 
 
 def _samples(*verdicts: str) -> dict[str, object]:
