@@ -34,3 +34,17 @@ def test_a_run_short_of_a_core_at_both_ends_is_a_changed_machine() -> None:
 
 def test_a_run_without_probes_cannot_tell() -> None:
     assert machine_changed({}, _run(0.4, 0.4)) is None
+
+
+def test_a_machine_busier_by_half_its_cores_is_a_changed_machine() -> None:
+    # the client kept its core (share 1.0 both) but the machine had 8 more runnable tasks on its 16 CPUs: the server,
+    # where it shares the machine, did not (measured: runs made 40 at a time against runs made 10 at a time)
+    def run(*loads: float) -> dict[str, Any]:
+        parts = ("machine", "machine_end")
+        return {p: {"cpu_share": 1.0, "rate": 27000.0, "loadavg_1m": x, "cpus": 16} for p, x in zip(parts, loads)}
+
+    why = machine_changed(run(16.0, 20.0), run(2.0, 4.0))
+    assert why is not None and "load average was 1.00-1.25 per CPU in one run and 0.12-0.25" in why
+    # a run that was busy only at one end, or loads closer than half the cores: the same machine
+    assert machine_changed(run(1.0, 16.0), run(2.0, 3.0)) is None
+    assert machine_changed(run(6.0, 8.0), run(2.0, 3.0)) is None

@@ -4,10 +4,12 @@ compared as if only the server had changed.
 
 The probe hashes in four 25 ms windows spread over about a quarter of a second and reads how much CPU the thread got
 in each (its share of a core: near 1 on a quiet machine, lower when other work takes the cores) and how fast the core
-hashed (its own speed: frequency, throttling). A run's state is its best share over its probes (start and end): a
-moment's contention at one end (interpreters starting beside it) is not the machine's state, a machine with more
-work than cores shows at both ends, and the client's own lateness covers the whole run. Two runs whose states differ
-past `CHANGED_SHARE`, or whose probes' work rates differ past `CHANGED_RATIO`, are "the measuring machine changed": a
+hashed (its own speed: frequency, throttling), with the machine's load average per CPU (how much work was runnable:
+the server's too, where it shares the machine, which the client's own share does not see while it has a core). A
+run's state is its best share and its lowest load over its probes (start and end): a moment's contention at one end
+(interpreters starting beside it) is not the machine's state, a machine with more work than cores shows at both ends,
+and the client's own lateness covers the whole run. Two runs whose states differ past `CHANGED_SHARE` or
+`CHANGED_LOAD`, or whose probes' work rates differ past `CHANGED_RATIO`, are "the measuring machine changed": a
 comparison between them says "can't tell", never "beyond noise" (docs/until-sure.md)."""
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from typing import Any
 
 CHANGED_RATIO = 1.25  # work rates 25% apart: the CPU itself got slower or faster (frequency, throttling)
 CHANGED_SHARE = 0.30  # best CPU shares 0.3 apart: the client got a different share of a core (more work than cores)
+# lowest load averages per CPU 0.5 apart: half the machine's cores more work runnable in one run (on the lent machine,
+# runs made 40 at a time on 16 cores read 0.9-1.5, runs made 10 at a time 0.1-0.4; identical runs made together
+# never differed by 0.5)
+CHANGED_LOAD = 0.5
 _BLOCK = b"\x5a" * (64 * 1024)
 _WALL_S = 0.1
 _GAP_S = 0.05  # between windows: a burst of contention shorter than the probe's span leaves some window clear
@@ -64,15 +70,34 @@ def _probes(manifest: Mapping[str, Any], key: str) -> list[float]:
     return out
 
 
+def _loads(manifest: Mapping[str, Any]) -> list[float]:
+    """The load average per CPU at each probe of a run that recorded both."""
+    out = []
+    for part in ("machine", "machine_end"):
+        m = manifest.get(part)
+        if isinstance(m, Mapping):
+            load, cpus = m.get("loadavg_1m"), m.get("cpus")
+            if isinstance(load, (int, float)) and isinstance(cpus, int) and cpus > 0 and load >= 0:
+                out.append(float(load) / cpus)
+    return out
+
+
 def machine_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     """Why two runs' machines cannot be taken as the same (the client's best CPU share over each run's probes more
-    than `CHANGED_SHARE` apart, or the core's work rate at the start or end of either run more than `CHANGED_RATIO`
-    apart), or None when they can or a run has no probe to tell."""
+    than `CHANGED_SHARE` apart, their lowest load averages per CPU more than `CHANGED_LOAD` apart, or the core's work
+    rate at the start or end of either run more than `CHANGED_RATIO` apart), or None when they can or a run has no
+    probe to tell."""
     sa, sb = _probes(a, "cpu_share"), _probes(b, "cpu_share")
     if sa and sb and abs(max(sa) - max(sb)) > CHANGED_SHARE:
         return (
             f"the measuring machine changed: the client got {_span(sa)} of a core in one run and {_span(sb)} in the "
             f"other (calibration probe; more than {CHANGED_SHARE:.2f} apart)"
+        )
+    la, lb = _loads(a), _loads(b)
+    if la and lb and abs(min(la) - min(lb)) > CHANGED_LOAD:
+        return (
+            f"the measuring machine changed: its load average was {_span(la)} per CPU in one run and {_span(lb)} in "
+            f"the other (more than {CHANGED_LOAD:.1f} apart at the runs' least busy probes)"
         )
     ra, rb = _probes(a, "rate"), _probes(b, "rate")
     if ra and rb and max(ra + rb) / min(ra + rb) > CHANGED_RATIO:
