@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.comparison import LEVEL, compare_samples, holm_levels, look_level, shift_interval
+from evalkit.comparison import LEVEL, Comparison, compare_samples, holm, look_level, shift_interval
 from evalkit.runs.rundir import Line
 from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, median_interval, wilson_interval
 from evalkit_stress import metric_registry
@@ -168,9 +168,22 @@ def comparison_check(
     differ) never called, and more cycles of the same will not tell; with `so_far` (why this run's client looks
     distorted on its cycles so far) not called yet, but held open: the client check rests on this run's figures,
     which more cycles change (a latency p50 read from 5 cycles can sit well below the 18-cycle one)."""
-    name = f"{metric} {_stat_of(metric)} vs baseline"
     c = compare_samples(base, xs, metric_registry.higher_is_better(metric), level, NOISE_FLOOR)
-    ratio = c.ratio
+    return _judged(metric, xs, base, c, margin, machine, so_far)
+
+
+def _judged(
+    metric: str,
+    xs: Sequence[float],
+    base: Sequence[float],
+    c: Comparison,
+    margin: float,
+    machine: str | None,
+    so_far: str | None,
+) -> Check:
+    """`comparison_check`'s reading of a comparison already made (at its level, `c.level`)."""
+    name = f"{metric} {_stat_of(metric)} vs baseline"
+    level, ratio = c.level, c.ratio
     r = f"x{ratio:.3g}" if ratio is not None else "x?"
     if machine is not None:
         return Check(name, "comparison", False, ratio, len(xs), f"{r}, can't tell: {machine}", holds=False, level=level)
@@ -201,14 +214,16 @@ def comparison_checks(
     """Every figure against the baseline (`comparison_check`) at its share of the level: the level is spent over
     the looks from `min_cycles` to `max_cycles` (`evalkit.comparison.look_level`) and the figures of a look are one
     Holm family, so an identical build is called changed at most 5% of the time over the whole run."""
-    metrics = [m for m in FIGURES if cycle_values(lines, m)]
     look = look_level(LEVEL, cycles, rule.max_cycles, first_look=rule.min_cycles)
-    pairs = [(cycle_values(lines, m), cycle_values(baseline, m)) for m in metrics]
-    higher = [metric_registry.higher_is_better(m) for m in metrics]
-    levels = holm_levels([compare_samples(b, x, h).p for (x, b), h in zip(pairs, higher)], look)
-    return [
-        comparison_check(m, x, b, rule.margin, lv, machine, so_far) for m, (x, b), lv in zip(metrics, pairs, levels)
-    ]
+    figures = [(m, xs, cycle_values(baseline, m)) for m in FIGURES if (xs := cycle_values(lines, m))]
+    higher = [metric_registry.higher_is_better(m) for m, _, _ in figures]
+    tested = holm(
+        [compare_samples(b, x, h, look, NOISE_FLOOR) for (_, x, b), h in zip(figures, higher)],
+        higher,
+        look,
+        NOISE_FLOOR,
+    )
+    return [_judged(m, x, b, c, rule.margin, machine, so_far) for (m, x, b), c in zip(figures, tested, strict=True)]
 
 
 def sampled_verdict_check(name: str, verdict: dict[str, Any] | None, min_n: int) -> Check | None:
