@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.evidence.vllm_log import known_line
+from evalkit.redact import excerpt
 
 EVIDENCE = "vllm_steps"  # the evidence name a verdict settled by these lines carries in summary.json
 EVIDENCE_WORDS = "vLLM's step log"
@@ -124,11 +125,6 @@ def parse_line(seq: int, t: float, line: str) -> StepRecord | None:
     return None
 
 
-def _aborted_ids(line: str) -> list[str]:
-    m = re.search(r"Aborted request(?:\(s\)|s)? (\S+?)\.?$", line.rstrip())
-    return m.group(1).split(",") if m else []
-
-
 def same_request(vllm_id: str, request_id: str) -> bool:
     """Whether vLLM's id (`chatcmpl-<X-Request-Id>-<8 hex>`, or without the suffix) is evalkit's request."""
     return re.fullmatch(rf"(?:chat)?cmpl-{re.escape(request_id)}(?:-[0-9a-f]+)?", vllm_id) is not None
@@ -199,10 +195,10 @@ def read_step_log(rows: list[dict[str, Any]]) -> StepLog | None:
         line, t = r.get("line"), r.get("t")
         if r.get("earlier") or not isinstance(line, str) or not isinstance(t, (int, float)):
             continue
-        if "Aborted request" in line and "," in line:
+        if "Aborted request" in line and "," in line:  # one line aborting several requests: a record each
             k = known_line(line)
-            if k is not None and k.name == "request_aborted":
-                records.extend(RequestAborted(seq, rid, float(t), line) for rid in _aborted_ids(line))
+            if k is not None and k.name == "request_aborted" and k.request_id is not None:
+                records.extend(RequestAborted(seq, rid, float(t), line) for rid in k.request_id.split(","))
                 continue
         rec = parse_line(seq, float(t), line)
         if rec is not None:
@@ -214,9 +210,7 @@ def read_step_log(rows: list[dict[str, Any]]) -> StepLog | None:
 
 def _excerpt(line: str) -> str:
     """A step or request line for a verdict's figures: its message only, one line, short."""
-    text = " ".join(line.split())
-    text = re.sub(r"^\(\w+ pid=\d+\)\s+", "", text)
-    return text if len(text) <= 160 else text[:159] + "…"
+    return excerpt(re.sub(r"^\s*\(\w+ pid=\d+\)\s+", "", line), 160)
 
 
 @dataclass(frozen=True)
