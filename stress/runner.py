@@ -54,12 +54,12 @@ class RunOptions:
     # a stream cut after HTTP 200 while another request was in flight is then `killed_stream`, even after content.
     kills_streams: bool = False
     # What forces a generation's length on this server (evalkit.client.field_support.length_fields) and how:
-    # "ignore_eos", "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs; lines say
-    # length_forced false).
+    # "ignore_eos", "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs).
     length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
     length_mode: str = "ignore_eos"
-    # Each count line's `length_forced` (field_support.length_forced_flag): null where ignore_eos was sent and its
-    # effect could not be observed with this model (with length_mode "prompt"; else it follows length_mode).
+    # Each count line's `length_forced`, the state length_mode was chosen in (field_support.length_forced_flag of
+    # length_state): true where a length is forced, null where ignore_eos was sent and its effect could not be
+    # observed with this model, false where nothing forces one.
     length_forced: bool | None = True
 
 
@@ -280,9 +280,7 @@ class StressRunner:
         if feeds is not None and feeds.field != "ttft_s" and feeds.field in line:
             line[feeds.name] = line[feeds.field]  # a rate also under its metric's name
         if r.prompt == "count":
-            # forced where a length is; else null only where ignore_eos was sent and could not be observed
-            forced = True if self.opts.length_mode != "prompt" else (None if self.opts.length_forced is None else False)
-            line.update(length_mode=self.opts.length_mode, length_forced=forced)
+            line.update(length_mode=self.opts.length_mode, length_forced=self.opts.length_forced)
         planned_cancel = self._cancel_at.pop(r.plan_id, None)
         if r.cancel_after_s is not None and not interrupted:
             # A planned cancel is sent only while the request runs: one that ended first was never cancelled.
