@@ -16,6 +16,9 @@ from typing import Any
 
 from evalkit.client.field_support import FORCED, NOT_FORCED, NOT_SHOWN, OLD_NOT_SHOWN, UNOBSERVED
 
+# How `length_why` opens where ignore_eos was sent and its effect not observable (now, and as earlier releases said it).
+_SENT = (f"ignore_eos {OLD_NOT_SHOWN}", f"ignore_eos {NOT_SHOWN}")
+
 
 def state_of(summary: dict[str, Any]) -> str:
     """The run's length state, from `length_state` where written, else from the older fields."""
@@ -28,14 +31,14 @@ def state_of(summary: dict[str, Any]) -> str:
     why = str(summary.get("length_why") or "")
     if forced is None and summary.get("length_mode") == "prompt":
         return UNOBSERVED
-    if forced is False and why.startswith((f"ignore_eos {OLD_NOT_SHOWN}", f"ignore_eos {NOT_SHOWN}")):
+    if forced is False and why.startswith(_SENT):
         return UNOBSERVED
     return NOT_FORCED if forced is False else FORCED
 
 
 def _why(summary: dict[str, Any]) -> str:
     why = str(summary.get("length_why") or "")
-    for old in (f"ignore_eos {OLD_NOT_SHOWN}", f"ignore_eos {NOT_SHOWN}"):
+    for old in _SENT:
         if why.startswith(old):
             return why[len(old) :].split(";", 1)[0].strip()
     return ""
@@ -59,7 +62,8 @@ def length_note(summary: dict[str, Any]) -> str | None:
     measured = summary.get("measured_requests")
     errors = summary.get("errors") or 0
     ran = measured - errors if isinstance(measured, int) else None
-    seen = f" {_why(summary)}" if _why(summary) else ""
+    why = _why(summary)
+    seen = f" {why}" if why else ""
     text = f"ignore_eos sent; its effect could not be observed with this model{seen}"
     if early:
         return (
