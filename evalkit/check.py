@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.addresses import server_root
 from evalkit.client import auxiliary
 from evalkit.client.field_support import REFUSED, UNOBSERVED, length_fields, length_state, unforced_words
 from evalkit.client.http_errors import describe
@@ -31,7 +32,6 @@ from evalkit.client.probe import (
     probe_session,
     refusal_words,
     scrubbed,
-    server_root,
 )
 from evalkit.client.stream_killing import stream_killing
 from evalkit.client.thinking_text import split_inline_reasoning

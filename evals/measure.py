@@ -2,8 +2,8 @@
 summarized into the scoreboard with what the server said about itself; its exit code and the line naming the
 questions left graded `error`.
 
-`CapabilityMeasurement` is the live run (`evalkit.runs.session.run_measurement` opens and closes it); `score_run` is
-the summary and exit code both a live run and a replay end with.
+`CapabilityMeasurement` is the live run (`evalkit.session.measurement.run_measurement` opens and closes it);
+`score_run` is the summary and exit code both a live run and a replay end with.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from evalkit.config.profiles import thinking_params
 from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.redact import known_forms
-from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.schemas import written_record
-from evalkit.runs.session import Measured
+from evalkit.session.context import RunContext
+from evalkit.session.measurement import Measured
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.repeats_auto import FILE as REPEATS_FILE
 from evalkit_evals.repeats_auto import RepeatsRule, decide_repeats, decision_line

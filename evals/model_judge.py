@@ -193,8 +193,8 @@ class ModelJudge:
     async def connect(cls, settings: JudgeSettings, concurrency: int = 4) -> ModelJudge:
         """Check that the judge answers `GET /models` (one line, exit 2, before any grading when it does not)."""
         from evalkit.client.chat import ChatClient
-        from evalkit.client.connect import discover_model
         from evalkit.config.profiles import ServerProfile
+        from evalkit.session.connect import discover_model
 
         profile = ServerProfile(base_url=settings.base_url, model=settings.model or None, api_key=settings.api_key)
         try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.runs.schemas import OUTCOMES
 from evalkit_evals import registry
 from evalkit_evals.model_judge import judge_counts
 from evalkit_evals.question_scores import graded_lines, latest_per_sample, pass_at_1, question_scores
-from evalkit_evals.verdict import OUTCOMES
 
 
 def latest_per_id(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

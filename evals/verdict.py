@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
-
 
 @dataclass(frozen=True)
 class Reading:
@@ -29,10 +27,10 @@ class Reading:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One graded answer. `outcome` is one of OUTCOMES; `rule` names the extraction rule that fired (a stable
-    `<dataset>.<rule>` name); `readings` holds two or more readings that disagree (then the grade is ambiguous);
-    `details` holds grader extras (base/plus results ...). `every` is every reader's reading and `sure` whether the
-    grade is sure (`sureness.decide`; None until decided), `sure_why` why."""
+    """One graded answer. `outcome` is one of `evalkit.runs.schemas.OUTCOMES`; `rule` names the extraction rule that
+    fired (a stable `<dataset>.<rule>` name); `readings` holds two or more readings that disagree (then the grade is
+    ambiguous); `details` holds grader extras (base/plus results ...). `every` is every reader's reading and `sure`
+    whether the grade is sure (`sureness.decide`; None until decided), `sure_why` why."""
 
     outcome: str
     extracted: str | None

@@ -21,10 +21,10 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import nvidia_smi
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
-from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, error_words, failure_line
 from evalkit.runs.schemas import written_record
-from evalkit.runs.session import Measured
+from evalkit.session.context import RunContext
+from evalkit.session.measurement import Measured
 from evalkit_stress.resume import CYCLES_FILE, SCHEDULE_OPTIONS, attempt_of, completed_cycles, load_fitted
 from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
 from evalkit_stress.scenario_file import ScenarioFile

@@ -27,11 +27,11 @@ from evalkit.evidence.gpu_memory import GPU_FILE, GpuMemorySampler
 from evalkit.progress import Progress
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
+from evalkit_stress.client_distortion import LoopLagSampler
 from evalkit_stress.metric_registry import line_metric
 from evalkit_stress.resume import CYCLES_FILE
 from evalkit_stress.scenarios import PlannedRequest, Scenario
 from evalkit_stress.schedule import Schedule
-from evalkit_stress.selfcheck import LoopLagSampler
 from evalkit_stress.text_answer import judge_prompt
 
 LAG_FILE = "loop_lag.jsonl"

@@ -15,13 +15,13 @@ from evalkit.evidence.server_evidence import read_evidence
 from evalkit.runs.rundir import MANIFEST, read_json_object, read_jsonl
 from evalkit.runs.schemas import LongPromptTokens, StressSummary
 from evalkit.stats import distribution
+from evalkit_stress.client_distortion import client_health
 from evalkit_stress.diagnose import diagnose
 from evalkit_stress.exercised import annotate, exercised
 from evalkit_stress.exercised import summary as exercised_summary
 from evalkit_stress.metrics import compute_metrics
 from evalkit_stress.resume import attempt_of, in_counted_cycle, read_counted
 from evalkit_stress.runner import LAG_FILE, PROMPTS_FILE
-from evalkit_stress.selfcheck import client_health
 
 
 def _brief(r: dict[str, Any], **extra: Any) -> dict[str, Any]:

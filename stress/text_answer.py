@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from evalkit.runs.outcomes import RequestVerdict, error_kind, judge
+from evalkit.runs.judge_response import RequestVerdict, error_kind, judge
 from evalkit.runs.records import RequestRecord
 
-# The built-in judges by prompt kind (evalkit/runs/outcomes.py reads the answer by role name).
+# The built-in judges by prompt kind (evalkit/runs/judge_response.py reads the answer by role name).
 _JUDGE_ROLE = {"long": "long", "short": "short", "count": "gen"}
 
 

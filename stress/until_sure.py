@@ -362,7 +362,7 @@ def machine_difference(
     p50) move as cycles come in: measured on the lent machine, 32 of 46 runs of a 5% slower decode stopped "can't
     tell" at cycles 4-5 this way, though their 18 cycles were not distorted and called the change."""
     from evalkit.runs.machine_probe import machine_changed
-    from evalkit_stress.selfcheck import client_health
+    from evalkit_stress.client_distortion import client_health
 
     health = client_health(lines, [], metrics)
     so_far = None

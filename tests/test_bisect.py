@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.addresses import free_port
 from evalkit.cli import main
 from evalkit.runs.rundir import read_jsonl
 
@@ -34,12 +35,6 @@ def git(repo: Path, *args: str, date: str | None = None) -> str:
     if date:
         env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
     return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.skipif(

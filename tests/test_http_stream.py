@@ -11,7 +11,7 @@ import pytest
 from evalkit.client.chat import ChatClient, ChatRequest, _EventStream
 from evalkit.client.http_stream import _Connection
 from evalkit.clock import Clock
-from evalkit.runs.outcomes import error_kind
+from evalkit.runs.judge_response import error_kind
 from evalkit.runs.records import RequestRecord
 
 CHUNKS = [

@@ -25,7 +25,7 @@ from evalkit.commands.load_workload_parts import LoadWorkload, common_options
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import positive_int
 from evalkit.load.chat_workloads import ChatWorkload, chat_measurement
-from evalkit.runs.session import run_measurement
+from evalkit.session.measurement import run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from evalkit.client.connect import _not_a_model_list
 from evalkit.client.http_errors import describe
 from evalkit.client.probe import Reply, refusal_words
 from evalkit.evidence.server_identity import identify
@@ -24,6 +23,7 @@ from evalkit.evidence.server_log import summarize_log
 from evalkit.evidence.server_metrics import parse_metrics
 from evalkit.redact import excerpt
 from evalkit.runs.failures import count_failures
+from evalkit.session.connect import _not_a_model_list
 
 KEY = "sk-straddle-" + secrets.token_hex(16)
 SECRET = KEY[len("sk-straddle-") :]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.runs.outcomes import extract_code, extract_count, extract_short, judge
+from evalkit.runs.judge_response import extract_code, extract_count, extract_short, judge
 from evalkit.runs.records import RequestRecord
 
 

@@ -1,8 +1,8 @@
 """`evalkit bench` as one measurement of a run session: the planned prompts measured, the summary, the exit code.
 
-`BenchMeasurement(plan)` is what `evalkit.runs.session.run_measurement` runs: the run's manifest fields and defining
-options come from the plan; `measure` sends the warmup and the measured requests (`evalkit.bench.run_bench`), and
-summarizes them with what the server said about itself (its /metrics windows where it sent no `timings`, its log,
+`BenchMeasurement(plan)` is what `evalkit.session.measurement.run_measurement` runs: the run's manifest fields and
+defining options come from the plan; `measure` sends the warmup and the measured requests (`evalkit.bench.run_bench`),
+and summarizes them with what the server said about itself (its /metrics windows where it sent no `timings`, its log,
 its GPU memory) and the client's own lag.
 """
 
@@ -21,11 +21,11 @@ from evalkit.evidence.metrics_rates import COMBINED_SOURCE, SOURCE, combined_dec
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.progress import Progress
-from evalkit.runs.context import RunContext
 from evalkit.runs.failures import count_failures, failure_line
 from evalkit.runs.rundir import REQUESTS
 from evalkit.runs.schemas import written_record
-from evalkit.runs.session import Measured
+from evalkit.session.context import RunContext
+from evalkit.session.measurement import Measured
 
 
 @dataclass(frozen=True)

@@ -94,12 +94,6 @@ class CheckResult:
         return d
 
 
-def server_root(base_url: str) -> str:
-    """`http://host:port` of a base URL like `http://host:port/v1`."""
-    url = base_url.rstrip("/")
-    return url[:-3] if url.endswith("/v1") else url
-
-
 async def chat_probe(
     http: auxiliary.ClientSession,
     base_url: str,

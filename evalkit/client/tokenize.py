@@ -11,11 +11,11 @@ With none, a line `prompt_tokens = a * local_estimate + b` is fitted on two smal
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.addresses import server_root
 from evalkit.client import auxiliary
 from evalkit.client.prompts import LongSpec, chat_tokens_local, local_token_count
 
@@ -28,11 +28,6 @@ PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
 def messages_for(text: str) -> list[dict[str, str]]:
     """The chat messages a stress prompt is sent as."""
     return [{"role": "user", "content": text}]
-
-
-def server_root(base_url: str) -> str:
-    """`http://host:port` of an OpenAI base URL like `http://host:port/v1`."""
-    return re.sub(r"/v1/?$", "", base_url.rstrip("/"))
 
 
 @dataclass

@@ -14,14 +14,14 @@ from evalkit.bench.measure import BenchMeasurement
 from evalkit.bench.throughput import BenchPlan, load_prompts, packaged_prompts
 from evalkit.bench.until_sure import DEFAULT_MARGIN, DEFAULT_MAX_RUNS
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.client.connect import discover_model
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import MAX_RUNS, bounded_int, finite_float, nonneg_int, positive_int, timeout_s
 from evalkit.errors import UsageError
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.gate import bisect
 from evalkit.runs.bisect_log import append_step
-from evalkit.runs.session import measure_run, run_measurement
+from evalkit.session.connect import discover_model
+from evalkit.session.measurement import measure_run, run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,10 +17,10 @@ from evalkit.commands.target_flags import run_options_from_args, target_from_arg
 from evalkit.config.argtypes import base_url, env_name, nonneg_float, positive_int, timeout_s
 from evalkit.config.profiles import THINKING_MODES, refuse_unsendable_key
 from evalkit.errors import UsageError
-from evalkit.runs.context import RunContext
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
-from evalkit.runs.session import finish_run, run_measurement, show_result, started_again
+from evalkit.session.context import RunContext
+from evalkit.session.measurement import finish_run, run_measurement, show_result, started_again
 from evalkit_evals.measure import GRADED, OnePass, open_judge, score_run
 from evalkit_evals.repeats_auto import (
     DEFAULT_MARGIN,

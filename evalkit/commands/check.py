@@ -12,7 +12,6 @@ from typing import Any
 
 from evalkit.check import full_check
 from evalkit.cli import add_output_options, add_server_options
-from evalkit.client.connect import discover_model
 from evalkit.client.probe import ALL_COMMANDS, CheckResult, Row
 from evalkit.commands.target_flags import profile_from_args
 from evalkit.config.argtypes import timeout_s
@@ -20,9 +19,10 @@ from evalkit.config.profiles import THINKING_MODES, manifest_fields, thinking_pa
 from evalkit.errors import UsageError
 from evalkit.evidence.server_identity import identify
 from evalkit.redact import scrub_tree
-from evalkit.runs.context import print_run_path
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
+from evalkit.session.connect import discover_model
+from evalkit.session.context import print_run_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -40,7 +40,7 @@ from evalkit.load.points import ClientHostsPlan, PointsPlan, PointTemplate, poin
 from evalkit.load.schedule import ARRIVALS, PointSpec, render_plan
 from evalkit.load.slo import parse_target
 from evalkit.load.workload import Lengths, Workload
-from evalkit.runs.session import run_measurement
+from evalkit.session.measurement import run_measurement
 
 MAX_CLIENT_HOSTS = 256
 

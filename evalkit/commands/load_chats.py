@@ -11,7 +11,7 @@ from evalkit.commands.load_workload_parts import LoadWorkload, common_options, m
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import MAX_TURNS, MAX_USERS, bounded_int, nonneg_float, positive_int
 from evalkit.load.chat_workloads import ChatWorkload, chat_measurement
-from evalkit.runs.session import run_measurement
+from evalkit.session.measurement import run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

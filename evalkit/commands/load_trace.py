@@ -15,7 +15,7 @@ from evalkit.load.slo import parse_target
 from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, TraceOptions, parse_window, read_trace
 from evalkit.load.trace import trace_plan as make_trace_plan
 from evalkit.load.trace_replay import TraceReplay, trace_measurement
-from evalkit.runs.session import run_measurement
+from evalkit.session.measurement import run_measurement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ from evalkit.errors import UsageError
 from evalkit.evidence.gpu_memory import peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.runs.rundir import read_json_object
-from evalkit.runs.session import run_measurement
+from evalkit.session.measurement import run_measurement
 from evalkit_stress import metric_registry
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.measure import StressMeasurement

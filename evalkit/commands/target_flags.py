@@ -10,7 +10,7 @@ import argparse
 from evalkit.config.profiles import ServerProfile, resolve_profile
 from evalkit.config.target import EvidenceOptions, Target
 from evalkit.errors import UsageError
-from evalkit.runs.context import RunDirOptions
+from evalkit.session.context import RunDirOptions
 
 
 def resolve_from_args(args: argparse.Namespace) -> ServerProfile:

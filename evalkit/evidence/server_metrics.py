@@ -17,6 +17,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from evalkit.addresses import server_root
 from evalkit.client import auxiliary
 from evalkit.clock import Clock
 from evalkit.redact import excerpt
@@ -50,10 +51,7 @@ class Scrape:
 
 def metrics_url(base_url: str) -> str:
     """`/metrics` at the server root: `http://h:p/v1` -> `http://h:p/metrics`."""
-    root = base_url.rstrip("/")
-    if root.endswith("/v1"):
-        root = root[: -len("/v1")]
-    return root + "/metrics"
+    return server_root(base_url) + "/metrics"
 
 
 def series_key(name: str, labels: dict[str, str]) -> str:

@@ -22,7 +22,7 @@ from evalkit.load.arrivals import RateProfile, parse_stages, send_times, stages_
 from evalkit.load.caps import SendCaps
 from evalkit.load.load_spec import LoadSpec
 from evalkit.load.workload import LoadRequest, build_request, shared_prefix
-from evalkit.runs.outcomes import judge
+from evalkit.runs.judge_response import judge
 
 BACKGROUND = "background.jsonl"
 

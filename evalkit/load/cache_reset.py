@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.addresses import server_root
 from evalkit.client import auxiliary
-from evalkit.client.tokenize import server_root
 
 
 async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from evalkit.load.session_summary import SESSIONS, session_summary
 from evalkit.load.turns import TurnSender
 from evalkit.load.workload import Lengths
 from evalkit.progress import Progress
-from evalkit.runs.context import RunContext
+from evalkit.session.context import RunContext
 
 
 @dataclass(frozen=True)

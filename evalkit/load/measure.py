@@ -16,11 +16,11 @@ from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit.load.tokens import measure_token_scale
-from evalkit.runs.context import RunContext
 from evalkit.runs.failures import FailureCount, count_failures, error_words, failure_line
 from evalkit.runs.rundir import MANIFEST, REQUESTS
 from evalkit.runs.schemas import written_record
-from evalkit.runs.session import Measured
+from evalkit.session.context import RunContext
+from evalkit.session.measurement import Measured
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ the highest load that still meets every target; the measurement a run session ru
 
 `PointTemplate` turns a point's spec (mode, load, repeat) into its `PointPlan` with the run's shaping; `PointsPlan`
 is the validated plan of the whole run; `points_measurement` is what a run session sends it with
-(`evalkit.runs.session`).
+(`evalkit.session.measurement`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from evalkit.load.search import search_max
 from evalkit.load.slo import Target as SloTarget
 from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.workload import Workload
-from evalkit.runs.context import RunContext
 from evalkit.runs.rundir import utc_now_iso
+from evalkit.session.context import RunContext
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from evalkit.load.precision import warm
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
 from evalkit.progress import Progress
-from evalkit.runs.outcomes import judge
+from evalkit.runs.judge_response import judge
 from evalkit.runs.rundir import REQUESTS, RunDir
 
 # Open loop starts this long after planning, so the first sends are not already late.

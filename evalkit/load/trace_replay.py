@@ -16,8 +16,8 @@ from evalkit.load.summary import POINTS, build_summary
 from evalkit.load.trace import TraceOptions, ideal_hit_tokens, select
 from evalkit.load.trace import trace_plan as make_trace_plan
 from evalkit.load.turns import hit_rate
-from evalkit.runs.context import RunContext
 from evalkit.runs.rundir import utc_now_iso
+from evalkit.session.context import RunContext
 
 
 @dataclass(frozen=True)

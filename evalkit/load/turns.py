@@ -15,7 +15,7 @@ from typing import Any
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.progress import Progress
-from evalkit.runs.outcomes import judge
+from evalkit.runs.judge_response import judge
 from evalkit.runs.records import RequestRecord
 from evalkit.runs.rundir import REQUESTS, RunDir
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from evalkit.addresses import free_port
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,6 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)  # the server was started in its own session, so its pgid is its pid
     except ProcessLookupError:
         pass
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]  # an AF_INET socket's name: (host, port)
-        return port
 
 
 def _healthy(root_url: str) -> bool:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalkit.addresses import free_port
 from evalkit.realserver.cpu_isa import runnable_flags
-from evalkit.realserver.launch import free_port
 from evalkit.realserver.provisioning import BUILD_FLAGS, BUILD_JOBS, build_key, cache_root, locked, reuse_or_build
 
 VERSION = "0.3.36"

@@ -21,10 +21,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit.addresses import free_port
 from evalkit.evidence.vllm_steps import ENV as STEP_LOG_ENV
 from evalkit.evidence.vllm_steps import ENV_VALUE as STEP_LOG_LEVEL
 from evalkit.realserver.cpu_isa import cpu_flags
-from evalkit.realserver.launch import ServerProcess, free_port, signal_group
+from evalkit.realserver.launch import ServerProcess, signal_group
 from evalkit.realserver.vllm_cpu import SERVED_NAME, VllmProvisioned
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import answer as answer_report
-from evalkit.report import noise, plots, tables
+from evalkit.report import build_verdicts, noise, plots, tables
 from evalkit.report.capacity_plot import latency_vs_load
 from evalkit.report.context import PlotEntry, ReportContext
 from evalkit.report.memory import memory_section
@@ -82,5 +81,5 @@ def build_context(
         "server_says": server_says_section(runs),
         "plots": made,
         "summaries": {r.label: r.summary for r in runs},
-        "answer": answer_report.context(runs, noise_floor),
+        "answer": build_verdicts.context(runs, noise_floor),
     }

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TypedDict, cast
 
 from evalkit.report import noise, trust
+from evalkit.report.formatting import num
 from evalkit.report.grade_review import review_tables
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.report.words import num
 from evalkit.runs.schemas import GradedLine, Score, UnderLoadComparison
 from evalkit.stats import mcnemar_exact_p, median
 from evalkit_evals import registry

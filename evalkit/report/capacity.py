@@ -12,9 +12,9 @@ from typing import Any
 
 from evalkit.report import noise, sessions
 from evalkit.report.context import SectionContext, SectionVerdict
+from evalkit.report.formatting import num
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table
-from evalkit.report.words import num
 
 UNIT = {"concurrency": "streams", "rate": "requests/s"}
 

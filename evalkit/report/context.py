@@ -5,12 +5,42 @@ dicts as before (`section.heading` and `section["heading"]` both work) and mypy 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
-    from evalkit.report.answer import Build, BuildAnswer
     from evalkit.report.lanes import Lane
     from evalkit.report.tables import Table
+
+
+@dataclass(frozen=True)
+class AnswerLine:
+    """One line of a build's summary: the topic, the sentence with its figures, the mark and the metric key."""
+
+    topic: str
+    text: str
+    mark: str = ""
+    key: str = ""
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BuildAnswer:
+    """A candidate build's summary against the baseline."""
+
+    label: str
+    baseline: str
+    lines: list[AnswerLine]
+
+
+@dataclass(frozen=True)
+class Build:
+    """A build as the report names it: its label, its identity line, its runs' kinds and its settings."""
+
+    label: str
+    identity: str
+    kinds: list[str]
+    settings: dict[str, str]
 
 
 class SectionVerdict(TypedDict):

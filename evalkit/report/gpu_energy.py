@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.report.formatting import num
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
-from evalkit.report.words import num
 from evalkit.runs.summary_parts import GpuTelemetry, MeanMax, TelemetryCard, TelemetryWindow
 
 

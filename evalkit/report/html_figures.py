@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.report.formatting import seconds
 from evalkit.report.lanes import Lane, time_axis_words
 from evalkit.report.plots import CANCEL_COLOR, DECODE_COLOR, PREFILL_COLOR, WAIT_COLOR, ttft_groups
 from evalkit.report.runs import LabelledRun
-from evalkit.report.words import seconds
 
 PHASES = (
     ("waiting", "sent → server starts (waiting)", WAIT_COLOR),

@@ -12,9 +12,9 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
+from evalkit.report.formatting import num
 from evalkit.report.lanes import lanes, time_axis_words, time_scale
 from evalkit.report.runs import LabelledRun
-from evalkit.report.words import num
 from evalkit.runs.schemas import TaggedRequestLine
 
 WAIT_COLOR, DECODE_COLOR, CANCEL_COLOR = "#f2a541", "#3a6ea5", "#c0392b"

@@ -16,11 +16,11 @@ from evalkit.evidence.server_identity import IdentityRecord, identity_label
 from evalkit.evidence.server_log import DEFAULT_PATTERNS
 from evalkit.report import noise
 from evalkit.report.context import FlaggedLog, ServerSaysContext
+from evalkit.report.formatting import num
 from evalkit.report.gpu_energy import gpu_table
 from evalkit.report.model_rule import ModelNames
 from evalkit.report.runs import LabelledRun, columns
 from evalkit.report.tables import Table
-from evalkit.report.words import num
 from evalkit.runs.evidence_parts import GaugeRange, ServerMetrics, SpecDecode
 from evalkit.runs.schemas import KindSummary, summary_record
 from evalkit.runs.summary_parts import Number

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.report import words as w
+from evalkit.report import formatting as w
 from evalkit.report.runs import LabelledRun
 from evalkit.report.tables import Table, not_exercised_text
 from evalkit.runs.schemas import StressSummary, SureCheck

@@ -12,8 +12,8 @@ from typing import Any
 
 from evalkit.bench.length_note import length_note
 from evalkit.report import noise, trust
+from evalkit.report.formatting import time_scale_words
 from evalkit.report.runs import LabelledRun
-from evalkit.report.words import time_scale_words
 from evalkit.runs.bisect_log import BisectStep
 from evalkit.runs.schemas import BenchConcurrent, BenchPrompt, BenchRateSure, BenchSummary, StressSummary
 from evalkit_stress import metric_registry

@@ -18,8 +18,8 @@ from typing import Any
 
 from evalkit.client.lag import ERROR_BUDGET_LIMIT_S
 from evalkit.report import noise
+from evalkit.report.formatting import num
 from evalkit.report.runs import LabelledRun
-from evalkit.report.words import num
 from evalkit.runs.machine_probe import machine_changed
 from evalkit.runs.schemas import BenchPrompt
 from evalkit.runs.summary_parts import ClientTiming

@@ -32,7 +32,7 @@ class FailureCount:
         return self.failed / self.total if self.total else 0.0
 
 
-# What a failure with no error text of its own was (evalkit.runs.outcomes.error_kind): said, not "unknown error".
+# What a failure with no error text of its own was (evalkit.runs.judge_response.error_kind): said, not "unknown error".
 KIND_WORDS = {
     "empty": "an empty answer (HTTP 200 and a finish_reason, but no text)",
     "killed_stream": "a stream ended without a finish_reason",

@@ -7,8 +7,6 @@ from typing import Any
 
 from evalkit.runs.schemas import RequestLine
 
-STATUSES = ("ok", "error", "cancelled", "timeout")
-
 
 @dataclass
 class RequestRecord:

@@ -20,7 +20,7 @@ POINTS = "points"
 # A point's status: not started yet, started and not ended (a killed sweep), every command ran, or it failed
 # (did not start, crashed, or a command left no finished run).
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
-STATUSES = (PENDING, RUNNING, DONE, FAILED)
+POINT_STATUSES = (PENDING, RUNNING, DONE, FAILED)
 
 
 @dataclass

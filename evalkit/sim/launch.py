@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from evalkit.addresses import server_root
 from evalkit.clock import ANCHOR_ENV, Clock
 
 LISTEN_PREFIX = "evalkit sim listening on "
@@ -35,7 +36,7 @@ class SimProcess:
     def __init__(self, proc: subprocess.Popen[str], base_url: str, stderr_path: Path) -> None:
         self.proc = proc
         self.base_url = base_url
-        self.root_url = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+        self.root_url = server_root(base_url)
         self._stderr_path = stderr_path
 
     @property

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from evalkit.addresses import free_port, server_root
 from evalkit.errors import UsageError
 from evalkit.redact import scrub
 from evalkit.runs.rundir import read_json_object
@@ -35,7 +36,7 @@ from evalkit.runs.sweepdir import (
 )
 from evalkit.sweep.leftovers import forget, remember, stop_leftovers
 from evalkit.sweep.points import Point, command_line, fill, point_values
-from evalkit.sweep.server_process import ServerProcess, ServerStartError, free_port, log_tail, start_server
+from evalkit.sweep.server_process import ServerProcess, ServerStartError, log_tail, start_server
 from evalkit.sweep.sweep_file import ResetCall, RunSpec, SweepFile
 
 Say = Callable[[str], None]
@@ -189,7 +190,7 @@ class PointRun:
         out_log = self.dir / f"server-{tag}.log"
         own_log = Path(fill(spec.log, {**values, "start": tag}, "[server] log")) if spec.log else None
         self.server_log = own_log or out_log
-        root = fill(spec.base_url, values, "[server] base_url").rstrip("/").removesuffix("/v1")
+        root = server_root(fill(spec.base_url, values, "[server] base_url"))
         cwd = (self.plan.source.parent / fill(spec.cwd, values, "[server] cwd")) if spec.cwd else None
         env = {k: fill(v, values, f"[server] env.{k}") for k, v in spec.env.items()}
         self.say(f"point {self.label}: starting {shlex.join(cmd)}")

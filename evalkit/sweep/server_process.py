@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,14 +25,6 @@ class ServerStartError(RuntimeError):
         super().__init__(reason)
         self.reason = reason
         self.tail = tail
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def log_tail(path: Path, n: int = TAIL_LINES) -> list[str]:

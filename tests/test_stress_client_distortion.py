@@ -1,10 +1,10 @@
-"""The stress client's self-check (stress/selfcheck.py): what a busy client can bend, and what it cannot."""
+"""The stress client's self-check (stress/client_distortion.py): what a busy client can bend, and what it cannot."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from evalkit_stress.selfcheck import client_health
+from evalkit_stress.client_distortion import client_health
 
 METRICS = {"short_insert_ttft_s": {"p50": 2.0}}  # the smallest latency p50: 10% of it, 200 ms, is the limit
 

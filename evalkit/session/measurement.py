@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 from evalkit.config.target import Target
 from evalkit.runs import machine_probe
-from evalkit.runs.context import RunContext, RunDirOptions, open_run
 from evalkit.runs.rundir import RunDir, RunFinished
 from evalkit.runs.schemas import KindSummary
+from evalkit.session.context import RunContext, RunDirOptions, open_run
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from evalkit.cli import main
-from evalkit.report.words import CODE_NAMES
+from evalkit.report.formatting import CODE_NAMES
 
 H200 = Path(__file__).resolve().parent.parent / "results" / "examples" / "gpu-h200" / "llamacpp-issue27"
 

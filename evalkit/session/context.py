@@ -1,5 +1,5 @@
 """The open run a session measures in: the client connected to the target, the run directory created or resumed,
-the server's evidence started (`open_run`); `evalkit.runs.session` drives it from start to finish."""
+the server's evidence started (`open_run`); `evalkit.session.measurement` drives it from start to finish."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.client.chat import ChatClient
-from evalkit.client.connect import open_client
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile, manifest_fields
 from evalkit.config.target import Target
@@ -21,6 +20,7 @@ from evalkit.redact import scrub_tree
 from evalkit.runs import machine_probe
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, default_run_name
+from evalkit.session.connect import open_client
 
 
 @dataclass
@@ -61,8 +61,9 @@ async def open_run(
 
     `options` are the flags that define the measurement (with the server's URL, model and identity, they must
     match for a resume: `runs.run_identity`); a complete run of the same definition and `scope` (what is asked)
-    raises `RunFinished`. `evalkit.runs.session` writes `summary.json`, calls `rundir.finish()` and prints the run
-    directory's path as the last line of standard output (`print_run_path`, also a replay's).
+    raises `RunFinished`. `evalkit.session.measurement`
+    writes `summary.json`, calls `rundir.finish()` and prints the run directory's path as the last line of standard
+    output (`print_run_path`, also a replay's).
     """
     clock = Clock()
     procs = target.client_procs

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from evalkit.runs.records import RequestRecord
 
-OUTCOMES = ("correct", "wrong", "error", "cancelled_as_planned")
 _INT_RE = re.compile(r"-?\d[\d,]*")
 _CODE_RE = re.compile(r"[A-Z0-9]+(?:-[A-Z0-9]+)+")
 _LIST_RE = re.compile(r"^\s*(\d+(?:\s*,\s*\d+)*)")

@@ -9,14 +9,13 @@ baseline is the first label. Every line keeps its metric key for scripts; a line
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit import comparison
 from evalkit.evidence.server_identity import IdentityRecord, ServerProps, identity_label
-from evalkit.report import noise, trust, words
+from evalkit.report import formatting, noise, trust
 from evalkit.report.capability import cant_tell, comparability, interval_text, question_changes, style_change
-from evalkit.report.context import AnswerContext
+from evalkit.report.context import AnswerContext, AnswerLine, Build, BuildAnswer
 from evalkit.report.model_rule import ModelNames
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import CapabilitySummary
@@ -24,36 +23,6 @@ from evalkit.runs.summary_parts import Distribution
 from evalkit.stats import mcnemar_exact_p
 from evalkit_evals.question_scores import question_scores
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, VerdictReading
-
-
-@dataclass(frozen=True)
-class AnswerLine:
-    """One line of a build's summary: the topic, the sentence with its figures, the mark and the metric key."""
-
-    topic: str
-    text: str
-    mark: str = ""
-    key: str = ""
-    flags: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class BuildAnswer:
-    """A candidate build's summary against the baseline."""
-
-    label: str
-    baseline: str
-    lines: list[AnswerLine]
-
-
-@dataclass(frozen=True)
-class Build:
-    """A build as the report names it: its label, its identity line, its runs' kinds and its settings."""
-
-    label: str
-    identity: str
-    kinds: list[str]
-    settings: dict[str, str]
 
 
 def _settings(run: LabelledRun, model: str | None) -> dict[str, str]:
@@ -154,7 +123,7 @@ def _speed(base: LabelledRun, other: LabelledRun, floor: float) -> list[AnswerLi
         decode_flags = _flags(base, other, budget_weighed=all(weighed))
         ratios = [pb[n].tok_s / pa[n].tok_s for n in names if pa[n].tok_s and pb[n].tok_s]  # type: ignore[operator]
         mixed = any(r >= 1 + floor for r in ratios) and any(r <= 1 - floor for r in ratios)
-        p = words.num(v.comparison.p, 2) if v.comparison is not None and v.comparison.p is not None else "–"
+        p = formatting.num(v.comparison.p, 2) if v.comparison is not None and v.comparison.p is not None else "–"
         over = f"{len(names)} prompt(s)"
         if decode_flags:
             mark, head = trust.MARK, "not judged (a run flags its own figures)"
@@ -202,8 +171,8 @@ def _score(run: LabelledRun) -> str:
         return "–/–"
     t = rec.total
     if t.sure_correct is not None:
-        unsure = f" ({words.num(t.unsure, 4)} unsure, {interval_text(t)})" if t.unsure else ""
-        return f"{words.num(t.sure_correct, 4)}/{t.total}" + unsure
+        unsure = f" ({formatting.num(t.unsure, 4)} unsure, {interval_text(t)})" if t.unsure else ""
+        return f"{formatting.num(t.sure_correct, 4)}/{t.total}" + unsure
     n = t.ambiguous
     return f"{t.correct}/{t.total}" + (f" ({n} ambiguous)" if n else "")
 
@@ -265,7 +234,7 @@ def _answers(runs: list[LabelledRun], baseline: str, label: str) -> list[AnswerL
                 f"answers (thinking {mode})",
                 f"{head}: {score} correct; {lost} question(s) went right→wrong, {gained} wrong→right"
                 + (f", {unknown} can't tell (unsure in either run)" if unknown else "")
-                + f" (McNemar's exact test p={words.num(p, 2)})"
+                + f" (McNemar's exact test p={formatting.num(p, 2)})"
                 + (f"; {style}" if style else ""),
                 mark,
                 "total.correct",
@@ -329,7 +298,7 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
                 "short request during a long prefill",
                 f"waits out the long prefill (head-of-line blocking): {base.label} {_verdict_word(va)}, "
                 f"{other.label} {_verdict_word(vb)}; its first token (p95) during {during}: "
-                f"{words.seconds(a)} → {words.seconds(b)}",
+                f"{formatting.seconds(a)} → {formatting.seconds(b)}",
                 mark,
                 "metrics.short_insert_ttft_s.p95",
                 flags,
@@ -342,14 +311,14 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
         def stop(v: VerdictReading | None) -> str:
             w = _verdict_word(v)
             if v is not None and v.stop_after_cancel_s_max is not None:
-                w += f" (stopped within {words.seconds(v.stop_after_cancel_s_max)})"
+                w += f" (stopped within {formatting.seconds(v.stop_after_cancel_s_max)})"
             return w
 
         out.append(
             AnswerLine(
                 "cancel",
                 f"a cancel stops the engine: {base.label} {stop(va)}, {other.label} {stop(vb)}; the next request's "
-                f"first token (worst): {words.seconds(a)} → {words.seconds(b)}",
+                f"first token (worst): {formatting.seconds(a)} → {formatting.seconds(b)}",
                 trust.MARK if flags else "",
                 "metrics.post_cancel_ttft_s.max",
                 flags,
@@ -385,7 +354,7 @@ def _memory_energy(runs: list[LabelledRun], baseline: str, label: str) -> list[A
             out.append(
                 AnswerLine(
                     f"energy ({kind})",
-                    f"energy per output token {words.num(ja)} → {words.num(jb)} J ({_pct(ja, jb)})",
+                    f"energy per output token {formatting.num(ja)} → {formatting.num(jb)} J ({_pct(ja, jb)})",
                     key="gpu_telemetry.run.j_per_output_token",
                 )
             )
@@ -403,7 +372,7 @@ def _memory_energy(runs: list[LabelledRun], baseline: str, label: str) -> list[A
                 AnswerLine(
                     f"GPU memory ({kind})",
                     "peak "
-                    + ", ".join(f"GPU {g} {words.num(x, 4)} → {words.num(y, 4)} MiB" for g, x, y in peaks)
+                    + ", ".join(f"GPU {g} {formatting.num(x, 4)} → {formatting.num(y, 4)} MiB" for g, x, y in peaks)
                     + leak,
                     key="gpu_memory.*.peak_mib",
                 )
@@ -454,7 +423,7 @@ def time_bases(runs: list[LabelledRun]) -> list[str]:
         if isinstance(f, (int, float)) and f not in (1, 1.0):
             by_factor.setdefault(float(f), []).append(f"{r.label} {r.kind}")
     real = [f"{r.label} {r.kind}" for r in runs if not any(f"{r.label} {r.kind}" in v for v in by_factor.values())]
-    out = [f"{', '.join(who)} ran {words.time_scale_words(f)}" for f, who in by_factor.items()]
+    out = [f"{', '.join(who)} ran {formatting.time_scale_words(f)}" for f, who in by_factor.items()]
     if out and real:
         out.append(f"{', '.join(real)} ran in real time")
     return out
