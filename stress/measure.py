@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evalkit.client.field_support import length_fields, length_forced_flag, length_state
@@ -22,68 +21,64 @@ from evalkit.evidence.gpu_memory import nvidia_smi
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.failures import count_failures, error_words, failure_line
+from evalkit.runs.rundir import Line
 from evalkit.runs.schemas import written_record
 from evalkit.session.context import RunContext
 from evalkit.session.measurement import Measured
+from evalkit_stress.plan import StressPlan, StressSettings
 from evalkit_stress.resume import CYCLES_FILE, SCHEDULE_OPTIONS, attempt_of, completed_cycles, load_fitted
-from evalkit_stress.runner import PROMPTS_FILE, RunOptions, StressRunner
-from evalkit_stress.scenario_file import ScenarioFile
+from evalkit_stress.runner import PROMPTS_FILE, StressRunner
 from evalkit_stress.scenario_results import SCENARIO_COPY, scenario_summary
 from evalkit_stress.schedule import Schedule
 from evalkit_stress.summary import build_summary
 from evalkit_stress.until_sure import FILE as UNTIL_SURE_FILE
-from evalkit_stress.until_sure import SureRule, decide_run
+from evalkit_stress.until_sure import counted_lines, decide_run
 
 
 @dataclass(frozen=True)
 class StressMeasurement:
-    """One stress run: `schedule` (seeded, `cycles` of the scenario file's `source`) sent with `send`; `settings`
-    are the stress options the manifest records (`stress`) and a resume must match."""
+    """One stress run of `plan`: its seeded schedule, the settings the manifest records (`stress`) and a resume
+    must match, and how it is sent, all read off the plan once; a baseline's counted request lines are read here."""
 
-    schedule: Schedule
-    seed: int
-    cycles: int
-    source: ScenarioFile
-    settings: dict[str, Any]
-    send: RunOptions
-    ignore_eos: bool = True
-    max_minutes: float | None = None
+    plan: StressPlan
     kind: str = "stress"
     scope: dict[str, Any] | None = None
-    # `--until-sure`: stop after the cycle that decides every verdict and figure (`cycles` is then the most);
-    # `baseline`: the counted request lines of a finished run to decide comparisons against, and its path
-    until_sure: SureRule | None = None
-    baseline: list[dict[str, Any]] | None = None
-    baseline_path: str | None = None
+    schedule: Schedule = field(init=False)
+    settings: StressSettings = field(init=False)
+    baseline: list[Line] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        plan = self.plan
+        object.__setattr__(self, "schedule", plan.schedule())
+        object.__setattr__(self, "settings", plan.settings())
+        lines = counted_lines(plan.baseline)[0] if plan.baseline is not None else None
+        object.__setattr__(self, "baseline", lines)
 
     @property
     def manifest(self) -> dict[str, Any]:
-        return {"seed": self.seed, "cycles": self.cycles, "stress": self.settings}
+        return {"seed": self.plan.seed, "cycles": self.plan.cycles, "stress": self.settings}
 
     @property
     def options(self) -> dict[str, Any]:
-        s = self.settings
+        s, plan = self.settings, self.plan
         return {
-            "--seed": self.seed,
-            "--cycles": self.cycles,
-            **{"--" + k.replace("_", "-"): s[k] for k in SCHEDULE_OPTIONS if k in s},
+            "--seed": plan.seed,
+            "--cycles": plan.cycles,
+            **{"--" + k.replace("_", "-"): s[k] for k in SCHEDULE_OPTIONS if k in s},  # type: ignore[literal-required]
             "--scenario": {"file": s["scenario_file"], "sha256": s["scenario_sha256"]},
-            **({"--until-sure": self.until_sure.to_json()} if self.until_sure is not None else {}),
-            **({"--baseline": self.baseline_path} if self.baseline_path is not None else {}),
+            **({"--until-sure": plan.until_sure.to_json()} if plan.until_sure is not None else {}),
+            **({"--baseline": str(plan.baseline)} if plan.baseline is not None else {}),
         }
 
     def decide(self, ctx: RunContext) -> bool:
         """`--until-sure`: the decision the run's files support now, recorded in until_sure.jsonl and said in one
         line on standard error; True when the run may stop."""
-        if self.until_sure is None:
+        if self.plan.until_sure is None:
             return False
-        d = decide_run(ctx.rundir.path, self.until_sure, self.baseline, baseline_path=self._baseline_dir())
+        d = decide_run(ctx.rundir.path, self.plan.until_sure, self.baseline, baseline_path=self.plan.baseline)
         ctx.rundir.append(UNTIL_SURE_FILE, {**d.to_json(), "attempt": attempt_of(ctx.rundir.manifest)})
         print(d.line(), file=sys.stderr, flush=True)
         return d.decided
-
-    def _baseline_dir(self) -> Path | None:
-        return Path(self.baseline_path) if self.baseline_path is not None else None
 
     async def measure(self, ctx: RunContext) -> Measured:
         rd = ctx.rundir
@@ -92,7 +87,7 @@ class StressMeasurement:
         completed = completed_cycles(rd.read(CYCLES_FILE)) if rd.resumed else {}
         if not (rd.path / SCENARIO_COPY).exists():
             # The run keeps its scenario file, so its summary can be recomputed from the directory alone.
-            (rd.path / SCENARIO_COPY).write_text(self.source.text, encoding="utf-8")
+            (rd.path / SCENARIO_COPY).write_text(self.plan.source.text, encoding="utf-8")
         fitted = load_fitted(rd.read(PROMPTS_FILE), self.schedule) if rd.resumed else {}
         counter = (
             TokenCounter.from_description(manifest["tokenization"], ctx.client.base_url, ctx.client.model)
@@ -101,7 +96,7 @@ class StressMeasurement:
         )
         if rd.resumed:
             print(
-                f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{self.cycles} cycles already done, "
+                f"resuming {rd.path} (attempt {attempt}): {len(completed)}/{self.plan.cycles} cycles already done, "
                 f"{len(fitted)} long prompts reloaded",
                 file=sys.stderr,
                 flush=True,
@@ -118,13 +113,13 @@ class StressMeasurement:
 
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         timer = None
-        if self.max_minutes:
+        if self.plan.max_minutes:
 
             def on_time() -> None:
                 reason.setdefault("stopped", "max_minutes")
                 stop.set()
 
-            timer = loop.call_later(self.max_minutes * 60, on_time)
+            timer = loop.call_later(self.plan.max_minutes * 60, on_time)
         kill = await kill_check(
             ctx.client.base_url,
             ctx.client.model,
@@ -137,23 +132,24 @@ class StressMeasurement:
         # the `before` scrape is taken again after them (vLLM: 88 prompt tokens more than the run sent; issue 57).
         await ctx.evidence.snapshot("before")
         killing = {"kills": kill.supported, "detail": kill.detail}
-        gen_tokens = self.send.gen_tokens
+        send = self.plan.send()
+        gen_tokens = send.gen_tokens
         support = getattr(ctx.client.preflight, "fields", None)
-        forced, mode = length_fields(support, gen_tokens, self.ignore_eos)
-        state = length_state(support, self.ignore_eos)
+        forced, mode = length_fields(support, gen_tokens, self.plan.ignore_eos)
+        state = length_state(support, self.plan.ignore_eos)
         rd.update_manifest(
             generation_length={
                 "mode": mode,
                 "state": state,
                 "fields": sorted(forced),
-                "ignore_eos_flag": self.ignore_eos,
+                "ignore_eos_flag": self.plan.ignore_eos,
             }
         )
         rd.update_manifest(stream_killing=killing)
         if kill.supported:
             print(f"note: {KILL_ROW}: {kill.detail}", file=sys.stderr, flush=True)
         opts = replace(
-            self.send,
+            send,
             kills_streams=bool(kill.supported),
             length_body=forced,
             length_mode=mode,
@@ -173,12 +169,12 @@ class StressMeasurement:
             fitted=fitted,
             counter=counter,
             on_scenario_end=lambda name: ctx.evidence.snapshot(f"scenario:{name}"),
-            after_cycle=(lambda _cycle: asyncio.to_thread(self.decide, ctx)) if self.until_sure else None,
+            after_cycle=(lambda _cycle: asyncio.to_thread(self.decide, ctx)) if self.plan.until_sure else None,
         )
         rd.update_manifest(gpu_memory_sampler=exe)
         # A resumed --until-sure run whose completed cycles already decided it (stopped before its summary) sends
         # nothing more.
-        decided_before = bool(completed) and self.until_sure is not None and self.decide(ctx)
+        decided_before = bool(completed) and self.plan.until_sure is not None and self.decide(ctx)
         try:
             if not decided_before:
                 await runner.run()
@@ -192,18 +188,19 @@ class StressMeasurement:
         stopped = reason.get("stopped", "decided" if runner.decided or decided_before else "completed")
         await ctx.evidence.end()
         summary = {
-            **build_summary(rd.path, self.seed, self.cycles, self.settings, stopped).to_json(),
+            **build_summary(rd.path, self.plan.seed, self.plan.cycles, dict(self.settings), stopped).to_json(),
             **evidence_summary(rd.path),
             **scenario_summary(rd.path),
             "stream_killing": killing,
             # The server's own prefix-cache counters over the run (a warm server serves prompts from its cache).
             "prefix_cache": hit_rate(rd.read(METRICS_FILE)),
         }
-        if self.until_sure is not None:
-            final = decide_run(rd.path, self.until_sure, self.baseline, baseline_path=self._baseline_dir())
+        rule = self.plan.until_sure
+        if rule is not None:
+            final = decide_run(rd.path, rule, self.baseline, baseline_path=self.plan.baseline)
             summary["until_sure"] = {
-                **self.until_sure.to_json(),
-                **({"baseline": self.baseline_path} if self.baseline_path is not None else {}),
+                **rule.to_json(),
+                **({"baseline": str(self.plan.baseline)} if self.plan.baseline is not None else {}),
                 "stopped_early": stopped == "decided",
                 **final.to_json(),
             }

@@ -45,14 +45,20 @@ from evalkit.session.measurement import run_measurement
 from evalkit_stress import metric_registry
 from evalkit_stress.diagnose import diagnosis_lines
 from evalkit_stress.measure import StressMeasurement
+from evalkit_stress.plan import StressPlan
 from evalkit_stress.resume import (
     check_resume,
 )
-from evalkit_stress.runner import RunOptions
-from evalkit_stress.scenario_file import MAX_CYCLES, MAX_TOKENS_PER_REQUEST, builtin_scenarios, load_scenarios
+from evalkit_stress.scenario_file import (
+    MAX_CYCLES,
+    MAX_TOKENS_PER_REQUEST,
+    ScenarioFile,
+    builtin_scenarios,
+    load_scenarios,
+)
 from evalkit_stress.scenario_results import check_same_scenarios, summary_lines
-from evalkit_stress.schedule import build_schedule, render_schedule
-from evalkit_stress.until_sure import DEFAULT_MARGIN, SureRule, counted_lines, until_sure_line
+from evalkit_stress.schedule import render_schedule
+from evalkit_stress.until_sure import DEFAULT_MARGIN, SureRule, until_sure_line
 
 EPILOG = """how long it takes: the default cycle sends 14 requests, four of them 54K-token prompts (one
 cancelled part-way), so a cycle lasts about five long prefills of your server. Measured on the simulated dual
@@ -147,15 +153,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 MAX_RUN_REQUESTS = 1_000_000
 
 
-def _check(args: argparse.Namespace) -> None:
+def _check(args: argparse.Namespace, source: ScenarioFile) -> None:
     if args.cycles < 1:
         raise UsageError("--cycles must be at least 1")
     if args.cycles > MAX_CYCLES:
         raise UsageError(f"--cycles {args.cycles} is above the limit of {MAX_CYCLES}")
-    total = args.cycles * args.scenario_source.requests_per_cycle
+    total = args.cycles * source.requests_per_cycle
     if total > MAX_RUN_REQUESTS:
         raise UsageError(
-            f"--cycles {args.cycles} x {args.scenario_source.requests_per_cycle} requests a cycle is "
+            f"--cycles {args.cycles} x {source.requests_per_cycle} requests a cycle is "
             f"{total} requests, above the limit of {MAX_RUN_REQUESTS}"
         )
     if args.long_tokens > MAX_TOKENS_PER_REQUEST:
@@ -174,54 +180,42 @@ def run(args: argparse.Namespace) -> int:
     """Run `evalkit stress` (or print its schedule with `--dry-run`)."""
     # The file is read and validated before anything else, so a bad one costs no server time.
     source = load_scenarios(args.scenario) if args.scenario else builtin_scenarios()
-    args.scenario_source = source
     rule = _until_sure(args)
     if rule is not None:
         args.cycles = rule.max_cycles
     if args.cycles is None:
         args.cycles = source.cycles or 18
-    _check(args)
-    baseline = counted_lines(baseline_run_dir(args.baseline, "stress", "requests.jsonl"))[0] if args.baseline else None
-    args.prompt_salt = _salt(args)
-    schedule = build_schedule(
-        args.seed,
-        args.cycles,
-        args.long_tokens,
-        args.shuffle,
-        args.reuse_long_prompt,
-        args.gen_tokens,
-        source,
-        args.prompt_salt,
-    )
-    if args.dry_run:
-        sys.stdout.write(render_schedule(schedule, args.time_scale))
-        return 0
-    if args.name and not args.fresh:
-        # Before opening the run: a refused resume must not stamp a resume into the manifest.
-        check_resume(Path(args.out) / args.name, {"seed": args.seed, "cycles": args.cycles, **_options(args)})
-        check_same_scenarios(Path(args.out) / args.name, source)
-    measurement = StressMeasurement(
-        schedule=schedule,
+    _check(args, source)
+    baseline = baseline_run_dir(args.baseline, "stress", "requests.jsonl").resolve() if args.baseline else None
+    plan = StressPlan(
         seed=args.seed,
         cycles=args.cycles,
         source=source,
-        settings=_options(args),
-        send=RunOptions(
-            time_scale=args.time_scale,
-            short_max_tokens=args.short_max_tokens,
-            long_max_tokens=args.long_max_tokens,
-            gen_tokens=args.gen_tokens,
-            timeout_s=args.timeout_s,
-            gpu_interval_s=args.gpu_interval,
-            progress=not args.no_progress,  # tqdm's bar on a terminal, timed lines in a log
-            log_steps=not args.no_progress and not sys.stderr.isatty(),
-        ),
-        ignore_eos=args.ignore_eos,
+        long_tokens=args.long_tokens,
+        time_scale=args.time_scale,
+        shuffle=args.shuffle,
+        reuse_long_prompt=args.reuse_long_prompt,
+        short_max_tokens=args.short_max_tokens,
+        long_max_tokens=args.long_max_tokens,
+        gen_tokens=args.gen_tokens,
+        timeout_s=args.timeout_s,
         max_minutes=args.max_minutes,
+        prompt_salt=_salt(args),
+        ignore_eos=args.ignore_eos,
+        gpu_interval_s=args.gpu_interval,
+        progress=not args.no_progress,  # tqdm's bar on a terminal, timed lines in a log
+        log_steps=not args.no_progress and not sys.stderr.isatty(),
         until_sure=rule,
         baseline=baseline,
-        baseline_path=str(Path(args.baseline).resolve()) if args.baseline else None,
     )
+    if args.dry_run:
+        sys.stdout.write(render_schedule(plan.schedule(), args.time_scale))
+        return 0
+    if args.name and not args.fresh:
+        # Before opening the run: a refused resume must not stamp a resume into the manifest.
+        check_resume(Path(args.out) / args.name, {"seed": plan.seed, "cycles": plan.cycles, **plan.settings()})
+        check_same_scenarios(Path(args.out) / args.name, source)
+    measurement = StressMeasurement(plan)
 
     def show(summary: dict[str, Any]) -> None:
         _print_summary(summary)
@@ -261,24 +255,6 @@ def _salt(args: argparse.Namespace) -> str:
     if (path / "manifest.json").exists():
         return str((read_json_object(path / "manifest.json").get("stress") or {}).get("prompt_salt") or "")
     return hashlib.sha256(str(path).encode()).hexdigest()[:8]
-
-
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "prompt_salt": args.prompt_salt,
-        "long_tokens": args.long_tokens,
-        "time_scale": args.time_scale,
-        "shuffle": args.shuffle,
-        "reuse_long_prompt": args.reuse_long_prompt,
-        "short_max_tokens": args.short_max_tokens,
-        "long_max_tokens": args.long_max_tokens,
-        "gen_tokens": args.gen_tokens,
-        "timeout_s": args.timeout_s,
-        "max_minutes": args.max_minutes,
-        "scenario_file": args.scenario_source.label,
-        "scenario_sha256": args.scenario_source.sha256,
-        "scenario_builtin": args.scenario_source.builtin,
-    }
 
 
 def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:
