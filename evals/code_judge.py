@@ -5,9 +5,15 @@ them). Candidates never run in that sandbox: each gets its own (`differential.ch
 from __future__ import annotations
 
 import threading
-from typing import Any
 
-from evalkit_evals.differential import Expected, check_program, reference_outputs, reference_worker
+from evalkit_evals.differential import (
+    Expected,
+    Problem,
+    SplitResult,
+    check_program,
+    reference_outputs,
+    reference_worker,
+)
 from evalkit_evals.isolation import Isolation
 from evalkit_evals.sandbox import SandboxLimits, Worker
 
@@ -22,7 +28,7 @@ class CodeJudge:
         self._lock = threading.Lock()  # one reference worker, one task at a time
         self._reference: Worker | None = None
 
-    def expected(self, problem: dict[str, Any]) -> Expected:
+    def expected(self, problem: Problem) -> Expected:
         """The reference's outputs for this task (computed on first use, in the run's reference sandbox)."""
         tid = problem["task_id"]
         with self._lock:
@@ -39,6 +45,6 @@ class CodeJudge:
                 self._reference.close()
                 self._reference = None
 
-    def run(self, code: str, problem: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def run(self, code: str, problem: Problem) -> dict[str, SplitResult]:
         """Per split, how the program did (see `differential.check_program`)."""
         return check_program(code, problem, self.expected(problem), self.isolation, self.limits)

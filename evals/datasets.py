@@ -10,9 +10,21 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, TypeVar, cast
 
 from evalkit.errors import UsageError
+
+RowT = TypeVar("RowT")  # one dataset's row, in its columns (a TypedDict of the eval module)
+
+
+class SourceRevision(TypedDict, total=False):
+    """Where one split's rows came from, as a run's manifest records it: the Hub and its revision, or a local file
+    and its sha256 (None when the file is absent)."""
+
+    source: Literal["hub", "local"]
+    revision: str | None
+    file: str
+    sha256: str | None
 
 
 @dataclass(frozen=True)
@@ -75,22 +87,25 @@ def read_hub(src: HubSource) -> list[dict[str, Any]]:
 def load_sources(
     dataset: str,
     sources: tuple[HubSource, ...],
-    qid: Callable[[str, int, dict[str, Any]], str],
+    qid: Callable[[str, int, RowT], str],
     data_dir: str | Path | None,
 ) -> list[DatasetItem]:
-    """Every row of a dataset's splits, from the local directory when one is given, else the Hub, in row order."""
+    """Every row of a dataset's splits, from the local directory when one is given, else the Hub, in row order;
+    `qid` reads a row in the dataset's columns."""
     root = data_dir_from_env(data_dir)
     items: list[DatasetItem] = []
     for src in sources:
         rows = read_local(root / src.local_file) if root else read_hub(src)
-        items.extend(DatasetItem(qid(src.split, i, r), dataset, src.split, i, r) for i, r in enumerate(rows))
+        items.extend(
+            DatasetItem(qid(src.split, i, cast(RowT, r)), dataset, src.split, i, r) for i, r in enumerate(rows)
+        )
     return items
 
 
-def sources_revision(sources: tuple[HubSource, ...], data_dir: str | Path | None) -> dict[str, Any]:
+def sources_revision(sources: tuple[HubSource, ...], data_dir: str | Path | None) -> dict[str, SourceRevision]:
     """What a run records about where a dataset came from: Hub id and revision, or local file hashes."""
     root = data_dir_from_env(data_dir)
-    out: dict[str, Any] = {}
+    out: dict[str, SourceRevision] = {}
     for src in sources:
         key = f"{src.hub_id}:{src.split}"
         if root:
@@ -109,7 +124,7 @@ def load_items(dataset: str, data_dir: str | Path | None = None) -> list[Dataset
     return get(dataset).load(data_dir)
 
 
-def revision_info(dataset: str, data_dir: str | Path | None = None) -> dict[str, Any]:
+def revision_info(dataset: str, data_dir: str | Path | None = None) -> dict[str, SourceRevision]:
     """Where one registered dataset's rows came from (Hub revision or local file hashes)."""
     from evalkit_evals.registry import get
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -33,6 +33,39 @@ REFERENCE_LIMITS = SandboxLimits(cpu_s=3600, wall_s=600.0, memory_bytes=16 * 102
 SPLITS = ("base", "plus")
 
 
+class Problem(TypedDict):
+    """One HumanEval+ task as evalplus gives it (`humanevalplus.load_problems`): the prompt, the reference solution,
+    the entry point, the base and plus inputs (each one call's arguments) and the float tolerance."""
+
+    task_id: str
+    prompt: str
+    entry_point: str
+    canonical_solution: str
+    test: str
+    contract: str
+    base_input: list[list[Any]]
+    plus_input: list[list[Any]]
+    atol: float
+
+
+class _SplitCounts(TypedDict):
+    status: str  # pass, fail, timeout
+    passed: int
+    total: int
+
+
+class SplitResult(_SplitCounts, total=False):
+    """How a program did on one split's inputs (`check_program`): on failure, the input and the error too."""
+
+    failed_input: int
+    error: str | None
+
+
+def split_inputs(problem: Problem, split: str) -> list[list[Any]]:
+    """One split's inputs (`base` or `plus`)."""
+    return problem["base_input"] if split == "base" else problem["plus_input"]
+
+
 @dataclass(frozen=True)
 class Expected:
     """The reference's outputs and call times, per split."""
@@ -45,7 +78,7 @@ class ReferenceFailed(RuntimeError):
     """The reference solution did not produce its outputs (a grader failure, not the candidate's)."""
 
 
-def reference_outputs(problem: dict[str, Any], worker: Worker) -> Expected:
+def reference_outputs(problem: Problem, worker: Worker) -> Expected:
     """Run the canonical solution on every base and plus input in `worker` (a reference worker, see
     `reference_worker`); ReferenceFailed when it cannot."""
     outputs, seconds = {}, {}
@@ -55,7 +88,7 @@ def reference_outputs(problem: dict[str, Any], worker: Worker) -> Expected:
     if loaded.status != "ok":
         raise ReferenceFailed(f"reference solution: {loaded.status}: {loaded.error}")
     for split in SPLITS:
-        reply = worker.call_batch(problem[f"{split}_input"], REFERENCE_LIMITS.wall_s)
+        reply = worker.call_batch(split_inputs(problem, split), REFERENCE_LIMITS.wall_s)
         if reply.status != "ok":
             raise ReferenceFailed(f"reference solution, {split} inputs: {reply.status}: {reply.error}")
         outputs[split], seconds[split] = reply.value, reply.seconds
@@ -122,14 +155,14 @@ def approx_bytes(value: Any) -> int:
 
 def _split(
     worker: Worker,
-    problem: dict[str, Any],
+    problem: Problem,
     split: str,
     expected: Expected,
     deadline: float,
-) -> dict[str, Any]:
-    inputs = problem[f"{split}_input"]
+) -> SplitResult:
+    inputs = split_inputs(problem, split)
     total = len(inputs)
-    result: dict[str, Any] = {"status": "pass", "passed": 0, "total": total}
+    result: SplitResult = {"status": "pass", "passed": 0, "total": total}
     for i, inp in enumerate(inputs):
         limit = (
             max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * expected.seconds[split][i])
@@ -150,12 +183,12 @@ def _split(
 
 
 def check_program(
-    code: str, problem: dict[str, Any], expected: Expected, isolation: Isolation, limits: SandboxLimits
-) -> dict[str, dict[str, Any]]:
+    code: str, problem: Problem, expected: Expected, isolation: Isolation, limits: SandboxLimits
+) -> dict[str, SplitResult]:
     """Per split (`base`, `plus`): `status` (pass, fail, timeout), `passed`, `total`, and on failure
     `failed_input` and `error`. One sandbox serves all inputs; a new one starts only after the last died."""
     deadline = time.monotonic() + limits.wall_s
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, SplitResult] = {}
     worker: Worker | None = None
     try:
         for split in SPLITS:
@@ -166,7 +199,7 @@ def check_program(
                 err = worker.start()
                 if err:
                     for rest in SPLITS[SPLITS.index(split) :]:
-                        total = len(problem[f"{rest}_input"])
+                        total = len(split_inputs(problem, rest))
                         results[rest] = {"status": "fail", "passed": 0, "total": total, "error": err}
                     break
             results[split] = _split(worker, problem, split, expected, deadline)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit.runs.schemas import GradedLine
@@ -82,7 +82,15 @@ def _too_long(item: DatasetItem, answer: str) -> str | None:
     return None
 
 
-def token_counts(content: str, reasoning: str | None, content_chunks: int, reasoning_chunks: int) -> dict[str, Any]:
+class TokenCounts(TypedDict):
+    """A graded line's token figures (`token_counts`)."""
+
+    reasoning_tokens: int
+    answer_tokens: int
+    token_count_source: str
+
+
+def token_counts(content: str, reasoning: str | None, content_chunks: int, reasoning_chunks: int) -> TokenCounts:
     """Reasoning and answer tokens: chunk counts when reasoning came in its own field (one chunk is one token on
     llama.cpp, vLLM and the sim); when it came inline in `<think>` tags, the reasoning part is estimated from its
     text and the rest of the content chunks are the answer's."""
@@ -96,9 +104,10 @@ def token_counts(content: str, reasoning: str | None, content_chunks: int, reaso
     }
 
 
-def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **extra: Any) -> dict[str, Any]:
-    """The `graded.jsonl` line (`GradedLine`): contract fields first, then provenance and whatever the caller adds."""
-    given: dict[str, Any] = {
+def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **extra: Any) -> GradedLine:
+    """The `graded.jsonl` line (`GradedLine`; `to_json()` is the line as written): contract fields first, then
+    provenance and whatever the caller adds."""
+    given = {
         "id": item.qid,
         "dataset": item.dataset,
         "correct": verdict.correct,
@@ -117,7 +126,7 @@ def graded_line(item: DatasetItem, verdict: Verdict, revision: str | None, **ext
         given["readings"] = [r.to_json() for r in verdict.every]
     elif verdict.ambiguous:
         given["readings"] = [r.to_json() for r in verdict.readings]
-    return GradedLine.model_validate(given).to_json()  # in GradedLine's order, the caller's extras last
+    return GradedLine.model_validate(given)  # in GradedLine's order, the caller's extras last
 
 
 def inline_reasoning(content: str | None) -> str | None:

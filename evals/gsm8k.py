@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TypedDict
 
 from evalkit_evals import number_words, quantity_units, reading_order
 from evalkit_evals.datasets import DatasetItem, HubSource
@@ -99,7 +99,14 @@ def to_decimal(text: str) -> Decimal | None:
         return None
 
 
-def gold_answer(row: dict[str, Any]) -> Decimal:
+class GsmRow(TypedDict):
+    """A GSM8K row: the question, and the worked answer that ends `#### N`."""
+
+    question: str
+    answer: str
+
+
+def gold_answer(row: GsmRow) -> Decimal:
     """The number after `####` in the dataset's worked answer."""
     value = to_decimal(row["answer"].split("####")[-1].strip())
     assert value is not None, row["answer"]
@@ -324,7 +331,7 @@ def _read_retracted(answer: str, question: str) -> FinalAnswer:
     return _read(answer, question)
 
 
-def grade(row: dict[str, Any], answer: str) -> Verdict:
+def grade(row: GsmRow, answer: str) -> Verdict:
     """Compare the extracted number with the gold `####` number exactly (as decimals)."""
     gold = _fmt(gold_answer(row))
     read = read_final(answer, row.get("question") or "")
@@ -351,22 +358,22 @@ def grade(row: dict[str, Any], answer: str) -> Verdict:
 
 
 @dataclass(frozen=True)
-class GSM8K(HubEval):
+class GSM8K(HubEval[GsmRow]):
     """GSM8K's test split; ids `gsm8k:<row index>`."""
 
-    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+    def prompt_fields(self, row: GsmRow) -> dict[str, str]:
         """The question, stripped."""
         return {"question": row["question"].strip()}
 
     def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
         """The final number against the `####` gold."""
-        return grade(item.row, answer)
+        return grade(self.row(item), answer)
 
-    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+    def sim_anchor(self, row: GsmRow) -> tuple[str, str | None]:
         """The question text."""
         return row["question"].strip(), None
 
-    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+    def sim_answer(self, row: GsmRow, correct: bool, style: int) -> str:
         """The worked solution then `#### N`, `The answer is N.`, `$\\boxed{N}$` or `**Answer:** $N` (wrong: gold+1)."""
         gold = row["answer"].split("####")[-1].strip().replace(",", "")
         work = re.sub(r"<<[^>]*>>", "", row["answer"].split("####")[0]).strip()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from evalkit.errors import UsageError
 from evalkit_evals.datasets import DatasetItem, HubSource, data_dir_from_env
@@ -25,13 +25,27 @@ from evalkit_evals.protocol import HubEval, Judges
 from evalkit_evals.verdict import Verdict
 
 if TYPE_CHECKING:
+    from evalkit.runs.schemas import GradedLine
     from evalkit_evals.code_judge import CodeJudge
+    from evalkit_evals.differential import Problem
+    from evalkit_evals.protocol import ScoreExtra
 
 NATIVE_FILE = "evalplus__humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz"
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
-def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
+class HumanEvalRow(TypedDict):
+    """A HumanEval+ row on the Hub: the task id, the prompt (signature and docstring), the reference solution, the
+    entry point, and the tests."""
+
+    task_id: str
+    prompt: str
+    canonical_solution: str
+    entry_point: str
+    test: str
+
+
+def load_problems(data_dir: str | Path | None) -> dict[str, Problem]:
     """evalplus's HumanEval+ tasks by task id, from the local native file when a data directory is given."""
     import evalplus.data.humaneval as he
 
@@ -43,7 +57,7 @@ def load_problems(data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
         # evalplus reads HUMANEVAL_OVERRIDE_PATH at import; setting the module's copy works after import too.
         he.HUMANEVAL_OVERRIDE_PATH = str(path.resolve())
     try:
-        problems: dict[str, dict[str, Any]] = he.get_human_eval_plus()  # evalplus has no type information
+        problems: dict[str, Problem] = he.get_human_eval_plus()  # evalplus has no type information
         return problems
     except Exception as e:  # noqa: BLE001 - a failed download is one line
         raise UsageError(
@@ -126,7 +140,7 @@ def extract_code(answer: str, prompt: str, entry_point: str) -> tuple[str | None
     return code, how
 
 
-def grade(problem: dict[str, Any], answer: str, judge: CodeJudge) -> Verdict:
+def grade(problem: Problem, answer: str, judge: CodeJudge) -> Verdict:
     """Run the sanitized answer against the base and plus inputs; correct only when both pass."""
     code, how = extract_code(answer, problem["prompt"], problem["entry_point"])
     if code is None:
@@ -167,16 +181,16 @@ def rule_name(how: str) -> str:
 
 
 @dataclass(frozen=True)
-class HumanEvalPlus(HubEval):
+class HumanEvalPlus(HubEval[HumanEvalRow]):
     """HumanEval+'s 164 tasks; ids `humanevalplus:<task_id>`; grading runs code in the run's sandbox."""
 
     runs_code: bool = True
 
-    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+    def qid(self, split: str, index: int, row: HumanEvalRow) -> str:
         """`humanevalplus:<task_id>`."""
         return f"humanevalplus:{row['task_id']}"
 
-    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+    def prompt_fields(self, row: HumanEvalRow) -> dict[str, str]:
         """The function's signature and docstring, stripped."""
         return {"prompt": row["prompt"].strip()}
 
@@ -185,21 +199,21 @@ class HumanEvalPlus(HubEval):
         if judges.code is None:
             raise RuntimeError("no code sandbox was set up for this run")
         problems = judges.cached("humanevalplus.problems", lambda: load_problems(judges.data_dir))
-        verdict = grade(problems[item.row["task_id"]], answer, judges.code)
+        verdict = grade(problems[self.row(item)["task_id"]], answer, judges.code)
         return replace(verdict, rule=verdict.rule or rule_name(verdict.why))
 
-    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    def score_extra(self, lines: list[GradedLine]) -> ScoreExtra:
         """How many answers passed the base tests, and the plus tests."""
         return {
-            "base_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("base") == "pass"),
-            "plus_pass": sum(1 for ln in lines if (ln.get("details") or {}).get("plus") == "pass"),
+            "base_pass": sum(1 for ln in lines if (ln.details or {}).get("base") == "pass"),
+            "plus_pass": sum(1 for ln in lines if (ln.details or {}).get("plus") == "pass"),
         }
 
-    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+    def sim_anchor(self, row: HumanEvalRow) -> tuple[str, str | None]:
         """The function's prompt."""
         return row["prompt"].strip(), None
 
-    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+    def sim_answer(self, row: HumanEvalRow, correct: bool, style: int) -> str:
         """The whole function fenced, bare, or between prose (wrong: a body that raises)."""
         body = (
             row["canonical_solution"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from evalkit_evals import reading_order
 from evalkit_evals.datasets import DatasetItem, HubSource
@@ -131,7 +131,23 @@ def _stated(answer: str) -> str | None:
     return None
 
 
-def _read(row: dict[str, Any], answer: str) -> tuple[str, str | None, str]:
+class MathGold(TypedDict):
+    """What grading reads of a MATH-500 row (or a `math` user eval's gold): the answer, in LaTeX."""
+
+    answer: str
+
+
+class MathRow(MathGold):
+    """A MATH-500 row: the problem, its answer (LaTeX), and where it came from: its id, subject and level."""
+
+    problem: str
+    solution: str
+    subject: str
+    level: int
+    unique_id: str
+
+
+def _read(row: MathGold, answer: str) -> tuple[str, str | None, str]:
     """(rule, extracted text, what math-verify is given) for an answer."""
     answer = reading_order.without_closing(answer)
     boxed = last_boxed(answer)
@@ -146,7 +162,7 @@ def _read(row: dict[str, Any], answer: str) -> tuple[str, str | None, str]:
     return "math500.math_verify_fallback", None, normalize(answer)
 
 
-def grade(row: dict[str, Any], answer: str, judge: MathJudge) -> Verdict:
+def grade(row: MathGold, answer: str, judge: MathJudge) -> Verdict:
     """Read the final answer and ask math-verify whether it equals the gold `answer`, in `reading_order`: a
     correction after it that grades otherwise is a second reading (the grade follows the correction); a retraction
     with no new answer is `unparsed`."""
@@ -185,7 +201,7 @@ def grade(row: dict[str, Any], answer: str, judge: MathJudge) -> Verdict:
     return _grade(row, answer, judge)
 
 
-def _grade(row: dict[str, Any], answer: str, judge: MathJudge) -> Verdict:
+def _grade(row: MathGold, answer: str, judge: MathJudge) -> Verdict:
     gold = f"${row['answer'].strip()}$"
     rule, extracted, given = _read(row, answer)
     result = judge.check(gold, given)
@@ -222,26 +238,26 @@ def _stated_after_box(answer: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class MATH500(HubEval):
+class MATH500(HubEval[MathRow]):
     """MATH-500's test split; ids `math500:<unique_id>`."""
 
-    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+    def qid(self, split: str, index: int, row: MathRow) -> str:
         """`math500:<unique_id>`."""
         return f"math500:{row['unique_id']}"
 
-    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+    def prompt_fields(self, row: MathRow) -> dict[str, str]:
         """The problem, stripped."""
         return {"problem": row["problem"].strip()}
 
     def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
         """The boxed (or stated) answer against the gold, by math-verify."""
-        return grade(item.row, answer, judges.math)
+        return grade(self.row(item), answer, judges.math)
 
-    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+    def sim_anchor(self, row: MathRow) -> tuple[str, str | None]:
         """The problem text."""
         return row["problem"].strip(), None
 
-    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+    def sim_answer(self, row: MathRow, correct: bool, style: int) -> str:
         """A line of working, then the gold boxed in one of three phrasings (wrong: a clearly different value)."""
         gold = row["answer"]
         ans = gold if correct else plus_one(gold)

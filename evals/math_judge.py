@@ -12,12 +12,23 @@ import concurrent.futures as cf
 import multiprocessing
 import signal
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 CHECK_TIMEOUT_S = 20.0
 
 
-def _verify(gold: str, answer: str, inner_timeout: int) -> dict[str, Any]:
+class MathCheck(TypedDict, total=False):
+    """What `MathJudge.check` says: `ok`, the gold and the answer as math-verify parsed them (`gold`, `pred`, None
+    when nothing parsed) and `via` where an inequality was read as a set; or `error` alone on a time limit or crash."""
+
+    ok: bool
+    gold: str | None
+    pred: str | None
+    via: str
+    error: str
+
+
+def _verify(gold: str, answer: str, inner_timeout: int) -> MathCheck:
     # Runs in the worker process, on its main thread.
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
@@ -30,11 +41,12 @@ def _verify(gold: str, answer: str, inner_timeout: int) -> dict[str, Any]:
         parsing_timeout=inner_timeout,
     )
     ok = bool(gold_p) and bool(pred_p) and verify(gold_p, pred_p, timeout_seconds=inner_timeout)
-    out = {"ok": ok, "gold": str(gold_p[0]) if gold_p else None, "pred": str(pred_p[0]) if pred_p else None}
+    out: MathCheck = {"ok": ok, "gold": str(gold_p[0]) if gold_p else None, "pred": str(pred_p[0]) if pred_p else None}
     if not ok and gold_p and pred_p:
         as_set = inequality_as_set(pred_p[0])
         if as_set is not None and verify(gold_p, [as_set], timeout_seconds=inner_timeout):
-            out.update(ok=True, via=f"inequality read as the set {as_set}")
+            out["ok"] = True
+            out["via"] = f"inequality read as the set {as_set}"
     return out
 
 
@@ -86,13 +98,14 @@ class MathJudge:
             )
         return self._pool
 
-    def check(self, gold: str, answer: str) -> dict[str, Any]:
+    def check(self, gold: str, answer: str) -> MathCheck:
         """{"ok", "gold", "pred"} for a LaTeX gold and answer, or {"error": reason} on a time limit or crash."""
         with self._lock:
             pool = self._ensure()
             fut = pool.submit(_verify, gold, answer, max(1, int(self.timeout_s / 4)))
             try:
-                return fut.result(timeout=self.timeout_s)
+                checked: MathCheck = fut.result(timeout=self.timeout_s)
+                return checked
             except cf.TimeoutError:
                 self._kill()
                 return {"error": f"math-verify time limit ({self.timeout_s:g} s)"}

@@ -9,7 +9,7 @@ questions left graded `error`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,10 +19,11 @@ from evalkit.evidence.capture import evidence_summary
 from evalkit.evidence.gpu_memory import GPU_FILE, sample_gpu_memory, summarize_gpu
 from evalkit.redact import known_forms
 from evalkit.runs.failures import count_failures, failure_line
-from evalkit.runs.schemas import written_record
+from evalkit.runs.schemas import GradedLine, written_record
 from evalkit.session.context import RunContext
 from evalkit.session.measurement import Measured
 from evalkit_evals.datasets import DatasetItem
+from evalkit_evals.question_scores import Graded, graded_lines
 from evalkit_evals.repeats_auto import FILE as REPEATS_FILE
 from evalkit_evals.repeats_auto import RepeatsRule, decide_repeats, decision_line
 from evalkit_evals.runner import Sampling, run_live
@@ -165,7 +166,7 @@ async def open_judge(settings: Any, concurrency: int) -> Any:
 
 
 def score_run(
-    lines: list[dict[str, Any]],
+    lines: Sequence[Graded],
     thinking: str | None,
     extra: dict[str, Any],
     secrets: list[str | None] = [],  # noqa: B006 - read, never changed
@@ -174,15 +175,15 @@ def score_run(
     """The scoreboard of the graded lines, the exit code and the failure line. `per_line` (replay): every line is
     its own case; otherwise the last line of each id and repeat counts (a resumed live run re-asks errored
     questions). A replay cannot do better by running again: complete either way."""
-    latest = lines if per_line else latest_per_id(lines)
+    latest = graded_lines(lines if per_line else latest_per_id(lines))
     warning = thinking_warning(latest, thinking)
-    truncated = sum(1 for ln in latest if ln.get("finish_reason") == "length")
+    truncated = sum(1 for ln in latest if ln.finish_reason == "length")
     summary = summarize(
         latest,
         thinking,
         truncated_answers=truncated,
         thinking_warning=warning,
-        thinking_seen=sum(1 for ln in latest if ln.get("thinking")),
+        thinking_seen=sum(1 for ln in latest if ln.thinking),
         **extra,
     )
     replay = extra.get("mode") == "replay"
@@ -190,12 +191,12 @@ def score_run(
     return Measured(written_record(summary), 1 if failed else 0, complete=failed is None or replay, failure=failed)
 
 
-def failed_line(latest: list[dict[str, Any]], secrets: list[str | None], replay: bool) -> str | None:
+def failed_line(latest: Sequence[GradedLine], secrets: list[str | None], replay: bool) -> str | None:
     """The exit-1 line when questions are left graded `error` (their latest line: a resume re-asked the rest)."""
     then = (
         "the replay cannot retry them: fix the answers file and grade it under another --name or with --fresh"
         if replay
         else "run the same command again to ask them again"
     )
-    errors = (ln.get("why") for ln in latest if ln.get("outcome") == "error")
+    errors = (ln.why for ln in latest if ln.outcome == "error")
     return failure_line("capability", count_failures(errors, len(latest)), secrets, what="questions", then=then)

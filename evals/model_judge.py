@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from evalkit.client.thinking_text import split_inline_reasoning
 from evalkit.errors import UsageError
@@ -125,10 +125,11 @@ def reference_answer(item: DatasetItem) -> str | None:
     if item.dataset == "math500":
         return str(row["answer"]).strip()
     if item.dataset == "musr":
+        from evalkit_evals.musr import EVAL as MUSR
         from evalkit_evals.musr import musr_choices
 
         k = int(row["answer_index"])
-        return f"{k + 1} ({musr_choices(row)[k].strip()})"
+        return f"{k + 1} ({musr_choices(MUSR.row(item))[k].strip()})"
     ev = registry.get(item.dataset)
     spec = getattr(ev, "spec", None)  # a user eval: its gold column, unless it is code run by tests
     if ev.runs_code or spec is None or spec.extract.kind == "code":
@@ -136,9 +137,40 @@ def reference_answer(item: DatasetItem) -> str | None:
     return str(row[spec.answer]).strip()
 
 
-def needs_judge(line: dict[str, Any]) -> bool:
+def needs_judge(line: GradedLine) -> bool:
     """True for a line the rules could not grade with confidence: unsure (issue #55), ambiguous, or unparsed."""
-    return line.get("sure") is False or bool(line.get("ambiguous")) or line.get("outcome") == "unparsed"
+    return line.sure is False or bool(line.ambiguous) or line.outcome == "unparsed"
+
+
+class JudgeJson(TypedDict, total=False):
+    """The `judge` field of a `graded.jsonl` line (`JudgeVerdict.to_json`; read as `schemas.JudgeOpinion`)."""
+
+    model: str
+    verdict: str
+    words: str
+    request_id: str | None
+    extractor: bool
+    settles: bool  # issue #55: set by the runner where the verdict settles an unsure grade
+
+
+class JudgeManifest(TypedDict, total=False):
+    """What a run records of its judge (`JudgeSettings.manifest`)."""
+
+    base_url: str
+    model: str
+    prompt: str
+    extractor: bool
+
+
+class JudgeCountsJson(TypedDict):
+    """A capability summary's `judge` (`judge_counts`; read as `schemas.JudgeCounts`)."""
+
+    sent: int
+    verdicts: dict[str, int]
+    disagree: int
+    judge_right_rules_not: int
+    rules_right_judge_not: int
+    models: list[str]
 
 
 @dataclass(frozen=True)
@@ -151,9 +183,9 @@ class JudgeVerdict:
     request_id: str | None
     extractor: bool = False  # the served model read the answer (`--judge-self`); evalkit's rules graded what it read
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JudgeJson:
         """The `judge` field of a `graded.jsonl` line."""
-        out: dict[str, Any] = {
+        out: JudgeJson = {
             "model": self.model,
             "verdict": self.verdict,
             "words": self.words,
@@ -173,7 +205,7 @@ class JudgeSettings:
     api_key: str | None = field(default=None, repr=False, compare=False)
     extract: bool = False  # `--judge-self`: the served model as the extractor, evalkit's rules grade what it reads
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> JudgeManifest:
         """What the run records of its judge (never the key)."""
         if self.extract:
             return {"base_url": self.base_url, "model": self.model, "prompt": "extract-answer.txt", "extractor": True}
@@ -248,33 +280,30 @@ class ModelJudge:
         await self.client.aclose()
 
 
-def disagrees(line: GradedLine | dict[str, Any]) -> bool:
+def disagrees(line: GradedLine) -> bool:
     """True when the judge gave a verdict (correct or wrong) other than the rule's grade."""
-    if isinstance(line, GradedLine):
-        verdict, correct = (line.judge.verdict if line.judge else None), line.correct
-    else:
-        verdict, correct = (line.get("judge") or {}).get("verdict"), bool(line.get("correct"))
-    return verdict in ("correct", "wrong") and (verdict == "correct") != correct
+    verdict = line.judge.verdict if line.judge else None
+    return verdict in ("correct", "wrong") and (verdict == "correct") != line.correct
 
 
-def judge_counts(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+def judge_counts(lines: Sequence[GradedLine]) -> JudgeCountsJson | None:
     """The summary's `judge` entry: lines sent, each verdict's count, and disagreements with the rules (those the
     judge calls right that the rules did not, and the reverse); None when no line carries a judge verdict."""
-    judged = [ln for ln in lines if isinstance(ln.get("judge"), dict)]
+    judged = [(ln, ln.judge) for ln in lines if ln.judge is not None]
     if not judged:
         return None
-    verdicts = {v: sum(1 for ln in judged if ln["judge"].get("verdict") == v) for v in VERDICTS}
+    verdicts = {v: sum(1 for _, j in judged if j.verdict == v) for v in VERDICTS}
     return {
         "sent": len(judged),
         "verdicts": verdicts,
-        "disagree": sum(1 for ln in judged if disagrees(ln)),
-        "judge_right_rules_not": sum(1 for ln in judged if disagrees(ln) and not ln.get("correct")),
-        "rules_right_judge_not": sum(1 for ln in judged if disagrees(ln) and ln.get("correct")),
-        "models": sorted({str(ln["judge"].get("model")) for ln in judged}),
+        "disagree": sum(1 for ln, _ in judged if disagrees(ln)),
+        "judge_right_rules_not": sum(1 for ln, _ in judged if disagrees(ln) and not ln.correct),
+        "rules_right_judge_not": sum(1 for ln, _ in judged if disagrees(ln) and ln.correct),
+        "models": sorted({j.model for _, j in judged}),
     }
 
 
-def describe_counts(counts: dict[str, Any], lines: int) -> str:
+def describe_counts(counts: JudgeCountsJson, lines: int) -> str:
     """One line for the end of a run: how many lines were sent, and how often the judge disagreed."""
     v = counts["verdicts"]
     return (

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TypedDict
 
 from evalkit_evals import reading_order, team_allocation
 from evalkit_evals.datasets import DatasetItem, HubSource
@@ -38,7 +38,18 @@ from evalkit_evals.verdict import Reading, Verdict, disagreeing
 SPLITS = ("murder_mysteries", "object_placements", "team_allocation")
 
 
-def musr_choices(row: dict[str, Any]) -> list[str]:
+class MusrRow(TypedDict):
+    """A MuSR row: the narrative, the question, the choices (a Python list literal in a string on the Hub), and
+    the right choice's 0-based index and text."""
+
+    narrative: str
+    question: str
+    choices: str | list[str]
+    answer_index: int
+    answer_choice: str
+
+
+def musr_choices(row: MusrRow) -> list[str]:
     """MuSR's `choices` column is a Python list literal in a string."""
     value = row["choices"]
     return list(ast.literal_eval(value)) if isinstance(value, str) else list(value)
@@ -315,7 +326,7 @@ def _extract(answer: str, choices: list[str]) -> ChoiceRead:
     return _conclusion(answer, choices) or ChoiceRead(None, "no 'ANSWER:' line and no concluding sentence", None)
 
 
-def grade(row: dict[str, Any], answer: str) -> Verdict:
+def grade(row: MusrRow, answer: str) -> Verdict:
     """Right when the chosen number is `answer_index + 1`; a hedge between choices, or a number that contradicts
     the text beside it, is wrong."""
     choices = musr_choices(row)
@@ -353,14 +364,14 @@ def grade(row: dict[str, Any], answer: str) -> Verdict:
 
 
 @dataclass(frozen=True)
-class MuSR(HubEval):
+class MuSR(HubEval[MusrRow]):
     """MuSR's three splits in order; ids `musr:<split>/<row index>`."""
 
-    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+    def qid(self, split: str, index: int, row: MusrRow) -> str:
         """`musr:<split>/<row index>`."""
         return f"musr:{split}/{index}"
 
-    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+    def prompt_fields(self, row: MusrRow) -> dict[str, str | list[str]]:
         """The narrative, the question and the choices."""
         return {
             "narrative": row["narrative"].strip(),
@@ -370,13 +381,13 @@ class MuSR(HubEval):
 
     def grade(self, item: DatasetItem, answer: str, judges: Judges) -> Verdict:
         """The chosen number against `answer_index + 1`."""
-        return grade(item.row, answer)
+        return grade(self.row(item), answer)
 
-    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+    def sim_anchor(self, row: MusrRow) -> tuple[str, str | None]:
         """The narrative, and the question must be there too (several questions share a narrative)."""
         return row["narrative"].strip(), row["question"].strip()
 
-    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+    def sim_answer(self, row: MusrRow, correct: bool, style: int) -> str:
         """A sentence naming the choice, then `ANSWER: n`, `**ANSWER: n**` or `Answer: n` (wrong: the next choice)."""
         choices, idx = musr_choices(row), int(row["answer_index"])
         k = idx if correct else (idx + 1) % len(choices)

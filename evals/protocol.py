@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar, cast, runtime_checkable
 
-from evalkit_evals.datasets import DatasetItem, HubSource, load_sources, sources_revision
+from evalkit_evals.datasets import DatasetItem, HubSource, RowT, SourceRevision, load_sources, sources_revision
 
 if TYPE_CHECKING:
+    from evalkit.runs.schemas import GradedLine
     from evalkit_evals.code_judge import CodeJudge
     from evalkit_evals.math_judge import MathJudge
     from evalkit_evals.verdict import Verdict
@@ -41,9 +42,21 @@ class Judges:
             return self._cache[key]
 
 
+class ScoreExtra(TypedDict, total=False):
+    """Figures a dataset adds to its `summary.json` entry (`Eval.score_extra`): HumanEval+'s base and plus passes."""
+
+    base_pass: int
+    plus_pass: int
+
+
+RowIn = TypeVar("RowIn", contravariant=True)  # the rows an eval reads, in its dataset's columns
+
+
 @runtime_checkable
-class Eval(Protocol):
-    """One capability dataset behind one small protocol; `name` is the `dataset` field and the question-id prefix."""
+class Eval(Protocol[RowIn]):
+    """One capability dataset behind one small protocol; `name` is the `dataset` field and the question-id prefix.
+    `RowIn` is its rows' type (a TypedDict of its columns; a user eval's rows are the user's own JSON objects); a
+    caller that holds any eval (`registry.get`) passes an item's row as it was read."""
 
     # Read-only: evals are frozen dataclasses, a user eval's name a property.
     @property
@@ -60,7 +73,7 @@ class Eval(Protocol):
         """Every item, in the dataset's row order, with its contract question id."""
         ...
 
-    def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
+    def revision(self, data_dir: str | Path | None) -> dict[str, SourceRevision]:
         """Where the rows came from (Hub revision or local file hash), recorded in the run's manifest."""
         ...
 
@@ -68,7 +81,7 @@ class Eval(Protocol):
         """The Jinja source of the user message."""
         ...
 
-    def prompt_fields(self, row: dict[str, Any]) -> dict[str, Any]:
+    def prompt_fields(self, row: RowIn) -> dict[str, Any]:
         """The template's variables for one row."""
         ...
 
@@ -76,37 +89,42 @@ class Eval(Protocol):
         """Extract the final answer from the text after the reasoning and score it against the row's gold."""
         ...
 
-    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    def score_extra(self, lines: list[GradedLine]) -> ScoreExtra:
         """Figures this dataset adds to its `summary.json` entry (e.g. HumanEval+'s base and plus passes)."""
         ...
 
-    def sim_anchor(self, row: dict[str, Any]) -> tuple[str, str | None]:
+    def sim_anchor(self, row: RowIn) -> tuple[str, str | None]:
         """The verbatim text a prompt of this row contains (and a second text it must also contain, or None)."""
         ...
 
-    def sim_answer(self, row: dict[str, Any], correct: bool, style: int) -> str:
+    def sim_answer(self, row: RowIn, correct: bool, style: int) -> str:
         """An answer as a model might write it, right or wrong as asked, in one of several styles."""
         ...
 
 
 @dataclass(frozen=True)
-class HubEval:
-    """The common part of the built-in evals: rows from pinned Hub splits (or their local copies), the template
-    `prompts/<name>.j2`, ids `<name>:<row index>` unless `qid` says otherwise, nothing extra in the summary."""
+class HubEval(Generic[RowT]):
+    """The common part of the built-in evals: rows from pinned Hub splits (or their local copies) in the columns
+    `RowT` names, the template `prompts/<name>.j2`, ids `<name>:<row index>` unless `qid` says otherwise, nothing
+    extra in the summary."""
 
     name: str
     sources: tuple[HubSource, ...]
     runs_code: bool = False
 
-    def qid(self, split: str, index: int, row: dict[str, Any]) -> str:
+    def qid(self, split: str, index: int, row: RowT) -> str:
         """The contract question id of one row."""
         return f"{self.name}:{index}"
+
+    def row(self, item: DatasetItem) -> RowT:
+        """One of this eval's items' row, in its dataset's columns."""
+        return cast(RowT, item.row)
 
     def load(self, data_dir: str | Path | None) -> list[DatasetItem]:
         """Every item, in the Hub's row order."""
         return load_sources(self.name, self.sources, self.qid, data_dir)
 
-    def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
+    def revision(self, data_dir: str | Path | None) -> dict[str, SourceRevision]:
         """Hub id and revision, or the local files' hashes."""
         return sources_revision(self.sources, data_dir)
 
@@ -114,6 +132,6 @@ class HubEval:
         """`prompts/<name>.j2`."""
         return (files("evalkit_prompts") / f"{self.name}.j2").read_text(encoding="utf-8")
 
-    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    def score_extra(self, lines: list[GradedLine]) -> ScoreExtra:
         """Nothing beyond the common scores."""
         return {}

@@ -82,27 +82,35 @@ def paired_changes(a: dict[str, QuestionScore], b: dict[str, QuestionScore]) -> 
     return PairedChanges(len(common), lost, gained, len(common) - len(told))
 
 
-_Line = TypeVar("_Line", GradedLine, dict[str, Any])
+# A graded line as a record, or as written (a JSON object of graded.jsonl, as `RunDir.read` gives it).
+Graded = TypeVar("Graded", GradedLine, dict[str, Any])
 
 
-def sample_key(line: GradedLine | dict[str, Any]) -> tuple[str, int]:
+def sample_key(line: Graded) -> tuple[str, int]:
     """A graded line's sample: its question id and repeat (0 when absent)."""
     if isinstance(line, GradedLine):
         return line.id, line.repeat or 0
     return str(line["id"]), int(line.get("repeat") or 0)
 
 
-def latest_per_sample(lines: Sequence[_Line]) -> list[_Line]:
+def latest_per_sample(lines: Sequence[Graded]) -> list[Graded]:
     """The last line of each (id, repeat), in first-seen order."""
-    out: dict[tuple[str, int], _Line] = {}
+    out: dict[tuple[str, int], Graded] = {}
     for line in lines:
         out[sample_key(line)] = line
     return list(out.values())
 
 
-def graded_lines(lines: Sequence[dict[str, Any]]) -> list[GradedLine]:
-    """Graded lines held as dicts (as written), as records."""
-    return [GradedLine.model_validate(x) for x in lines]
+def as_record(line: Graded) -> GradedLine:
+    """A graded line as its record (one held as a dict, as written, validated)."""
+    if isinstance(line, GradedLine):
+        return line
+    return GradedLine.model_validate(line)
+
+
+def graded_lines(lines: Sequence[Graded]) -> list[GradedLine]:
+    """Graded lines as records (those held as dicts, as written, validated)."""
+    return [as_record(x) for x in lines]
 
 
 def question_scores(lines: Sequence[GradedLine]) -> dict[str, QuestionScore]:

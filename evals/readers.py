@@ -7,13 +7,16 @@ when it read a value."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit_evals import read_choice, read_code, read_math, read_number, registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.protocol import Judges
 from evalkit_evals.sureness import Found, Strength, with_decision
 from evalkit_evals.verdict import Verdict
+
+if TYPE_CHECKING:
+    from evalkit_evals.humanevalplus import HumanEvalRow
 
 
 def _user_kind(item: DatasetItem) -> tuple[str, Any] | None:
@@ -67,17 +70,21 @@ def judged(item: DatasetItem, answer: str, verdict: Verdict, judges: Judges) -> 
     """The verdict with `every` reading and `sure` set (`sureness.decide`)."""
     row = item.row
     if item.dataset == "gsm8k":
+        from evalkit_evals.gsm8k import EVAL as GSM8K
         from evalkit_evals.gsm8k import gold_answer
 
-        return _number(answer, verdict, gold_answer(row), row.get("question") or "")
+        return _number(answer, verdict, gold_answer(GSM8K.row(item)), row.get("question") or "")
     if item.dataset == "musr":
+        from evalkit_evals.musr import EVAL as MUSR
         from evalkit_evals.musr import musr_choices
 
-        return _choice(answer, verdict, musr_choices(row), int(row["answer_index"]) + 1)
+        return _choice(answer, verdict, musr_choices(MUSR.row(item)), int(row["answer_index"]) + 1)
     if item.dataset == "math500":
         return _math(answer, verdict, str(row["answer"]), judges)
     if item.dataset == "humanevalplus":
-        return _code(answer, verdict, row)
+        from evalkit_evals.humanevalplus import EVAL as HUMANEVALPLUS
+
+        return _code(answer, verdict, HUMANEVALPLUS.row(item))
     user = _user_kind(item)
     if user is not None:
         kind, spec = user
@@ -101,7 +108,7 @@ def judged(item: DatasetItem, answer: str, verdict: Verdict, judges: Judges) -> 
     return _single(verdict)
 
 
-def _code(answer: str, verdict: Verdict, row: dict[str, Any]) -> Verdict:
+def _code(answer: str, verdict: Verdict, row: HumanEvalRow) -> Verdict:
     found, graded = read_code.readings(answer, row["prompt"], row["entry_point"])
     return with_decision(verdict, found, graded if verdict.outcome != "unparsed" else None)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from typing import Any
 
 from evalkit.errors import UsageError
 from evalkit_evals.protocol import Eval
@@ -20,11 +21,12 @@ BUILTIN: tuple[str, ...] = (
     "humanevalplus",
 )
 
-_EXTRA: dict[str, Eval] = {}  # registered at run time: user evals, test fixtures
-_LOADED: dict[str, Eval] = {}
+# Each eval reads its own rows' type (`Eval[RowIn]`); held together, an eval is asked about its own items' rows.
+_EXTRA: dict[str, Eval[Any]] = {}  # registered at run time: user evals, test fixtures
+_LOADED: dict[str, Eval[Any]] = {}
 
 
-def register(ev: Eval) -> Eval:
+def register(ev: Eval[Any]) -> Eval[Any]:
     """Add an eval for this process (replacing a run-time one of the same name); a built-in's name is a usage
     error."""
     if ev.name in BUILTIN:
@@ -43,7 +45,7 @@ def names() -> list[str]:
     return [*BUILTIN, *_EXTRA]
 
 
-def get(name: str) -> Eval:
+def get(name: str) -> Eval[Any]:
     """The eval of this name; an unknown name is a usage error."""
     if name in _EXTRA:
         return _EXTRA[name]

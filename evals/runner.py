@@ -13,18 +13,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.config.profiles import ThinkingBody
 from evalkit.errors import UsageError
 from evalkit.progress import Progress
-from evalkit.runs.rundir import RunDir, read_jsonl
+from evalkit.runs.rundir import RunDir, read_jsonl, read_records
 from evalkit.runs.schemas import GradedLine, ReplayLine, validate
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.grader import Grader, graded_line, inline_reasoning, token_counts
-from evalkit_evals.model_judge import ModelJudge, needs_judge
+from evalkit_evals.model_judge import JudgeJson, ModelJudge, needs_judge
 from evalkit_evals.prompting import build_messages, render_prompt
+from evalkit_evals.question_scores import graded_lines, sample_key
 from evalkit_evals.verdict import Verdict
 
 GRADED = "graded.jsonl"
@@ -39,7 +41,7 @@ class Sampling:
     temperature: float = 0.0
     timeout_s: float = 900.0  # per request (`--timeout-s`)
 
-    def seed_body(self, repeat: int) -> dict[str, Any]:
+    def seed_body(self, repeat: int) -> dict[str, int]:
         """The per-repeat `seed`, so a sampled run can be asked again alike (greedy runs send none)."""
         return {"seed": repeat} if self.temperature > 0 else {}
 
@@ -47,8 +49,8 @@ class Sampling:
 class _Progress:
     """tqdm on stderr with the running accuracy."""
 
-    def __init__(self, total: int, done: list[dict[str, Any]]) -> None:
-        self.correct = sum(1 for d in done if d["correct"])
+    def __init__(self, total: int, done: list[GradedLine]) -> None:
+        self.correct = sum(1 for d in done if d.correct)
         self.seen = len(done)
         # A bar on a terminal; in a log, a line at least every 25 s (evalkit.progress).
         self.bar = Progress(total, "capability", "questions", initial=len(done))
@@ -68,17 +70,14 @@ class _Progress:
         self.bar.close()
 
 
-def _key(line: dict[str, Any]) -> tuple[str, int]:
-    return line["id"], int(line.get("repeat") or 0)
-
-
-def _first_per_key(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _first_per_key(lines: list[GradedLine]) -> list[int]:
+    """The places of the first line of each (id, repeat) that is not an `error`."""
     seen: set[tuple[str, int]] = set()
     out = []
-    for ln in lines:
-        if _key(ln) not in seen:
-            seen.add(_key(ln))
-            out.append(ln)
+    for k, ln in enumerate(lines):
+        if ln.outcome != "error" and sample_key(ln) not in seen:
+            seen.add(sample_key(ln))
+            out.append(k)
     return out
 
 
@@ -88,13 +87,13 @@ async def run_live(
     items: list[DatasetItem],
     grader: Grader,
     revisions: dict[str, str],
-    extra_body: dict[str, Any],  # what each request adds over the client's standing body (thinking)
+    extra_body: ThinkingBody,  # what each request adds over the client's standing body (thinking)
     system_prompt: str | None,
     max_tokens: int,
     concurrency: int,
     sampling: Sampling = Sampling(),
     graded: str = GRADED,
-    pass_tags: dict[str, Any] | None = None,
+    pass_tags: dict[str, str] | None = None,
     judge: ModelJudge | None = None,
 ) -> None:
     """Ask every (item, repeat) not yet graded in this run directory, grade each answer and append its line.
@@ -102,21 +101,23 @@ async def run_live(
     `graded` names the file (`--under-load` keeps its idle pass in another), `pass_tags` label its request lines;
     with a `judge`, a line the rules are unsure of also carries the judge's verdict."""
     previous = read_jsonl(rundir.path / graded, GradedLine)  # a bad line exits 2 naming file and line
-    done_ok = _first_per_key([ln for ln in previous if ln["outcome"] != "error"])
-    if len(done_ok) != len(previous):
+    records = graded_lines(previous)
+    keep = _first_per_key(records)
+    if len(keep) != len(previous):
         # One line per question: an error line is replaced by the retry's outcome, so it goes before the retry.
-        rundir.rewrite(graded, done_ok)
-    done_keys = {_key(ln) for ln in done_ok}
+        rundir.rewrite(graded, [previous[k] for k in keep])
+    done_ok = [records[k] for k in keep]
+    done_keys = {sample_key(ln) for ln in done_ok}
     todo = [(it, k) for k in range(sampling.repeats) for it in items if (it.qid, k) not in done_keys]
     wanted = {(it.qid, k) for it in items for k in range(sampling.repeats)}
-    progress = _Progress(len(wanted), [ln for ln in done_ok if (ln["id"], int(ln.get("repeat") or 0)) in wanted])
+    progress = _Progress(len(wanted), [ln for ln in done_ok if sample_key(ln) in wanted])
     slots = asyncio.Semaphore(max(1, concurrency))
     pool = ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade")
     loop = asyncio.get_running_loop()
 
     async def one(item: DatasetItem, repeat: int) -> None:
         prompt = render_prompt(item)
-        tags: dict[str, Any] = {"qid": item.qid, "dataset": item.dataset, **(pass_tags or {})}
+        tags: dict[str, str | int] = {"qid": item.qid, "dataset": item.dataset, **(pass_tags or {})}
         if sampling.repeats > 1:
             tags["repeat"] = repeat
         req = ChatRequest(
@@ -148,8 +149,7 @@ async def run_live(
             content=rec.content,
             reasoning=rec.reasoning,
         )
-        await _second_opinion(judge, item, rec.content, line, grader)
-        rundir.append(graded, line)
+        rundir.append(graded, _written(line, await _second_opinion(judge, item, rec.content, line, grader)))
         progress.add(verdict.correct)
 
     try:
@@ -160,17 +160,28 @@ async def run_live(
 
 
 async def _second_opinion(
-    judge: ModelJudge | None, item: DatasetItem, content: str, line: dict[str, Any], grader: Grader
-) -> None:
-    """Add the judge's verdict as `judge` to a line the rules are unsure of (never touching the rule's grade); an
-    extractor's reading (`--judge-self`) is graded by the rules as "Final answer: X"."""
+    judge: ModelJudge | None, item: DatasetItem, content: str, line: GradedLine, grader: Grader
+) -> JudgeJson | None:
+    """The judge's verdict on a line the rules are unsure of, its `judge` (never touching the rule's grade); an
+    extractor's reading (`--judge-self`) is graded by the rules as "Final answer: X". None: the judge was not
+    asked, or had nothing to compare with."""
     if judge is None or not needs_judge(line):
-        return
+        return None
     verdict = await judge.ask(item, content, lambda read: grader.grade(item, f"Final answer: {read}").correct)
-    if verdict is not None:
-        line["judge"] = verdict.to_json()
-        if line.get("sure") is False and verdict.verdict in ("correct", "wrong"):
-            line["judge"]["settles"] = True  # issue #55: the judge's reading settles an unsure grade
+    if verdict is None:
+        return None
+    opinion = verdict.to_json()
+    if line.sure is False and verdict.verdict in ("correct", "wrong"):
+        opinion["settles"] = True  # issue #55: the judge's reading settles an unsure grade
+    return opinion
+
+
+def _written(line: GradedLine, opinion: JudgeJson | None) -> dict[str, Any]:
+    """The line as `graded.jsonl` holds it: the judge's opinion, where there is one, last."""
+    out = line.to_json()
+    if opinion is not None:
+        out["judge"] = opinion
+    return out
 
 
 @dataclass(frozen=True)
@@ -178,12 +189,12 @@ class ReplayAnswer:
     """One recorded answer of a replay file: its 1-based line number there, and the line (contract fields)."""
 
     line: int
-    record: dict[str, Any]
+    record: ReplayLine
 
     @property
     def qid(self) -> str:
         """The question id it answers."""
-        return str(self.record["id"])
+        return self.record.id
 
 
 def read_replay(path: Path) -> list[ReplayAnswer]:
@@ -209,8 +220,7 @@ def read_replay(path: Path) -> list[ReplayAnswer]:
             raise UsageError(f"{path}:{n}: not a JSON object") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or not isinstance(obj.get("content"), str):
             raise UsageError(f"{path}:{n}: needs a string 'id' and a string 'content'")
-        validate(ReplayLine, obj, f"{path}:{n}")
-        out.append(ReplayAnswer(n, obj))
+        out.append(ReplayAnswer(n, cast(ReplayLine, validate(ReplayLine, obj, f"{path}:{n}"))))
     if not out:
         raise UsageError(f"{path}: the replay file holds no answers")
     return out
@@ -235,11 +245,11 @@ def check_replay_ids(path: Path, answers: list[ReplayAnswer], items: dict[str, D
             raise UsageError(f"{path}:{ans.line}: no question {ans.qid!r} in {ans.qid.split(':', 1)[0]}")
 
 
-def _graded_before(rundir: RunDir, answers: list[ReplayAnswer]) -> list[dict[str, Any]]:
+def _graded_before(rundir: RunDir, answers: list[ReplayAnswer]) -> list[GradedLine]:
     """The lines a stopped replay of the same file already wrote (a prefix of its answers, in order)."""
-    previous = read_jsonl(rundir.path / GRADED, GradedLine)
+    previous = read_records(rundir.path / GRADED, GradedLine)
     for k, ln in enumerate(previous):
-        if k >= len(answers) or ln["id"] != answers[k].qid or ln.get("replay_line") != answers[k].line:
+        if k >= len(answers) or ln.id != answers[k].qid or ln.replay_line != answers[k].line:
             raise UsageError(
                 f"{rundir.path / GRADED} line {k + 1} is not the grade of this file's answer at that place; "
                 "pick a new --name"
@@ -255,40 +265,41 @@ async def run_replay(
     revisions: dict[str, str],
     judge: ModelJudge | None = None,
     render: Callable[[DatasetItem], str] = render_prompt,
-) -> list[dict[str, Any]]:
+) -> list[GradedLine]:
     """Grade each recorded answer as its own case (several may answer one question): one `graded.jsonl` line per
-    input line, in input order, each naming its `replay_line`. A stopped replay resumes after its last line."""
+    input line, in input order, each naming its `replay_line`; the lines as read back. A stopped replay resumes
+    after its last line."""
     previous = _graded_before(rundir, answers)
     todo = answers[len(previous) :]
     progress = _Progress(len(answers), previous)
     pool = ThreadPoolExecutor(GRADING_WORKERS, thread_name_prefix="grade")
     loop = asyncio.get_running_loop()
 
-    async def one(ans: ReplayAnswer) -> dict[str, Any]:
+    async def one(ans: ReplayAnswer) -> tuple[GradedLine, JudgeJson | None]:
         item, rec = items[ans.qid], ans.record
-        verdict = await loop.run_in_executor(pool, grader.grade, item, rec["content"], rec.get("finish_reason"))
+        verdict = await loop.run_in_executor(pool, grader.grade, item, rec.content, rec.finish_reason)
         line = graded_line(
             item,
             verdict,
             revisions.get(item.dataset),
             replay_line=ans.line,
-            finish_reason=rec.get("finish_reason"),
-            thinking=bool(rec.get("reasoning") or inline_reasoning(rec["content"])),
+            finish_reason=rec.finish_reason,
+            thinking=bool(rec.reasoning or inline_reasoning(rec.content)),
             prompt=render(item),
-            content=rec["content"],
-            reasoning=rec.get("reasoning"),
+            content=rec.content,
+            reasoning=rec.reasoning,
         )
-        await _second_opinion(judge, item, rec["content"], line, grader)
-        return line
+        return line, await _second_opinion(judge, item, rec.content, line, grader)
 
     tasks = [asyncio.ensure_future(one(a)) for a in todo]
     lines = list(previous)
     try:
         for task in tasks:  # graded two at a time, written in input order
-            line = await task
-            rundir.append(GRADED, line)
-            lines.append(line)
-            progress.add(line["correct"])
+            line, opinion = await task
+            written = _written(line, opinion)
+            rundir.append(GRADED, written)
+            lines.append(GradedLine.model_validate(written))  # the line as the file holds it
+            progress.add(line.correct)
     finally:
         for task in tasks:
             task.cancel()

@@ -2,21 +2,67 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
-from evalkit.runs.schemas import OUTCOMES
+from evalkit.runs.schemas import OUTCOMES, GradedLine
 from evalkit_evals import registry
 from evalkit_evals.model_judge import judge_counts
-from evalkit_evals.question_scores import graded_lines, latest_per_sample, pass_at_1, question_scores
+from evalkit_evals.protocol import ScoreExtra
+from evalkit_evals.question_scores import Graded, latest_per_sample, pass_at_1, question_scores
 
 
-def latest_per_id(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class PassAt1Json(TypedDict):
+    """A score's `pass_at_1` with repeats (`question_scores.pass_at_1`, rounded)."""
+
+    value: float
+    ci95: list[float]
+    questions: int
+    repeats: int
+    agreement: float
+
+
+class SureCounts(TypedDict):
+    """Issue #55's score as an interval (`sure_counts`)."""
+
+    sure_correct: float
+    unsure: float
+    interval: list[float]
+
+
+class JudgeSent(TypedDict):
+    """A dataset's `judge`: lines sent to the judge model and how many it disagreed on."""
+
+    sent: int
+    disagree: int
+
+
+class _Counts(TypedDict):
+    correct: float  # a count; with repeats the sum of per-question mean scores
+    total: int
+    outcomes: dict[str, int]
+    ambiguous: int
+    sure_correct: float
+    unsure: float
+    interval: list[float]
+
+
+class DatasetScore(_Counts, ScoreExtra, total=False):
+    """One entry of summary.json's `scores`, or its `total` (read as `schemas.Score`): the rules' counts, the sure
+    counts, with repeats the samples and pass@1, the dataset's own figures (`Eval.score_extra`) and the judge's."""
+
+    samples: int
+    pass_at_1: PassAt1Json | None
+    judge: JudgeSent
+
+
+def latest_per_id(lines: Sequence[Graded]) -> list[Graded]:
     """The last graded line of each id and repeat (a resumed run re-asks errored questions), in first-seen order."""
     return latest_per_sample(lines)
 
 
-def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
-    p = pass_at_1(list(question_scores(graded_lines(lines)).values()))
+def _pass_at_1(lines: Sequence[GradedLine]) -> PassAt1Json | None:
+    p = pass_at_1(list(question_scores(lines).values()))
     if p is None:
         return None
     return {
@@ -28,33 +74,34 @@ def _pass_at_1(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def settled_correct(line: dict[str, Any]) -> bool:
+def _settled_by_judge(line: GradedLine) -> bool:
+    judge = line.judge
+    return judge is not None and bool(judge.settles) and judge.verdict in ("correct", "wrong")
+
+
+def settled_correct(line: GradedLine) -> bool:
     """The line's grade: the judge's where it settled an unsure line (`judge.settles`), else the rules'."""
-    judge = line.get("judge") or {}
-    if judge.get("settles") and judge.get("verdict") in ("correct", "wrong"):
-        return bool(judge["verdict"] == "correct")
-    return bool(line.get("correct"))
+    if line.judge is not None and _settled_by_judge(line):
+        return bool(line.judge.verdict == "correct")
+    return line.correct
 
 
-def is_sure(line: dict[str, Any]) -> bool:
+def is_sure(line: GradedLine) -> bool:
     """Whether the line's grade is sure: the readings agreed, or a judge settled it; a line written before issue
     #55 (no `sure`) counts as sure."""
-    judge = line.get("judge") or {}
-    if judge.get("settles") and judge.get("verdict") in ("correct", "wrong"):
-        return True
-    return line.get("sure") is not False
+    return _settled_by_judge(line) or line.sure is not False
 
 
-def sure_counts(lines: list[dict[str, Any]]) -> dict[str, Any]:
+def sure_counts(lines: Sequence[GradedLine]) -> SureCounts:
     """Issue #55's score as an interval: `sure_correct` (sure and right), `unsure` lines, and `interval`, the
     share right if every unsure line is wrong and if every one is right ([sure_correct, sure_correct + unsure] /
     N). With repeats, counts are sums of per-sample shares per question (one question weighs 1)."""
-    if not any(int(ln.get("repeat") or 0) for ln in lines):
+    if not any(ln.repeat for ln in lines):
         groups = [[ln] for ln in lines]  # one sample a question (a replay's every line is its own case)
     else:
-        per_q: dict[str, list[dict[str, Any]]] = {}
+        per_q: dict[str, list[GradedLine]] = {}
         for ln in latest_per_sample(lines):
-            per_q.setdefault(str(ln["id"]), []).append(ln)
+            per_q.setdefault(ln.id, []).append(ln)
         groups = list(per_q.values())
     sure_right = sum(sum(is_sure(x) and settled_correct(x) for x in q) / len(q) for q in groups)
     unsure = sum(sum(not is_sure(x) for x in q) / len(q) for q in groups)
@@ -69,36 +116,41 @@ def sure_counts(lines: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -> dict[str, Any]:
+def summarize(lines: Sequence[GradedLine], thinking: str | None, **extra: Any) -> dict[str, Any]:
     """`{"kind": "capability", "thinking", "scores": {ds: {correct, total, outcomes, ambiguous}}, "total": {...}}`
     + extras (`ambiguous`: grades whose readings disagree, see graded.jsonl's `readings`; `judge`: lines sent to
     a judge model and how often it disagrees with the rules, `model_judge.judge_counts`);
     with repeats, `correct` is the sum of per-question mean scores and each entry carries `pass_at_1`."""
-    repeats = max((int(ln.get("repeat") or 0) + 1 for ln in lines), default=1)
-    scores: dict[str, dict[str, Any]] = {}
+    repeats = max(((ln.repeat or 0) + 1 for ln in lines), default=1)
+    scores: dict[str, DatasetScore] = {}
     for ds in registry.names():  # lines of unregistered datasets (a replay's unknown ids) are not scored
-        mine = [ln for ln in lines if ln["dataset"] == ds]
+        mine = [ln for ln in lines if ln.dataset == ds]
         if not mine:
             continue
-        outcomes = {o: sum(1 for ln in mine if ln["outcome"] == o) for o in OUTCOMES}
-        entry: dict[str, Any] = {
+        outcomes = {o: sum(1 for ln in mine if ln.outcome == o) for o in OUTCOMES}
+        sure = sure_counts(mine)
+        entry: DatasetScore = {
             "correct": outcomes["correct"],
             "total": len(mine),
             "outcomes": outcomes,
-            "ambiguous": sum(1 for ln in mine if ln.get("ambiguous")),
-            **sure_counts(mine),
+            "ambiguous": sum(1 for ln in mine if ln.ambiguous),
+            "sure_correct": sure["sure_correct"],
+            "unsure": sure["unsure"],
+            "interval": sure["interval"],
         }
         if repeats > 1:
             # With repeats a question counts its mean score, so correct / total is pass@1 over questions.
             p1 = _pass_at_1(mine)
             assert p1 is not None  # mine is not empty, so neither are its question scores
-            entry.update(
-                correct=round(sum(q.score for q in question_scores(graded_lines(mine)).values()), 4),
-                total=p1["questions"],
-                samples=len(mine),
-                pass_at_1=p1,
-            )
-        entry.update(registry.get(ds).score_extra(mine))
+            entry["correct"] = round(sum(q.score for q in question_scores(mine).values()), 4)
+            entry["total"] = p1["questions"]
+            entry["samples"] = len(mine)
+            entry["pass_at_1"] = p1
+        own = registry.get(ds).score_extra(mine)
+        if "base_pass" in own:
+            entry["base_pass"] = own["base_pass"]
+        if "plus_pass" in own:
+            entry["plus_pass"] = own["plus_pass"]
         judged = judge_counts(mine)
         if judged is not None:
             entry["judge"] = {"sent": judged["sent"], "disagree": judged["disagree"]}
@@ -106,15 +158,20 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
     correct = sum(s["correct"] for s in scores.values())
     total = sum(s["total"] for s in scores.values())
     outcomes = {o: sum(s["outcomes"][o] for s in scores.values()) for o in OUTCOMES}
-    overall: dict[str, Any] = {
+    sure = sure_counts([ln for ln in lines if ln.dataset in scores])
+    overall: DatasetScore = {
         "correct": correct,
         "total": total,
         "outcomes": outcomes,
         "ambiguous": sum(s["ambiguous"] for s in scores.values()),
-        **sure_counts([ln for ln in lines if ln["dataset"] in scores]),
+        "sure_correct": sure["sure_correct"],
+        "unsure": sure["unsure"],
+        "interval": sure["interval"],
     }
     if repeats > 1:
-        overall.update(correct=round(correct, 4), samples=len(lines), pass_at_1=_pass_at_1(lines))
+        overall["correct"] = round(correct, 4)
+        overall["samples"] = len(lines)
+        overall["pass_at_1"] = _pass_at_1(lines)
     judged = judge_counts(lines)
     return {
         "kind": "capability",
@@ -127,12 +184,12 @@ def summarize(lines: list[dict[str, Any]], thinking: str | None, **extra: Any) -
     }
 
 
-def thinking_warning(lines: list[dict[str, Any]], thinking: str | None) -> str | None:
+def thinking_warning(lines: Sequence[GradedLine], thinking: str | None) -> str | None:
     """A warning when the mode asked for did not take effect (servers drop switches their template lacks)."""
-    asked = [ln for ln in lines if "thinking" in ln]
+    asked = [ln for ln in lines if "thinking" in ln.model_fields_set]
     if not asked or thinking is None:
         return None
-    seen = sum(1 for ln in asked if ln["thinking"])
+    seen = sum(1 for ln in asked if ln.thinking)
     if thinking != "off" and seen == 0:
         return f"thinking {thinking!r} was asked but no answer carried reasoning: the server ignored the switch"
     if thinking == "off" and seen:

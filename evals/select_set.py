@@ -31,7 +31,7 @@ COUNTS = {"gsm8k": 50, "math500": 30, "musr": 20, "humanevalplus": 40}
 MUSR_QUOTAS = {"murder_mysteries": 7, "object_placements": 7, "team_allocation": 6}
 
 
-def _hub_eval(dataset: str) -> HubEval:
+def _hub_eval(dataset: str) -> HubEval[Any]:
     ev = registry.get(dataset)
     assert isinstance(ev, HubEval), dataset  # the pinned set draws from the built-in Hub datasets only
     return ev

@@ -48,10 +48,10 @@ from pydantic import field_validator, model_validator
 
 from evalkit.config.profiles import read_toml
 from evalkit.errors import UsageError
-from evalkit.runs.schemas import ClosedModel, validate
-from evalkit_evals.datasets import DatasetItem, HubSource, read_hub
+from evalkit.runs.schemas import ClosedModel, GradedLine, validate
+from evalkit_evals.datasets import DatasetItem, HubSource, SourceRevision, read_hub
 from evalkit_evals.prompting import template_environment
-from evalkit_evals.protocol import Judges
+from evalkit_evals.protocol import Judges, ScoreExtra
 from evalkit_evals.sample_answers import WRONG_MATH, plus_one
 from evalkit_evals.template_budget import check_renders, describe
 from evalkit_evals.verdict import Verdict
@@ -326,7 +326,7 @@ class UserEval:
         except (ArithmeticError, ValueError, TypeError, LookupError, RecursionError, MemoryError) as e:
             raise UsageError(f"{self.file}: {what}: {describe(e)}") from None
 
-    def revision(self, data_dir: str | Path | None) -> dict[str, Any]:
+    def revision(self, data_dir: str | Path | None) -> dict[str, SourceRevision]:
         """The local file's sha256, or the Hub commit."""
         d = self.spec.dataset
         if d.hub is not None:
@@ -493,7 +493,7 @@ class UserEval:
                 passed += 1
         return Verdict("correct", code, f"{passed}/{len(tests)} tests passed", rule=rule)
 
-    def score_extra(self, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    def score_extra(self, lines: list[GradedLine]) -> ScoreExtra:
         """Nothing beyond the common scores."""
         return {}
 

@@ -2,8 +2,42 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+
+class ReadingJson(TypedDict, total=False):
+    """A `readings` entry of a `graded.jsonl` line (`Reading.to_json`): `strength` and `correct` only where every
+    reader's reading is kept."""
+
+    rule: str
+    value: str | None
+    strength: str
+    correct: bool | None
+
+
+class VerdictDetails(TypedDict, total=False):
+    """A verdict's grader extras: HumanEval+'s base and plus test results and the sandbox that ran them."""
+
+    base: str
+    plus: str
+    isolation: str
+
+
+class VerdictJson(TypedDict):
+    """A verdict's fields as JSON (`Verdict.to_json`), in its field order, then `correct` and `ambiguous`."""
+
+    outcome: str
+    extracted: str | None
+    why: str
+    details: VerdictDetails
+    rule: str
+    readings: list[ReadingJson]
+    every: list[ReadingJson]
+    sure: bool | None
+    sure_why: str
+    correct: bool
+    ambiguous: bool
 
 
 @dataclass(frozen=True)
@@ -17,11 +51,12 @@ class Reading:
     strength: str | None = None
     correct: bool | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReadingJson:
         """The reading as a `readings` entry of a `graded.jsonl` line."""
-        out: dict[str, Any] = {"rule": self.rule, "value": self.value}
+        out: ReadingJson = {"rule": self.rule, "value": self.value}
         if self.strength is not None:
-            out.update(strength=self.strength, correct=self.correct)
+            out["strength"] = self.strength
+            out["correct"] = self.correct
         return out
 
 
@@ -35,7 +70,7 @@ class Verdict:
     outcome: str
     extracted: str | None
     why: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: VerdictDetails = field(default_factory=VerdictDetails)
     rule: str = ""
     readings: tuple[Reading, ...] = ()
     every: tuple[Reading, ...] = ()
@@ -52,14 +87,21 @@ class Verdict:
         """True when two readings of the answer disagree."""
         return len({r.value for r in self.readings}) > 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> VerdictJson:
         """The verdict's fields for a `graded.jsonl` line."""
-        d = asdict(self)
-        d["correct"] = self.correct
-        d["ambiguous"] = self.ambiguous
-        d["readings"] = [r.to_json() for r in self.readings]
-        d["every"] = [r.to_json() for r in self.every]
-        return d
+        return {
+            "outcome": self.outcome,
+            "extracted": self.extracted,
+            "why": self.why,
+            "details": VerdictDetails(**self.details),  # a copy, as `dataclasses.asdict` made
+            "rule": self.rule,
+            "readings": [r.to_json() for r in self.readings],
+            "every": [r.to_json() for r in self.every],
+            "sure": self.sure,
+            "sure_why": self.sure_why,
+            "correct": self.correct,
+            "ambiguous": self.ambiguous,
+        }
 
 
 def disagreeing(readings: list[Reading]) -> tuple[Reading, ...]:

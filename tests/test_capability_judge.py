@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli import main
+from evalkit.runs.schemas import GradedLine
 from evalkit.sim.answers import judge_word
 from evalkit_evals.model_judge import disagrees, needs_judge, parse_judge_prompt, read_verdict, reference_answer
 from evalkit_evals.question_set import items_by_id
@@ -80,9 +81,9 @@ def test_only_unsure_lines_go_to_the_judge_and_its_verdict_sits_beside_the_rules
     # The judge never changes a rule's grade: every field but `judge` is as a run without a judge wrote it.
     for a, b in zip(rules, lines):
         assert {k: v for k, v in b.items() if k != "judge"} == a
-    unsure = [g for g in lines if needs_judge(g)]
+    unsure = [g for g in lines if needs_judge(GradedLine.model_validate(g))]
     assert any(g["ambiguous"] for g in unsure) and any(g["outcome"] == "unparsed" for g in unsure)
-    assert all(("judge" in g) == needs_judge(g) for g in lines)
+    assert all(("judge" in g) == needs_judge(GradedLine.model_validate(g)) for g in lines)
     # The judge saw exactly those lines: one request each, and the verdict is what the sim's comparison gives.
     events = _judge_events(s)
     assert set(events) == {g["judge"]["request_id"] for g in unsure}
@@ -109,7 +110,7 @@ def test_only_unsure_lines_go_to_the_judge_and_its_verdict_sits_beside_the_rules
     assert summary["total"]["unsure"] == sum(1 for g in lines if g["sure"] is False) - len(settled)
     assert summary["total"]["total"] == len(ANSWERS)  # lines, not distinct ids
     assert summary["judge"]["sent"] == len(unsure) == len(events)
-    assert summary["judge"]["disagree"] == sum(disagrees(g) for g in lines)
+    assert summary["judge"]["disagree"] == sum(disagrees(GradedLine.model_validate(g)) for g in lines)
     assert summary["judge"]["verdicts"]["error"] == 0
     assert f"asked about {len(unsure)} of {len(ANSWERS)} lines" in proc.stdout
     manifest = json.loads((judged / "manifest.json").read_text())
@@ -277,7 +278,7 @@ def test_a_judge_that_fails_later_marks_its_lines_and_leaves_the_rules_grades(si
     src = _write(tmp_path / "answers.jsonl", ANSWERS)
     run, proc = _replay(src, tmp_path, "failing", *_judge_flags(s))
     judged = [g for g in _lines(run) if "judge" in g]
-    assert judged and len(judged) == sum(needs_judge(g) for g in _lines(run))
+    assert judged and len(judged) == sum(needs_judge(GradedLine.model_validate(g)) for g in _lines(run))
     assert all(g["judge"]["verdict"] == "error" and "500" in g["judge"]["words"] for g in judged)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["judge"]["verdicts"]["error"] == len(judged) and summary["judge"]["disagree"] == 0

@@ -49,7 +49,9 @@ def test_a_graded_line_is_a_graded_line_model() -> None:
         Verdict("correct", "4", "read 4", rule="gsm8k.final"),
         Verdict("wrong", "5", "two readings", rule="gsm8k.final", readings=(Reading("a", "5"), Reading("b", "4"))),
     ):
-        line = graded_line(item, verdict, "rev1", request_id="req-1", finish_reason="stop", prompt="p", note="n")
+        line = graded_line(
+            item, verdict, "rev1", request_id="req-1", finish_reason="stop", prompt="p", note="n"
+        ).to_json()
         head = _declared_prefix(list(line), GradedLine)
         assert set(line) - set(head) == {"note"}  # a caller's own fact, after every field
         assert ("readings" in line) == verdict.ambiguous

@@ -27,17 +27,19 @@ def for_item(item: DatasetItem) -> tuple[Subject, Subject]:
     """The gold and near-miss subjects of a built-in dataset's question."""
     row = item.row
     if item.dataset == "gsm8k":
+        from evalkit_evals.gsm8k import EVAL as GSM8K
         from evalkit_evals.gsm8k import gold_answer
 
-        gold = number_text(gold_answer(row))
+        gold = number_text(gold_answer(GSM8K.row(item)))
         return pair("number", gold, near_number(gold), item.qid)
     if item.dataset == "math500":
         gold = row["answer"].strip()
         return pair("math", gold, near_math(gold), item.qid)
     if item.dataset == "musr":
+        from evalkit_evals.musr import EVAL as MUSR
         from evalkit_evals.musr import musr_choices
 
-        choices = tuple(musr_choices(row))
+        choices = tuple(musr_choices(MUSR.row(item)))
         gold_n = int(row["answer_index"]) + 1
         return pair("choice", str(gold_n), str(gold_n % len(choices) + 1), item.qid, choices=choices)
     if item.dataset == "humanevalplus":
