@@ -9,16 +9,40 @@ the same files back as `evalkit.evidence.server_evidence.ServerEvidence`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile
 from evalkit.config.target import EvidenceOptions
-from evalkit.evidence.gpu_telemetry import TELEMETRY_FILE, TelemetrySampler, open_reader, summarize_telemetry
-from evalkit.evidence.server_log import LOG_FILE, LogFollower, LogPatterns, summarize_log
-from evalkit.evidence.server_metrics import METRICS_FILE, MetricsRecorder, metrics_url, summarize_metrics
-from evalkit.evidence.spec_decode import spec_summary
+from evalkit.evidence.gpu_telemetry import (
+    TELEMETRY_FILE,
+    TelemetryLine,
+    TelemetrySampler,
+    TelemetrySummary,
+    open_reader,
+    summarize_telemetry,
+)
+from evalkit.evidence.log_lines import LogLine
+from evalkit.evidence.server_log import LOG_FILE, LogFollower, LogPatterns, LogSummary, summarize_log
+from evalkit.evidence.server_metrics import (
+    METRICS_FILE,
+    MetricsRecorder,
+    MetricsSummary,
+    ScrapeLine,
+    metrics_url,
+    summarize_metrics,
+)
+from evalkit.evidence.spec_decode import SpecSummary, spec_summary
 from evalkit.runs.rundir import MANIFEST, RunDir, read_json_object, read_jsonl
+
+
+class EvidenceSummary(TypedDict, total=False):
+    """What `evidence_summary` adds to summary.json, each part only where the run has its evidence."""
+
+    server_metrics: MetricsSummary
+    spec_decode: SpecSummary
+    gpu_telemetry: TelemetrySummary
+    server_log: LogSummary
 
 
 class EvidenceCapture:
@@ -39,9 +63,19 @@ class EvidenceCapture:
     ) -> None:
         self.rundir = rundir
         self.sample_s = sample_s
-        self.metrics = MetricsRecorder(base_url, clock, rundir.append, headers) if metrics else None
+        self.metrics = (
+            MetricsRecorder(base_url, clock, lambda name, line: rundir.append(name, dict(line)), headers)
+            if metrics
+            else None
+        )
         self.log = (
-            LogFollower(log_path, clock, LogPatterns.from_profile(log_patterns), rundir.append, secrets=secrets)
+            LogFollower(
+                log_path,
+                clock,
+                LogPatterns.from_profile(log_patterns),
+                lambda name, line: rundir.append(name, dict(line)),
+                secrets=secrets,
+            )
             if log_path is not None
             else None
         )
@@ -60,7 +94,7 @@ class EvidenceCapture:
         reader = open_reader()
         self.rundir.update_manifest(gpu_telemetry=reader.source if reader else None)
         if reader is not None:
-            self.gpu = TelemetrySampler(reader, self._clock, lambda rec: self.rundir.append(TELEMETRY_FILE, rec))
+            self.gpu = TelemetrySampler(reader, self._clock, lambda rec: self.rundir.append(TELEMETRY_FILE, dict(rec)))
             self.gpu.start()
         if self.metrics is not None:
             await self.metrics.snapshot("before")
@@ -123,14 +157,14 @@ def evidence_capture(
     )
 
 
-def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
+def evidence_summary(run_dir: Path | str) -> EvidenceSummary:
     """`server_metrics` and `server_log` for summary.json, from the run directory's files alone."""
     path = Path(run_dir)
     man_path = path / MANIFEST
     manifest = read_json_object(man_path) if man_path.exists() else {}
-    out: dict[str, Any] = {}
+    out: EvidenceSummary = {}
     url = manifest.get("server_metrics_url")
-    lines = read_jsonl(path / METRICS_FILE)
+    lines = cast(list[ScrapeLine], read_jsonl(path / METRICS_FILE))
     if url or lines:
         out["server_metrics"] = summarize_metrics(
             lines, url or (metrics_url(manifest.get("server", {}).get("base_url") or ""))
@@ -142,13 +176,13 @@ def evidence_summary(run_dir: Path | str) -> dict[str, Any]:
     if gpu is not None:
         out["gpu_telemetry"] = gpu
     if manifest.get("server_log") or (path / LOG_FILE).exists():
-        out["server_log"] = summarize_log(read_jsonl(path / LOG_FILE), manifest.get("server_log"))
+        out["server_log"] = summarize_log(cast(list[LogLine], read_jsonl(path / LOG_FILE)), manifest.get("server_log"))
     return out
 
 
-def _gpu_summary(path: Path) -> dict[str, Any] | None:
+def _gpu_summary(path: Path) -> TelemetrySummary | None:
     """`gpu_telemetry`: the run's GPU figures, energy per output token overall and per bench prompt."""
-    samples = read_jsonl(path / TELEMETRY_FILE)
+    samples = cast(list[TelemetryLine], read_jsonl(path / TELEMETRY_FILE))
     if not samples:
         return None
     requests = read_jsonl(path / "requests.jsonl")

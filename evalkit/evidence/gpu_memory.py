@@ -15,7 +15,7 @@ import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit.clock import Clock
 from evalkit.eventloop import stop_task
@@ -49,6 +49,57 @@ __all__ = [
 ]
 
 
+class GpuMemoryLine(TypedDict):
+    """One line of `gpu_memory.jsonl`: one card's memory read between `t_start` and `t`, in a cycle."""
+
+    t: float
+    t_start: float
+    cycle: int
+    gpu: int
+    name: str | None
+    used_mib: float
+    total_mib: float | None
+
+
+class SlopeDetail(TypedDict):
+    """One slope of a card as summary.json details it (`slopes.second` ...)."""
+
+    points: int
+    independent_points: float | None
+    span: float
+    r2: float | None
+    samples_r2: float | None
+    growth_mib: float | None
+    call: str
+
+
+class GpuCardJson(TypedDict):
+    """One card of a summary's `gpu_memory` (`summarize_gpu`), in the order written."""
+
+    index: int
+    name: str | None
+    peak_mib: float
+    total_mib: float | None
+    first_mib: float
+    last_mib: float
+    range_mib: float | None
+    cycles: list[int]
+    cycle_peak_mib: list[float]
+    slope_mib_per_second: float | None
+    slope_noise_mib_per_second: float | None
+    slope_mib_per_request: float | None
+    slope_noise_mib_per_request: float | None
+    slope_mib_per_cycle: float | None
+    slope_noise_mib_per_cycle: float | None
+    slope_mib_per_hour: float | None
+    slope_noise_mib_per_hour: float | None
+    growth_mib: float | None
+    slopes: dict[str, SlopeDetail]
+    leak_by: list[str]
+    verdict: str
+    samples: int
+
+
 def nvidia_smi() -> str | None:
     """The `nvidia-smi` on the PATH, or None."""
     return shutil.which("nvidia-smi")
@@ -77,7 +128,7 @@ class GpuMemorySampler:
     """Runs `nvidia-smi` every `interval_s` and hands each sample to `sink` with the current cycle."""
 
     def __init__(
-        self, exe: str, clock: Clock, sink: Callable[[dict[str, Any]], object], interval_s: float = 1.0
+        self, exe: str, clock: Clock, sink: Callable[[GpuMemoryLine], object], interval_s: float = 1.0
     ) -> None:
         self.exe = exe
         self.clock = clock
@@ -142,7 +193,7 @@ async def sample_gpu_memory(rundir: RunDir, clock: Clock, interval_s: float = 1.
         return
     # Appends fsync; a writer thread keeps them off the event loop that is timing the server's stream.
     io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-memory-writer")
-    sampler = GpuMemorySampler(exe, clock, lambda s: io.submit(rundir.append, GPU_FILE, s), interval_s)
+    sampler = GpuMemorySampler(exe, clock, lambda s: io.submit(rundir.append, GPU_FILE, dict(s)), interval_s)
     sampler.start()
     try:
         yield exe
@@ -151,19 +202,19 @@ async def sample_gpu_memory(rundir: RunDir, clock: Clock, interval_s: float = 1.
         io.shutdown(wait=True)
 
 
-def _read_at(s: dict[str, Any]) -> float:
+def _read_at(s: GpuMemoryLine) -> float:
     """When the card was read: the middle of the query (older samples carry only its end)."""
     t = float(s["t"])
     return (float(s["t_start"]) + t) / 2 if s.get("t_start") is not None else t
 
 
-def _in_cycles(mine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _in_cycles(mine: list[GpuMemoryLine]) -> list[GpuMemoryLine]:
     """The samples a slope is fitted to, in the order they were read: cycle 0 is token counting before the
     schedule, part of the peak, not of a slope."""
     return sorted((s for s in mine if int(s.get("cycle") or 0) >= 1), key=_read_at)
 
 
-def _cycle_peaks(judged: list[dict[str, Any]]) -> dict[int, float]:
+def _cycle_peaks(judged: list[GpuMemoryLine]) -> dict[int, float]:
     peaks: dict[int, float] = {}
     for s in judged:
         c = int(s["cycle"])
@@ -171,7 +222,7 @@ def _cycle_peaks(judged: list[dict[str, Any]]) -> dict[int, float]:
     return dict(sorted(peaks.items()))
 
 
-def card_slopes(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Slope]:
+def card_slopes(mine: list[GpuMemoryLine], done_times: Sequence[float] | None) -> dict[str, Slope]:
     """The three slopes of one card's samples in cycles; `done_times` are the finished requests' t_done (None: no
     per-request slope)."""
     judged = _in_cycles(mine)
@@ -209,7 +260,7 @@ def card_verdict(slopes: dict[str, Slope], range_mib: float | None, peak_mib: fl
     return "cant_tell"
 
 
-def _detail(s: Slope) -> dict[str, Any]:
+def _detail(s: Slope) -> SlopeDetail:
     return {
         "points": s.points,
         "independent_points": None if s.independent is None else round(s.independent, 1),
@@ -221,7 +272,7 @@ def _detail(s: Slope) -> dict[str, Any]:
     }
 
 
-def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dict[str, Any]:
+def _card(mine: list[GpuMemoryLine], done_times: Sequence[float] | None) -> GpuCardJson:
     slopes = card_slopes(mine, done_times)
     in_cycles = [float(s["used_mib"]) for s in _in_cycles(mine)]
     peaks = _cycle_peaks(_in_cycles(mine))
@@ -230,7 +281,8 @@ def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dic
     # The clear slopes, the form that fits best first: that is the leak's likeliest form.
     leak_by = sorted((u for u in UNITS if slopes[u].call == "up"), key=lambda u: -(slopes[u].samples_r2 or 0.0))
     names = [s.get("name") for s in mine if s.get("name")]
-    card: dict[str, Any] = {
+    sec, req, cyc = slopes["second"], slopes["request"], slopes["cycle"]
+    return {
         "index": int(mine[0]["gpu"]),
         "name": names[-1] if names else None,
         "peak_mib": peak,
@@ -240,19 +292,20 @@ def _card(mine: list[dict[str, Any]], done_times: Sequence[float] | None) -> dic
         "range_mib": range_mib,
         "cycles": list(peaks),
         "cycle_peak_mib": list(peaks.values()),
+        "slope_mib_per_second": sec.slope,
+        "slope_noise_mib_per_second": sec.noise,
+        "slope_mib_per_request": req.slope,
+        "slope_noise_mib_per_request": req.noise,
+        "slope_mib_per_cycle": cyc.slope,
+        "slope_noise_mib_per_cycle": cyc.noise,
+        "slope_mib_per_hour": None if sec.slope is None else sec.slope * 3600,
+        "slope_noise_mib_per_hour": None if sec.noise is None else sec.noise * 3600,
+        "growth_mib": sec.growth,  # what the time slope adds over the run's seconds
+        "slopes": {u: _detail(slopes[u]) for u in UNITS},
+        "leak_by": leak_by,
+        "verdict": card_verdict(slopes, range_mib, max(in_cycles) if in_cycles else None),
+        "samples": len(mine),
     }
-    for u in UNITS:
-        card[f"slope_mib_per_{u}"] = slopes[u].slope
-        card[f"slope_noise_mib_per_{u}"] = slopes[u].noise
-    sec = slopes["second"]
-    card["slope_mib_per_hour"] = None if sec.slope is None else sec.slope * 3600
-    card["slope_noise_mib_per_hour"] = None if sec.noise is None else sec.noise * 3600
-    card["growth_mib"] = sec.growth  # what the time slope adds over the run's seconds
-    card["slopes"] = {u: _detail(slopes[u]) for u in UNITS}
-    card["leak_by"] = leak_by
-    card["verdict"] = card_verdict(slopes, range_mib, max(in_cycles) if in_cycles else None)
-    card["samples"] = len(mine)
-    return card
 
 
 def summarize_gpu(samples: list[dict[str, Any]], done_times: Sequence[float] | None = None) -> dict[str, Any] | None:
@@ -260,9 +313,10 @@ def summarize_gpu(samples: list[dict[str, Any]], done_times: Sequence[float] | N
     a verdict. `done_times`: every finished request's t_done, for the per-request slope."""
     if not samples:
         return None
-    out: dict[str, Any] = {}
-    for gpu in sorted({int(s["gpu"]) for s in samples}):
-        out[str(gpu)] = _card(sorted((s for s in samples if int(s["gpu"]) == gpu), key=lambda s: s["t"]), done_times)
+    lines = cast(list[GpuMemoryLine], samples)
+    out: dict[str, GpuCardJson] = {}
+    for gpu in sorted({int(s["gpu"]) for s in lines}):
+        out[str(gpu)] = _card(sorted((s for s in lines if int(s["gpu"]) == gpu), key=lambda s: s["t"]), done_times)
     return out
 
 
@@ -276,49 +330,61 @@ def _num(v: float) -> str:
     return f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 1 else f"{v:.2g}"
 
 
-def _slope_text(c: dict[str, Any], u: str) -> str | None:
-    v, n = c.get(f"slope_mib_per_{u}"), c.get(f"slope_noise_mib_per_{u}")
+def _slope_of(c: GpuCardJson, u: str) -> tuple[float | None, float | None]:
+    """A card's slope per `u` (a unit of UNITS) and its noise, None where the card has none."""
+    if u == "second":
+        return c.get("slope_mib_per_second"), c.get("slope_noise_mib_per_second")
+    if u == "request":
+        return c.get("slope_mib_per_request"), c.get("slope_noise_mib_per_request")
+    if u == "cycle":
+        return c.get("slope_mib_per_cycle"), c.get("slope_noise_mib_per_cycle")
+    return None, None
+
+
+def _slope_text(c: GpuCardJson, u: str) -> str | None:
+    v, n = _slope_of(c, u)
     if v is None or n is None:
         return None
-    if u == "second" and abs(v) < 1 and c.get("slope_mib_per_hour") is not None:
-        v, n, u = c["slope_mib_per_hour"], c["slope_noise_mib_per_hour"], "hour"
+    hour, hour_noise = c.get("slope_mib_per_hour"), c.get("slope_noise_mib_per_hour")
+    if u == "second" and abs(v) < 1 and hour is not None and hour_noise is not None:
+        v, n, u = hour, hour_noise, "hour"
     return f"{'+' if v >= 0 else ''}{_num(v)} ± {_num(n)} MiB per {u}"
 
 
-def _name(c: dict[str, Any]) -> str:
+def _name(c: GpuCardJson) -> str:
     return f"GPU {c['index']}" + (f" ({c['name']})" if c.get("name") else "")
 
 
-def _span(c: dict[str, Any]) -> str:
-    secs = ((c.get("slopes") or {}).get("second") or {}).get("span")
+def _span(c: GpuCardJson) -> str:
+    second = (c.get("slopes") or {}).get("second")
+    secs = second.get("span") if second else None
     return f"over {len(c.get('cycles') or [])} cycles" + (f" ({secs:.0f} s)" if secs else "")
 
 
-def _describe_leak(c: dict[str, Any]) -> str:
+def _describe_leak(c: GpuCardJson) -> str:
     by = c.get("leak_by") or []
     clear = [t for t in (_slope_text(c, u) for u in by) if t]
     text = f"{_name(c)}: " + ", ".join(clear) if clear else f"{_name(c)}"
     return text + f", peak {c['peak_mib']:.0f} MiB {_span(c)}"
 
 
-def _upper_growth(c: dict[str, Any]) -> float:
+def _upper_growth(c: GpuCardJson) -> float:
     """The most growth over the run that any judged slope's interval allows (MiB)."""
     ups = [0.0]
     for u, d in (c.get("slopes") or {}).items():
-        v, n = c.get(f"slope_mib_per_{u}"), c.get(f"slope_noise_mib_per_{u}")
+        v, n = _slope_of(c, u)
         if v is not None and n is not None:
             ups.append((v + n) * d["span"])
     return max(ups)
 
 
-def _describe_unsure(c: dict[str, Any]) -> str:
+def _describe_unsure(c: GpuCardJson) -> str:
     if c.get("verdict") == "too_few_cycles":
         return f"{_name(c)}: too few samples in cycles to fit a slope (more cycles would tell)"
     figures = ", ".join(t for t in (_slope_text(c, u) for u in UNITS) if t)
+    rng, peak = c.get("range_mib"), c.get("peak_mib")
     moved = (
-        f"; its memory moved {c['range_mib']:.0f} MiB ({100 * c['range_mib'] / c['peak_mib']:.0f}% of its peak)"
-        if c.get("range_mib") is not None and c.get("peak_mib")
-        else ""
+        f"; its memory moved {rng:.0f} MiB ({100 * rng / peak:.0f}% of its peak)" if rng is not None and peak else ""
     )
     upper = _upper_growth(c)
     bound = f" and the slopes allow up to {upper:.0f} MiB of growth" if upper > 0 else ""
@@ -330,10 +396,10 @@ def _describe_unsure(c: dict[str, Any]) -> str:
 
 def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
     """Which cards' memory grows beyond noise (a possible leak, named with its figures), which cannot be told, and
-    which are flat; None without samples."""
+    which are flat; None without samples. `cards` as `summarize_gpu` gives them or summary.json holds them."""
     if not cards:
         return None
-    ordered = [cards[k] for k in sorted(cards, key=int)]
+    ordered = [cast(GpuCardJson, cards[k]) for k in sorted(cards, key=int)]
     growing = [c for c in ordered if c.get("verdict") == "growing"]
     unsure = [c for c in ordered if c.get("verdict") in ("cant_tell", "too_few_cycles")]
     parts = []
@@ -368,7 +434,7 @@ def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def peaks_line(cards: dict[str, Any] | None) -> str | None:
+def peaks_line(cards: dict[str, GpuCardJson] | None) -> str | None:
     """One line for a command's printed summary: each card's peak (and its verdict when cycles were sampled)."""
     if not cards:
         return None

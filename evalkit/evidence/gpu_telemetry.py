@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import mean
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, cast
 
 from evalkit.clock import Clock
 
@@ -32,13 +32,81 @@ NVML_INTERVAL_S = 0.25  # NVML reads cost microseconds
 SMI_INTERVAL_S = 1.0  # an nvidia-smi call costs tens of milliseconds of CPU
 
 
+class GpuReading(TypedDict):
+    """One card's figures from one read (a `Reader`), as `gpu_telemetry.jsonl` holds them after `t` and `source`."""
+
+    gpu: int
+    name: str | None
+    power_w: float | None
+    energy_j: float | None
+    sm_util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+
+
+class TelemetryLine(TypedDict):
+    """One line of `gpu_telemetry.jsonl`: when it was read, by which source, and the card's figures."""
+
+    t: float
+    source: str
+    gpu: int
+    name: str | None
+    power_w: float | None
+    energy_j: float | None
+    sm_util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+
+
+class MeanMax(TypedDict):
+    """Mean and max of a card's figure over the run."""
+
+    mean: float
+    max: float
+
+
+class CardTelemetry(TypedDict):
+    """One card of a summary's `gpu_telemetry.cards`, in the order written."""
+
+    gpu: int
+    name: str | None
+    power_w: MeanMax | None
+    sm_util_pct: MeanMax | None
+    mem_used_mib_max: float | None
+    energy_j: float | None
+    samples: int
+
+
+class EnergyPerToken(TypedDict):
+    """The energy over a set of requests' time and per output token (`gpu_telemetry.run`, `per_label`)."""
+
+    energy_j: float
+    output_tokens: int
+    j_per_output_token: float
+    seconds: float
+    power_w_mean: float | None
+
+
+class _TelemetryBase(TypedDict):
+    source: str | None
+    energy_from: str
+    cards: list[CardTelemetry]
+    run: EnergyPerToken | None
+
+
+class TelemetrySummary(_TelemetryBase, total=False):
+    """summary.json's `gpu_telemetry` (`summarize_telemetry`), in the order written; `per_label` only with groups."""
+
+    per_label: dict[str, EnergyPerToken]
+
+
 class Reader(Protocol):
     """One source of per-card samples."""
 
     source: str
     interval_s: float
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[GpuReading]:
         """One sample per card (without the time stamp)."""
         ...
 
@@ -66,8 +134,8 @@ class NvmlReader:
         except self._nv.NVMLError:
             return None
 
-    def read(self) -> list[dict[str, Any]]:
-        out = []
+    def read(self) -> list[GpuReading]:
+        out: list[GpuReading] = []
         for i, h in enumerate(self._handles):
             nv = self._nv
             power = self._try(nv.nvmlDeviceGetPowerUsage, h)
@@ -108,7 +176,7 @@ class SmiReader:
     def __init__(self, exe: str) -> None:
         self.exe = exe
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[GpuReading]:
         try:
             out = subprocess.run([self.exe, *SMI_QUERY], capture_output=True, text=True, timeout=10).stdout
         except (OSError, subprocess.TimeoutExpired):
@@ -119,9 +187,9 @@ class SmiReader:
         pass
 
 
-def parse_smi(text: str) -> list[dict[str, Any]]:
+def parse_smi(text: str) -> list[GpuReading]:
     """Rows of `nvidia-smi --query-gpu=index,power.draw,utilization.gpu,memory.used,memory.total,name`."""
-    rows = []
+    rows: list[GpuReading] = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 5 or _num(parts[0]) is None:
@@ -160,7 +228,7 @@ class TelemetrySampler:
     read loses a sample, never the run, and the thread keeps NVML and nvidia-smi off the timing event loop."""
 
     def __init__(
-        self, reader: Reader, clock: Clock, sink: Callable[[dict[str, Any]], None], interval_s: float | None = None
+        self, reader: Reader, clock: Clock, sink: Callable[[TelemetryLine], None], interval_s: float | None = None
     ) -> None:
         self.reader = reader
         self.clock = clock
@@ -176,7 +244,8 @@ class TelemetrySampler:
             return
         t = self.clock.now()
         for r in rows:
-            self.sink({"t": t, "source": self.reader.source, **r})
+            line: TelemetryLine = {"t": t, "source": self.reader.source, **r}
+            self.sink(line)
 
     def _loop(self) -> None:
         self._once()
@@ -199,11 +268,11 @@ class TelemetrySampler:
 @dataclass(frozen=True)
 class _Card:
     gpu: int
-    samples: list[dict[str, Any]]
+    samples: list[TelemetryLine]
 
     def cumulative(self) -> list[tuple[float, float]]:
         """(t, energy J) from the card's counter, or power integrated over the samples when it has none."""
-        pts = [(s["t"], s["energy_j"]) for s in self.samples if isinstance(s.get("energy_j"), (int, float))]
+        pts = [(s["t"], e) for s in self.samples if isinstance(e := s.get("energy_j"), (int, float))]
         if len(pts) >= 2:
             return pts
         out: list[tuple[float, float]] = []
@@ -230,9 +299,9 @@ def _at(cum: list[tuple[float, float]], t: float) -> float | None:
     return cum[-1][1] if t >= cum[-1][0] else cum[0][1]
 
 
-def energy_between(samples: Iterable[dict[str, Any]], windows: list[tuple[float, float]]) -> float | None:
+def energy_between(samples: Iterable[TelemetryLine], windows: list[tuple[float, float]]) -> float | None:
     """Joules all cards drew in the union-free list of windows [(t0, t1)]; None when a window was not sampled."""
-    cards: dict[int, list[dict[str, Any]]] = {}
+    cards: dict[int, list[TelemetryLine]] = {}
     for s in samples:
         cards.setdefault(int(s.get("gpu") or 0), []).append(s)
     total = 0.0
@@ -256,7 +325,7 @@ def _merge(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _per_token(samples: list[dict[str, Any]], requests: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _per_token(samples: list[TelemetryLine], requests: list[dict[str, Any]]) -> EnergyPerToken | None:
     ok = [
         r
         for r in requests
@@ -281,23 +350,34 @@ def _per_token(samples: list[dict[str, Any]], requests: list[dict[str, Any]]) ->
     }
 
 
-def _stat(vals: list[float]) -> dict[str, float] | None:
+def _figure(s: TelemetryLine, key: str) -> float | None:
+    """A sample's power, SM utilization or memory used by its key."""
+    if key == "power_w":
+        return s.get("power_w")
+    if key == "sm_util_pct":
+        return s.get("sm_util_pct")
+    if key == "mem_used_mib":
+        return s.get("mem_used_mib")
+    raise KeyError(key)
+
+
+def _stat(vals: list[float]) -> MeanMax | None:
     return {"mean": mean(vals), "max": max(vals)} if vals else None
 
 
 def summarize_telemetry(
-    samples: list[dict[str, Any]], requests: list[dict[str, Any]], groups: dict[str, list[dict[str, Any]]] | None = None
-) -> dict[str, Any] | None:
+    samples: list[TelemetryLine], requests: list[dict[str, Any]], groups: dict[str, list[dict[str, Any]]] | None = None
+) -> TelemetrySummary | None:
     """summary.json's `gpu_telemetry`: per card power / SM utilization / memory, and energy per output token over
     the requests' time (all of them, and each named group of requests, such as a bench prompt); None unsampled."""
     if not samples:
         return None
-    cards = []
+    cards: list[CardTelemetry] = []
     for gpu in sorted({int(s.get("gpu") or 0) for s in samples}):
         mine = sorted((s for s in samples if int(s.get("gpu") or 0) == gpu), key=lambda s: s["t"])
 
-        def vals(key: str, mine: list[dict[str, Any]] = mine) -> list[float]:
-            return [s[key] for s in mine if isinstance(s.get(key), (int, float))]
+        def vals(key: str, mine: list[TelemetryLine] = mine) -> list[float]:
+            return [v for s in mine if isinstance(v := _figure(s, key), (int, float))]
 
         cum = _Card(gpu, mine).cumulative()
         cards.append(
@@ -312,7 +392,7 @@ def summarize_telemetry(
             }
         )
     has_counter = any(isinstance(s.get("energy_j"), (int, float)) for s in samples)
-    out: dict[str, Any] = {
+    out: TelemetrySummary = {
         "source": samples[0].get("source"),
         "energy_from": "the cards' energy counters (NVML)" if has_counter else "power integrated over the samples",
         "cards": cards,
@@ -323,20 +403,26 @@ def summarize_telemetry(
     return out
 
 
-def telemetry_line(t: dict[str, Any] | None) -> str | None:
-    """One line for the terminal: power, J/token, SM utilization and memory per card."""
-    if not t:
+def _mean(m: MeanMax | None) -> float:
+    return (m.get("mean") if m else None) or 0
+
+
+def telemetry_line(summary: dict[str, Any] | None) -> str | None:
+    """One line for the terminal: power, J/token, SM utilization and memory per card (`summary` as
+    `summarize_telemetry` gives it or summary.json holds it)."""
+    if not summary:
         return None
-    run = t.get("run") or {}
+    t = cast(TelemetrySummary, summary)
+    run = t.get("run")
     cards = "; ".join(
-        f"GPU {c['gpu']}: {((c.get('power_w') or {}).get('mean') or 0):.0f} W mean, "
-        f"SM {((c.get('sm_util_pct') or {}).get('mean') or 0):.0f}%, "
+        f"GPU {c['gpu']}: {_mean(c.get('power_w')):.0f} W mean, "
+        f"SM {_mean(c.get('sm_util_pct')):.0f}%, "
         f"{(c.get('mem_used_mib_max') or 0):,.0f} MiB max"
         for c in t.get("cards") or []
     )
     jpt = (
         f"{run['j_per_output_token']:.3g} J/output token ({run['energy_j']:.0f} J, {run['output_tokens']} tokens)"
-        if run.get("j_per_output_token") is not None
+        if run and run.get("j_per_output_token") is not None
         else "J/token: -"
     )
     return f"GPU ({t.get('source')}): {jpt}; {cards}"

@@ -10,9 +10,9 @@ decode time, so only vLLM (and the sim, which serves vLLM's names) gets one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
-from evalkit.evidence.server_metrics import counter_deltas, window_pairs
+from evalkit.evidence.server_metrics import ScrapeLine, counter_deltas, window_pairs
 from evalkit.stats import median, union_length
 
 GENERATED = "vllm:generation_tokens_total"
@@ -26,7 +26,7 @@ def _total(deltas: dict[str, float], name: str) -> float | None:
     return sum(vals) if vals else None
 
 
-def window_decode_rates(scrapes: Iterable[dict[str, Any]], label: str) -> list[float]:
+def window_decode_rates(scrapes: Iterable[ScrapeLine], label: str) -> list[float]:
     """The server's decode tok/s of each `before:<label>` -> `after:<label>` window that finished one request."""
     out = []
     for pair in window_pairs(list(scrapes), f"before:{label}", f"after:{label}"):
@@ -39,7 +39,7 @@ def window_decode_rates(scrapes: Iterable[dict[str, Any]], label: str) -> list[f
 
 def decode_rate(scrapes: Iterable[dict[str, Any]], label: str) -> float | None:
     """Median of `window_decode_rates`, None when no window had one request and the counters."""
-    return median(window_decode_rates(scrapes, label))
+    return median(window_decode_rates(cast(Iterable[ScrapeLine], scrapes), label))
 
 
 COMBINED_SOURCE = (
@@ -74,7 +74,7 @@ def combined_decode_rate(scrapes: Iterable[dict[str, Any]], groups: list[list[di
     `predicted_ms` windows do. Where a stream's window is empty (every token in one read) the sum is shared by
     tokens. Median over the windows; None without one."""
     rates = []
-    for b, a in window_pairs(list(scrapes), "before:concurrent", "after:concurrent"):
+    for b, a in window_pairs(cast(list[ScrapeLine], list(scrapes)), "before:concurrent", "after:concurrent"):
         inside = [g for g in groups if g and all(b["t"] <= x["t_sent"] and x["t_done"] <= a["t"] for x in g)]
         if len(inside) != 1:
             continue

@@ -13,10 +13,19 @@ server after its evidence started takes `before` again once done (stress: its st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit.evidence.server_dialects import by_precedence
-from evalkit.evidence.server_metrics import window_pairs
+from evalkit.evidence.server_metrics import ScrapeLine, window_pairs
+
+
+class PrefixCacheHits(TypedDict):
+    """The prefix cache's hits over a run (`hit_rate`), in the order written."""
+
+    source: str
+    cached_tokens: int
+    prompt_tokens: int
+    hit_rate: float | None
 
 
 def _totals(series: dict[str, float]) -> dict[str, float]:
@@ -27,11 +36,11 @@ def _totals(series: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def hit_rate(scrapes: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def hit_rate(scrapes: Sequence[dict[str, Any]]) -> PrefixCacheHits | None:
     """`{"source", "cached_tokens", "prompt_tokens", "hit_rate"}` over the run's `before` -> `after` windows (each
     `after` with the last `before` ahead of it), or from the first ok scrape to the last where no such window is;
     None without two scrapes or without a server's cache counters."""
-    snaps = [s for s in scrapes if s.get("ok") and isinstance(s.get("series"), dict)]
+    snaps = [cast(ScrapeLine, s) for s in scrapes if s.get("ok") and isinstance(s.get("series"), dict)]
     pairs = [(_totals(b["series"]), _totals(a["series"])) for b, a in window_pairs(snaps, "before", "after")]
     if not pairs and len(snaps) >= 2:
         pairs = [(_totals(snaps[0]["series"]), _totals(snaps[-1]["series"]))]

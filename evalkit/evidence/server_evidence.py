@@ -13,10 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from evalkit.evidence.log_lines import LogLine
 from evalkit.evidence.vllm_steps import StepLog, read_step_log
 from evalkit.runs.rundir import read_jsonl
+
+if TYPE_CHECKING:
+    from evalkit.evidence.server_metrics import ScrapeLine
 
 LOG_FILE = "server_log.jsonl"
 METRICS_FILE = "metrics.jsonl"
@@ -78,7 +82,7 @@ class ServerEvidence:
 
     log: tuple[LogEvent, ...] = ()
     gauges: tuple[Gauge, ...] = ()
-    scrapes: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    scrapes: tuple[ScrapeLine, ...] = field(default=(), repr=False)
     clock: LogClock | None = None  # the log's own timestamps on evalkit's clock, when it has them
     steps: StepLog | None = None  # vLLM's step, added and aborted lines, in the log's order (at DEBUG)
 
@@ -194,17 +198,19 @@ def read_evidence(run_path: Path) -> ServerEvidence:
                 continue
             after = r.get("t_after")
             log.append(replace(e, t_after=float(after)) if isinstance(after, (int, float)) else e)
-    scrapes = tuple(r for r in read_jsonl(run_path / METRICS_FILE) if r.get("ok") and r.get("series"))
+    scrapes = tuple(
+        cast("ScrapeLine", r) for r in read_jsonl(run_path / METRICS_FILE) if r.get("ok") and r.get("series")
+    )
     gauges = []
-    for r in scrapes:
-        running, waiting = _sum_of(r["series"], RUNNING), _sum_of(r["series"], WAITING)
+    for s in scrapes:
+        running, waiting = _sum_of(s["series"], RUNNING), _sum_of(s["series"], WAITING)
         if running is not None:
-            gauges.append(Gauge(float(r["t"]), running, waiting or 0.0))
+            gauges.append(Gauge(float(s["t"]), running, waiting or 0.0))
     gauges.extend(log_gauges)
     return ServerEvidence(
         tuple(sorted(log, key=lambda e: e.t)),
         tuple(sorted(gauges, key=lambda g: g.t)),
         scrapes,
         clock,
-        read_step_log(rows),
+        read_step_log(cast(list[LogLine], rows)),
     )

@@ -20,9 +20,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalkit.clock import Clock
+from evalkit.evidence.log_lines import LogLine
 from evalkit.evidence.vllm_log import known_line
 from evalkit.evidence.vllm_steps import without_prompt
 from evalkit.redact import excerpt, scrub
@@ -90,7 +91,7 @@ class LogFollower:
         path: Path | str,
         clock: Clock,
         patterns: LogPatterns,
-        emit: Callable[[str, dict[str, Any]], None],
+        emit: Callable[[str, LogLine], None],
         warn: Callable[[str], None] | None = None,
         poll_s: float = POLL_S,
         secrets: tuple[str | None, ...] = (),
@@ -173,13 +174,33 @@ class LogFollower:
     def _write(self, raw: bytes, after: float | None = None) -> None:
         line = scrub(without_prompt(raw.decode("utf-8", errors="replace").rstrip("\r")), self.secrets)
         self.lines += 1
-        row: dict[str, Any] = {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)}
+        row: LogLine = {"t": self.clock.now(), "line": line, "flags": self.patterns.flags(line)}
         if after is not None:
             row["t_after"] = after
         self._emit(LOG_FILE, row)
 
 
-def summarize_log(lines: list[dict[str, Any]], path: str | None = None, limit: int = 50) -> dict[str, Any]:
+class FlaggedLine(TypedDict):
+    """One flagged line as `server_log.flagged_lines` lists it."""
+
+    t: float
+    line: str
+    flags: list[str]
+    earlier: bool
+
+
+class LogSummary(TypedDict):
+    """summary.json's `server_log` (`summarize_log`), in the order written."""
+
+    path: str | None
+    lines: int
+    flagged: int
+    flagged_earlier: int
+    flag_counts: dict[str, int]
+    flagged_lines: list[FlaggedLine]
+
+
+def summarize_log(lines: list[LogLine], path: str | None = None, limit: int = 50) -> LogSummary:
     """summary.json's `server_log`: line counts, counts per flag, and the flagged lines (first `limit`)."""
     flagged = [ln for ln in lines if ln.get("flags")]
     during = [ln for ln in lines if not ln.get("earlier")]

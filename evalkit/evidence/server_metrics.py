@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -34,6 +34,45 @@ class MetricsError(Exception):
     """The server's answer was not Prometheus text."""
 
 
+class ScrapeLine(TypedDict):
+    """One line of `metrics.jsonl` (`Scrape.to_json`), in the order written."""
+
+    t: float
+    label: str
+    ok: bool
+    error: str | None
+    series: dict[str, float]
+
+
+class GaugeRange(TypedDict):
+    """A gauge's min / max / last over a run's scrapes."""
+
+    min: float
+    max: float
+    last: float
+
+
+class _MetricsCounts(TypedDict):
+    """The keys every `server_metrics` has."""
+
+    url: str | None
+    available: bool
+    scrapes: int
+    ok: int
+    failed: int
+    first_error: str | None
+    windows: int
+    counters: dict[str, float]
+    gauges: dict[str, GaugeRange]
+
+
+class MetricsSummary(_MetricsCounts, total=False):
+    """summary.json's `server_metrics` (`summarize_metrics`), in the order written; `per_label` only with labelled
+    windows (bench prompts)."""
+
+    per_label: dict[str, dict[str, float]]
+
+
 @dataclass(frozen=True)
 class Scrape:
     """One `/metrics` scrape as `metrics.jsonl` holds it."""
@@ -44,9 +83,9 @@ class Scrape:
     error: str | None = None
     series: dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ScrapeLine:
         """The line written to `metrics.jsonl`."""
-        return asdict(self)
+        return {"t": self.t, "label": self.label, "ok": self.ok, "error": self.error, "series": dict(self.series)}
 
 
 def metrics_url(base_url: str) -> str:
@@ -108,7 +147,7 @@ class MetricsRecorder:
         self,
         base_url: str,
         clock: Clock,
-        append: Callable[[str, dict[str, Any]], None],
+        append: Callable[[str, ScrapeLine], None],
         headers: dict[str, str] | None = None,
         warn: Callable[[str], None] | None = None,
     ) -> None:
@@ -181,11 +220,10 @@ def is_gauge(series: str) -> bool:
     return not is_counter(series) and not name.endswith("_created")
 
 
-def window_pairs(
-    lines: Iterable[dict[str, Any]], before: str, after: str
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def window_pairs(lines: Iterable[ScrapeLine], before: str, after: str) -> list[tuple[ScrapeLine, ScrapeLine]]:
     """(before, after) scrape pairs: each `before` line with the next `after` line, both ok."""
-    pairs, open_before = [], None
+    pairs: list[tuple[ScrapeLine, ScrapeLine]] = []
+    open_before: ScrapeLine | None = None
     for line in lines:
         if line.get("label") == before:
             open_before = line if line.get("ok") else None
@@ -196,7 +234,7 @@ def window_pairs(
     return pairs
 
 
-def counter_deltas(pairs: list[tuple[dict[str, Any], dict[str, Any]]], buckets: bool = False) -> dict[str, float]:
+def counter_deltas(pairs: list[tuple[ScrapeLine, ScrapeLine]], buckets: bool = False) -> dict[str, float]:
     """Counter increase summed over the windows; a counter that went down (server restart) counts from zero."""
     out: dict[str, float] = {}
     for b, a in pairs:
@@ -210,10 +248,10 @@ def counter_deltas(pairs: list[tuple[dict[str, Any], dict[str, Any]]], buckets: 
 
 
 def gauge_ranges(
-    lines: Iterable[dict[str, Any]], t_from: float | None = None, t_to: float | None = None
-) -> dict[str, dict[str, float]]:
+    lines: Iterable[ScrapeLine], t_from: float | None = None, t_to: float | None = None
+) -> dict[str, GaugeRange]:
     """min / max / last of every gauge over the ok scrapes taken between `t_from` and `t_to` (inclusive)."""
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, GaugeRange] = {}
     for line in lines:
         t = line.get("t") or 0.0
         if not line.get("ok") or (t_from is not None and t < t_from) or (t_to is not None and t > t_to):
@@ -226,14 +264,14 @@ def gauge_ranges(
     return dict(sorted(out.items()))
 
 
-def summarize_metrics(lines: list[dict[str, Any]], url: str | None = None) -> dict[str, Any]:
+def summarize_metrics(lines: list[ScrapeLine], url: str | None = None) -> MetricsSummary:
     """summary.json's `server_metrics`: scrape counts, counter deltas before -> after, gauge ranges in between."""
     ok = [ln for ln in lines if ln.get("ok")]
     failed = [ln for ln in lines if not ln.get("ok")]
     pairs = window_pairs(lines, "before", "after")
     t_from = pairs[0][0]["t"] if pairs else None
     t_to = pairs[-1][1]["t"] if pairs else None
-    out: dict[str, Any] = {
+    out: MetricsSummary = {
         "url": url,
         "available": bool(ok),
         "scrapes": len(lines),

@@ -14,20 +14,72 @@ tell drafted tokens from plain ones.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.evidence.server_dialects import by_precedence
-from evalkit.evidence.server_metrics import counter_deltas, window_pairs
+from evalkit.evidence.server_metrics import ScrapeLine, counter_deltas, window_pairs
 
 _POSITION = re.compile(r'position="(\d+)"')
 _SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
+
+
+class CounterAcceptance(TypedDict):
+    """Draft acceptance from a server's differenced counters (`from_counters`), in the order written."""
+
+    source: str
+    server: str
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    acceptance_rate: float | None
+    mean_acceptance_length: float
+    per_position: list[float]
+    per_position_accepted: list[float]
+
+
+class WindowedAcceptance(CounterAcceptance):
+    """Counter acceptance over a window's scrape pairs (`window_spec`): how many pairs it summed."""
+
+    windows: int
+
+
+class GaugeAcceptance(TypedDict):
+    """SGLang's acceptance gauges at a window's end (`from_sglang_gauges`)."""
+
+    source: str
+    caveat: str
+    mean_acceptance_length: float | None
+    acceptance_rate: float | None
+
+
+class TimingsAcceptance(TypedDict):
+    """llama.cpp's per-request draft counts summed (`from_timings`)."""
+
+    source: str
+    requests: int
+    draft_tokens: float
+    accepted_tokens: float
+    acceptance_rate: float | None
+
+
+class _SpecRun(TypedDict):
+    run: WindowedAcceptance | GaugeAcceptance | None
+    per_label: dict[str, WindowedAcceptance | GaugeAcceptance]
+
+
+class SpecSummary(_SpecRun, total=False):
+    """summary.json's `spec_decode` (`spec_summary`): the run's and each label's acceptance; `timings` and
+    `timings_per_label` only where requests said they drafted."""
+
+    timings: TimingsAcceptance
+    timings_per_label: dict[str, TimingsAcceptance]
 
 
 def _name(series: str) -> str:
     return series.split("{", 1)[0]
 
 
-def from_counters(deltas: dict[str, float]) -> dict[str, Any] | None:
+def from_counters(deltas: dict[str, float]) -> CounterAcceptance | None:
     """Acceptance figures from differenced vLLM or llama.cpp counters (summed over engines and models); None
     without drafts. `per_position` is accepted at position i / drafts, `per_position_accepted` the raw deltas."""
     # Each server's counter prefix is its dialect's; the counter names after the prefix are the same for all.
@@ -38,7 +90,7 @@ def from_counters(deltas: dict[str, float]) -> dict[str, Any] | None:
     return None
 
 
-def _from_prefix(deltas: dict[str, float], prefix: str, server: str) -> dict[str, Any] | None:
+def _from_prefix(deltas: dict[str, float], prefix: str, server: str) -> CounterAcceptance | None:
     total: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     for series, v in deltas.items():
@@ -72,7 +124,7 @@ def _from_prefix(deltas: dict[str, float], prefix: str, server: str) -> dict[str
 from_vllm_counters = from_counters  # the name before llama.cpp's counters were read
 
 
-def from_timings(requests: list[dict[str, Any]]) -> dict[str, Any] | None:
+def from_timings(requests: list[dict[str, Any]]) -> TimingsAcceptance | None:
     """llama.cpp's per-request `timings.draft_n` / `draft_n_accepted`, summed over the requests; None when no
     request says it drafted."""
     drafted = [
@@ -93,7 +145,7 @@ def from_timings(requests: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def from_sglang_gauges(series: dict[str, float]) -> dict[str, Any] | None:
+def from_sglang_gauges(series: dict[str, float]) -> GaugeAcceptance | None:
     """SGLang's acceptance gauges as read at one scrape; None when the server has none."""
     found = {g: v for g in _SGLANG_GAUGES for s, v in series.items() if _name(s) == g}
     if not found:
@@ -106,14 +158,15 @@ def from_sglang_gauges(series: dict[str, float]) -> dict[str, Any] | None:
     }
 
 
-def window_spec(lines: list[dict[str, Any]], before: str, after: str) -> dict[str, Any] | None:
+def window_spec(lines: list[ScrapeLine], before: str, after: str) -> WindowedAcceptance | GaugeAcceptance | None:
     """Acceptance over every (before, after) window of these labels: vLLM counters, else SGLang gauges."""
     pairs = window_pairs(lines, before, after)
     if not pairs:
         return None
     counters = from_counters(counter_deltas(pairs))
     if counters is not None:
-        return {**counters, "windows": len(pairs)}
+        windowed: WindowedAcceptance = {**counters, "windows": len(pairs)}
+        return windowed
     return from_sglang_gauges(pairs[-1][1]["series"])
 
 
@@ -124,7 +177,7 @@ def _label_requests(requests: list[dict[str, Any]], label: str) -> list[dict[str
     return [r for r in requests if r.get("phase") == "single" and r.get("prompt") == label]
 
 
-def spec_summary(lines: list[dict[str, Any]], requests: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def spec_summary(lines: list[ScrapeLine], requests: list[dict[str, Any]] | None = None) -> SpecSummary | None:
     """summary.json's `spec_decode`: the whole run, and each labelled window (`before:<p>` / `after:<p>`), from
     /metrics; with the run's request lines also llama.cpp's per-request draft counts (`timings`), beside them."""
     requests = requests or []
@@ -134,7 +187,7 @@ def spec_summary(lines: list[dict[str, Any]], requests: list[dict[str, Any]] | N
     timed = from_timings(requests)
     if run is None and not per and timed is None:
         return None
-    out: dict[str, Any] = {"run": run, "per_label": per}
+    out: SpecSummary = {"run": run, "per_label": per}
     if timed is not None:
         out["timings"] = timed
         out["timings_per_label"] = {p: t for p in labels if (t := from_timings(_label_requests(requests, p)))}

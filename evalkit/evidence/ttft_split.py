@@ -23,13 +23,61 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
+
+if TYPE_CHECKING:
+    from evalkit.evidence.server_metrics import ScrapeLine
 
 # The log follower stamps a line when it reads it (every ~50 ms), so a line may be read this long after it happened.
 LOG_SLACK_S = 0.15
 IN_SLOT_MIN_S = 0.01  # a launch this close to its prefill start is one moment
+
+
+class TtftSplitJson(TypedDict):
+    """A `TtftSplit` as summary.json lists it (`TtftSplit.to_json`), its fields in order."""
+
+    request_id: str
+    ttft_s: float | None
+    before_start_s: float | None
+    prefill_s: float | None
+    first_step_s: float | None
+    server_start: float | None
+    evidence: str
+    prompt_n: int | None
+    cache_n: int | None
+    decode_s_per_token: float | None
+    task: int | None
+    slot: int | None
+    launched: float | None
+    in_slot_s: float | None
+    draft_n: int | None
+    draft_n_accepted: int | None
+
+
+class ServerTimings(TypedDict, total=False):
+    """The llama.cpp `timings` of a request line (`server_timings`) that the split reads."""
+
+    prompt_ms: float
+    prompt_n: int
+    cache_n: int
+    predicted_ms: float
+    predicted_n: int
+    draft_n: int
+    draft_n_accepted: int
+
+
+class _Extra(TypedDict, total=False):
+    """The optional parts of a split that every kind of evidence may carry."""
+
+    task: int | None
+    slot: int | None
+    prompt_n: int | None
+    cache_n: int | None
+    draft_n: int | None
+    draft_n_accepted: int | None
+    decode_s_per_token: float | None
 
 
 @dataclass(frozen=True)
@@ -53,14 +101,31 @@ class TtftSplit:
     draft_n: int | None = None  # tokens drafted for it (llama.cpp timings, speculative decoding)
     draft_n_accepted: int | None = None  # ... of which the target model accepted
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TtftSplitJson:
         """The record as summary.json lists it."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {
+            "request_id": self.request_id,
+            "ttft_s": self.ttft_s,
+            "before_start_s": self.before_start_s,
+            "prefill_s": self.prefill_s,
+            "first_step_s": self.first_step_s,
+            "server_start": self.server_start,
+            "evidence": self.evidence,
+            "prompt_n": self.prompt_n,
+            "cache_n": self.cache_n,
+            "decode_s_per_token": self.decode_s_per_token,
+            "task": self.task,
+            "slot": self.slot,
+            "launched": self.launched,
+            "in_slot_s": self.in_slot_s,
+            "draft_n": self.draft_n,
+            "draft_n_accepted": self.draft_n_accepted,
+        }
 
 
-def _timings(r: dict[str, Any]) -> dict[str, Any] | None:
+def _timings(r: dict[str, Any]) -> ServerTimings | None:
     t = r.get("server_timings")
-    return t if isinstance(t, dict) and isinstance(t.get("prompt_ms"), (int, float)) else None
+    return cast(ServerTimings, t) if isinstance(t, dict) and isinstance(t.get("prompt_ms"), (int, float)) else None
 
 
 def _end(r: dict[str, Any]) -> float | None:
@@ -93,9 +158,7 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
             <= launches[e.task].t
             <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)
         ]
-        same = [
-            e for e in cands if prompt_ms.get(e.task) is not None and abs(prompt_ms[e.task] - t["prompt_ms"]) < 0.01
-        ]
+        same = [e for e in cands if (pm := prompt_ms.get(e.task)) is not None and abs(pm - t["prompt_ms"]) < 0.01]
         cands = same or cands  # its own prompt eval time, printed to 0.01 ms, tells it from any twin
         if cands:
             # Requests that end in one step end together: then the server's queue order (first sent, first launched)
@@ -136,10 +199,9 @@ def _uncounted(o: dict[str, Any]) -> bool:
     return o.get("status") == "cancelled" and o.get("t_first_token") is None
 
 
-Scrape = dict[str, Any]
-
-
-def _metrics_window(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence) -> tuple[Scrape, Scrape] | None:
+def _metrics_window(
+    r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence
+) -> tuple[ScrapeLine, ScrapeLine] | None:
     """The scrapes just before the request was sent and just after it ended, when it alone was in flight between
     them (besides requests the server never counts, `_uncounted`); None otherwise."""
     if not ev.scrapes or r.get("t_sent") is None or r.get("t_done") is None:
@@ -157,7 +219,7 @@ def _metrics_window(r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEv
     return s0, s1
 
 
-def _metrics_part(window: tuple[Scrape, Scrape], suffix: str) -> float | None:
+def _metrics_part(window: tuple[ScrapeLine, ScrapeLine], suffix: str) -> float | None:
     """The change of a histogram's sum across the request's window (`_metrics_window`), when the histogram counted
     one request there."""
     s0, s1 = window
@@ -179,20 +241,22 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
     ff = r.get("t_first_token")
     sent = r.get("t_sent")
     t = _timings(r)
-    extra: dict[str, Any] = {"task": launch.task if launch else None, "slot": launch.slot if launch else None}
+    extra: _Extra = {"task": launch.task if launch else None, "slot": launch.slot if launch else None}
     if t is not None:
         extra.update(
-            prompt_n=t.get("prompt_n"),
-            cache_n=t.get("cache_n"),
-            draft_n=t.get("draft_n"),
-            draft_n_accepted=t.get("draft_n_accepted"),
+            {
+                "prompt_n": t.get("prompt_n"),
+                "cache_n": t.get("cache_n"),
+                "draft_n": t.get("draft_n"),
+                "draft_n_accepted": t.get("draft_n_accepted"),
+            }
         )
         if t.get("predicted_n") and t.get("predicted_ms") is not None:
             extra["decode_s_per_token"] = t["predicted_ms"] / 1000 / t["predicted_n"]
     if t is not None and ff is not None and ttft is not None:
-        prefill = t["prompt_ms"] / 1000
+        timed = t["prompt_ms"] / 1000
         if launch is not None:
-            start = ff - prefill  # prompt_ms runs from its first prompt token in a step to its first token
+            start = ff - timed  # prompt_ms runs from its first prompt token in a step to its first token
             # A line's time is never earlier than it was written (read stamps are late, calibrated ones hardly), so
             # start - launch.t is a lower bound of the time in the slot: never made up, only missed by a poll.
             launched = min(launch.t, start)
@@ -201,7 +265,7 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
                 r["request_id"],
                 ttft,
                 max(0.0, launched - sent),
-                prefill,
+                timed,
                 None,
                 start,
                 "timings+log",
@@ -209,9 +273,7 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
                 in_slot_s=in_slot,
                 **extra,
             )
-        return TtftSplit(
-            r["request_id"], ttft, max(0.0, ttft - prefill), prefill, None, ff - prefill, "timings", **extra
-        )
+        return TtftSplit(r["request_id"], ttft, max(0.0, ttft - timed), timed, None, ff - timed, "timings", **extra)
     if launch is not None:
         before = max(0.0, launch.t - sent) if sent is not None else None
         prefill = (ff - launch.t) if ff is not None else None

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.evidence.log_lines import LogLine
 from evalkit.evidence.vllm_log import known_line
 from evalkit.redact import excerpt
 
@@ -187,12 +188,13 @@ class StepLog:
         return [s for s in self.steps if s.seq > a and (b is None or s.seq < b)]
 
 
-def read_step_log(rows: list[dict[str, Any]]) -> StepLog | None:
+def read_step_log(rows: list[LogLine]) -> StepLog | None:
     """The step log in a run's `server_log.jsonl` rows (lines of the run only), or None when it has no step line
     (vLLM not at DEBUG, or not vLLM)."""
     records: list[StepRecord] = []
     for seq, r in enumerate(rows):
-        line, t = r.get("line"), r.get("t")
+        line: object = r.get("line")  # as read back from the file: checked, not assumed
+        t: object = r.get("t")
         if r.get("earlier") or not isinstance(line, str) or not isinstance(t, (int, float)):
             continue
         if "Aborted request" in line and "," in line:  # one line aborting several requests: a record each
