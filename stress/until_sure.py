@@ -293,7 +293,7 @@ def decide(
     """The decision after `cycles` completed cycles, from the counted request lines and the run's diagnoses;
     `machine`: why this run's measuring machine cannot be taken as the baseline's (then no comparison is called);
     `so_far`: why this run's client looks distorted on its cycles so far (no comparison called yet; they stay open)."""
-    from evalkit_stress.diagnose import HURT_RATIO
+    from evalkit_stress.judge_long_hurt import HURT_RATIO
 
     checks: list[Check] = []
     if baseline is not None:

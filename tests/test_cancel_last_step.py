@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from evalkit.sim.launch import start_sim
-from evalkit_stress.diagnose import CANT, LAST_STEP_TOKENS
+from evalkit_stress.judge_cancel import LAST_STEP_TOKENS
+from evalkit_stress.verdicts import CANT
 
 
 def test_a_cancel_in_the_last_prefill_chunk_of_an_aborting_sim_is_cant_tell(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.evidence.server_evidence import ServerEvidence, parse_log_line
-from evalkit_stress.diagnose import CANT, NO, YES, diagnose
+from evalkit_stress.diagnose import diagnose
+from evalkit_stress.verdicts import CANT, NO, YES
 
 PROMPT = 3000
 

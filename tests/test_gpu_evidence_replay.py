@@ -15,7 +15,8 @@ import pytest
 from evalkit.evidence.server_evidence import calibrate, read_evidence
 from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 from evalkit.runs.rundir import read_jsonl
-from evalkit_stress.diagnose import YES, diagnose
+from evalkit_stress.diagnose import diagnose
+from evalkit_stress.verdicts import YES
 
 GPU = Path(__file__).resolve().parents[1] / "results" / "examples" / "gpu-h200"
 

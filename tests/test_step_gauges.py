@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from evalkit.sim.launch import start_sim
-from evalkit_stress.diagnose import CANT, NO, YES
+from evalkit_stress.verdicts import CANT, NO, YES
 
 SCALE = "25"
 

@@ -29,7 +29,8 @@ import pytest
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.sim.launch import start_sim
 from evalkit.stats import percentile
-from evalkit_stress.diagnose import CANT, YES, diagnose
+from evalkit_stress.diagnose import diagnose
+from evalkit_stress.verdicts import CANT, YES
 
 SCALE = os.environ.get("EVALKIT_TEST_STRESS_SCALE", "20")
 LONG = 54000

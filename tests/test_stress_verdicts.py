@@ -24,7 +24,9 @@ import pytest
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.wait_parts import IDLE_SAVE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 from evalkit.sim.launch import start_sim
-from evalkit_stress.diagnose import CANT, HURT_RATIO, NO, YES, diagnose
+from evalkit_stress.diagnose import diagnose
+from evalkit_stress.judge_long_hurt import HURT_RATIO
+from evalkit_stress.verdicts import CANT, NO, YES
 
 SCALE = "25"
 LONG = "16000"

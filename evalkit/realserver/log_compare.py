@@ -20,7 +20,8 @@ from typing import Any
 from evalkit.evidence.server_evidence import calibrate, read_evidence, server_stamp
 from evalkit.evidence.wait_parts import HOUSEKEEPING, IDLE_SAVE, IN_SLOT_DECODE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 from evalkit.runs.rundir import read_jsonl
-from evalkit_stress.diagnose import YES, diagnose
+from evalkit_stress.diagnose import diagnose
+from evalkit_stress.verdicts import YES
 
 _TASK = re.compile(r"id\s+(\d+)\s*\|\s*task\s+(\d+)\s*\|")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")

@@ -21,7 +21,7 @@ from realserver_support import read_jsonl, run_dir_from, run_evalkit
 
 from evalkit.realserver import llama_cpp_python
 from evalkit.realserver.provisioning import model_path
-from evalkit_stress.diagnose import SERVED_SHORT
+from evalkit_stress.judge_cancel import SERVED_SHORT
 
 pytestmark = pytest.mark.realserver
 
