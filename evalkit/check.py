@@ -35,6 +35,7 @@ from evalkit.client.probe import (
 )
 from evalkit.client.stream_killing import stream_killing
 from evalkit.client.thinking_text import split_inline_reasoning
+from evalkit.config.profiles import ThinkingBody
 from evalkit.progress import Progress
 
 
@@ -55,7 +56,7 @@ async def _get(http: auxiliary.ClientSession, url: str) -> _Got | None:
         return None
 
 
-async def _post(http: auxiliary.ClientSession, url: str, body: dict[str, Any]) -> Any:
+async def _post(http: auxiliary.ClientSession, url: str, body: dict[str, str]) -> Any:
     try:
         async with http.post(url, json=body) as resp:
             return await auxiliary.read_json(resp) if resp.status == 200 else None
@@ -182,7 +183,7 @@ async def full_check(
     model: str,
     api_key: str | None,
     extra_body: dict[str, Any],
-    thinking: dict[str, tuple[dict[str, Any], str | None]],
+    thinking: dict[str, tuple[ThinkingBody, str | None]],
     timeout_s: float = 30.0,
     identity: dict[str, Any] | None = None,
     ignore_eos: bool = True,
@@ -222,7 +223,7 @@ async def _probes(
     model: str,
     api_key: str | None,
     extra_body: dict[str, Any],
-    thinking: dict[str, tuple[dict[str, Any], str | None]],
+    thinking: dict[str, tuple[ThinkingBody, str | None]],
     timeout_s: float,
     identity: dict[str, Any] | None,
     ignore_eos: bool,

@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from evalkit.bench.until_sure import RateCheck, rate_check
+from evalkit.bench.until_sure import RateCheck, RateSureJson, rate_check
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.client.field_support import FORCED, length_forced_flag
 from evalkit.config.profiles import read_toml
@@ -35,6 +35,64 @@ from evalkit.runs.rundir import REQUESTS, Line, RunDir, read_jsonl
 from evalkit.stats import median, union_length
 
 DEFAULT_PROMPTS = ("code", "math", "prose")
+
+# A bench request's labels (a warm-up's phase and run; a measurement's key, prompt and, in a concurrent try, its
+# stream and try id), written on its requests.jsonl line.
+_BenchTags = TypedDict(
+    "_BenchTags", {"bench_key": str, "phase": str, "prompt": str, "run": int, "stream": int, "try": str}, total=False
+)
+
+
+class _PromptRates(TypedDict):
+    tok_s: float | None
+    runs: list[float]
+    request_tok_s: float | None
+    request_runs: list[float]
+    ttft_s: float | None
+    ttft_answer_s: float | None
+    reasoning_tokens: float | None
+    answer_tokens: float | None
+    completion_tokens: list[int | None]
+    server_tok_s: float | None
+    failed: int
+
+
+class BenchPromptJson(_PromptRates, total=False):
+    """A bench summary's per-prompt block (`summarize`; `BenchPrompt` reads it), in the order written: the rates,
+    then evalkit's rate against the server's and, with --until-sure, how sure the median is."""
+
+    vs_server: float | None
+    until_sure: RateSureJson
+
+
+class _StreamRates(TypedDict):
+    streams: int
+    prompt: str
+    combined_tok_s: float | None
+    runs: list[float]
+    combined_request_tok_s: float | None
+    request_runs: list[float]
+    per_stream_tok_s: list[float | None]
+    per_stream_runs: list[list[float]]
+    failed: int
+
+
+class BenchConcurrentJson(_StreamRates, total=False):
+    """A bench summary's `concurrent` block (`summarize`; `BenchConcurrent` reads it), in the order written."""
+
+    server_combined_tok_s: float | None
+    vs_server: float | None
+    until_sure: RateSureJson
+
+
+class BenchUntilSureJson(TypedDict):
+    """A bench summary's `until_sure` block (`BenchUntilSure` reads it): the rule and the run's decision."""
+
+    margin: float | None
+    min_runs: int
+    max_runs: int
+    decided: bool
+    undecided: list[str]
 
 
 @dataclass(frozen=True)
@@ -116,19 +174,19 @@ def load_prompts(path: Path) -> list[NamedPrompt]:
     return prompts
 
 
-def _request(plan: BenchPlan, prompt: NamedPrompt, tags: dict[str, Any]) -> ChatRequest:
+def _request(plan: BenchPlan, prompt: NamedPrompt, tags: _BenchTags) -> ChatRequest:
     body = dict(plan.length_body)  # over the client's standing body (the profile's extra_body)
     # length_forced: true where the server honours what was sent to force max_tokens (the preflight saw it); null
     # where ignore_eos was sent and its effect could not be observed with this model; else false, the length rests on
     # the prompt running long, and the figures are marked.
-    tags = {**tags, "length_mode": plan.length_mode, "length_forced": length_forced_flag(plan.length_state)}
+    labels = {**tags, "length_mode": plan.length_mode, "length_forced": length_forced_flag(plan.length_state)}
     return ChatRequest(
         messages=[{"role": "user", "content": prompt.text}],
         max_tokens=plan.max_tokens,
         temperature=0.0,
         extra_body=body,
         request_id=new_request_id("bench"),
-        tags=tags,
+        tags=labels,
         timeout_s=plan.timeout_s,
     )
 
@@ -293,14 +351,14 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
     done, left = measurements(lines)
     ok = [x for t in done.values() for x in t]  # a re-measured key keeps its last whole try
     failed_lines = [x for t in left.values() for x in t]
-    prompts: dict[str, Any] = {}
+    prompts: dict[str, BenchPromptJson] = {}
     for p in plan.prompts:
         mine = sorted(
             (x for x in ok if x.get("phase") == "single" and x.get("prompt") == p.name), key=lambda x: x.get("run", 0)
         )
         runs = [x["decode_tok_s"] for x in mine if x.get("decode_tok_s") is not None]
         req = [x["request_tok_s"] for x in mine if x.get("request_tok_s") is not None]
-        prompts[p.name] = {
+        entry: BenchPromptJson = {
             "tok_s": median(runs),
             "runs": runs,
             "request_tok_s": median(req),
@@ -315,8 +373,9 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
             "server_tok_s": server_rate(mine),
             "failed": sum(x.get("phase") == "single" and x.get("prompt") == p.name for x in failed_lines),
         }
-        prompts[p.name]["vs_server"] = _vs(prompts[p.name]["tok_s"], prompts[p.name]["server_tok_s"])
-    concurrent = None
+        entry["vs_server"] = _vs(entry["tok_s"], entry["server_tok_s"])
+        prompts[p.name] = entry
+    concurrent: BenchConcurrentJson | None = None
     if plan.concurrency > 1:
         groups: dict[int, list[dict[str, Any]]] = {}
         for x in ok:
@@ -386,8 +445,11 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
 
 
 def _until_sure(
-    lines: list[dict[str, Any]], plan: BenchPlan, prompts: dict[str, Any], concurrent: dict[str, Any] | None
-) -> dict[str, Any]:
+    lines: list[dict[str, Any]],
+    plan: BenchPlan,
+    prompts: dict[str, BenchPromptJson],
+    concurrent: BenchConcurrentJson | None,
+) -> BenchUntilSureJson:
     """`--until-sure`: each prompt's (and the streams') interval beside its figures, and the run's decision."""
     checks = sure_rates(lines, plan)
     for name, p in prompts.items():

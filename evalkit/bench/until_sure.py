@@ -13,12 +13,20 @@ again: a run that stops early is a prefix of the `--max-runs` one, and a resumed
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from evalkit.stats import median, median_interval
 
 DEFAULT_MARGIN = 0.01
 DEFAULT_MAX_RUNS = 20
+
+
+class RateSureJson(TypedDict):
+    """A bench prompt's (or the streams') `until_sure` block in summary.json (`RateCheck.to_json`)."""
+
+    sure: bool
+    interval: list[float] | None
+    n: int
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ class RateCheck:
     n: int
     sure: bool
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RateSureJson:
         """The prompt entry's `until_sure` block in summary.json."""
         return {
             "sure": self.sure,

@@ -24,7 +24,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.config.config_file import THINKING_STYLES, ConfigFile
 from evalkit.errors import UsageError
@@ -182,7 +182,21 @@ def resolve_profile(
     )
 
 
-def thinking_params(profile: ServerProfile, mode: str) -> tuple[dict[str, Any], str | None]:
+class ThinkingKwargs(TypedDict, total=False):
+    """A thinking body's `chat_template_kwargs`: the template's switch and, on, the effort asked."""
+
+    enable_thinking: bool
+    reasoning_effort: str
+
+
+class ThinkingBody(TypedDict, total=False):
+    """What a request adds to its body to ask for a thinking mode (`thinking_params`), in the order sent."""
+
+    chat_template_kwargs: ThinkingKwargs
+    reasoning_effort: str
+
+
+def thinking_params(profile: ServerProfile, mode: str) -> tuple[ThinkingBody, str | None]:
     """(extra request body, system prompt or None) that ask this server for thinking `mode`."""
     if mode not in THINKING_MODES:
         raise UsageError(f"--thinking must be one of {', '.join(THINKING_MODES)}")
@@ -194,10 +208,10 @@ def thinking_params(profile: ServerProfile, mode: str) -> tuple[dict[str, Any], 
         return {}, profile.thinking_on_prompt if on else profile.thinking_off_prompt
     if style == "reasoning_effort":
         return {"reasoning_effort": mode if on else "none"}, None
-    kwargs: dict[str, Any] = {"enable_thinking": on}
+    kwargs: ThinkingKwargs = {"enable_thinking": on}
     if on:
         kwargs["reasoning_effort"] = mode
-    body: dict[str, Any] = {"chat_template_kwargs": kwargs}
+    body: ThinkingBody = {"chat_template_kwargs": kwargs}
     if style == "auto" and on:
         # vLLM, SGLang and gpt-oss style templates read the top-level field; Qwen3-style templates the kwargs.
         body["reasoning_effort"] = mode

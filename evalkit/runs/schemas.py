@@ -29,6 +29,7 @@ from evalkit.runs.summary_parts import (
     NotExercised,
     Number,
     Part,
+    StoppedRequest,
 )
 
 KINDS = ("bench", "capability", "stress", "load", "check")
@@ -65,7 +66,17 @@ class Manifest(_Open):
     started: str
     finished: str | None = None
     command: list[str]
-    incomplete: dict[str, Any] | None = None
+    incomplete: dict[str, str] | None = None  # what failed: {"at", "error"} (evalkit.runs.rundir)
+
+
+class PassAt1(Part):
+    """pass@1 over repeats: its value, 95% interval, the questions and repeats, and how often repeats agree."""
+
+    value: float
+    ci95: list[float]
+    questions: int
+    repeats: int
+    agreement: float
 
 
 class Score(Part):
@@ -80,6 +91,7 @@ class Score(Part):
     sure_correct: int | float | None = None
     unsure: int | float | None = None
     interval: list[float] | None = None
+    pass_at_1: PassAt1 | None = None  # with --repeats
 
 
 class Summary(_Open):
@@ -87,7 +99,7 @@ class Summary(_Open):
 
     schema_version: int | None = None
     kind: Literal[KINDS]  # type: ignore[valid-type]  # as above
-    incomplete: dict[str, Any] | None = None
+    incomplete: dict[str, str] | None = None
 
     @model_validator(mode="after")
     def _by_kind(self) -> Summary:
@@ -105,8 +117,8 @@ class KindSummary(Part):
         raw = getattr(self, key, None)
         if not raw:  # absent, null or empty: nothing recorded
             return None
-        if isinstance(raw, model):
-            return raw
+        if isinstance(raw, model):  # a block declared as its part: empty is nothing recorded, as for a dict
+            return raw if raw.model_dump(exclude_unset=True) else None
         return cast(_P, validate(model, raw, f"summary.json {key}"))
 
     def client_timing(self) -> ClientTiming | None:
@@ -158,7 +170,8 @@ class JudgeCounts(Part):
     models: list[str] = []
 
 
-class _Background(Part):
+class Background(Part):
+    requests: int = 0
     mean_in_flight: float | None = None
 
 
@@ -176,7 +189,8 @@ class UnderLoadComparison(Part):
     lost: list[str] = []
     gained: list[str] = []
     changed_text_share: float | None = None
-    background: _Background | None = None
+    worse_beyond_noise: bool = False
+    background: Background | None = None
     load: _LoadSource | None = None
 
 
@@ -189,14 +203,16 @@ class CapabilitySummary(KindSummary):
     thinking: str | None = None
     judge: JudgeCounts | None = None
     under_load: UnderLoadComparison | None = None
+    truncated_answers: int | None = None  # answers that hit max_tokens
+    thinking_warning: str | None = None  # the thinking mode asked for did not take (evals.scoreboard)
 
 
 class LongPromptTokens(Part):
     """A stress run's long prompt length: the target, as counted when fitted, as the server reported it."""
 
     target: int | None = None
-    counted: dict[str, Any] = {}  # distributions (evalkit.stats.distribution)
-    reported_by_server: dict[str, Any] = {}
+    counted: dict[str, Number | None] = {}  # distributions (evalkit.stats.distribution)
+    reported_by_server: dict[str, Number | None] = {}
     max_error_vs_target: float | None = None
 
 
@@ -245,20 +261,20 @@ class StressSummary(KindSummary):
     wrong_answers: int = Field(ge=0)
     divergent: int | None = None
     attempts: int | None = None
-    cycle_attempts: dict[str, Any] | None = None
-    unfinished_cycle: dict[str, Any] | None = None
-    ignored_lines: dict[str, Any] | None = None
-    metrics: dict[str, Any]
+    cycle_attempts: dict[str, int] | None = None  # attempts by cycle number as text
+    unfinished_cycle: dict[str, int] | None = None  # cycle, attempt, requests, errors, wrong_answers
+    ignored_lines: dict[str, int] | None = None
+    metrics: dict[str, dict[str, Number | None]]  # distributions (evalkit.stats.distribution) by metric
     diagnoses: dict[str, Any] | None = None
     not_exercised: dict[str, Any] | None = None
-    failed_by_metric: dict[str, Any] | None = None
-    error_kinds: dict[str, Any] | None = None
+    failed_by_metric: dict[str, int] | None = None
+    error_kinds: dict[str, int] | None = None
     error_requests: list[Any] | None = None
     wrong_answer_requests: list[Any] | None = None
     divergent_requests: list[Any] | None = None
     long_prompt_tokens: LongPromptTokens | None = None
     client: dict[str, Any] | None = None
-    gpu_memory: dict[str, Any] | None = None
+    gpu_memory: dict[str, GpuCard] | None = None
     gpu_memory_verdict: dict[str, Any] | None = None
     options: dict[str, Any] | None = None
     until_sure: UntilSure | None = None
@@ -355,8 +371,10 @@ class BenchSummary(KindSummary):
     length_state: str | None = None
     length_forced: bool | None = None
     length_why: str | None = None
-    stopped_early: list[dict[str, Any]] = []
+    stopped_early: list[StoppedRequest] = []
     until_sure: BenchUntilSure | None = None  # with --until-sure
+    errors: int = 0  # measured requests left failed
+    error_samples: list[dict[str, Any]] = []  # the first failed requests as written: request_id, prompt, error
 
 
 class _IncompleteSummary(KindSummary):

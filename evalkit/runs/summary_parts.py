@@ -170,3 +170,14 @@ class GpuTelemetry(Part):
     cards: list[TelemetryCard] = []
     run: TelemetryWindow | None = None
     per_label: dict[str, TelemetryWindow] = {}
+
+
+class StoppedRequest(Part):
+    """A bench summary's `stopped_early` entry (evalkit.bench.throughput.summarize): a measured request that ended
+    before max_tokens."""
+
+    request_id: str
+    prompt: str | None = None
+    run: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None

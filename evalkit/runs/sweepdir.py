@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import read_json_object, write_json_atomic
@@ -23,6 +23,51 @@ PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 POINT_STATUSES = (PENDING, RUNNING, DONE, FAILED)
 
 
+class CommandJson(TypedDict):
+    """A command's entry in the state file (`CommandRecord.to_json`)."""
+
+    name: str
+    kind: str
+    exit_code: int | None
+    failure: str | None
+
+
+class PointJson(TypedDict):
+    """A point's entry in the state file (`PointRecord.to_json`)."""
+
+    name: str
+    params: dict[str, str]
+    server_command: list[str]
+    status: str
+    failure: str | None
+    log_tail: list[str]
+    commands: list[CommandJson]
+    started: str | None
+    finished: str | None
+
+
+class InterleaveJson(TypedDict):
+    """The state file's `interleave` (`Interleave.to_json`)."""
+
+    rounds: int
+    seed: int
+    order: list[list[str]]
+
+
+class _SweepStateFields(TypedDict):
+    schema_version: int
+    kind: str
+    name: str
+    baseline: str
+    points: list[PointJson]
+
+
+class SweepStateJson(_SweepStateFields, total=False):
+    """`sweep-state.json` as written (`SweepState.to_json`): an interleaved sweep's rounds last."""
+
+    interleave: InterleaveJson
+
+
 @dataclass
 class CommandRecord:
     """One evalkit command run at a point: its run name, kind, exit code and the reason when it left no run."""
@@ -32,7 +77,7 @@ class CommandRecord:
     exit_code: int | None = None
     failure: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CommandJson:
         """As the state file holds it."""
         return {"name": self.name, "kind": self.kind, "exit_code": self.exit_code, "failure": self.failure}
 
@@ -51,7 +96,7 @@ class PointRecord:
     started: str | None = None
     finished: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PointJson:
         """As the state file holds it."""
         return {
             "name": self.name,
@@ -66,7 +111,7 @@ class PointRecord:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> PointRecord:
+    def from_json(cls, d: PointJson) -> PointRecord:
         """Read back one point of the state file."""
         return cls(
             name=str(d["name"]),
@@ -93,12 +138,12 @@ class Interleave:
     seed: int
     order: list[list[str]]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> InterleaveJson:
         """As the state file holds it."""
         return {"rounds": self.rounds, "seed": self.seed, "order": self.order}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Interleave:
+    def from_json(cls, d: InterleaveJson) -> Interleave:
         """Read back the state file's `interleave`."""
         return cls(int(d["rounds"]), int(d["seed"]), [[str(x) for x in o] for o in d["order"]])
 
@@ -125,16 +170,18 @@ class SweepState:
                 return p
         raise KeyError(name)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SweepStateJson:
         """As the state file holds it."""
-        return {
+        out: SweepStateJson = {
             "schema_version": 1,
             "kind": "sweep",
             "name": self.name,
             "baseline": self.baseline,
             "points": [p.to_json() for p in self.points],
-            **({"interleave": self.interleave.to_json()} if self.interleave is not None else {}),
         }
+        if self.interleave is not None:
+            out["interleave"] = self.interleave.to_json()
+        return out
 
 
 def is_sweep_dir(path: Path) -> bool:

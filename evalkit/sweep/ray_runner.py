@@ -20,12 +20,12 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.cluster import connect, import_ray
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import read_json_object, write_json_atomic
-from evalkit.runs.sweepdir import DONE, FAILED, PointRecord, SweepState, point_dir, write_state
+from evalkit.runs.sweepdir import DONE, FAILED, PointJson, PointRecord, SweepState, point_dir, write_state
 from evalkit.sweep.leftovers import start_time, stop_leftovers
 from evalkit.sweep.points import Point
 from evalkit.sweep.runner import PointRun, Say, SweepPlan, now_utc
@@ -45,7 +45,7 @@ class _RayPointRun(PointRun):
         write_json_atomic(self.dir / POINT_STATE, self.rec.to_json())
 
 
-def run_point_task(plan: SweepPlan, sweep_dir: str, record: dict[str, Any], point: Point) -> dict[str, Any]:
+def run_point_task(plan: SweepPlan, sweep_dir: str, record: PointJson, point: Point) -> PointJson:
     """The body of one point's Ray task: the point run from its record so far; its record when it ends."""
     import socket
 
@@ -131,7 +131,7 @@ def run_sweep_ray(plan: SweepPlan, sweep_dir: Path, state: SweepState, say: Say,
                     rec = state.points[idx]
                     kept = point_dir(sweep_dir, point.name) / POINT_STATE
                     if kept.is_file():  # the commands it finished before it died are kept
-                        rec = state.points[idx] = PointRecord.from_json(read_json_object(kept))
+                        rec = state.points[idx] = PointRecord.from_json(cast(PointJson, read_json_object(kept)))
                     # Ray's first sentence ("Task failed because the node it was running on is dead ..."); the
                     # rest is advice about Ray's own logs
                     text = str(e).strip()
