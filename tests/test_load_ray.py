@@ -88,7 +88,7 @@ def test_two_hosts_send_one_schedule_and_agree_with_the_sims_truth(cluster: Any,
     assert [ln["index"] for ln in lines] == list(range(44))
     assert all(ln["client_host"] == ln["index"] % 2 for ln in lines)
     workload = Workload(Lengths.parse("20", "p"), Lengths.parse("20", "o"), 0, 1.0)
-    plan = PointTemplate(seed=42, arrivals="constant", warmup=4, requests=40).plan(workload, PointSpec("rate", 8.0))
+    plan = PointTemplate(arrivals="constant", warmup=4, requests=40).plan(workload, PointSpec("rate", 8.0), 42)
     offsets = plan.send_offsets()
     t0 = lines[0]["scheduled_send"]
     for ln in lines:

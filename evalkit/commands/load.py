@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import cast
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.commands import load_workloads
-from evalkit.commands.load_shaping import (
-    add_shaping_arguments,
-    check_shaping,
-    plan_fields,
-    shaping_options,
-    stage_rate,
-)
+from evalkit.commands.load_shaping import add_shaping_arguments, check_shaping, shaping, stage_rate
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import (
     MAX_REQUESTS,
@@ -35,11 +29,10 @@ from evalkit.config.argtypes import (
 )
 from evalkit.errors import UsageError
 from evalkit.load.client_hosts import join_cluster
-from evalkit.load.measure import refuse_existing
-from evalkit.load.points import ClientHostsPlan, PointsPlan, PointTemplate, points_measurement, short_figure
+from evalkit.load.measure import LoadMeasurement, LoadPlan, refuse_existing
+from evalkit.load.points import ClientHostsPlan, PointsPlan, PointTemplate, short_figure
 from evalkit.load.schedule import ARRIVALS, PointSpec, render_plan
-from evalkit.load.slo import parse_target
-from evalkit.load.workload import Lengths, Workload
+from evalkit.load.summary_records import LoadSummaryJson
 from evalkit.session.measurement import run_measurement
 
 MAX_CLIENT_HOSTS = 256
@@ -162,12 +155,11 @@ def _check(args: argparse.Namespace, mode: str, load: float) -> None:
 def _template(args: argparse.Namespace) -> PointTemplate:
     """What every point of the run shares, from the flags."""
     return PointTemplate(
-        seed=args.seed,
         arrivals=args.arrivals,
         warmup=args.warmup,
         requests=args.requests,
         duration_s=args.duration,
-        shaping=plan_fields(args),
+        shaping=shaping(args),
     )
 
 
@@ -212,58 +204,14 @@ def run(args: argparse.Namespace) -> int:
     stage_rate(args)
     mode, load = _mode(args)
     _check(args, mode, load)
-    targets = [parse_target(s) for s in args.slo]
-    workload = Workload(
-        Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
-        Lengths.parse(args.output_tokens, "--output-tokens"),
-        args.prefix_tokens,
-        args.token_scale or 1.0,
-    )
-    if args.dry_run:
-        sys.stdout.write(render_plan(_template(args).plan(workload, PointSpec(mode, load))))
-        if args.search:
-            sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
-        return 0
-    refuse_existing(args.out, args.name, args.fresh)
-    return _run(args, mode, load, workload, targets, hosts)
-
-
-def _options(args: argparse.Namespace, mode: str, load: float) -> dict[str, Any]:
-    return {
-        "mode": mode,
-        "start_load": load,
-        "search": args.search,
-        "runs": args.runs,
-        "slo": list(args.slo),
-        "arrivals": args.arrivals,
-        "requests": args.requests,
-        "duration_s": args.duration,
-        "warmup": args.warmup,
-        "prompt_tokens": args.prompt_tokens,
-        "output_tokens": args.output_tokens,
-        "prefix_tokens": args.prefix_tokens,
-        "timeout_s": args.timeout_s,
-        "search_max": args.search_max,
-        "resolution": args.resolution,
-        **shaping_options(args),
-        **({"client_hosts": args.client_hosts} if args.ray else {}),
-    }
-
-
-def _run(
-    args: argparse.Namespace,
-    mode: str,
-    start: float,
-    workload: Workload,
-    targets: list[Any],
-    hosts: ClientHostsPlan | None,
-) -> int:
     plan = PointsPlan(
         mode=mode,
-        start=start,
+        start=load,
         template=_template(args),
-        workload=workload,
-        targets=tuple(targets),
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        prefix_tokens=args.prefix_tokens,
+        slo=tuple(args.slo),
         runs=args.runs,
         search=bool(args.search),
         search_max=args.search_max,
@@ -271,16 +219,27 @@ def _run(
         token_scale=args.token_scale,
         timeout_s=args.timeout_s,
         hosts=hosts,
-    )
+    )  # a bad target, then a bad length, is one line here
+    if args.dry_run:
+        first = plan.template.plan(plan.workload, PointSpec(mode, load), args.seed)
+        sys.stdout.write(render_plan(first))
+        if args.search:
+            sys.stdout.write(f"# --search {mode}: later points depend on the results of this one\n")
+        return 0
+    refuse_existing(args.out, args.name, args.fresh)
     if hosts is not None:
         join_cluster(hosts.address, hosts.count)  # a cluster too small is one line before the run exists
-    measurement = points_measurement(plan, _options(args, mode, start))
+    measurement = LoadMeasurement(LoadPlan(plan, seed=args.seed))
     return run_measurement(
-        target_from_args(args), run_options_from_args(args), measurement, lambda s: print(_table(s), flush=True)
+        target_from_args(args),
+        run_options_from_args(args),
+        measurement,
+        lambda s: print(points_table(cast(LoadSummaryJson, s)), flush=True),
     )
 
 
-def _table(s: dict[str, Any]) -> str:
+def points_table(s: LoadSummaryJson) -> str:
+    """The table of a points run: a row per load, then whether it meets the targets (or the largest that does)."""
     head = [
         "load",
         "ttft p50/p99 s",
@@ -293,7 +252,7 @@ def _table(s: dict[str, Any]) -> str:
         "meets",
         "valid",
     ]
-    reasoned = any((p["metrics"].get("reasoning_tokens") or {}).get("max") for p in s["points"])
+    reasoned = any(p["metrics"]["reasoning_tokens"]["max"] for p in s["points"])
     if reasoned:
         head.insert(2, "answer ttft p50/p99 s")
     rows = [head]

@@ -5,12 +5,14 @@ workloads of evalkit/commands/load_workloads.py."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import cast
 
-from evalkit.commands.load_workload_parts import LoadWorkload, common_options, ms, pct
+from evalkit.commands.load_workload_parts import LoadWorkload, ms, pct
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import MAX_TURNS, MAX_USERS, bounded_int, nonneg_float, positive_int
-from evalkit.load.chat_workloads import ChatWorkload, chat_measurement
+from evalkit.load.chat_workloads import ChatLengths, ConversationPlan, SharedPrefixPlan
+from evalkit.load.measure import LoadMeasurement, LoadPlan
+from evalkit.load.summary_records import LoadSummaryJson
 from evalkit.session.measurement import run_measurement
 
 
@@ -55,38 +57,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Send the conversations or the shared-prefix groups."""
-    kind = "conversation" if args.conversations else "shared_prefix"
-    if kind == "conversation":
-        shape: dict[str, Any] = {"users": args.conversations, "turns": args.turns, "think_s": args.think_s}
+    chat = ChatLengths(args.prompt_tokens, args.output_tokens, args.max_tokens, args.token_scale, args.timeout_s)
+    workload: ConversationPlan | SharedPrefixPlan
+    if args.conversations:
+        workload = ConversationPlan(args.conversations, args.turns, args.think_s, chat)
     else:
-        shape = {
-            "groups": args.shared_prefix,
-            "users_per_group": args.users_per_group,
-            "system_tokens": args.system_tokens,
-            "cache_runs": args.cache_runs,
-            "concurrency": args.concurrency or 1,
-        }
-    # The manifest's `load`: the common lengths, the workload's kind and cap, then its shape.
-    opts: dict[str, Any] = {**common_options(args), "mode": kind, "max_tokens": args.max_tokens, **shape}
-    workload = ChatWorkload(
-        kind=kind,
-        seed=args.seed,
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
-        max_tokens=args.max_tokens,
-        token_scale=args.token_scale,
-        timeout_s=args.timeout_s,
-        **shape,
-    )
+        workload = SharedPrefixPlan(
+            args.shared_prefix, args.users_per_group, args.system_tokens, args.cache_runs, args.concurrency or 1, chat
+        )
     return run_measurement(
         target_from_args(args),
         run_options_from_args(args),
-        chat_measurement(workload, opts),
-        lambda s: print(_session_table(s), flush=True),
+        LoadMeasurement(LoadPlan(workload, seed=args.seed)),
+        lambda s: print(session_table(cast(LoadSummaryJson, s)), flush=True),
     )
 
 
-def _session_table(s: dict[str, Any]) -> str:
+def session_table(s: LoadSummaryJson) -> str:
+    """The table of a conversation or shared-prefix run, from its summary."""
     rows = []
     if "conversation" in s:
         c = s["conversation"]
@@ -100,6 +88,7 @@ def _session_table(s: dict[str, Any]) -> str:
             f"session duration p50 {ms(c['sessions']['duration_s']['p50'])} ms; "
             f"completed {c['sessions']['completed']} of {c['users']}"
         )
+        cache = c["prefix_cache_metrics"]
     else:
         sp = s["shared_prefix"]
         rows.append(
@@ -109,16 +98,16 @@ def _session_table(s: dict[str, Any]) -> str:
         for r in sp["runs"]:
             reset = r["reset"]
             how = "" if reset is None else f" (reset: {reset['method'] if reset['reset'] else 'not possible'}"
-            if r.get("cold_verified") is not None:
+            if "cold_verified" in r and r["cold_verified"] is not None:
                 how += f"; cold by the server's figures: {'yes' if r['cold_verified'] else 'NO'}"
             how += ")" if reset is not None else ""
             rows.append(
                 f"{r['run']}{how}: {r['requests']} requests, ttft p50 {ms(r['ttft_s']['p50'])} ms, "
                 f"prefix cache {pct(r['prefix_cache']['hit_rate'])}"
             )
-    m = s.get("conversation", s.get("shared_prefix", {})).get("prefix_cache_metrics")
-    if m:
-        rows.append(f"prefix cache over the run by the server's metrics: {pct(m['hit_rate'])}")
+        cache = sp["prefix_cache_metrics"]
+    if cache:
+        rows.append(f"prefix cache over the run by the server's metrics: {pct(cache['hit_rate'])}")
     rows.append(f"errors {s['errors']}, wrong {s['wrong_answers']}")
     return "\n".join(rows)
 

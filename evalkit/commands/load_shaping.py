@@ -1,18 +1,18 @@
 """`evalkit load`'s arrival shaping, caps and precision stop: the flags, their checks, and what they set on a plan.
 
-Kept beside `commands/load.py` so the load command itself only calls in: `add_shaping_arguments`, `check_shaping`,
-`plan_fields` (PointPlan keywords) and `shaping_options` (what the manifest records).
+Kept beside `commands/load.py` so the load command itself only calls in: `add_shaping_arguments`, `check_shaping`
+and `shaping` (the points' `ArrivalShaping`, which the manifest records).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
 
 from evalkit.config.argtypes import nonneg_float, nonneg_int, positive_float, positive_int
 from evalkit.errors import UsageError
 from evalkit.load.arrivals import parse_stages
+from evalkit.load.points import ArrivalShaping
 from evalkit.load.precision import PrecisionStop, check_metric, parse_moe
 
 
@@ -109,35 +109,15 @@ def precision(args: argparse.Namespace) -> PrecisionStop | None:
     )
 
 
-def plan_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """PointPlan keywords from the flags (the measured count with --target-moe is its maximum)."""
-    fields: dict[str, Any] = {
-        "burstiness": args.burstiness,
-        "burst_size": args.burst_size,
-        "ramp_up_s": args.ramp_up,
-        "stages": tuple(parse_stages(args.stages)) if args.stages else (),
-        "max_concurrency": args.max_concurrency,
-        "max_prefill": args.max_prefill,
-        "precision": precision(args),
-        "reasoning_room": args.reasoning_room,
-    }
-    if args.stages:
-        fields["measured"] = None
-    elif args.target_moe is not None:
-        fields["measured"] = args.max_requests
-    return fields
-
-
-def shaping_options(args: argparse.Namespace) -> dict[str, Any]:
-    """What the manifest records of the shaping (summary.json reads it back)."""
-    stop = precision(args)
-    return {
-        "burstiness": args.burstiness,
-        "burst_size": args.burst_size,
-        "ramp_up_s": args.ramp_up,
-        "stages": [s.to_json() for s in parse_stages(args.stages)] if args.stages else None,
-        "max_concurrency": args.max_concurrency,
-        "max_prefill": args.max_prefill,
-        "precision": stop.to_json() if stop else None,
-        "reasoning_room": args.reasoning_room,
-    }
+def shaping(args: argparse.Namespace) -> ArrivalShaping:
+    """The shaping the flags ask for (what a point's plan and the manifest take of them)."""
+    return ArrivalShaping(
+        burstiness=args.burstiness,
+        burst_size=args.burst_size,
+        ramp_up_s=args.ramp_up,
+        stages=tuple(parse_stages(args.stages)) if args.stages else (),
+        max_concurrency=args.max_concurrency,
+        max_prefill=args.max_prefill,
+        precision=precision(args),
+        reasoning_room=args.reasoning_room,
+    )

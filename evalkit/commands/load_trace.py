@@ -6,15 +6,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-from evalkit.commands.load_workload_parts import LoadWorkload, common_options, ms, pct
+from evalkit.commands.load_workload_parts import LoadWorkload, ms, pct
 from evalkit.commands.target_flags import run_options_from_args, target_from_args
 from evalkit.config.argtypes import fraction, positive_float, positive_int
+from evalkit.load.measure import LoadMeasurement, LoadPlan
 from evalkit.load.slo import parse_target
-from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, TraceOptions, parse_window, read_trace
+from evalkit.load.summary_records import LoadSummaryJson
+from evalkit.load.trace import MOONCAKE_BLOCK_TOKENS, parse_window, read_trace
 from evalkit.load.trace import trace_plan as make_trace_plan
-from evalkit.load.trace_replay import TraceReplay, trace_measurement
+from evalkit.load.trace_replay import TraceReplay
 from evalkit.session.measurement import run_measurement
 
 
@@ -40,51 +42,45 @@ def run(args: argparse.Namespace) -> int:
     for target in args.slo:
         parse_target(target)  # a bad target is refused before any request
     lines = read_trace(args.trace)
-    opts = TraceOptions(
+    replay = TraceReplay(
+        lines,
+        str(args.trace),
         args.speedup,
         parse_window(args.trace_window) if args.trace_window else (0.0, None),
         args.trace_sample,
         args.trace_block_tokens,
-        args.seed,
+        tuple(args.slo),
+        args.prompt_tokens,
+        args.output_tokens,
+        args.token_scale,
+        args.timeout_s,
     )
     if args.dry_run:
-        plan = make_trace_plan(lines, opts, args.token_scale or 1.0)
+        plan = make_trace_plan(lines, replay.options(args.seed), args.token_scale or 1.0)
         rows = ["index  send_at_s  prompt_tokens  output_tokens  prompt_sha"]
         for i, off in enumerate(plan.offsets):
             r = plan.requests[i]
             rows.append(f"{i:5d}  {off:9.4f}  {r.prompt_tokens:13d}  {r.output_tokens:13d}  {r.digest()}")
         sys.stdout.write("\n".join(rows) + "\n")
         return 0
-    return _run_trace(args, lines, opts)
-
-
-def _run_trace(args: argparse.Namespace, lines: Any, opts: TraceOptions) -> int:
-    figures = {
-        "file": str(args.trace),
-        "speedup": opts.speedup,
-        "window_s": list(opts.window),
-        "sample": opts.sample,
-        "block_tokens": opts.block_tokens,
-    }
-    load_opts = {**common_options(args), "slo": list(args.slo), "mode": "rate", "arrivals": "trace", "trace": figures}
-    replay = TraceReplay(lines, opts, figures, token_scale=args.token_scale, timeout_s=args.timeout_s)
     return run_measurement(
         target_from_args(args),
         run_options_from_args(args),
-        trace_measurement(replay, args.seed, load_opts),
-        lambda s: print(_trace_table(s), flush=True),
+        LoadMeasurement(LoadPlan(replay, seed=args.seed)),
+        lambda s: print(trace_table(cast(LoadSummaryJson, s)), flush=True),
     )
 
 
-def _trace_table(s: dict[str, Any]) -> str:
+def trace_table(s: LoadSummaryJson) -> str:
+    """The table of a trace replay, from its summary."""
     t = s["trace"]
-    m = s["points"][0]["metrics"] if s["points"] else {}
+    ttft = s["points"][0]["metrics"]["ttft_s"] if s["points"] else None
     return "\n".join(
         [
             f"trace {t['file']}: {t['requests_sent']} of {t['lines_in_file']} lines at {t['mean_rate_rps']:.3g}/s "
             f"(speedup {t['speedup']:g})",
             f"send error max {ms(t['send_error_s']['max'])} ms, within 5 ms {pct(t['send_error_s']['within_5ms'])}",
-            f"ttft p50/p99 {ms(m.get('ttft_s', {}).get('p50'))}/{ms(m.get('ttft_s', {}).get('p99'))} ms, "
+            f"ttft p50/p99 {ms(None if ttft is None else ttft['p50'])}/{ms(None if ttft is None else ttft['p99'])} ms, "
             f"errors {s['errors']}, wrong {s['wrong_answers']}",
             f"prefix cache hit rate {pct(t['prefix_cache']['hit_rate'])} (server's cache_n; "
             f"an unbounded cache: {pct(t['ideal_hit_rate'])})",

@@ -1,12 +1,11 @@
 """What the workloads of `evalkit load` (evalkit/commands/load_workloads.py) share: the entry each module lists,
-the manifest's common lengths and the figures of their tables."""
+and the figures of their tables (the manifest's common lengths are evalkit.load.records.common_settings)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -22,23 +21,11 @@ class LoadWorkload:
     takes_dry_run: bool = False  # --dry-run prints its plan
 
 
-def common_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The manifest's `load` fields every workload records: lengths and timeout (no targets, one run, no prefix)."""
-    return {
-        "slo": [],
-        "runs": 1,
-        "prompt_tokens": args.prompt_tokens,
-        "output_tokens": args.output_tokens,
-        "prefix_tokens": 0,
-        "timeout_s": args.timeout_s,
-    }
-
-
-def pct(x: Any) -> str:
+def pct(x: float | None) -> str:
     """A fraction as a percentage ("-" for none)."""
     return "-" if x is None else f"{x * 100:.1f}%"
 
 
-def ms(x: Any) -> str:
+def ms(x: float | None) -> str:
     """Seconds as milliseconds ("-" for none)."""
     return "-" if x is None else f"{x * 1000:.1f}"

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evalkit.errors import UsageError
+from evalkit.load.records import StageJson
 
 ARRIVALS = ("constant", "poisson", "gamma")
 
@@ -142,7 +143,7 @@ class Stage:
     start_rate: float | None = None  # a ramp: from this rate to `rate`
     label: str = field(default="")
 
-    def to_json(self) -> dict[str, float | str | None]:
+    def to_json(self) -> StageJson:
         """The stage as the manifest and summary name it."""
         return {"rate": self.rate, "start_rate": self.start_rate, "duration_s": self.duration_s, "label": self.label}
 

@@ -9,17 +9,16 @@ a host-memory prompt cache beside its slots (`--cache-ram`), which erasing a slo
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalkit.addresses import server_root
 from evalkit.client import auxiliary
+from evalkit.load.summary_records import CacheResetJson, ResetTry
 
 
-async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> dict[str, Any]:
+async def reset_prefix_cache(base_url: str, api_key: str | None = None) -> CacheResetJson:
     """`{"reset": bool, "method": ..., "tried": [...]}` after trying each way in turn."""
     root = server_root(base_url)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    tried: list[dict[str, Any]] = []
+    tried: list[ResetTry] = []
     timeout = auxiliary.ClientTimeout(total=30)
     async with auxiliary.session(headers, timeout) as session:
         for path in ("/reset_prefix_cache", "/flush_cache"):

@@ -1,17 +1,20 @@
-"""`evalkit load --conversations USERS` and `--shared-prefix GROUPS` as a measurement of a run session: chats of
-several messages sent as users make them, written to `sessions.jsonl` and summarized with their own `conversation`
-or `shared_prefix` figures beside the load summary's totals."""
+"""`evalkit load --conversations USERS` and `--shared-prefix GROUPS`: chats of several messages sent as users make
+them, written to `sessions.jsonl` and summarized with their own `conversation` or `shared_prefix` figures beside the
+load summary's totals. Each is its own plan and sender (`evalkit.load.measure.WorkloadPlan`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from evalkit.evidence.capture import evidence_summary
 from evalkit.load import conversation, shared_prefix
+from evalkit.load.cache_metrics import metrics_hit_rate
 from evalkit.load.cache_reset import reset_prefix_cache
-from evalkit.load.measure import LoadMeasurement, run_token_scale
-from evalkit.load.session_summary import SESSIONS, session_summary
+from evalkit.load.measure import run_token_scale
+from evalkit.load.records import LoadSettings, as_json, common_settings
+from evalkit.load.session_summary import SESSIONS, measured_lines, read_sessions, session_totals
+from evalkit.load.summary_records import LoadSummaryJson, SessionRecord, with_evidence
 from evalkit.load.turns import TurnSender
 from evalkit.load.workload import Lengths
 from evalkit.progress import Progress
@@ -19,81 +22,148 @@ from evalkit.session.context import RunContext
 
 
 @dataclass(frozen=True)
-class ChatWorkload:
-    """`kind` conversation (`users` x `turns`, `think_s` apart) or shared_prefix (`groups` of `users_per_group`
-    with `system_tokens`-token system prompts, `cache_runs` cold / warm / both, `concurrency` at once). Lengths are
-    the flags' texts, parsed when the run starts."""
+class ChatLengths:
+    """What every chat workload's turns share: the lengths as given (N or LO:HI, parsed when the run starts), a cap
+    on every answer (default: room for the whole count), the token scale (None: measured first) and timeout."""
 
-    kind: str  # conversation | shared_prefix
-    seed: int
-    prompt_tokens: str
-    output_tokens: str
-    max_tokens: int | None = None  # a cap on every answer (default: room for the whole count)
-    users: int = 0
-    turns: int = 0
-    think_s: float = 0.0
-    groups: int = 0
-    users_per_group: int = 0
-    system_tokens: int = 0
-    cache_runs: str = "both"
-    concurrency: int = 1
-    token_scale: float | None = None  # None: measured against the server first
+    prompt_tokens: str = "256"
+    output_tokens: str = "64"
+    max_tokens: int | None = None
+    token_scale: float | None = None
     timeout_s: float = 300.0
 
+    def parsed(self) -> tuple[Lengths, Lengths]:
+        """The prompt and output lengths."""
+        return (
+            Lengths.parse(self.prompt_tokens, "--prompt-tokens"),
+            Lengths.parse(self.output_tokens, "--output-tokens"),
+        )
 
-def chat_measurement(workload: ChatWorkload, options: dict[str, Any]) -> LoadMeasurement:
-    """The session's measurement of `workload`; `options` are what the manifest records of it (`load`)."""
+    def settings(self, mode: str) -> LoadSettings:
+        """The manifest's `load` head of a chat workload: the common lengths, its kind and cap."""
+        out = common_settings(self.prompt_tokens, self.output_tokens, self.timeout_s)
+        out["mode"] = mode
+        out["max_tokens"] = self.max_tokens
+        return out
 
-    async def run(ctx: RunContext) -> dict[str, Any]:
-        return await measure_chats(workload, ctx)
 
-    return LoadMeasurement(workload.seed, options, run, errors_fail=True)
+@dataclass(frozen=True)
+class ConversationPlan:
+    """`--conversations USERS`: `users` chats of `turns` turns each, `think_s` apart."""
+
+    errors_fail: ClassVar[bool] = True
+    invalid_fails: ClassVar[bool] = False
+
+    users: int
+    turns: int = 3
+    think_s: float = 0.0
+    chat: ChatLengths = ChatLengths()
+
+    def settings(self) -> LoadSettings:
+        """What the manifest records of the run (`load`)."""
+        out = self.chat.settings("conversation")
+        out["users"], out["turns"], out["think_s"] = self.users, self.turns, self.think_s
+        return out
+
+    async def send(self, ctx: RunContext, seed: int) -> LoadSummaryJson:
+        """Send every user's conversation at once and summarize them."""
+        scale = await run_token_scale(ctx, self.chat.token_scale)
+        prompt, output = self.chat.parsed()
+        spec = conversation.ConversationSpec(
+            self.users, self.turns, self.think_s, prompt, output, seed, scale, self.chat.max_tokens
+        )
+        sender = _sender(ctx, self.chat, self.users * self.turns, "load conversation")
+        try:
+            records = await conversation.run_conversations(spec, sender, ctx.clock)
+            await sender.flush()
+        finally:
+            _close(sender)
+        await _end(ctx, records, "conversation")
+        summary = session_totals(ctx.rundir.path)
+        summary["conversation"] = {
+            **conversation.summarise(measured_lines(ctx.rundir.path), read_sessions(ctx.rundir.path), spec),
+            "prefix_cache_metrics": metrics_hit_rate(ctx.rundir.path),
+        }
+        return with_evidence(summary, ctx.rundir.path)
 
 
-async def measure_chats(w: ChatWorkload, ctx: RunContext) -> dict[str, Any]:
-    """Send the conversations or shared-prefix groups and summarize them."""
-    scale = await run_token_scale(ctx, w.token_scale)
-    sender = TurnSender(ctx.rundir, ctx.client, w.timeout_s)
-    prompt, output = (
-        Lengths.parse(w.prompt_tokens, "--prompt-tokens"),
-        Lengths.parse(w.output_tokens, "--output-tokens"),
-    )
-    if w.kind == "conversation":
-        total = w.users * w.turns
-    else:
-        runs_n = 2 if w.cache_runs == "both" else 1
-        total = w.groups * w.users_per_group * runs_n + (w.groups if w.cache_runs == "warm" else 0)
-    sender.progress = progress = Progress(total, f"load {w.kind}", "requests")
-    try:
-        if w.kind == "conversation":
-            cspec = conversation.ConversationSpec(
-                w.users, w.turns, w.think_s, prompt, output, w.seed, scale, w.max_tokens
-            )
-            records = await conversation.run_conversations(cspec, sender, ctx.clock)
-        else:
-            runs = ("cold", "warm") if w.cache_runs == "both" else (w.cache_runs,)
-            sspec = shared_prefix.SharedPrefixSpec(
-                w.groups,
-                w.users_per_group,
-                w.system_tokens,
-                prompt,
-                output,
-                runs,
-                w.concurrency,
-                w.seed,
-                scale,
-                w.max_tokens,
-            )
-            key = ctx.profile.api_key
+@dataclass(frozen=True)
+class SharedPrefixPlan:
+    """`--shared-prefix GROUPS`: `groups` of `users_per_group` users sharing a `system_tokens`-token system prompt,
+    run `cache_runs` (cold, warm or both) with `concurrency` requests at once."""
+
+    errors_fail: ClassVar[bool] = True
+    invalid_fails: ClassVar[bool] = False
+
+    groups: int
+    users_per_group: int = 4
+    system_tokens: int = 512
+    cache_runs: str = "both"  # cold | warm | both
+    concurrency: int = 1
+    chat: ChatLengths = ChatLengths()
+
+    def settings(self) -> LoadSettings:
+        """What the manifest records of the run (`load`)."""
+        out = self.chat.settings("shared_prefix")
+        out["groups"], out["users_per_group"] = self.groups, self.users_per_group
+        out["system_tokens"], out["cache_runs"], out["concurrency"] = (
+            self.system_tokens,
+            self.cache_runs,
+            self.concurrency,
+        )
+        return out
+
+    async def send(self, ctx: RunContext, seed: int) -> LoadSummaryJson:
+        """Send the groups' cold and warm runs and summarize them."""
+        scale = await run_token_scale(ctx, self.chat.token_scale)
+        prompt, output = self.chat.parsed()
+        runs = ("cold", "warm") if self.cache_runs == "both" else (self.cache_runs,)
+        total = self.groups * self.users_per_group * len(runs) + (self.groups if self.cache_runs == "warm" else 0)
+        spec = shared_prefix.SharedPrefixSpec(
+            self.groups,
+            self.users_per_group,
+            self.system_tokens,
+            prompt,
+            output,
+            runs,
+            self.concurrency,
+            seed,
+            scale,
+            self.chat.max_tokens,
+        )
+        key = ctx.profile.api_key
+        sender = _sender(ctx, self.chat, total, "load shared_prefix")
+        try:
             records = await shared_prefix.run_shared_prefix(
-                sspec, sender, lambda: reset_prefix_cache(ctx.client.base_url, key)
+                spec, sender, lambda: reset_prefix_cache(ctx.client.base_url, key)
             )
-        await sender.flush()
-    finally:
-        progress.close()
-        sender.close()
+            await sender.flush()
+        finally:
+            _close(sender)
+        await _end(ctx, records, "shared_prefix")
+        summary = session_totals(ctx.rundir.path)
+        summary["shared_prefix"] = {
+            **shared_prefix.summarise(measured_lines(ctx.rundir.path), read_sessions(ctx.rundir.path), spec),
+            "prefix_cache_metrics": metrics_hit_rate(ctx.rundir.path),
+        }
+        return with_evidence(summary, ctx.rundir.path)
+
+
+def _sender(ctx: RunContext, chat: ChatLengths, total: int, label: str) -> TurnSender:
+    sender = TurnSender(ctx.rundir, ctx.client, chat.timeout_s)
+    sender.progress = Progress(total, label, "requests")
+    return sender
+
+
+def _close(sender: TurnSender) -> None:
+    if sender.progress is not None:
+        sender.progress.close()
+    sender.close()
+
+
+async def _end(ctx: RunContext, records: Sequence[SessionRecord], kind: str) -> None:
+    """The sessions written, the server's counters read after them, the evidence ended (before the summary)."""
     for rec in records:
-        ctx.rundir.append(SESSIONS, rec)
-    await ctx.evidence.snapshot(w.kind)
+        ctx.rundir.append(SESSIONS, as_json(rec))
+    await ctx.evidence.snapshot(kind)
     await ctx.evidence.end()
-    return {**session_summary(ctx.rundir.path), **evidence_summary(ctx.rundir.path)}

@@ -31,17 +31,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit.client.chat import ChatClient
 from evalkit.client.lag import error_budget
 from evalkit.clock import Clock
 from evalkit.cluster import connect, import_ray
 from evalkit.errors import UsageError
-from evalkit.load.clock_offset import ClockOffset, ClockProbe, estimate_offset, on_coordinator_clock
+from evalkit.load.clock_offset import ClockJson, ClockOffset, ClockProbe, estimate_offset, on_coordinator_clock
 from evalkit.load.metrics import dist
+from evalkit.load.records import LoadLine, as_json, as_json_lines
 from evalkit.load.runner import PlannedSend, PointRun, open_loop_sends
 from evalkit.load.schedule import PointPlan
+from evalkit.load.summary_records import HostFigures, HostsBlock
 from evalkit.runs.rundir import REQUESTS, RunDir, read_jsonl
 from evalkit.stats import percentile
 
@@ -52,6 +54,37 @@ PLACEMENT_TIMEOUT_S = 30.0
 # Ray's workers nice themselves by `worker_niceness` (15 by default) when they start; 0 leaves the actor at its
 # raylet's priority, from which it takes the coordinator's (ClientHost.__init__)
 RUNTIME_ENV = {"env_vars": {"RAY_worker_niceness": "0"}}
+
+
+class _Where(TypedDict):
+    hostname: str
+    pid: int
+    node_ip: str
+    node_id: str
+    nice: int
+
+
+class HostWhere(_Where, total=False):
+    """Where a client host's actor runs: host name, pid, node address and id, its niceness (and why it could not
+    take the coordinator's)."""
+
+    nice_error: str
+
+
+class HostLine(TypedDict, total=False):
+    """One line of `client_hosts.jsonl`: per point and host, where it ran, its requests and its clock figures."""
+
+    point: int
+    client_host: int
+    hostname: str
+    pid: int
+    node_ip: str
+    node_id: str
+    nice: int
+    nice_error: str
+    requests: int
+    clock: ClockJson
+    sends_planned_with_offset_s: float
 
 
 class ClientHostFailed(UsageError):
@@ -92,30 +125,32 @@ class ClientHost:
             except OSError as e:
                 self.nice_error = e.strerror or str(e)
 
-    def where(self) -> dict[str, Any]:
+    def where(self) -> HostWhere:
         """The host's name, the actor's pid and the node's address."""
         import ray
 
         node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray's own, untyped
         node_id = ray.get_runtime_context().get_node_id()
-        return {
+        out: HostWhere = {
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "node_ip": node_ip,
             "node_id": node_id,
             "nice": niceness(),
-            **({"nice_error": self.nice_error} if self.nice_error else {}),
         }
+        if self.nice_error:
+            out["nice_error"] = self.nice_error
+        return out
 
     def now(self) -> float:
         """This host's clock."""
         return self.clock.now()
 
-    def run_slice(self, plan: PointPlan, point_id: int, sends: list[PlannedSend]) -> list[dict[str, Any]]:
+    def run_slice(self, plan: PointPlan, point_id: int, sends: list[PlannedSend]) -> list[LoadLine]:
         """Send `sends` (times on this host's clock) of point `point_id`; the request lines, stamped on this clock."""
         from evalkit.eventloop import fast_loop
 
-        def work() -> list[dict[str, Any]]:
+        def work() -> list[LoadLine]:
             with fast_loop():
                 return asyncio.run(self._run(plan, point_id, sends))
 
@@ -123,7 +158,7 @@ class ClientHost:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="client-host") as pool:
             return pool.submit(work).result()
 
-    async def _run(self, plan: PointPlan, point_id: int, sends: list[PlannedSend]) -> list[dict[str, Any]]:
+    async def _run(self, plan: PointPlan, point_id: int, sends: list[PlannedSend]) -> list[LoadLine]:
         from evalkit.load.runner import LoadRunner
 
         spec = self.spec
@@ -164,7 +199,7 @@ def join_cluster(address: str, count: int) -> None:
 class RayClientHosts:
     """The coordinator's side: N `ClientHost` actors on N nodes, and `run_point` with a one-host runner's shape."""
 
-    def __init__(self, ray: Any, group: Any, actors: list[Any], where: list[dict[str, Any]], clock: Clock) -> None:
+    def __init__(self, ray: Any, group: Any, actors: list[Any], where: list[HostWhere], clock: Clock) -> None:
         self._ray, self._group, self.actors, self.where, self.clock = ray, group, actors, where, clock
         self.rundir: RunDir | None = None
 
@@ -274,7 +309,7 @@ class RayClientHosts:
             for h, actor in enumerate(self.actors)
         ]
         results = await asyncio.gather(*refs, return_exceptions=True)
-        done: dict[int, list[dict[str, Any]]] = {}
+        done: dict[int, list[LoadLine]] = {}
         for h, r in enumerate(results):
             if isinstance(r, self._ray.exceptions.RayError):
                 lost[h] = r
@@ -284,11 +319,14 @@ class RayClientHosts:
                 done[h] = r
         # probed again: a host lost after its lines came back keeps them, on the probes before the point
         after, _ = await loop.run_in_executor(None, self._probe, list(done))
-        merged: list[dict[str, Any]] = []
+        merged: list[LoadLine] = []
         figures = []
         for h, lines in done.items():
             est = estimate_offset(before[h] + after.get(h, []))
-            merged.extend({**on_coordinator_clock(ln, est), "client_host": h} for ln in lines)
+            for ln in lines:
+                moved = on_coordinator_clock(ln, est)
+                moved["client_host"] = h
+                merged.append(moved)
             figures.append(_host_line(point.point_id, h, self.where[h], lines, est, offsets[h]))
         merged.sort(key=lambda ln: (ln["scheduled_send"], ln["index"]))
         point.lines.extend(merged)
@@ -300,8 +338,8 @@ class RayClientHosts:
 
 
 def _host_line(
-    point: int, host: int, where: dict[str, Any], lines: list[dict[str, Any]], est: ClockOffset, sent_on: ClockOffset
-) -> dict[str, Any]:
+    point: int, host: int, where: HostWhere, lines: list[LoadLine], est: ClockOffset, sent_on: ClockOffset
+) -> HostLine:
     return {
         "point": point,
         "client_host": host,
@@ -312,26 +350,26 @@ def _host_line(
     }
 
 
-def _write(rundir: RunDir, lines: list[dict[str, Any]], figures: list[dict[str, Any]]) -> None:
+def _write(rundir: RunDir, lines: list[LoadLine], figures: list[HostLine]) -> None:
     for ln in lines:
-        rundir.append(REQUESTS, ln)
+        rundir.append(REQUESTS, as_json(ln))
     for f in figures:
-        rundir.append(CLIENT_HOSTS, f)
+        rundir.append(CLIENT_HOSTS, as_json(f))
 
 
-def hosts_summary(path: Path, measured: list[dict[str, Any]]) -> dict[str, Any]:
+def hosts_summary(path: Path, measured: list[LoadLine]) -> HostsBlock:
     """`hosts`, `clock_uncertainty_s` and `timeline_error_budget_s` of a run's `client` block when it was sent from
     several hosts (an empty dict otherwise): per host its measured requests, send lateness, read lag, error budget
     and the clock figures of every point (the largest uncertainty counts); the timeline budget is the run's error
     budget plus the largest clock uncertainty, the most an absolute stamp of the merged timeline may be off."""
     if not (path / CLIENT_HOSTS).is_file():
         return {}
-    figures = read_jsonl(path / CLIENT_HOSTS)
-    hosts = []
+    figures = cast(list[HostLine], read_jsonl(path / CLIENT_HOSTS))
+    hosts: list[HostFigures] = []
     for h in sorted({int(f["client_host"]) for f in figures}):
         mine = [f for f in figures if int(f["client_host"]) == h]
         lines = [ln for ln in measured if ln.get("client_host") == h]
-        lags = [ln["read_lag_s"] for ln in lines if isinstance(ln.get("read_lag_s"), (int, float))]
+        lags = [lag for ln in lines if isinstance(lag := ln.get("read_lag_s"), (int, float))]
         clocks = [f["clock"] for f in mine]
         hosts.append(
             {
@@ -341,7 +379,7 @@ def hosts_summary(path: Path, measured: list[dict[str, Any]]) -> dict[str, Any]:
                 "requests": len(lines),
                 "send_lateness_s": dist(ln.get("send_lateness_s") for ln in lines),
                 "read_lag_p99_s": percentile(lags, 99) if lags else None,
-                "error_budget_s": error_budget(lines)["error_budget_s"],
+                "error_budget_s": error_budget(as_json_lines(lines))["error_budget_s"],
                 "clock_offset_s": [c["offset_s"] for c in clocks],
                 "clock_uncertainty_s": max(c["uncertainty_s"] for c in clocks),
                 "round_trip_s": min(c["round_trip_s"] for c in clocks),
@@ -349,7 +387,7 @@ def hosts_summary(path: Path, measured: list[dict[str, Any]]) -> dict[str, Any]:
             }
         )
     uncertainty = max(h["clock_uncertainty_s"] for h in hosts) if hosts else None
-    budget = error_budget(measured)["error_budget_s"]
+    budget = error_budget(as_json_lines(measured))["error_budget_s"]
     return {
         "hosts": hosts,
         "clock_uncertainty_s": uncertainty,

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, cast
+
+from evalkit.load.records import LoadLine, as_json
 
 # The absolute stamps of a request line (evalkit.runs.schemas.RequestLine plus load's own `scheduled_send`);
 # everything else in a line is a duration, a count or a label.
@@ -51,6 +53,16 @@ class ClockProbe:
         return self.remote - self.back, self.remote - self.sent
 
 
+class ClockJson(TypedDict):
+    """A host's clock estimate as `client_hosts.jsonl` records it (`ClockOffset.to_json`)."""
+
+    offset_s: float
+    uncertainty_s: float
+    round_trip_s: float
+    probes: int
+    consistent: bool
+
+
 @dataclass(frozen=True)
 class ClockOffset:
     """A host's clock minus the coordinator's: `offset_s`, true within ± `uncertainty_s`; `round_trip_s` the
@@ -71,7 +83,8 @@ class ClockOffset:
         """A host time on the coordinator's clock."""
         return t - self.offset_s
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ClockJson:
+        """The estimate as client_hosts.jsonl records it."""
         return {
             "offset_s": self.offset_s,
             "uncertainty_s": self.uncertainty_s,
@@ -98,10 +111,10 @@ def estimate_offset(probes: Sequence[ClockProbe]) -> ClockOffset:
     return ClockOffset((lo + hi) / 2, (hi - lo) / 2, best, len(probes), consistent=False)
 
 
-def on_coordinator_clock(line: dict[str, Any], offset: ClockOffset) -> dict[str, Any]:
+def on_coordinator_clock(line: LoadLine, offset: ClockOffset) -> LoadLine:
     """A request line a host stamped on its own clock, with every absolute stamp (and each chunk time) moved onto
     the coordinator's; durations and labels unchanged."""
-    out = dict(line)
+    out = as_json(line.copy())
     for key in ABSOLUTE_STAMPS:
         value = out.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -109,4 +122,4 @@ def on_coordinator_clock(line: dict[str, Any], offset: ClockOffset) -> dict[str,
     chunks = out.get("chunk_times")
     if isinstance(chunks, list):
         out["chunk_times"] = [offset.to_coordinator(t) for t in chunks]
-    return out
+    return cast(LoadLine, out)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.client.prompts import GenQuestion
 from evalkit.client.tokens import count_tokens
 from evalkit.clock import Clock
 from evalkit.load.metrics import dist
+from evalkit.load.records import LoadLine
+from evalkit.load.summary_records import ConversationJson, SessionFigures, SessionRecord, TurnFigures
 from evalkit.load.turns import TurnSender, hit_rate
 from evalkit.load.workload import Lengths, count_for, filler_text
 
@@ -67,10 +68,10 @@ def user_turn(spec: ConversationSpec, user: int, turn: int) -> UserTurn:
     return UserTurn((filler_text(rng, own) + "\n\n" if own else "") + question, n)
 
 
-async def run_conversations(spec: ConversationSpec, sender: TurnSender, clock: Clock) -> list[dict[str, Any]]:
+async def run_conversations(spec: ConversationSpec, sender: TurnSender, clock: Clock) -> list[SessionRecord]:
     """Run every user's conversation at once; returns one record per session."""
 
-    async def session(user: int) -> dict[str, Any]:
+    async def session(user: int) -> SessionRecord:
         messages: list[dict[str, str]] = []
         started = clock.now()
         done = 0
@@ -94,9 +95,9 @@ async def run_conversations(spec: ConversationSpec, sender: TurnSender, clock: C
     return list(await asyncio.gather(*(session(u) for u in range(spec.users))))
 
 
-def summarise(lines: list[dict[str, Any]], sessions: list[dict[str, Any]], spec: ConversationSpec) -> dict[str, Any]:
+def summarise(lines: list[LoadLine], sessions: list[SessionRecord], spec: ConversationSpec) -> ConversationJson:
     """The `conversation` figures: per turn, per session, and the cache hits the server reported."""
-    turns = []
+    turns: list[TurnFigures] = []
     for t in range(spec.turns):
         at = [r for r in lines if r.get("turn") == t]
         ok = [r for r in at if r.get("outcome") in ("correct", "wrong")]
@@ -112,10 +113,10 @@ def summarise(lines: list[dict[str, Any]], sessions: list[dict[str, Any]], spec:
                 "prefix_cache": hit_rate(ok),
             }
         )
-    by_user: dict[int, list[dict[str, Any]]] = {}
+    by_user: dict[int, list[LoadLine]] = {}
     for r in lines:
         by_user.setdefault(int(r["user"]), []).append(r)
-    per_session = []
+    per_session: list[SessionFigures] = []
     for s in sessions:
         mine = by_user.get(int(s["user"]), [])
         per_session.append(

@@ -2,19 +2,22 @@
 and the line naming the failed requests. Load runs do not resume: the command refuses an existing `--name` unless
 `--fresh`.
 
-What is sent is the workload's own: points of a rate or concurrency search (`evalkit.load.points`), a replayed
-trace (`evalkit.load.trace_replay`), conversations or shared-prefix groups (`evalkit.load.chat_workloads`), each a
-typed plan and a `run(ctx)`; `LoadMeasurement` gives that run the open session and ends it alike for all of them.
+A run is a `LoadPlan`: its seed and its workload's own typed plan (`WorkloadPlan`: points of a rate or concurrency
+search, `evalkit.load.points`; a replayed trace, `evalkit.load.trace_replay`; conversations or shared-prefix groups,
+`evalkit.load.chat_workloads`). Each workload's plan is its own sender: `send(ctx, seed)` sends its requests on the
+open run and returns its summary, and `settings()` is what the manifest records of it. `LoadMeasurement(plan)` gives
+that sender the open session and ends the run alike for all of them; a new workload is its plan type alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from evalkit.errors import UsageError
+from evalkit.load.records import LoadSettings
+from evalkit.load.summary_records import LoadSummaryJson
 from evalkit.load.tokens import measure_token_scale
 from evalkit.runs.failures import FailureCount, count_failures, error_words, failure_line
 from evalkit.runs.rundir import MANIFEST, REQUESTS
@@ -23,29 +26,60 @@ from evalkit.session.context import RunContext
 from evalkit.session.measurement import Measured
 
 
+class WorkloadPlan(Protocol):
+    """A load workload's own plan, frozen and typed, and its sender: what the manifest records of it (`settings`),
+    how a run ends (`errors_fail`: the summary's `errors` alone is exit 1; `invalid_fails`: a one-point run whose
+    point is invalid is exit 1) and `send`, which sends its requests on the open run and returns its summary."""
+
+    @property
+    def errors_fail(self) -> bool: ...
+
+    @property
+    def invalid_fails(self) -> bool: ...
+
+    def settings(self) -> LoadSettings: ...
+
+    async def send(self, ctx: RunContext, seed: int) -> LoadSummaryJson: ...
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """One load run: its seed (every prompt, length and arrival) and its workload's plan."""
+
+    workload: WorkloadPlan
+    seed: int = 42
+
+    def measurement(self) -> LoadMeasurement:
+        """The run of this plan a session measures."""
+        return LoadMeasurement(self)
+
+
 @dataclass(frozen=True)
 class LoadMeasurement:
-    """One load run of `seed`: `run` sends the workload on the open run and returns its summary; `settings` are what
-    the manifest records of it (`load`), and with the seed what a run of the same name must match."""
+    """The session's measurement of a `LoadPlan`: its workload sent and summarized; the manifest records the seed
+    and the workload's settings (`load`), which with the seed are what a run of the same name must match."""
 
-    seed: int
-    settings: dict[str, Any]
-    run: Callable[[RunContext], Awaitable[dict[str, Any]]]
-    errors_fail: bool = False  # the summary's `errors` alone makes exit 1 (trace and session workloads)
-    invalid_fails: bool = False  # a one-point run whose point is invalid is exit 1 (`fell_behind_line`)
-    kind: str = "load"
-    scope: dict[str, Any] | None = None
+    plan: LoadPlan
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        return {"seed": self.seed, "load": self.settings}
+    def kind(self) -> Literal["load"]:
+        return "load"
 
     @property
-    def options(self) -> dict[str, Any]:
-        return {"--seed": self.seed, **self.settings}
+    def scope(self) -> None:
+        return None
+
+    @property
+    def manifest(self) -> dict[str, int | LoadSettings]:
+        return {"seed": self.plan.seed, "load": self.plan.workload.settings()}
+
+    @property
+    def options(self) -> dict[str, Any]:  # the session's shape: flag -> value, any JSON value
+        return {"--seed": self.plan.seed, **self.plan.workload.settings()}
 
     async def measure(self, ctx: RunContext) -> Measured:
-        summary = await self.run(ctx)
+        workload = self.plan.workload
+        summary = await workload.send(ctx, self.plan.seed)
         measured = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
         failed = load_failure_line(
             count_failures(
@@ -54,16 +88,17 @@ class LoadMeasurement:
             ),
             [ctx.profile.api_key],
         )
-        behind = fell_behind_line(summary) if self.invalid_fails else None
-        code = 1 if failed or behind or (self.errors_fail and summary.get("errors")) else 0
-        return Measured(written_record(summary), code, failure=failed or behind)
+        behind = fell_behind_line(summary) if workload.invalid_fails else None
+        code = 1 if failed or behind or (workload.errors_fail and summary.get("errors")) else 0
+        return Measured(written_record(dict(summary)), code, failure=failed or behind)
 
 
-def fell_behind_line(summary: dict[str, Any]) -> str | None:
+def fell_behind_line(summary: LoadSummaryJson) -> str | None:
     """The exit-1 line of a one-point load run whose point is invalid: the client fell behind, so its latencies (and
     whether it meets the targets) describe the client, not the server. None otherwise; a search's invalid points
     are rows of its table (`valid no`), its answer a valid point."""
-    invalid = (summary.get("client") or {}).get("invalid_points") or []
+    client = summary.get("client")
+    invalid = (client or {}).get("invalid_points") or []
     if not invalid or summary.get("search"):
         return None
     reasons = "; ".join(f"{p['load']:g}: {', '.join(p['reasons'])}" for p in invalid)

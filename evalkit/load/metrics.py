@@ -11,11 +11,12 @@ the time (so the server saw less than the concurrency asked for).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from evalkit.load.precision import with_intervals
+from evalkit.load.precision import intervals
+from evalkit.load.records import Dist, LoadLine, SloCheck
 from evalkit.load.slo import OPS, Target, itl_gaps_ms, request_meets
-from evalkit.stats import distribution, median
+from evalkit.load.summary_records import PointMetrics, PointVerdict
+from evalkit.stats import median, percentile
 
 RATE_TOLERANCE = 0.02
 LATE_FLOOR_S = 0.010
@@ -25,12 +26,20 @@ IDLE_TOLERANCE = 0.10
 QUANTILES = (50, 90, 95, 99)  # a load point's distributions: p50, p90, p95, p99, max, n
 
 
-def dist(values: Iterable[float | None]) -> dict[str, Any]:
-    """`{"p50", "p90", "p95", "p99", "max", "n", "ci95"}` of raw samples, as floats (evalkit.stats.distribution);
+def dist(values: Iterable[float | None]) -> Dist:
+    """`{"p50", "p90", "p95", "p99", "max", "n", "ci95"}` of raw samples, as floats (as evalkit.stats.distribution);
     `ci95` holds each percentile's distribution-free 95% interval (evalkit/load/precision.py), None where the
     samples are too few to bound it."""
     xs = [float(v) for v in values if v is not None]
-    return with_intervals(distribution(xs, QUANTILES), xs)
+    return {
+        "p50": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "p95": percentile(xs, 95),
+        "p99": percentile(xs, 99),
+        "max": max(xs) if xs else None,
+        "n": len(xs),
+        "ci95": intervals(QUANTILES, xs),
+    }
 
 
 def _rate(times: list[float]) -> float | None:
@@ -40,17 +49,17 @@ def _rate(times: list[float]) -> float | None:
     return (len(times) - 1) / (times[-1] - times[0])
 
 
-def point_metrics(lines: list[dict[str, Any]], mode: str, load: float, targets: list[Target]) -> dict[str, Any]:
+def point_metrics(lines: list[LoadLine], mode: str, load: float, targets: list[Target]) -> PointMetrics:
     """The figures of one repeat of one load point from its measured lines."""
     ok = [r for r in lines if r.get("outcome") in ("correct", "wrong")]
     errors = sum(1 for r in lines if r.get("outcome") == "error")
     wrong = sum(1 for r in lines if r.get("outcome") == "wrong")
-    sent = [r["t_sent"] for r in lines if isinstance(r.get("t_sent"), (int, float))]
-    done = [r["t_done"] for r in lines if isinstance(r.get("t_done"), (int, float))]
+    sent = [t for r in lines if isinstance(t := r.get("t_sent"), (int, float))]
+    done = [t for r in lines if isinstance(t := r.get("t_done"), (int, float))]
     window = (max(done) - min(sent)) if sent and done else None
     good = sum(1 for r in lines if request_meets(r, targets))
     e2e = [r.get("e2e_s") for r in ok]
-    m: dict[str, Any] = {
+    m: PointMetrics = {
         "requests": len(lines),
         "errors": errors,
         "wrong_answers": wrong,
@@ -74,9 +83,9 @@ def point_metrics(lines: list[dict[str, Any]], mode: str, load: float, targets: 
     reasons: list[str] = []
     late95 = m["send_lateness_s"]["p95"]
     if mode == "rate":
-        scheduled = _rate([r["scheduled_send"] for r in lines if r.get("scheduled_send") is not None])
+        scheduled = _rate([s for r in lines if (s := r.get("scheduled_send")) is not None])
         achieved = _rate(sent)
-        m.update(requested_rate=load, scheduled_rate=scheduled, achieved_rate=achieved)
+        m["requested_rate"], m["scheduled_rate"], m["achieved_rate"] = load, scheduled, achieved
         # A capped point holds sends back on purpose: its achieved rate is not the client falling behind.
         capped = any(r.get("cap_wait_s") for r in lines)
         if scheduled and achieved and not capped and abs(achieved / scheduled - 1) > RATE_TOLERANCE:
@@ -93,10 +102,10 @@ def point_metrics(lines: list[dict[str, Any]], mode: str, load: float, targets: 
         m["achieved_concurrency"] = sum(v for v in e2e if v is not None) / window if window else None
         busy = sum(v for v in e2e if v is not None)
         idle = sum(max(0.0, r.get("send_lateness_s") or 0.0) for r in ok)
-        m["stream_idle_fraction"] = idle / (busy + idle) if busy + idle > 0 else None
-        if m["stream_idle_fraction"] is not None and m["stream_idle_fraction"] > IDLE_TOLERANCE:
+        idle_fraction = m["stream_idle_fraction"] = idle / (busy + idle) if busy + idle > 0 else None
+        if idle_fraction is not None and idle_fraction > IDLE_TOLERANCE:
             reasons.append(
-                f"streams sat idle {m['stream_idle_fraction'] * 100:.1f}% of the time between an answer "
+                f"streams sat idle {idle_fraction * 100:.1f}% of the time between an answer "
                 f"and the next send (allowed {IDLE_TOLERANCE * 100:.0f}%)"
             )
     m["valid"] = not reasons
@@ -104,9 +113,9 @@ def point_metrics(lines: list[dict[str, Any]], mode: str, load: float, targets: 
     return m
 
 
-def judge_point(repeats: list[dict[str, Any]], targets: list[Target]) -> dict[str, Any]:
+def judge_point(repeats: list[PointMetrics], targets: list[Target]) -> PointVerdict:
     """A point over its repeats: each target's median over repeats, met or not, and the point's verdict."""
-    checks = []
+    checks: list[SloCheck] = []
     for t in targets:
         vals = [t.value(r) for r in repeats]
         known = [v for v in vals if v is not None]

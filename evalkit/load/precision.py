@@ -13,9 +13,9 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.load.records import LoadLine, PrecisionJson
 from evalkit.stats import percentile
 
 LEVEL = 0.95
@@ -57,14 +57,14 @@ def relative_moe(values: Sequence[float], q: float, level: float = LEVEL) -> flo
     return (ci[1] - ci[0]) / 2 / abs(est)
 
 
-def with_intervals(dist: dict[str, Any], values: Sequence[float], level: float = LEVEL) -> dict[str, Any]:
-    """`dist` ({"p50", ...}) with `ci95`: each percentile's interval as [lo, hi], or None where it has none."""
+def intervals(quantiles: Sequence[int], values: Sequence[float], level: float = LEVEL) -> dict[str, list[float] | None]:
+    """Each percentile's interval as [lo, hi] by its name (`p50` ...), or None where it has none: a distribution's
+    `ci95`."""
     cis: dict[str, list[float] | None] = {}
-    for key in dist:
-        if key.startswith("p") and key[1:].isdigit():
-            ci = quantile_ci(values, float(key[1:]), level)
-            cis[key] = list(ci) if ci is not None else None
-    return {**dist, "ci95": cis}
+    for q in quantiles:
+        ci = quantile_ci(values, float(q), level)
+        cis[f"p{q}"] = list(ci) if ci is not None else None
+    return cis
 
 
 # What a stop can watch: the per-request figures of a load line (ITL is one figure per gap, not per request).
@@ -95,23 +95,23 @@ class PrecisionStop:
         """`5% on ttft_p95 (30..1000 requests)`."""
         return f"{self.target * 100:g}% on {self.metric} ({self.min_requests}..{self.max_requests} requests)"
 
-    def moe(self, lines: Sequence[dict[str, Any]]) -> float | None:
+    def moe(self, lines: Sequence[LoadLine]) -> float | None:
         """The current relative margin of error over the answered lines (errors and wrong answers left out)."""
         vals = [
-            float(r[self.field])
+            float(v)
             for r in lines
-            if r.get("outcome") == "correct" and isinstance(r.get(self.field), (int, float))
+            if r.get("outcome") == "correct" and isinstance(v := r.get(self.field), (int, float))
         ]
         return relative_moe(vals, self.q)
 
-    def reached(self, lines: Sequence[dict[str, Any]]) -> bool:
+    def reached(self, lines: Sequence[LoadLine]) -> bool:
         """True once at least `min_requests` answered and the margin is within the target."""
         if len(lines) < self.min_requests:
             return False
         m = self.moe(lines)
         return m is not None and m <= self.target
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PrecisionJson:
         """The rule as the manifest and summary record it."""
         return {
             "target_moe": self.target,

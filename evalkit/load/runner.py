@@ -16,12 +16,13 @@ import asyncio
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict, cast
 
 from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock, sleep_until
 from evalkit.load.caps import SendCaps
 from evalkit.load.precision import warm
+from evalkit.load.records import LoadLine, as_json
 from evalkit.load.schedule import PointPlan
 from evalkit.load.workload import LoadRequest
 from evalkit.progress import Progress
@@ -46,7 +47,7 @@ class PointRun:
 
     point_id: int
     plan: PointPlan
-    lines: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[LoadLine] = field(default_factory=list)
     caps: SendCaps = field(init=False)
     stopped_early: bool = False  # the precision stop ended the measured phase before its maximum
     _checked: int = -1  # measured lines when the precision stop was last checked
@@ -65,7 +66,7 @@ class PointRun:
             self.stopped_early = stop.reached(measured)
         return self.stopped_early
 
-    def measured(self) -> list[dict[str, Any]]:
+    def measured(self) -> list[LoadLine]:
         """The lines that count."""
         return [r for r in self.lines if r.get("phase") == "measured"]
 
@@ -154,7 +155,7 @@ class LoadRunner:
         scheduled: float,
         cancel: asyncio.Event | None = None,
         stage: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> LoadLine:
         spec = point.plan.spec
         ticket = await point.caps.enter(self.clock)
         released = ticket.released_at
@@ -164,9 +165,10 @@ class LoadRunner:
         finally:
             ticket.leave()
         verdict = judge(rec, "generation", req.expected, planned_cancel=phase == "cooldown")
-        line = rec.to_json(with_chunk_times=True)
-        line.pop("content", None)
-        line.pop("reasoning", None)
+        raw = rec.to_json(with_chunk_times=True)
+        raw.pop("content", None)
+        raw.pop("reasoning", None)
+        line = cast(LoadLine, raw)  # the record's fields as requests.jsonl holds them, then the point's
         line.update(
             {
                 "point": point.point_id,
@@ -190,7 +192,7 @@ class LoadRunner:
         )
         point.lines.append(line)
         if self.rundir is not None:
-            self._writer.submit(self.rundir.append, REQUESTS, line)
+            self._writer.submit(self.rundir.append, REQUESTS, as_json(line))
         return line
 
     async def _open_loop(self, point: PointRun) -> None:

@@ -16,12 +16,13 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.client.prompts import GenQuestion
 from evalkit.client.tokens import count_tokens
 from evalkit.load.conversation import UserTurn
 from evalkit.load.metrics import dist
+from evalkit.load.records import LoadLine, TurnLabels
+from evalkit.load.summary_records import CacheResetJson, SessionRecord, SharedPrefixJson, SharedPrefixRunJson
 from evalkit.load.turns import TurnSender, hit_rate
 from evalkit.load.workload import Lengths, count_for, filler_text
 
@@ -62,13 +63,13 @@ def question(spec: SharedPrefixSpec, run: str, group: int, user: int) -> UserTur
 
 
 async def run_shared_prefix(
-    spec: SharedPrefixSpec, sender: TurnSender, reset: Callable[[], Awaitable[dict[str, Any]]]
-) -> list[dict[str, Any]]:
+    spec: SharedPrefixSpec, sender: TurnSender, reset: Callable[[], Awaitable[CacheResetJson]]
+) -> list[SessionRecord]:
     """Each run of `spec.runs` in order; returns one record per run (the cache reset it did, if any)."""
     systems = [system_prompt(spec, g) for g in range(spec.groups)]
     out = []
     for run in spec.runs:
-        record: dict[str, Any] = {"run": run, "reset": None, "primed": False}
+        record: SessionRecord = {"run": run, "reset": None, "primed": False}
         if run == "cold":
             record["reset"] = await reset()
         elif "cold" not in spec.runs[: spec.runs.index(run)]:
@@ -76,7 +77,7 @@ async def run_shared_prefix(
             for g in range(spec.groups):
                 ut = question(spec, "prime", g, 0)
                 msgs = [{"role": "system", "content": systems[g]}, {"role": "user", "content": ut.text}]
-                prime = {"workload": "shared_prefix", "run": "prime"}
+                prime: TurnLabels = {"workload": "shared_prefix", "run": "prime"}
                 await sender.send(msgs, spec.max_tokens or ut.max_tokens, ut.expected, prime)
         jobs = [(g, u) for g in range(spec.groups) for u in range(spec.users)]
         queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
@@ -88,7 +89,13 @@ async def run_shared_prefix(
                 g, u = queue.get_nowait()
                 ut = question(spec, run, g, u)
                 msgs = [{"role": "system", "content": systems[g]}, {"role": "user", "content": ut.text}]
-                labels = {"workload": "shared_prefix", "run": run, "group": g, "user": u, "index": g * spec.users + u}
+                labels: TurnLabels = {
+                    "workload": "shared_prefix",
+                    "run": run,
+                    "group": g,
+                    "user": u,
+                    "index": g * spec.users + u,
+                }
                 await sender.send(msgs, spec.max_tokens or ut.max_tokens, ut.expected, labels)
 
         await asyncio.gather(*(worker(queue, run) for _ in range(max(1, spec.concurrency))))
@@ -96,17 +103,17 @@ async def run_shared_prefix(
     return out
 
 
-def _cold_verified(first: list[Any], spec: SharedPrefixSpec) -> bool | None:
+def _cold_verified(first: list[int | None], spec: SharedPrefixSpec) -> bool | None:
     """Whether each group's first user found less than half its system prompt cached: a reset that the server
     accepted may still leave a cache standing (llama.cpp's host prompt cache survives a slot erase)."""
     if any(n is None for n in first):
         return None
-    return all(int(n) < spec.system_tokens / 2 for n in first)
+    return all(n is not None and int(n) < spec.system_tokens / 2 for n in first)
 
 
-def summarise(lines: list[dict[str, Any]], runs: list[dict[str, Any]], spec: SharedPrefixSpec) -> dict[str, Any]:
+def summarise(lines: list[LoadLine], runs: list[SessionRecord], spec: SharedPrefixSpec) -> SharedPrefixJson:
     """The `shared_prefix` figures: per run (cold, warm) the hit rate the server reported and the latencies."""
-    per_run = []
+    per_run: list[SharedPrefixRunJson] = []
     for rec in runs:
         at = [r for r in lines if r.get("run") == rec["run"] and r.get("group") is not None]
         ok = [r for r in at if r.get("outcome") in ("correct", "wrong")]
@@ -116,7 +123,9 @@ def summarise(lines: list[dict[str, Any]], runs: list[dict[str, Any]], spec: Sha
         ]
         per_run.append(
             {
-                **rec,
+                "run": rec["run"],
+                "reset": rec["reset"],
+                "primed": rec["primed"],
                 "first_users_cache_n": first,
                 "cold_verified": _cold_verified(first, spec) if rec["run"] == "cold" else None,
                 "requests": len(at),

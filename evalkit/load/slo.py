@@ -13,9 +13,10 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from evalkit.errors import UsageError
+from evalkit.load.records import LoadLine, SloJson
+from evalkit.load.summary_records import PointMetrics
 from evalkit.stats import percentile
 
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -49,19 +50,19 @@ class Target:
     op: str
     limit: float
 
-    def value(self, metrics: dict[str, Any]) -> float | None:
+    def value(self, metrics: PointMetrics) -> float | None:
         """The point's figure this target reads (in the target's unit); None when missing."""
         node = metrics.get(self.metric)
         if self.stat is not None:
             node = node.get(self.stat) if isinstance(node, dict) else None
-        return None if node is None else float(node) * self.scale
+        return float(node) * self.scale if isinstance(node, (int, float)) else None
 
-    def met(self, metrics: dict[str, Any]) -> bool:
+    def met(self, metrics: PointMetrics) -> bool:
         """Whether the point meets it (a missing figure, such as TTFT with no answered request, does not)."""
         v = self.value(metrics)
         return v is not None and OPS[self.op](v, self.limit)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SloJson:
         """As summary.json lists it."""
         return {
             "slo": self.text,
@@ -98,7 +99,7 @@ def parse_target(text: str) -> Target:
     )
 
 
-def request_meets(line: dict[str, Any], targets: list[Target]) -> bool:
+def request_meets(line: LoadLine, targets: list[Target]) -> bool:
     """Whether one measured request counts towards goodput (see the module docstring)."""
     if line.get("status") != "ok" or line.get("outcome") != "correct":
         return False
@@ -108,7 +109,7 @@ def request_meets(line: dict[str, Any], targets: list[Target]) -> bool:
         if t.metric == "ttft_s":
             v = line.get("ttft_s")
         elif t.metric in ("e2e_s", "ttft_answer_s"):
-            v = line.get(t.metric)
+            v = line.get("ttft_answer_s") if t.metric == "ttft_answer_s" else line.get("e2e_s")
         else:
             gaps = itl_gaps_ms(line)
             v = (max(gaps) if t.stat == "max" else percentile(gaps, float(t.stat[1:]))) if gaps else None
@@ -121,7 +122,7 @@ def request_meets(line: dict[str, Any], targets: list[Target]) -> bool:
     return True
 
 
-def itl_gaps_ms(line: dict[str, Any]) -> list[float]:
+def itl_gaps_ms(line: LoadLine) -> list[float]:
     """A request's inter-token gaps in milliseconds, from its recorded chunk arrival times."""
     times = line.get("chunk_times") or []
     return [(b - a) * 1000.0 for a, b in zip(times, times[1:])]

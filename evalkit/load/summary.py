@@ -8,31 +8,39 @@ one, so a load that passed by luck above a failure is never reported as the maxi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from evalkit.client.lag import error_budget
 from evalkit.load.client_hosts import hosts_summary
 from evalkit.load.metrics import dist, judge_point, point_metrics
 from evalkit.load.precision import PrecisionStop
+from evalkit.load.records import LoadLine, LoadSettings, PrecisionJson, StageJson, as_json_lines, read_lines
 from evalkit.load.slo import Target, parse_target
+from evalkit.load.summary_records import (
+    ClientBlock,
+    LoadSummaryJson,
+    PointJson,
+    PointMetrics,
+    StageFigures,
+)
 from evalkit.runs.rundir import MANIFEST, REQUESTS, read_json_object, read_jsonl
 
 POINTS = "points.jsonl"
 
 
-def build_summary(path: Path) -> dict[str, Any]:
+def build_summary(path: Path) -> LoadSummaryJson:
     """The summary of the load run at `path`."""
     manifest = read_json_object(path / MANIFEST)
-    opts = manifest["load"]
+    opts = cast(LoadSettings, manifest["load"])
     targets: list[Target] = [parse_target(s) for s in opts.get("slo") or []]
     mode = opts["mode"]
-    lines = read_jsonl(path / REQUESTS)
-    by_point: dict[int, list[dict[str, Any]]] = {}
+    lines = read_lines(path / REQUESTS)
+    by_point: dict[int, list[LoadLine]] = {}
     for r in lines:
         if r.get("phase") == "measured":
             by_point.setdefault(int(r["point"]), []).append(r)
-    repeats: dict[float, list[dict[str, Any]]] = {}
-    pooled: dict[float, list[dict[str, Any]]] = {}
+    repeats: dict[float, list[PointMetrics]] = {}
+    pooled: dict[float, list[LoadLine]] = {}
     stopped: dict[float, list[bool]] = {}
     for p in read_jsonl(path / POINTS):
         measured = by_point.get(int(p["point"]), [])
@@ -40,7 +48,7 @@ def build_summary(path: Path) -> dict[str, Any]:
         stopped.setdefault(load, []).append(bool(p.get("stopped_on_precision")))
         repeats.setdefault(load, []).append(point_metrics(measured, mode, load, targets))
         pooled.setdefault(load, []).extend(measured)
-    points = []
+    points: list[PointJson] = []
     for load in sorted(repeats):
         judged = judge_point(repeats[load], targets)
         points.append(
@@ -62,20 +70,37 @@ def build_summary(path: Path) -> dict[str, Any]:
     best = max(passing) if passing else (0.0 if targets and points else None)
     at_best = next((p for p in points if p["load"] == best), None)
     measured_all = [r for r in lines if r.get("phase") == "measured"]
-    summary: dict[str, Any] = {
+    client: ClientBlock = {
+        "send_lateness_s": dist(r.get("send_lateness_s") for r in measured_all),
+        **cast(ClientBlock, error_budget(as_json_lines(measured_all))),  # its own error budget (docs/client-timing.md)
+        "invalid_points": [
+            {"load": p["load"], "reasons": sorted({x for r in p["per_repeat"] for x in r["invalid_reasons"]})}
+            for p in points
+            if not p["valid"]
+        ],
+        **hosts_summary(path, measured_all),  # sent from several hosts (load --ray): each one's figures
+    }
+    summary: LoadSummaryJson = {
         "kind": "load",
         "seed": manifest.get("seed"),
         "mode": mode,
         "arrivals": opts.get("arrivals") if mode == "rate" else None,
         "shaping": {
-            k: opts.get(k)
-            for k in ("burstiness", "burst_size", "ramp_up_s", "stages", "max_concurrency", "max_prefill", "precision")
+            "burstiness": opts.get("burstiness"),
+            "burst_size": opts.get("burst_size"),
+            "ramp_up_s": opts.get("ramp_up_s"),
+            "stages": opts.get("stages"),
+            "max_concurrency": opts.get("max_concurrency"),
+            "max_prefill": opts.get("max_prefill"),
+            "precision": opts.get("precision"),
         },
         "search": opts.get("search"),
         "runs_per_point": opts.get("runs", 1),
         "slo": [t.to_json() for t in targets],
         "workload": {
-            **{k: opts.get(k) for k in ("prompt_tokens", "output_tokens", "prefix_tokens")},
+            "prompt_tokens": opts.get("prompt_tokens"),
+            "output_tokens": opts.get("output_tokens"),
+            "prefix_tokens": opts.get("prefix_tokens"),
             "token_scale": manifest.get("token_scale"),
         },
         "requests": len(measured_all),
@@ -87,34 +112,27 @@ def build_summary(path: Path) -> dict[str, Any]:
         # False when the largest load tried still met every target: the true maximum may lie above it.
         "bounded": limit is not None,
         "goodput_rps_at_max": at_best["metrics"]["goodput_rps"] if at_best else None,
-        "client": {
-            "send_lateness_s": dist(r.get("send_lateness_s") for r in measured_all),
-            **error_budget(measured_all),  # the client's own error budget (docs/client-timing.md)
-            "invalid_points": [
-                {"load": p["load"], "reasons": sorted({x for r in p["per_repeat"] for x in r["invalid_reasons"]})}
-                for p in points
-                if not p["valid"]
-            ],
-            **hosts_summary(path, measured_all),  # sent from several hosts (load --ray): each one's figures
-        },
+        "client": client,
     }
     # The gate reads `load.max_concurrency_meeting_slo` or `load.max_rate_meeting_slo`.
-    key = "max_concurrency_meeting_slo" if mode == "concurrency" else "max_rate_meeting_slo"
-    summary[key] = int(best) if best is not None and mode == "concurrency" else best
+    if mode == "concurrency":
+        summary["max_concurrency_meeting_slo"] = int(best) if best is not None else best
+    else:
+        summary["max_rate_meeting_slo"] = best
     return summary
 
 
-def by_point_lines(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def by_point_lines(lines: list[LoadLine]) -> list[list[LoadLine]]:
     """The pooled lines split back into their repeats (by `point`), in order."""
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, list[LoadLine]] = {}
     for r in lines:
         out.setdefault(int(r["point"]), []).append(r)
     return [out[k] for k in sorted(out)]
 
 
 def _precision(
-    rule: dict[str, Any] | None, repeats: list[dict[str, Any]], lines: list[list[dict[str, Any]]], stopped: list[bool]
-) -> dict[str, Any]:
+    rule: PrecisionJson | None, repeats: list[PointMetrics], lines: list[list[LoadLine]], stopped: list[bool]
+) -> PointJson:
     """`precision`: the target, each repeat's measured count, its margin at the end and whether it stopped early."""
     if not rule:
         return {}
@@ -132,12 +150,12 @@ def _precision(
 
 
 def _stages(
-    stages: list[dict[str, Any]] | None, lines: list[dict[str, Any]], mode: str, load: float, targets: list[Target]
-) -> dict[str, Any]:
+    stages: list[StageJson] | None, lines: list[LoadLine], mode: str, load: float, targets: list[Target]
+) -> PointJson:
     """`stages`: a multi-stage point's figures per stage (its requests by the stage they were sent in)."""
     if not stages:
         return {}
-    out = []
+    out: list[StageFigures] = []
     for i, st in enumerate(stages):
         mine = [r for r in lines if r.get("stage") == i]
         m = point_metrics(mine, mode, st["rate"], targets)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import cast
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
+from evalkit.load.records import LoadLine, TurnLabels, as_json
+from evalkit.load.summary_records import HitRateJson
 from evalkit.progress import Progress
 from evalkit.runs.judge_response import judge
 from evalkit.runs.records import RequestRecord
@@ -39,13 +41,13 @@ class TurnSender:
         self.rundir = rundir
         self.client = client
         self.timeout_s = timeout_s
-        self.lines: list[dict[str, Any]] = []
+        self.lines: list[LoadLine] = []
         self.progress: Progress | None = None  # counted per turn answered (evalkit.progress)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn-writer")
 
     async def send(
-        self, messages: list[dict[str, str]], max_tokens: int, expected: str, labels: dict[str, Any]
-    ) -> tuple[dict[str, Any], RequestRecord]:
+        self, messages: list[dict[str, str]], max_tokens: int, expected: str, labels: TurnLabels
+    ) -> tuple[LoadLine, RequestRecord]:
         """Send one turn; its line (labels, outcome, `cache_n`) and its record (with the answer's text)."""
         rec = await self.client.chat(
             ChatRequest(
@@ -57,13 +59,14 @@ class TurnSender:
             )
         )
         verdict = judge(rec, "generation", expected, planned_cancel=False)
-        line = rec.to_json(with_chunk_times=True)
-        line.pop("content", None)
-        line.pop("reasoning", None)
+        raw = rec.to_json(with_chunk_times=True)
+        raw.pop("content", None)
+        raw.pop("reasoning", None)
+        line = cast(LoadLine, raw)  # the record's fields as requests.jsonl holds them, then the turn's
         cached = reported_cached_tokens(rec)
+        as_json(line).update(labels)  # the same dict: the labels first, in their order
         line.update(
             {
-                **labels,
                 "phase": "measured",
                 "messages": len(messages),
                 "e2e_s": rec.t_done - rec.t_sent if rec.t_done is not None else None,
@@ -75,7 +78,7 @@ class TurnSender:
             }
         )
         self.lines.append(line)
-        self._writer.submit(self.rundir.append, REQUESTS, line)
+        self._writer.submit(self.rundir.append, REQUESTS, as_json(line))
         if self.progress is not None:
             self.progress.update(1)
         return line, rec
@@ -89,19 +92,19 @@ class TurnSender:
         self._writer.shutdown(wait=True)
 
 
-def line_cached_tokens(line: dict[str, Any]) -> int | None:
+def line_cached_tokens(line: LoadLine) -> int | None:
     """A request line's `cache_n`, or its server timings' (the load runner's lines keep those verbatim)."""
-    n = line.get("cache_n")
+    n: float | None = line.get("cache_n")
     if n is None:
         n = (line.get("server_timings") or {}).get("cache_n")
     return int(n) if isinstance(n, (int, float)) else None
 
 
-def hit_rate(lines: list[dict[str, Any]]) -> dict[str, Any]:
+def hit_rate(lines: list[LoadLine]) -> HitRateJson:
     """Prompt tokens served from the cache over prompt tokens, from the server's own `cache_n` per answer."""
     known = [r for r in lines if line_cached_tokens(r) is not None and r.get("prompt_tokens")]
     cached = sum(line_cached_tokens(r) or 0 for r in known)
-    prompt = sum(int(r["prompt_tokens"]) for r in known)
+    prompt = sum(int(r.get("prompt_tokens") or 0) for r in known)
     return {
         "cached_tokens": cached if known else None,
         "prompt_tokens": prompt if known else None,
