@@ -16,9 +16,9 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from evalkit.client.field_support import FieldSupport
+from evalkit.client.field_support import FieldSupport, FieldSupportJson
 
 MAX_AGE_S = 24 * 3600
 FILE = "field-support.json"
@@ -61,7 +61,7 @@ def load(base_url: str, identity: dict[str, Any] | None, now: float | None = Non
         return None
     when = datetime.fromtimestamp(entry["at"], timezone.utc).isoformat(timespec="seconds")
     try:
-        return FieldSupport.from_json(entry.get("support") or {}, f"cache {path} ({when})")
+        return FieldSupport.from_json(cast(FieldSupportJson, entry.get("support") or {}), f"cache {path} ({when})")
     except TypeError:
         return None
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 ACCEPTED, IGNORED, REFUSED, UNKNOWN = "accepted", "ignored", "refused", "can't tell"
 HEADER = "header:X-Request-Id"
@@ -43,7 +43,7 @@ OLD_NOT_SHOWN = "taken, effect not shown"  # the same verdict, as releases befor
 FORCED, UNOBSERVED, NOT_FORCED = "forced", "sent_not_observable", "not_forced"
 
 # What each field is sent with when probed.
-SAMPLES: dict[str, Any] = {
+SAMPLES: dict[str, bool | int | str | dict[str, bool]] = {
     "stream_options": {"include_usage": True},
     "ignore_eos": True,
     "min_tokens": 0,  # sent as the probed length
@@ -51,6 +51,22 @@ SAMPLES: dict[str, Any] = {
     "reasoning_effort": "low",
     "chat_template_kwargs": {"enable_thinking": False},
 }
+
+
+class FieldVerdictJson(TypedDict):
+    """One field's verdict as the manifest and the cache hold it."""
+
+    status: str
+    detail: str
+    checked: bool
+
+
+class FieldSupportJson(TypedDict):
+    """What the manifest's `field_support` holds (`FieldSupport.to_json`), in the order written."""
+
+    source: str
+    refused: list[str]
+    fields: dict[str, FieldVerdictJson]
 
 
 @dataclass(frozen=True)
@@ -84,16 +100,18 @@ class FieldSupport:
         """Body fields (and the header, as `header:X-Request-Id`) the server refuses: never sent."""
         return [k for k, v in self.fields.items() if v.status == REFUSED]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FieldSupportJson:
         """What the manifest's `field_support` holds."""
         return {
             "source": self.source,
             "refused": self.refused,
-            "fields": {k: asdict(v) for k, v in self.fields.items()},
+            "fields": {
+                k: {"status": v.status, "detail": v.detail, "checked": v.checked} for k, v in self.fields.items()
+            },
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], source: str) -> FieldSupport:
+    def from_json(cls, data: FieldSupportJson, source: str) -> FieldSupport:
         """Read back what `to_json` wrote (the cache)."""
         return cls({k: FieldVerdict(**v) for k, v in (data.get("fields") or {}).items()}, source)
 
@@ -247,7 +265,9 @@ async def probe_fields(
     return out
 
 
-def length_fields(support: FieldSupport | None, max_tokens: int, ignore_eos: bool = True) -> tuple[dict[str, Any], str]:
+def length_fields(
+    support: FieldSupport | None, max_tokens: int, ignore_eos: bool = True
+) -> tuple[dict[str, bool | int], str]:
     """The body fields that force `max_tokens` output tokens on this server, and how (`length_mode`).
 
     ignore_eos when honoured; else min_tokens when honoured; else none forced (`prompt`: the prompt must run long on
@@ -260,7 +280,7 @@ def length_fields(support: FieldSupport | None, max_tokens: int, ignore_eos: boo
         return {"ignore_eos": True}, "ignore_eos"
     if support.honoured("ignore_eos"):
         return {"ignore_eos": True}, "ignore_eos"
-    body: dict[str, Any] = {}
+    body: dict[str, bool | int] = {}
     if support.status("ignore_eos") != REFUSED:
         body["ignore_eos"] = True
     if support.honoured("min_tokens"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from statistics import median
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.stats import distribution, percentile
 
@@ -22,7 +22,26 @@ AGREE = 0.01  # client and server decode rates within 1% (median): the client ke
 ERROR_BUDGET_LIMIT_S = 0.001
 
 
-def error_budget(lines: list[dict[str, Any]]) -> dict[str, Any]:
+class ErrorBudget(TypedDict):
+    """The client's own error budget of a run (`error_budget`), in the order written."""
+
+    read_lag_p99_s: float | None
+    first_tokens_maybe_shared_stamp: int | None
+    error_budget_s: float | None
+    over_error_budget: bool | None
+
+
+class ClientLag(ErrorBudget):
+    """A summary's `client` (`client_lag`): how late the client read answers, and its error budget's keys after."""
+
+    read_lag_s: dict[str, float | int | None] | None  # evalkit.stats.distribution
+    token_gap_p50_s: float | None
+    decode_vs_server_p50: float | None
+    client_bound: bool | None
+    note: str | None
+
+
+def error_budget(lines: list[dict[str, Any]]) -> ErrorBudget:
     """The client's own error budget of a run, from `requests.jsonl` lines: `read_lag_p99_s` (how late it read
     answers after the kernel had them, p99), `first_tokens_maybe_shared_stamp` (first tokens whose read also held
     later bytes, so their stamp may be a later token's) and `error_budget_s` (p99 over requests of
@@ -55,7 +74,7 @@ def _rate_gap(lines: list[dict[str, Any]]) -> float | None:
     return median(diffs) if diffs else None
 
 
-def client_lag(lines: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def client_lag(lines: Iterable[dict[str, Any]]) -> ClientLag:
     """`read_lag_s` (distribution), `token_gap_p50_s`, `decode_vs_server_p50` (median |client / server decode rate
     - 1|, llama.cpp timings), `client_bound` and a one-line `note` naming the figure (None when fine), from
     `requests.jsonl` lines; `client_bound` is None without receive stamps (https, or not Linux). The client is never

@@ -12,11 +12,11 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict
 
 from evalkit.client import auxiliary, field_cache
-from evalkit.client.field_support import FieldSupport, ProbeReply, length_fields, probe_fields
+from evalkit.client.field_support import FieldSupport, FieldSupportJson, ProbeReply, length_fields, probe_fields
 from evalkit.client.http_errors import describe
 from evalkit.redact import scrub
 
@@ -59,6 +59,29 @@ class Row:
     fix: str | None = None
 
 
+class RowJson(TypedDict):
+    """One row of `check.json` (a `Row`), in its field order."""
+
+    name: str
+    supported: bool | None
+    detail: str
+    needed_by: tuple[str, ...]
+    fix: str | None
+
+
+class CheckJson(TypedDict):
+    """What `check.json` holds of a `CheckResult` (`CheckResult.to_json`), in its field order."""
+
+    base_url: str
+    model: str
+    rows: list[RowJson]
+    uuid_request_ids: bool
+    refused_fields: list[str]
+    rejects_everything: str | None
+    fields: FieldSupportJson | None
+    server_kind: str | None
+
+
 @dataclass
 class CheckResult:
     """Every row, how the client must talk to this server, and the server's words when it refuses everything."""
@@ -84,14 +107,21 @@ class CheckResult:
         """Rows the given commands need that the server does not support."""
         return [r for r in self.rows if r.supported is False and set(r.needed_by) & set(commands)]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CheckJson:
         """What `check.json` holds."""
-        d = asdict(self)
-        d.pop("secrets", None)
-        d.pop("unreachable", None)
-        d["rows"] = [asdict(r) for r in self.rows]
-        d["fields"] = self.fields.to_json() if self.fields is not None else None
-        return d
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "rows": [
+                {"name": r.name, "supported": r.supported, "detail": r.detail, "needed_by": r.needed_by, "fix": r.fix}
+                for r in self.rows
+            ],
+            "uuid_request_ids": self.uuid_request_ids,
+            "refused_fields": list(self.refused_fields),
+            "rejects_everything": self.rejects_everything,
+            "fields": self.fields.to_json() if self.fields is not None else None,
+            "server_kind": self.server_kind,
+        }
 
 
 async def chat_probe(

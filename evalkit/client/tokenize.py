@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.addresses import server_root
 from evalkit.client import auxiliary
@@ -30,6 +30,45 @@ def messages_for(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
+class _AttemptBase(TypedDict):
+    method: str
+    ok: bool
+
+
+class TokenizeAttempt(_AttemptBase, total=False):
+    """One way of counting tried (the manifest's `tokenization.tried`): its endpoint, and why it failed."""
+
+    url: str
+    error: str
+
+
+class Calibration(TypedDict):
+    """The line a calibrated counter maps local counts through."""
+
+    slope: float
+    intercept: float
+
+
+class CounterDescription(TypedDict):
+    """The manifest's `tokenization` (`TokenCounter.describe`), in the order written."""
+
+    method: str
+    url: str | None
+    template_overhead: int | None
+    calibration: Calibration | None
+    tried: list[TokenizeAttempt]
+
+
+class TokenizeBody(TypedDict, total=False):
+    """What a tokenize endpoint is sent: the chat (`messages`), or its text under the endpoint's own name."""
+
+    model: str | None
+    messages: list[dict[str, str]]
+    prompt: str
+    content: str
+    input: str
+
+
 @dataclass
 class TokenCounter:
     """Counts a chat prompt's tokens by the best method the server offers; records what it tried."""
@@ -40,10 +79,10 @@ class TokenCounter:
     template_overhead: int | None = None
     slope: float = 1.0
     intercept: float = 0.0
-    tried: list[dict[str, Any]] = field(default_factory=list)
+    tried: list[TokenizeAttempt] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
-        """What goes into the manifest: method, endpoint, overhead and every attempt."""
+        """What goes into the manifest (a `CounterDescription`): method, endpoint, overhead and every attempt."""
         return {
             "method": self.method,
             "url": self.url,
@@ -53,17 +92,17 @@ class TokenCounter:
         }
 
     @classmethod
-    def from_description(cls, desc: dict[str, Any], base_url: str, model: str) -> TokenCounter:
+    def from_description(cls, desc: CounterDescription, base_url: str, model: str) -> TokenCounter:
         """The counter a manifest's `tokenization` describes, at this base URL (a resumed run counts as before)."""
-        calibration = desc.get("calibration") or {}
+        calibration = desc.get("calibration")
         method = desc["method"]
         return cls(
             method=method,
             url=None if method in ("calibrated", "local") else server_root(base_url) + _PATHS.get(method, "/tokenize"),
             model=model,
             template_overhead=desc.get("template_overhead"),
-            slope=float(calibration.get("slope", 1.0)),
-            intercept=float(calibration.get("intercept", 0.0)),
+            slope=float(calibration.get("slope", 1.0) if calibration else 1.0),
+            intercept=float(calibration.get("intercept", 0.0) if calibration else 0.0),
         )
 
     async def count(self, session: auxiliary.ClientSession | None, messages: list[dict[str, str]]) -> int:
@@ -78,7 +117,7 @@ class TokenCounter:
             assert n is not None
             return n
         text = "".join(m["content"] for m in messages)
-        body = (
+        body: TokenizeBody = (
             {"model": self.model, "prompt": text}
             if self.method == "prompt"
             else {"input": text}
@@ -94,7 +133,7 @@ class TokenCounter:
 _PATHS = {"extras": "/extras/tokenize"}
 
 
-async def _post_count(session: auxiliary.ClientSession, url: str, body: dict[str, Any]) -> int | None:
+async def _post_count(session: auxiliary.ClientSession, url: str, body: TokenizeBody) -> int | None:
     async with session.post(url, json=body, timeout=auxiliary.ClientTimeout(total=120)) as resp:
         if resp.status != 200:
             return None
@@ -115,13 +154,13 @@ async def probe_counter(
     """Find how this server counts tokens (see the module docstring for the order tried)."""
     url = server_root(base_url) + "/tokenize"
     msgs = messages_for(PROBE_TEXT)
-    attempts: list[tuple[str, dict[str, Any]]] = [
+    attempts: list[tuple[str, TokenizeBody]] = [
         ("messages", {"model": model, "messages": msgs}),
         ("prompt", {"model": model, "prompt": PROBE_TEXT}),
         ("content", {"content": PROBE_TEXT}),
         ("extras", {"input": PROBE_TEXT}),
     ]
-    tried: list[dict[str, Any]] = []
+    tried: list[TokenizeAttempt] = []
     for method, body in attempts:
         url = server_root(base_url) + _PATHS.get(method, "/tokenize")
         try:
@@ -153,7 +192,7 @@ async def probe_counter(
     return await _calibrate(usage_probe, tried)
 
 
-async def _calibrate(usage_probe: UsageProbe, tried: list[dict[str, Any]]) -> TokenCounter:
+async def _calibrate(usage_probe: UsageProbe, tried: list[TokenizeAttempt]) -> TokenCounter:
     # Two points fix a line; the long prompt is then fitted by extrapolation and its real count recorded.
     small = messages_for(PROBE_TEXT)
     big_spec = LongSpec(first_word="calibration", filler_seed=7, code="CALI-BRAT-IONX", code_at=0.5)
