@@ -7,15 +7,32 @@ writing files, a slow machine) a short request goes out late and its TTFT looks 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
-from evalkit.client.lag import client_lag
+from evalkit.client.lag import ClientLag, client_lag
 from evalkit.clock import Clock
 from evalkit.eventloop import stop_task
+from evalkit.runs.rundir import Line
 from evalkit.stats import distribution
+
+if TYPE_CHECKING:
+    from evalkit_stress.metrics import Dist, StressMetrics
 
 DISTORTION_SHARE = 0.10  # lateness or lag beyond 10% of the smallest latency metric distorts it
 LATENCY_METRICS = ("short_insert_ttft_s", "double_insert_ttft_s", "post_cancel_ttft_s")
+
+
+class ClientHealth(ClientLag):
+    """A stress summary's `client`: send and cancel lateness, loop lag, whether they distort the run (and why), then
+    the client's read lag and error budget (`evalkit.client.lag`), in that order."""
+
+    send_lateness_s: Dist
+    cancel_lateness_s: Dist
+    loop_lag_p95_s: float | None
+    loop_lag_max_s: float | None
+    loop_lag_judged: bool
+    distorted: bool
+    distortion_reasons: list[str]
 
 
 class LoopLagSampler:
@@ -47,9 +64,7 @@ class LoopLagSampler:
         await stop_task(self._task)
 
 
-def client_health(
-    lines: list[dict[str, Any]], lag_rows: list[dict[str, Any]], metrics: dict[str, Any]
-) -> dict[str, Any]:
+def client_health(lines: list[Line], lag_rows: list[Line], metrics: StressMetrics) -> ClientHealth:
     """Send and cancel lateness and loop lag distributions, `distorted` with its reasons, and the client's read lag
     and error budget (`evalkit.client.lag`).
 
@@ -70,7 +85,7 @@ def client_health(
     cancels = distribution(cancel_late)
     read = client_lag(lines)
     budget = read.get("error_budget_s")
-    smallest = min((metrics[m]["p50"] for m in LATENCY_METRICS if (metrics.get(m) or {}).get("p50")), default=None)
+    smallest = min((p for m in LATENCY_METRICS if (p := (metrics.get(m) or {}).get("p50"))), default=None)
     reasons = []
     if smallest is not None:
         limit = DISTORTION_SHARE * smallest

@@ -10,7 +10,7 @@ Everything here is a pure function of the run directory's files (requests.jsonl,
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_evidence import ServerEvidence
@@ -25,6 +25,9 @@ from evalkit_stress.judge_concurrency import judge_concurrency
 from evalkit_stress.judge_head_of_line import judge_head_of_line
 from evalkit_stress.judge_long_hurt import judge_long_hurt
 from evalkit_stress.verdicts import CANT, NOT_EXERCISED, Diagnosis
+
+if TYPE_CHECKING:
+    from evalkit_stress.metrics import StressMetrics
 
 __all__ = ["diagnose", "diagnosis_lines", "from_cache"]
 WARM_CACHE = 0.5  # the server's counters say its cache served at least half the run's prompt tokens
@@ -41,7 +44,7 @@ def from_cache(ev: ServerEvidence) -> str | None:
     )
 
 
-def diagnose(metrics: dict[str, Any], lines: list[Line], evidence: ServerEvidence | None = None) -> Diagnosis:
+def diagnose(metrics: StressMetrics, lines: list[Line], evidence: ServerEvidence | None = None) -> Diagnosis:
     """Every verdict with its evidence and figures, plus the per-request TTFT splits they rest on."""
     ev = evidence or ServerEvidence()
     splits = split_all(lines, ev)
@@ -82,7 +85,7 @@ def _f(x: Any) -> str:
     return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
-def diagnosis_lines(d: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
+def diagnosis_lines(d: dict[str, Any], metrics: StressMetrics) -> list[str]:
     """One plain sentence per verdict, for the terminal: the answer, the figures, the evidence."""
     out = []
     conc = d.get("concurrency") or {}

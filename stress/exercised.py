@@ -10,7 +10,7 @@ request lines (old runs without `cancel_sent` are read from their status).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.runs.rundir import Line
 from evalkit_stress.metric_registry import exercised_key
@@ -97,9 +97,16 @@ def exercised(lines: list[Line]) -> list[Line]:
     return [r for r in lines if r.get("request_id") not in why]
 
 
-def summary(lines: list[Line]) -> dict[str, dict[str, Any]]:
+class NotExercisedCount(TypedDict):
+    """summary.json's `not_exercised` entry for one metric: requests whose situation did not happen, by reason."""
+
+    count: int
+    reasons: dict[str, int]
+
+
+def summary(lines: list[Line]) -> dict[str, NotExercisedCount]:
     """Per metric: how many requests did not exercise it, and why (summary.json `not_exercised`)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, NotExercisedCount] = {}
     for r in annotate(lines):
         why = r.get("not_exercised")
         if not why:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalkit_stress.verdicts import CANT, NO, YES, ConcurrencyFigures, ConcurrencyVerdict
+
+if TYPE_CHECKING:
+    from evalkit_stress.metrics import StressMetrics
 
 TOGETHER, TOOK_TURNS = 1.7, 1.3  # effective concurrency of two streams: served together / took turns
 
 
 # -- concurrency --------------------------------------------------------------------------------------------------
-def judge_concurrency(metrics: dict[str, Any]) -> ConcurrencyVerdict:
+def judge_concurrency(metrics: StressMetrics) -> ConcurrencyVerdict:
     """Measured figures only: each stream alone and together, the combined rate, effective concurrency."""
 
     def p50(name: str) -> float | None:

@@ -14,6 +14,9 @@ from evalkit.stats import distribution, median
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import WHOLE_TIME, CycleMetric, LineMetric
 
+Dist = dict[str, float | int | None]  # evalkit.stats.distribution: `p50`, `p95`, `max`, `n`
+StressMetrics = dict[str, Dist]  # summary.json's `metrics`: each metric's distribution, by name
+
 
 def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:
     return [
@@ -59,14 +62,14 @@ def pair_stats(pair: list[Line], solos: list[Line]) -> dict[str, float | None]:
     }
 
 
-def compute_metrics(lines: list[Line]) -> dict[str, Any]:
+def compute_metrics(lines: list[Line]) -> StressMetrics:
     """Every registered stress metric's distribution (`p50`, `p95`, `max`, `n`) over all cycles, in registry order
     (stress/metric_registry.py); the reasoning-only ones only when some answer had reasoning tokens."""
     pairs = _by_cycle(_ok(lines, "concurrent_gen", "gen_pair"))
     solos = _by_cycle(_ok(lines, "concurrent_gen", "gen_solo"))
     per_cycle = [pair_stats(p, solos.get(c, [])) for c, p in sorted(pairs.items())]
     reasoned = any(r.get("reasoning_tokens") for r in lines if r.get("status") == "ok")
-    out: dict[str, Any] = {}
+    out: StressMetrics = {}
     for m in metric_registry.metrics():
         if m.needs_reasoning and not reasoned:
             continue

@@ -40,8 +40,8 @@ def attempt_of(manifest: Mapping[str, Any]) -> int:
     return len(manifest.get("resumes") or [])
 
 
-def recorded_options(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The schedule options a stress run's manifest was started with."""
+def recorded_options(manifest: Mapping[str, Any]) -> dict[str, int | float | bool | str | None]:
+    """The schedule options a stress run's manifest was started with (numbers, switches, names; None unset)."""
     stress = manifest.get("stress") or {}
     return {k: manifest.get(k) if k in ("seed", "cycles") else stress.get(k) for k in SCHEDULE_OPTIONS}
 

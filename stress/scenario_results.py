@@ -10,7 +10,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.errors import UsageError
 from evalkit.runs.rundir import MANIFEST, REQUESTS, Line, read_json_object, read_jsonl
@@ -36,6 +36,45 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
 }
 _COUNT_OUTCOME = {"errors": "error", "wrong_answers": "wrong", "cancelled": "cancelled_as_planned"}
+Dist = dict[str, float | int | None]  # evalkit.stats.distribution plus `min`
+# One scenario's metrics: counts (`errors`, `short.requests`) and distributions (`short.ttft_s`), by name.
+ScenarioMetrics = dict[str, int | Dist]
+
+
+class ScenarioFileRef(TypedDict):
+    """Which scenario file a run read: its label, digest, whether built in, and its `[run]` table."""
+
+    label: str
+    sha256: str
+    builtin: bool
+    run: str
+
+
+class ScenarioEntry(TypedDict):
+    """summary.json's `scenarios` entry: the scenario's metrics and the ones its file reports."""
+
+    metrics: ScenarioMetrics
+    report: list[str]
+
+
+class ExpectationJson(TypedDict):
+    """summary.json's `expectations` entry (an ExpectationResult's fields)."""
+
+    scenario: str
+    expect: str
+    value: float | None
+    passed: bool
+    limit: float
+    why: str | None
+
+
+class ScenarioResults(TypedDict, total=False):
+    """The scenario part of a stress summary; empty (no key) for a run that kept no scenario file."""
+
+    scenario_file: ScenarioFileRef
+    scenarios: dict[str, ScenarioEntry]
+    expectations: list[ExpectationJson]
+    expectations_failed: int
 
 
 @dataclass(frozen=True)
@@ -63,7 +102,7 @@ def _sample(r: Line, metric: str) -> float | None:
     return r.get(metric)
 
 
-def _dist(lines: list[Line], metric: str) -> dict[str, Any]:
+def _dist(lines: list[Line], metric: str) -> Dist:
     xs = [v for v in (_sample(r, metric) for r in lines) if v is not None]
     return {**distribution(xs), "min": min(xs) if xs else None}
 
@@ -74,14 +113,14 @@ def _count(lines: list[Line], metric: str) -> int:
     return sum(r.get("outcome") == _COUNT_OUTCOME[metric] for r in lines)
 
 
-def scenario_metrics(spec: ScenarioSpec, lines: list[Line]) -> dict[str, Any]:
+def scenario_metrics(spec: ScenarioSpec, lines: list[Line]) -> ScenarioMetrics:
     """Every metric of one scenario, over all its requests and per role (`short.ttft_s`)."""
     mine = [r for r in lines if r.get("scenario") == spec.name]
     groups: dict[str | None, list[Line]] = {None: mine}
     role: str | None
     for role in dict.fromkeys(r.role for r in spec.requests):
         groups[role] = [r for r in mine if r.get("role") == role]
-    out: dict[str, Any] = {}
+    out: ScenarioMetrics = {}
     for role, group in groups.items():
         prefix = f"{role}." if role else ""
         for m in COUNT_METRICS:
@@ -91,7 +130,7 @@ def scenario_metrics(spec: ScenarioSpec, lines: list[Line]) -> dict[str, Any]:
     return out
 
 
-def value_of(metrics: dict[str, Any], ref: MetricRef) -> float | None:
+def value_of(metrics: ScenarioMetrics, ref: MetricRef) -> float | None:
     """The figure an expectation or report line names."""
     v = metrics.get(ref.key)
     if isinstance(v, dict):
@@ -108,7 +147,7 @@ def limit_of(e: Expectation, time_scale: float) -> float:
     return e.value
 
 
-def check(spec: ScenarioSpec, metrics: dict[str, Any], e: Expectation, time_scale: float = 1.0) -> ExpectationResult:
+def check(spec: ScenarioSpec, metrics: ScenarioMetrics, e: Expectation, time_scale: float = 1.0) -> ExpectationResult:
     """Whether `e` holds; no sample at all is a failure (nothing showed the expected behaviour)."""
     v = value_of(metrics, e.ref)
     limit = limit_of(e, time_scale)
@@ -117,9 +156,20 @@ def check(spec: ScenarioSpec, metrics: dict[str, Any], e: Expectation, time_scal
     return ExpectationResult(spec.name, e.text, float(v), _OPS[e.op](float(v), limit), limit)
 
 
-def results_from_lines(source: ScenarioFile, lines: list[Line], time_scale: float = 1.0) -> dict[str, Any]:
+def _expectation_json(c: ExpectationResult) -> ExpectationJson:
+    return {
+        "scenario": c.scenario,
+        "expect": c.expect,
+        "value": c.value,
+        "passed": c.passed,
+        "limit": c.limit,
+        "why": c.why,
+    }
+
+
+def results_from_lines(source: ScenarioFile, lines: list[Line], time_scale: float = 1.0) -> ScenarioResults:
     """summary.json's `scenarios` (metrics per scenario) and `expectations` (pass/fail lines)."""
-    scenarios: dict[str, Any] = {}
+    scenarios: dict[str, ScenarioEntry] = {}
     checks: list[ExpectationResult] = []
     for spec in source.scenarios:
         metrics = scenario_metrics(spec, lines)
@@ -128,12 +178,12 @@ def results_from_lines(source: ScenarioFile, lines: list[Line], time_scale: floa
     return {
         "scenario_file": {"label": source.label, "sha256": source.sha256, "builtin": source.builtin, "run": source.run},
         "scenarios": scenarios,
-        "expectations": [vars(c) for c in checks],
+        "expectations": [_expectation_json(c) for c in checks],
         "expectations_failed": sum(not c.passed for c in checks),
     }
 
 
-def scenario_summary(run_path: Path) -> dict[str, Any]:
+def scenario_summary(run_path: Path) -> ScenarioResults:
     """The scenario part of a stress summary, recomputed from `run_path` (empty when the run kept no file)."""
     copy = run_path / SCENARIO_COPY
     if not copy.exists():
@@ -150,7 +200,8 @@ def scenario_summary(run_path: Path) -> dict[str, Any]:
 
 
 def summary_lines(s: dict[str, Any]) -> list[str]:
-    """The terminal lines of a user file's scenarios: counts, reported metrics, then each expectation."""
+    """The terminal lines of a user file's scenarios (from the whole summary.json as written): counts, reported
+    metrics, then each expectation."""
     out = []
     for name, sc in (s.get("scenarios") or {}).items():
         m = sc["metrics"]

@@ -8,11 +8,11 @@ resumed run reports what an uninterrupted one would. A partial run's cut cycle i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit.evidence.gpu_memory import GPU_FILE, done_times, leak_verdict, summarize_gpu
 from evalkit.evidence.server_evidence import read_evidence
-from evalkit.runs.rundir import MANIFEST, read_json_object, read_jsonl
+from evalkit.runs.rundir import MANIFEST, Line, read_json_object, read_jsonl
 from evalkit.runs.schemas import LongPromptTokens, StressSummary
 from evalkit.stats import distribution
 from evalkit_stress.client_distortion import client_health
@@ -24,30 +24,59 @@ from evalkit_stress.resume import attempt_of, in_counted_cycle, read_counted
 from evalkit_stress.runner import LAG_FILE, PROMPTS_FILE
 
 
-def _brief(r: dict[str, Any], **extra: Any) -> dict[str, Any]:
+class RequestBrief(TypedDict):
+    """A request named in the summary: which one, of which cycle, scenario and role."""
+
+    request_id: str
+    cycle: int | None
+    scenario: str | None
+    role: str | None
+
+
+class ErrorRequest(RequestBrief):
+    """summary.json's `error_requests` entry: a request that failed, and how."""
+
+    kind: str
+    error: str | None
+    http_status: int | None
+
+
+class WrongRequest(RequestBrief):
+    """summary.json's `wrong_answer_requests` entry: the answer expected and the one read from the reply."""
+
+    expected: str | None
+    extracted: str | None
+
+
+class DivergentRequest(RequestBrief):
+    """summary.json's `divergent_requests` entry: a concurrent generation and the same prompt's run alone."""
+
+    alone_request_id: str
+
+
+def _brief(r: Line) -> RequestBrief:
     return {
         "request_id": r["request_id"],
         "cycle": r.get("cycle"),
         "scenario": r.get("scenario"),
         "role": r.get("role"),
-        **extra,
     }
 
 
-def divergent_generations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def divergent_generations(lines: list[Line]) -> list[DivergentRequest]:
     """Concurrent generations whose text differs from the same prompt run alone (temperature 0)."""
     solos = {(r["cycle"], r["expected"]): r for r in lines if r.get("role") == "gen_solo" and r.get("status") == "ok"}
-    out = []
+    out: list[DivergentRequest] = []
     for r in lines:
         if r.get("role") != "gen_pair" or r.get("status") != "ok":
             continue
         solo = solos.get((r["cycle"], r["expected"]))
         if solo is not None and solo.get("content") != r.get("content"):
-            out.append(_brief(r, alone_request_id=solo["request_id"]))
+            out.append({**_brief(r), "alone_request_id": solo["request_id"]})
     return out
 
 
-def failed_by_metric(lines: list[dict[str, Any]]) -> dict[str, int]:
+def failed_by_metric(lines: list[Line]) -> dict[str, int]:
     """Per metric, the requests that failed (a metric with no sample then says why it has none)."""
     out: dict[str, int] = {}
     for r in lines:
@@ -56,7 +85,7 @@ def failed_by_metric(lines: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def _unfinished(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _unfinished(lines: list[Line]) -> dict[str, int] | None:
     if not lines:
         return None
     return {
@@ -78,13 +107,19 @@ def build_summary(
     lines = split.calibration + stress_lines
     # Metrics only from requests whose planned situation happened (stress/exercised.py); the others are counted.
     metrics = compute_metrics(exercised(stress_lines))
-    errors = [
-        _brief(r, kind=r.get("error_kind"), error=r.get("error"), http_status=r.get("http_status"))
+    errors: list[ErrorRequest] = [
+        # a failed line names its kind (runner.py); `error_kinds`, keyed by it, could hold no other key
+        {
+            **_brief(r),
+            "kind": cast(str, r.get("error_kind")),
+            "error": r.get("error"),
+            "http_status": r.get("http_status"),
+        }
         for r in lines
         if r.get("outcome") == "error"
     ]
-    wrong = [
-        _brief(r, expected=r.get("expected"), extracted=r.get("extracted"))
+    wrong: list[WrongRequest] = [
+        {**_brief(r), "expected": r.get("expected"), "extracted": r.get("extracted")}
         for r in stress_lines
         if r.get("outcome") == "wrong"
     ]
@@ -130,8 +165,10 @@ def build_summary(
             reported_by_server=distribution(reported),
             max_error_vs_target=(max(abs(v - target) / target for v in reported) if reported and target else None),
         ),
-        client=client_health(
-            stress_lines, [r for r in read_jsonl(run_path / LAG_FILE) if in_counted_cycle(r, completed)], metrics
+        client=dict(  # a plain dict for the summary's open `client` block
+            client_health(
+                stress_lines, [r for r in read_jsonl(run_path / LAG_FILE) if in_counted_cycle(r, completed)], metrics
+            )
         ),
         gpu_memory=gpu,
         gpu_memory_verdict=leak_verdict(gpu),

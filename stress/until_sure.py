@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from evalkit.comparison import LEVEL, Comparison, compare_samples, holm, look_level, shift_interval
 from evalkit.runs.rundir import Line
 from evalkit.stats import bootstrap_ci, bootstrap_ratio_ci, headline, median, median_interval, wilson_interval
 from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import CycleMetric
-from evalkit_stress.metrics import cycle_samples, cycle_values, metric_samples
+from evalkit_stress.metrics import StressMetrics, cycle_samples, cycle_values, metric_samples
 from evalkit_stress.resume import read_counted
 from evalkit_stress.verdicts import CANT, NO, YES
 
@@ -46,6 +46,44 @@ FIGURES = ("short_insert_ttft_s", "post_cancel_ttft_s", "concurrent_combined_tok
 SAMPLED_VERDICTS = ("head_of_line_blocking", "cancel_aborts")
 
 
+class SureRuleJson(TypedDict):
+    """The rule as the summary's `until_sure` records it."""
+
+    max_cycles: int
+    margin: float
+    min_cycles: int
+
+
+class CheckJson(TypedDict):
+    """One check as until_sure.jsonl and the summary record it."""
+
+    name: str
+    what: str
+    decided: bool
+    value: float | str | None
+    n: int
+    why: str
+    interval: list[float] | None
+    holds: bool
+    level: float | None
+
+
+class DecisionJson(TypedDict):
+    """A decision as until_sure.jsonl and the summary record it."""
+
+    cycles: int
+    decided: bool
+    undecided: list[str]
+    checks: list[CheckJson]
+
+
+class UntilSureJson(SureRuleJson, DecisionJson):
+    """summary.json's `until_sure`: the rule, its baseline run if any, whether the run stopped early, the decision."""
+
+    baseline: NotRequired[str]
+    stopped_early: bool
+
+
 @dataclass(frozen=True)
 class SureRule:
     """When a run may stop: its margin, the fewest cycles, the most."""
@@ -54,9 +92,9 @@ class SureRule:
     margin: float = DEFAULT_MARGIN
     min_cycles: int = MIN_CYCLES
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SureRuleJson:
         """As the summary records it."""
-        return asdict(self)
+        return {"max_cycles": self.max_cycles, "margin": self.margin, "min_cycles": self.min_cycles}
 
 
 @dataclass(frozen=True)
@@ -79,11 +117,19 @@ class Check:
         """Whether this check keeps the run going."""
         return self.holds and not self.decided
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CheckJson:
         """As until_sure.jsonl and the summary record it."""
-        d = asdict(self)
-        d["interval"] = list(self.interval) if self.interval is not None else None
-        return d
+        return {
+            "name": self.name,
+            "what": self.what,
+            "decided": self.decided,
+            "value": self.value,
+            "n": self.n,
+            "why": self.why,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "holds": self.holds,
+            "level": self.level,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,7 +149,7 @@ class Decision:
         """The checks that keep the run going."""
         return [c for c in self.checks if c.blocking]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DecisionJson:
         """As until_sure.jsonl and the summary record it."""
         return {
             "cycles": self.cycles,
@@ -353,7 +399,7 @@ def decide_run(
 
 
 def machine_difference(
-    run_path: Path, lines: list[Line], metrics: dict[str, Any], baseline_path: Path | None
+    run_path: Path, lines: list[Line], metrics: StressMetrics, baseline_path: Path | None
 ) -> tuple[str | None, str | None]:
     """(why this run and its baseline were not measured on the same machine state, why this run's client looks
     distorted so far), each None when not. The first is final: the baseline's client distorted its run (its summary
@@ -388,7 +434,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return got if isinstance(got, dict) else {}
 
 
-def until_sure_line(u: dict[str, Any]) -> str:
+def until_sure_line(u: UntilSureJson) -> str:
     """The summary's `until_sure` block in one line: decided after how many cycles, or what was still undecided."""
     n, most = u.get("cycles"), u.get("max_cycles")
     if u.get("decided"):

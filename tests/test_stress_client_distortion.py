@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit_stress.client_distortion import client_health
+from evalkit_stress.metrics import StressMetrics
 
-METRICS = {"short_insert_ttft_s": {"p50": 2.0}}  # the smallest latency p50: 10% of it, 200 ms, is the limit
+# the smallest latency p50: 10% of it, 200 ms, is the limit
+METRICS: StressMetrics = {"short_insert_ttft_s": {"p50": 2.0}}
 
 
 def _line(t: float, **extra: Any) -> dict[str, Any]:
