@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit import comparison
 from evalkit.runs.machine_probe import machine_changed
@@ -77,11 +77,17 @@ def machine_why(metric: str, runs: dict[str, FinishedRun], baseline: dict[str, F
     return machine_changed(a.manifest, b.manifest)
 
 
-def _score_entry(run: FinishedRun, path: list[str]) -> dict[str, Any] | None:
+class _ScoreEntry(TypedDict):
+    sure_correct: int | float
+    unsure: int | float
+
+
+def _score_entry(run: FinishedRun, path: list[str]) -> _ScoreEntry | None:
     node: Any = run.summary
     for part in path[:-1]:
         node = node.get(part) if isinstance(node, dict) else None
-    return node if isinstance(node, dict) and "unsure" in node and "sure_correct" in node else None
+    found = isinstance(node, dict) and "unsure" in node and "sure_correct" in node
+    return cast(_ScoreEntry, node) if found else None
 
 
 def unsure_why(

@@ -18,7 +18,7 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 CHANGED_RATIO = 1.25  # work rates 25% apart: the CPU itself got slower or faster (frequency, throttling)
 CHANGED_SHARE = 0.30  # best CPU shares 0.3 apart: the client got a different share of a core (more work than cores)
@@ -31,7 +31,16 @@ _WALL_S = 0.1
 _GAP_S = 0.05  # between windows: a burst of contention shorter than the probe's span leaves some window clear
 
 
-def probe(windows: int = 4, window_s: float = _WALL_S / 4, gap_s: float = _GAP_S) -> dict[str, Any]:
+class MachineProbe(TypedDict):
+    """The manifest's `machine` (and `machine_end`, `machine_at_resume`) as `probe` writes it."""
+
+    cpu_share: float
+    rate: float | None
+    loadavg_1m: float | None
+    cpus: int | None
+
+
+def probe(windows: int = 4, window_s: float = _WALL_S / 4, gap_s: float = _GAP_S) -> MachineProbe:
     """The probe as the manifest's `machine` records it: `cpu_share`, the CPU time the thread got over a window of
     hashing (the best of `windows`: a moment's contention, such as other programs starting, is not the machine's
     state; near 1 on a machine with a core to spare, lower when more work is runnable than there are cores),

@@ -102,7 +102,7 @@ class GpuCard(Part):
     slope_noise_mib_per_request: Number | None = None
     slope_mib_per_second: Number | None = None
     slope_noise_mib_per_second: Number | None = None
-    slopes: dict[str, Any] | None = None  # present in runs summarised with per-request slopes
+    slopes: dict[str, dict[str, Number | str | None]] | None = None  # by unit; present in runs with per-request slopes
     leak_by: list[str] | None = None
     verdict: str | None = None
 

@@ -19,7 +19,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from aiohttp import web
 
@@ -53,6 +53,37 @@ ARRIVED = "evalkit.arrived"
 
 # What aiohttp raises when writing to a connection the client has closed.
 _WRITE_ERRORS = (ConnectionError, RuntimeError)
+
+
+class _LlamaTimingsBase(TypedDict):
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_token_ms: float
+    prompt_per_second: float | None
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_token_ms: float
+    predicted_per_second: float | None
+
+
+class LlamaTimings(_LlamaTimingsBase, total=False):
+    """llama.cpp's `timings` as the sim sends them (`_timings`); the draft counts where it drafted."""
+
+    draft_n: int
+    draft_n_accepted: int
+
+
+class _Choice(TypedDict):
+    index: int
+    delta: dict[str, str | None]
+    finish_reason: str | None
+
+
+class _Chunk(TypedDict, total=False):
+    choices: list[_Choice]
+    timings: LlamaTimings
+    usage: dict[str, int]
 
 
 class SimServer:
@@ -316,7 +347,7 @@ class SimServer:
         out = job.output
         trace.completion_tokens = len(out.tokens)
         trace.finish_reason = out.finish_reason
-        message: dict[str, Any] = {"role": "assistant", "content": out.content_text}
+        message: dict[str, str] = {"role": "assistant", "content": out.content_text}
         if out.reasoning_text:
             message[self.s.reasoning_format] = out.reasoning_text
         resp = web.json_response(
@@ -353,7 +384,7 @@ class SimServer:
         }
         field = self.s.reasoning_format
 
-        async def send(obj: dict[str, Any] | str) -> None:
+        async def send(obj: _Chunk | str) -> None:
             data = obj if isinstance(obj, str) else json.dumps({**base, **obj}, separators=(",", ":"))
             await resp.write(f"data: {data}\n\n".encode())
 
@@ -401,7 +432,7 @@ class SimServer:
                         return resp
                 elif kind == END:
                     trace.finish_reason = msg[1]
-                    last: dict[str, Any] = {"choices": [{"index": 0, "delta": {}, "finish_reason": msg[1]}]}
+                    last: _Chunk = {"choices": [{"index": 0, "delta": {}, "finish_reason": msg[1]}]}
                     if self.s.timings:  # llama.cpp sends its timings with the finish chunk
                         last["timings"] = _timings(trace, job.emitted, self.clock.now())
                     if include_usage and self.s.usage_in_finish_chunk:  # FastLLM, transformers serve
@@ -426,14 +457,14 @@ class SimServer:
             return resp
 
 
-def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
+def _timings(trace: RequestTrace, predicted: int, now: float) -> LlamaTimings:
     """llama.cpp's `timings`: prompt processing from its start until the first token, then generation; `cache_n`
     prompt tokens came from the prefix cache and `prompt_n` were computed."""
     start = trace.prefill_start if trace.prefill_start is not None else trace.arrived
     first = trace.first_token if trace.first_token is not None else now
     prompt_ms, predicted_ms = (first - start) * 1000, (now - first) * 1000
     computed = trace.prompt_tokens - trace.cached_tokens
-    return {
+    out: LlamaTimings = {
         "cache_n": trace.cached_tokens,
         "prompt_n": computed,
         "prompt_ms": prompt_ms,
@@ -443,8 +474,10 @@ def _timings(trace: RequestTrace, predicted: int, now: float) -> dict[str, Any]:
         "predicted_ms": predicted_ms,
         "predicted_per_token_ms": predicted_ms / max(1, predicted),
         "predicted_per_second": predicted / predicted_ms * 1000 if predicted_ms > 0 else None,
-        **({"draft_n": trace.draft_n, "draft_n_accepted": trace.draft_n_accepted} if trace.draft_n else {}),
     }
+    if trace.draft_n:
+        out["draft_n"], out["draft_n_accepted"] = trace.draft_n, trace.draft_n_accepted
+    return out
 
 
 def _sample_key(body: dict[str, Any]) -> str:
