@@ -7,13 +7,43 @@ import json
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalkit.errors import UsageError
 from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem
 
 DEFAULT_MANIFEST = "capability-140-v1"
+
+
+class SourceJson(TypedDict):
+    """A question manifest's record of one Hub split."""
+
+    hub_id: str
+    config: str | None
+    split: str
+    revision: str | None
+
+
+class _ManifestDataset(TypedDict):
+    sources: list[SourceJson]
+    ids: list[str]
+
+
+class ManifestDataset(_ManifestDataset, total=False):
+    """A question manifest's entry for one dataset: its Hub sources and chosen ids (HumanEval+: the evalplus data)."""
+
+    evalplus_data: str
+
+
+class QuestionManifest(TypedDict):
+    """A question manifest (`prompts/<name>.json`): name, seed, procedure, counts, and each dataset's entry."""
+
+    name: str
+    seed: int
+    procedure: str
+    counts: dict[str, int]
+    datasets: dict[str, ManifestDataset]
 
 
 @dataclass(frozen=True)
@@ -23,7 +53,7 @@ class QuestionSet:
     name: str
     sha256: str
     ids: dict[str, list[str]]
-    raw: dict[str, Any]
+    raw: QuestionManifest
 
 
 def load_manifest(name: str = DEFAULT_MANIFEST) -> QuestionSet:
@@ -35,7 +65,7 @@ def load_manifest(name: str = DEFAULT_MANIFEST) -> QuestionSet:
         if not res.is_file():
             raise UsageError(f"question manifest not found: {name} (looked in evalkit_prompts/{name}.json)")
         blob = res.read_bytes()
-    raw = json.loads(blob)
+    raw: QuestionManifest = json.loads(blob)
     ids = {d: list(v["ids"]) for d, v in raw["datasets"].items()}
     return QuestionSet(raw["name"], hashlib.sha256(blob).hexdigest(), ids, raw)
 

@@ -24,13 +24,14 @@ pass@1s lies inside ±margin by both runs' sampling intervals (97.5% each, so th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.runs.rundir import read_jsonl
 from evalkit.stats import clopper_pearson_interval, mcnemar_exact_p, wilson_interval
-from evalkit_evals.question_scores import QuestionScore, graded_lines, paired_changes, question_scores
+from evalkit_evals.question_scores import Graded, QuestionScore, graded_lines, paired_changes, question_scores
 
 FILE = "repeats_auto.jsonl"  # one line per round: each dataset's pass@1 and interval after it
 DEFAULT_MARGIN = 0.05
@@ -38,6 +39,45 @@ DEFAULT_MAX_REPEATS = 10
 MIN_REPEATS = 2
 ALPHA = 0.05  # over all the rounds' looks together: each look (a round) is held to ALPHA / max_repeats
 Z_975 = 2.2414  # a two-sided 97.5% interval: two of them hold together at least 95% of the time
+
+
+class _RuleBounds(TypedDict):
+    margin: float
+    max_repeats: int
+
+
+class RuleJson(_RuleBounds, total=False):
+    """A `RepeatsRule` as the manifest and summary record it: the baseline only where one is given."""
+
+    baseline: str
+
+
+class BaselineComparison(TypedDict, total=False):
+    """One dataset against the baseline (`baseline_comparison`): the verdict, and why (nothing to compare) or the
+    paired counts, the p-value, the level it was held to and the difference with its interval."""
+
+    verdict: str
+    why: str
+    paired: int
+    lost: int
+    gained: int
+    p: float
+    level: float
+    difference: float
+    difference_interval: list[float]
+
+
+class _DatasetDecision(TypedDict):
+    pass_at_1: float
+    interval: list[float] | None
+    sure: bool
+
+
+class DatasetDecision(_DatasetDecision, total=False):
+    """One dataset's entry of a round's decision (`decide_repeats`): pass@1, its sampling interval, whether it is
+    sure, and against a baseline the comparison."""
+
+    vs_baseline: BaselineComparison
 
 
 @dataclass(frozen=True)
@@ -48,13 +88,12 @@ class RepeatsRule:
     max_repeats: int = DEFAULT_MAX_REPEATS
     baseline: str | None = None  # a capability run directory to compare against, instead of each pass@1 alone
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RuleJson:
         """As the manifest and summary record it."""
-        return {
-            "margin": self.margin,
-            "max_repeats": self.max_repeats,
-            **({"baseline": self.baseline} if self.baseline else {}),
-        }
+        out: RuleJson = {"margin": self.margin, "max_repeats": self.max_repeats}
+        if self.baseline:
+            out["baseline"] = self.baseline
+        return out
 
     def baseline_scores(self) -> dict[str, QuestionScore] | None:
         """The baseline run's per-question scores (its graded.jsonl), or None without a baseline."""
@@ -142,7 +181,7 @@ def _hits(scores: list[QuestionScore]) -> tuple[int, int]:
 
 def baseline_comparison(
     scores: list[QuestionScore], base: dict[str, QuestionScore], rule: RepeatsRule, rounds: int
-) -> dict[str, Any]:
+) -> BaselineComparison:
     """One dataset against the baseline's answers to the same questions: "beyond noise" (better or worse),
     "equivalent", or "undecided", with the paired counts, the p-value, the level it was held to and the difference's
     interval."""
@@ -177,14 +216,15 @@ def baseline_comparison(
 
 
 def decide_repeats(
-    lines: list[dict[str, Any]], rule: RepeatsRule, rounds: int, baseline: dict[str, QuestionScore] | None = None
+    lines: Sequence[Graded], rule: RepeatsRule, rounds: int, baseline: dict[str, QuestionScore] | None = None
 ) -> dict[str, Any]:
     """After `rounds` rounds: each dataset's pass@1, its sampling interval, and whether every one is sure (against
-    a baseline: whether every comparison is decided)."""
+    a baseline: whether every comparison is decided); a line of `FILE` (`repeats`, `decided`, `undecided`,
+    `datasets`: each a `DatasetDecision`)."""
     by_ds: dict[str, list[QuestionScore]] = {}
     for s in question_scores(graded_lines(lines)).values():
         by_ds.setdefault(s.dataset, []).append(s)
-    datasets: dict[str, Any] = {}
+    datasets: dict[str, DatasetDecision] = {}
     for ds, scores in by_ds.items():
         value = sum(s.score for s in scores) / len(scores)
         ci = sampling_interval(scores, rule.max_repeats)
@@ -214,7 +254,7 @@ def decision_line(d: dict[str, Any], rule: RepeatsRule) -> str:
     return f"repeats auto: after {d['repeats']} round(s) (±{rule.margin:g}) {state}; " + "; ".join(parts)
 
 
-def _vs_words(vs: dict[str, Any]) -> str:
+def _vs_words(vs: BaselineComparison) -> str:
     if "p" not in vs:
         return f"{vs['verdict']} ({vs.get('why', '')})"
     lo, hi = vs["difference_interval"]

@@ -26,7 +26,7 @@ import resource
 import struct
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,7 +107,31 @@ _PRELOAD = (
 )
 
 
-def _lock_down(init: dict[str, Any]) -> None:
+class ChildLimits(TypedDict):
+    """The limits the child sets on itself (`sandbox.SandboxLimits`'s)."""
+
+    cpu_s: int
+    memory_bytes: int
+    nproc: int
+    fsize_bytes: int
+
+
+class ChildInit(TypedDict):
+    """The first line the parent sends (`sandbox.Worker.start`): the program and its entry point (None: a reference
+    worker, loaded later), the uid to drop to, whether to cut the network itself, the output bound, whether to
+    preload (unsafe mode), numpy's site directory, and the limits."""
+
+    code: str | None
+    entry_point: str | None
+    uid: int | None
+    unshare_net: bool
+    max_output_bytes: int
+    preload: bool
+    site: str | None
+    limits: ChildLimits
+
+
+def _lock_down(init: ChildInit) -> None:
     import ctypes  # loaded before the memory limit: the seccomp filter is installed through it
 
     if init.get("unshare_net"):  # the unsafe mode's cut of the network (bubblewrap does it otherwise)
@@ -202,9 +226,10 @@ def main() -> None:
         writer.write(text.encode("utf-8", "surrogatepass") + b"\n")
         writer.flush()
 
-    init = json.loads(reader.readline())
-    if init.get("site"):
-        sys.path.insert(0, init["site"])
+    init: ChildInit = json.loads(reader.readline())
+    site = init.get("site")
+    if site:
+        sys.path.insert(0, site)
     max_out = int(init["max_output_bytes"])
     if init.get("preload"):
         # Without bubblewrap the fresh uid may not read the interpreter's files: load what programs import first.
@@ -221,7 +246,7 @@ def main() -> None:
     fn: Any = None  # the program's entry point: whatever it defined under that name, or None until one is loaded
     if init["code"] is not None:
         try:
-            fn = _load(init["code"], init["entry_point"])
+            fn = _load(init["code"], str(init["entry_point"]))  # the parent sends a program with its entry point
         except BaseException as e:  # noqa: BLE001 - the program's failure is data
             send(json.dumps({"load_error": _error_text(e)}))
             os._exit(0)

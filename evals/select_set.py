@@ -26,6 +26,7 @@ from evalkit_evals import registry
 from evalkit_evals.datasets import DatasetItem, load_items
 from evalkit_evals.musr import SPLITS as MUSR_SPLITS
 from evalkit_evals.protocol import HubEval
+from evalkit_evals.question_set import ManifestDataset, QuestionManifest
 
 COUNTS = {"gsm8k": 50, "math500": 30, "musr": 20, "humanevalplus": 40}
 MUSR_QUOTAS = {"murder_mysteries": 7, "object_placements": 7, "team_allocation": 6}
@@ -92,10 +93,10 @@ def select(data_dir: str | Path | None, seed: int) -> dict[str, list[str]]:
     return out
 
 
-def build_manifest(name: str, data_dir: str | Path | None, seed: int) -> dict[str, Any]:
+def build_manifest(name: str, data_dir: str | Path | None, seed: int) -> QuestionManifest:
     """The manifest: name, seed, procedure, and per dataset its Hub source, revision and chosen ids."""
     ids = select(data_dir, seed)
-    datasets: dict[str, Any] = {}
+    datasets: dict[str, ManifestDataset] = {}
     for dataset, qids in ids.items():
         datasets[dataset] = {
             "sources": [
