@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from evalkit.bench.until_sure import RateCheck, RateSureJson, rate_check
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
@@ -41,6 +41,44 @@ DEFAULT_PROMPTS = ("code", "math", "prose")
 _BenchTags = TypedDict(
     "_BenchTags", {"bench_key": str, "phase": str, "prompt": str, "run": int, "stream": int, "try": str}, total=False
 )
+
+
+# A requests.jsonl line as the bench reads it back (evalkit.runs.records.RequestRecord.to_json with the labels
+# above): the fields its figures use. `t_done` is always stamped by the client; the server's `timings` only where
+# it sends them (llama.cpp).
+BenchLine = TypedDict(
+    "BenchLine",
+    {
+        "request_id": str,
+        "status": str,
+        "error": "str | None",
+        "bench_key": str,
+        "phase": str,
+        "prompt": str,
+        "run": int,
+        "stream": int,
+        "try": str,
+        "t_sent": float,
+        "t_first_token": "float | None",
+        "t_last_token": "float | None",
+        "t_done": float,
+        "completion_tokens": "int | None",
+        "reasoning_tokens": "int | None",
+        "answer_tokens": "int | None",
+        "finish_reason": "str | None",
+        "ttft_s": "float | None",
+        "ttft_answer_s": "float | None",
+        "decode_tok_s": "float | None",
+        "request_tok_s": "float | None",
+        "server_timings": "dict[str, float | None] | None",
+    },
+    total=False,
+)
+
+
+def bench_lines(lines: list[dict[str, Any]]) -> list[BenchLine]:
+    """requests.jsonl's lines (`RunDir.read`) as the bench reads them: the same objects, typed."""
+    return cast(list[BenchLine], lines)
 
 
 class _PromptRates(TypedDict):
@@ -135,7 +173,7 @@ class BenchPlan:
         groups = [f"concurrent:{i}" for i in range(1, n + 1)] if self.concurrency > 1 else []
         return singles + groups
 
-    def sure(self, lines: list[dict[str, Any]], key: str) -> bool:
+    def sure(self, lines: list[BenchLine], key: str) -> bool:
         """With --until-sure: whether the measurement `key` is no longer needed, its prompt (or the concurrent
         streams) already sure from `lines` (never before `runs` runs)."""
         if self.until_sure_margin is None or int(key.rsplit(":", 1)[1]) <= self.runs:
@@ -191,8 +229,8 @@ def _request(plan: BenchPlan, prompt: NamedPrompt, tags: _BenchTags) -> ChatRequ
     )
 
 
-def _completed(lines: list[dict[str, Any]], plan: BenchPlan) -> set[str]:
-    return set(measurements(lines)[0])
+def _completed(lines: list[BenchLine], plan: BenchPlan) -> set[str]:
+    return set(_split(lines)[0])
 
 
 async def run_bench(
@@ -206,7 +244,7 @@ async def run_bench(
 
     `mark("before:<prompt>")` and `mark("after:<prompt>")` run around each measurement (server metrics windows).
     """
-    done = _completed(rundir.read(REQUESTS), plan)
+    done = _completed(bench_lines(rundir.read(REQUESTS)), plan)
     by_name = {p.name: p for p in plan.prompts}
     # Warm-up requests are sent and thrown away: a first request pays one-off costs on both sides (connection
     # setup, lazy imports, a server's graph capture or cache fill) that bunch up its token arrivals.
@@ -220,7 +258,7 @@ async def run_bench(
     for key in plan.keys():  # noqa: SIM118 - BenchPlan.keys() is its own method, not a dict's
         if key in done:
             continue
-        if plan.sure(rundir.read(REQUESTS), key):  # --until-sure: this prompt's median is already sure
+        if plan.sure(bench_lines(rundir.read(REQUESTS)), key):  # --until-sure: this prompt's median is already sure
             on_done(plan.concurrency if key.startswith("concurrent:") else 1)
             continue
         if key.startswith("single:"):
@@ -258,26 +296,26 @@ async def run_bench(
         on_done(len(records))
 
 
-def sure_rates(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, RateCheck]:
+def sure_rates(lines: list[BenchLine], plan: BenchPlan) -> dict[str, RateCheck]:
     """Per prompt (and "concurrent"), how sure its median rate is from the measurements in `lines`."""
-    done = measurements(lines)[0]
+    done = _split(lines)[0]
     margin = plan.until_sure_margin or 0.0
     out = {}
     for p in plan.prompts:
         keys = sorted((k for k in done if k.startswith(f"single:{p.name}:")), key=lambda k: int(k.rsplit(":", 1)[1]))
         mine = [done[k][0] for k in keys]
-        out[p.name] = rate_check([x["decode_tok_s"] for x in mine if x.get("decode_tok_s")], margin, plan.runs)
+        out[p.name] = rate_check([r for x in mine if (r := x.get("decode_tok_s"))], margin, plan.runs)
     groups = [g for k, g in done.items() if k.startswith("concurrent:") and len(g) == plan.concurrency]
     combined = [c for c in (combined_rates(g)[0] for g in groups) if c is not None]
     out["concurrent"] = rate_check(combined, margin, plan.runs)
     return out
 
 
-def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+def combined_rates(group: list[BenchLine]) -> tuple[float | None, float | None]:
     """(combined decode tok/s over the union of decode windows, combined tok/s over the union of request windows)."""
     tokens = sum(g.get("completion_tokens") or 0 for g in group)
-    firsts = [g["t_first_token"] for g in group if g.get("t_first_token") is not None]
-    lasts = [g["t_last_token"] for g in group if g.get("t_last_token") is not None]
+    firsts = [t for g in group if (t := g.get("t_first_token")) is not None]
+    lasts = [t for g in group if (t := g.get("t_last_token")) is not None]
     decode = None
     if firsts and lasts and max(lasts) > min(firsts) and tokens > 1:
         decode = (tokens - 1) / (max(lasts) - min(firsts))
@@ -285,19 +323,13 @@ def combined_rates(group: list[dict[str, Any]]) -> tuple[float | None, float | N
     return decode, (tokens / span if span > 0 else None)
 
 
-def server_rate(lines: list[dict[str, Any]]) -> float | None:
+def server_rate(lines: list[BenchLine]) -> float | None:
     """Median of the server's own decode rate (llama.cpp `timings.predicted_per_second`) over `lines`, if it sent
     one."""
-    return median(
-        [
-            x["server_timings"]["predicted_per_second"]
-            for x in lines
-            if (x.get("server_timings") or {}).get("predicted_per_second")
-        ]
-    )
+    return median([r for x in lines if (r := (x.get("server_timings") or {}).get("predicted_per_second"))])
 
 
-def server_combined_rate(group: list[dict[str, Any]]) -> float | None:
+def server_combined_rate(group: list[BenchLine]) -> float | None:
     """The streams' tokens over the union of their decode windows as the server timed them, if it did.
 
     Each stream's window is its `predicted_ms`, ending when its last token arrived: streams decoded in one batch
@@ -307,10 +339,11 @@ def server_combined_rate(group: list[dict[str, Any]]) -> float | None:
     tokens = 0
     for x in group:
         t = x.get("server_timings") or {}
-        if not t.get("predicted_ms") or not t.get("predicted_n") or x.get("t_last_token") is None:
+        ms, n, last = t.get("predicted_ms"), t.get("predicted_n"), x.get("t_last_token")
+        if not ms or not n or last is None:
             return None
-        spans.append((x["t_last_token"] - t["predicted_ms"] / 1000.0, x["t_last_token"]))
-        tokens += int(t["predicted_n"])
+        spans.append((last - ms / 1000.0, last))
+        tokens += int(n)
     union = union_length(spans)
     return tokens / union if union > 0 else None
 
@@ -323,15 +356,20 @@ def measurements(lines: list[dict[str, Any]]) -> tuple[dict[str, list[Line]], di
     """(done, failed) per `bench_key`: the last try whose lines are all ok, and for a key without one the failed
     lines of its last try. A try is one request, or the streams sent together (`try`); a resume retries a failed
     key whole, so a concurrent figure never mixes streams of two tries."""
-    tries: dict[str, dict[Any, list[Line]]] = {}
+    done, failed = _split(bench_lines(lines))
+    return cast(dict[str, list[Line]], done), cast(dict[str, list[Line]], failed)
+
+
+def _split(lines: list[BenchLine]) -> tuple[dict[str, list[BenchLine]], dict[str, list[BenchLine]]]:
+    tries: dict[str, dict[str | None, list[BenchLine]]] = {}
     for x in lines:
         key = x.get("bench_key")
         if key:
             # Lines written before tries were tagged: a single's each line, a concurrent key's all its lines.
             tag = x.get("try") or (x.get("request_id") if x.get("phase") == "single" else None)
             tries.setdefault(key, {}).setdefault(tag, []).append(x)
-    done: dict[str, list[Line]] = {}
-    failed: dict[str, list[Line]] = {}
+    done: dict[str, list[BenchLine]] = {}
+    failed: dict[str, list[BenchLine]] = {}
     for key, by_try in tries.items():
         whole = [t for t in by_try.values() if all(x.get("status") == "ok" for x in t)]
         if whole:
@@ -348,7 +386,8 @@ def left_failed(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
     """summary.json from requests.jsonl (contract shape plus request rates, TTFT and early stops)."""
-    done, left = measurements(lines)
+    read = bench_lines(lines)
+    done, left = _split(read)
     ok = [x for t in done.values() for x in t]  # a re-measured key keeps its last whole try
     failed_lines = [x for t in left.values() for x in t]
     prompts: dict[str, BenchPromptJson] = {}
@@ -356,18 +395,18 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         mine = sorted(
             (x for x in ok if x.get("phase") == "single" and x.get("prompt") == p.name), key=lambda x: x.get("run", 0)
         )
-        runs = [x["decode_tok_s"] for x in mine if x.get("decode_tok_s") is not None]
-        req = [x["request_tok_s"] for x in mine if x.get("request_tok_s") is not None]
+        runs = [r for x in mine if (r := x.get("decode_tok_s")) is not None]
+        req = [r for x in mine if (r := x.get("request_tok_s")) is not None]
         entry: BenchPromptJson = {
             "tok_s": median(runs),
             "runs": runs,
             "request_tok_s": median(req),
             "request_runs": req,
-            "ttft_s": median([x["ttft_s"] for x in mine if x.get("ttft_s") is not None]),
+            "ttft_s": median([t for x in mine if (t := x.get("ttft_s")) is not None]),
             # After any reasoning: the first token of the answer itself, and the completion split in two.
-            "ttft_answer_s": median([x["ttft_answer_s"] for x in mine if x.get("ttft_answer_s") is not None]),
-            "reasoning_tokens": median([x["reasoning_tokens"] for x in mine if x.get("reasoning_tokens") is not None]),
-            "answer_tokens": median([x["answer_tokens"] for x in mine if x.get("answer_tokens") is not None]),
+            "ttft_answer_s": median([t for x in mine if (t := x.get("ttft_answer_s")) is not None]),
+            "reasoning_tokens": median([n for x in mine if (n := x.get("reasoning_tokens")) is not None]),
+            "answer_tokens": median([n for x in mine if (n := x.get("answer_tokens")) is not None]),
             "completion_tokens": [x.get("completion_tokens") for x in mine],
             # What the server says it did (None when it sends no timings), and evalkit's rate against it.
             "server_tok_s": server_rate(mine),
@@ -377,7 +416,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         prompts[p.name] = entry
     concurrent: BenchConcurrentJson | None = None
     if plan.concurrency > 1:
-        groups: dict[int, list[dict[str, Any]]] = {}
+        groups: dict[int, list[BenchLine]] = {}
         for x in ok:
             if x.get("phase") == "concurrent":
                 groups.setdefault(x.get("run", 0), []).append(x)
@@ -386,10 +425,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         ]
         combined = [c for c in (combined_rates(g)[0] for g in full) if c is not None]
         combined_req = [c for c in (combined_rates(g)[1] for g in full) if c is not None]
-        per_stream = [
-            [g[s]["decode_tok_s"] for g in full if g[s].get("decode_tok_s") is not None]
-            for s in range(plan.concurrency)
-        ]
+        per_stream = [[r for g in full if (r := g[s].get("decode_tok_s")) is not None] for s in range(plan.concurrency)]
         concurrent = {
             "streams": plan.concurrency,
             "prompt": plan.prompts[0].name,
@@ -418,7 +454,7 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
     ]
     # What is left failed is what counts (a resume retries the rest); the retried ones are said apart.
     failed = failed_lines
-    retried = sum(1 for x in lines if x.get("status") != "ok" and x.get("bench_key")) - len(failed)
+    retried = sum(1 for x in read if x.get("status") != "ok" and x.get("bench_key")) - len(failed)
     return {
         "kind": "bench",
         "max_tokens": plan.max_tokens,
@@ -440,12 +476,12 @@ def summarize(lines: list[dict[str, Any]], plan: BenchPlan) -> dict[str, Any]:
         "error_samples": [
             {"request_id": x.get("request_id"), "status": x.get("status"), "error": x.get("error")} for x in failed[:5]
         ],
-        **({"until_sure": _until_sure(lines, plan, prompts, concurrent)} if plan.until_sure_margin is not None else {}),
+        **({"until_sure": _until_sure(read, plan, prompts, concurrent)} if plan.until_sure_margin is not None else {}),
     }
 
 
 def _until_sure(
-    lines: list[dict[str, Any]],
+    lines: list[BenchLine],
     plan: BenchPlan,
     prompts: dict[str, BenchPromptJson],
     concurrent: BenchConcurrentJson | None,
