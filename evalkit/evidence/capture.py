@@ -9,7 +9,7 @@ the same files back as `evalkit.evidence.server_evidence.ServerEvidence`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
 from evalkit.clock import Clock
 from evalkit.config.profiles import ServerProfile
@@ -23,6 +23,7 @@ from evalkit.evidence.gpu_telemetry import (
     summarize_telemetry,
 )
 from evalkit.evidence.log_lines import LogLine
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.evidence.server_log import LOG_FILE, LogFollower, LogPatterns, LogSummary, summarize_log
 from evalkit.evidence.server_metrics import (
     METRICS_FILE,
@@ -169,7 +170,8 @@ def evidence_summary(run_dir: Path | str) -> EvidenceSummary:
         out["server_metrics"] = summarize_metrics(
             lines, url or (metrics_url(manifest.get("server", {}).get("base_url") or ""))
         )
-    spec = spec_summary(lines, read_jsonl(path / "requests.jsonl"))  # a server without /metrics may time drafts
+    requests = cast(list[RequestLineJson], read_jsonl(path / "requests.jsonl"))
+    spec = spec_summary(lines, requests)  # a server without /metrics may time drafts
     if spec is not None:
         out["spec_decode"] = spec
     gpu = _gpu_summary(path)
@@ -185,8 +187,8 @@ def _gpu_summary(path: Path) -> TelemetrySummary | None:
     samples = cast(list[TelemetryLine], read_jsonl(path / TELEMETRY_FILE))
     if not samples:
         return None
-    requests = read_jsonl(path / "requests.jsonl")
-    groups: dict[str, list[dict[str, Any]]] = {}
+    requests = cast(list[RequestLineJson], read_jsonl(path / "requests.jsonl"))
+    groups: dict[str, list[RequestLineJson]] = {}
     for r in requests:
         if r.get("phase") == "single" and r.get("prompt"):
             groups.setdefault(str(r["prompt"]), []).append(r)

@@ -22,6 +22,7 @@ from statistics import mean
 from typing import Any, Protocol, TypedDict, cast
 
 from evalkit.clock import Clock
+from evalkit.evidence.request_lines import RequestLineJson
 
 TELEMETRY_FILE = "gpu_telemetry.jsonl"
 SMI_QUERY = [
@@ -325,18 +326,18 @@ def _merge(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _per_token(samples: list[TelemetryLine], requests: list[dict[str, Any]]) -> EnergyPerToken | None:
+def _per_token(samples: list[TelemetryLine], requests: list[RequestLineJson]) -> EnergyPerToken | None:
     ok = [
-        r
+        (r, sent, done)
         for r in requests
         if r.get("status") == "ok"
-        and isinstance(r.get("t_sent"), (int, float))
-        and isinstance(r.get("t_done"), (int, float))
+        and isinstance(sent := r.get("t_sent"), (int, float))
+        and isinstance(done := r.get("t_done"), (int, float))
     ]
-    tokens = sum(r.get("completion_tokens") or 0 for r in ok)
+    tokens = sum(r.get("completion_tokens") or 0 for r, _, _ in ok)
     if not ok or not tokens:
         return None
-    windows = _merge([(r["t_sent"], r["t_done"]) for r in ok])
+    windows = _merge([(sent, done) for _, sent, done in ok])
     joules = energy_between(samples, windows)
     if joules is None:
         return None
@@ -366,7 +367,9 @@ def _stat(vals: list[float]) -> MeanMax | None:
 
 
 def summarize_telemetry(
-    samples: list[TelemetryLine], requests: list[dict[str, Any]], groups: dict[str, list[dict[str, Any]]] | None = None
+    samples: list[TelemetryLine],
+    requests: list[RequestLineJson],
+    groups: dict[str, list[RequestLineJson]] | None = None,
 ) -> TelemetrySummary | None:
     """summary.json's `gpu_telemetry`: per card power / SM utilization / memory, and energy per output token over
     the requests' time (all of them, and each named group of requests, such as a bench prompt); None unsampled."""

@@ -14,8 +14,9 @@ tell drafted tokens from plain ones.
 from __future__ import annotations
 
 import re
-from typing import Any, TypedDict
+from typing import TypedDict
 
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.evidence.server_dialects import by_precedence
 from evalkit.evidence.server_metrics import ScrapeLine, counter_deltas, window_pairs
 
@@ -124,7 +125,7 @@ def _from_prefix(deltas: dict[str, float], prefix: str, server: str) -> CounterA
 from_vllm_counters = from_counters  # the name before llama.cpp's counters were read
 
 
-def from_timings(requests: list[dict[str, Any]]) -> TimingsAcceptance | None:
+def from_timings(requests: list[RequestLineJson]) -> TimingsAcceptance | None:
     """llama.cpp's per-request `timings.draft_n` / `draft_n_accepted`, summed over the requests; None when no
     request says it drafted."""
     drafted = [
@@ -170,14 +171,14 @@ def window_spec(lines: list[ScrapeLine], before: str, after: str) -> WindowedAcc
     return from_sglang_gauges(pairs[-1][1]["series"])
 
 
-def _label_requests(requests: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+def _label_requests(requests: list[RequestLineJson], label: str) -> list[RequestLineJson]:
     """A bench window's requests: `concurrent` is the concurrent group, any other label a prompt's single runs."""
     if label == "concurrent":
         return [r for r in requests if r.get("phase") == "concurrent"]
     return [r for r in requests if r.get("phase") == "single" and r.get("prompt") == label]
 
 
-def spec_summary(lines: list[ScrapeLine], requests: list[dict[str, Any]] | None = None) -> SpecSummary | None:
+def spec_summary(lines: list[ScrapeLine], requests: list[RequestLineJson] | None = None) -> SpecSummary | None:
     """summary.json's `spec_decode`: the whole run, and each labelled window (`before:<p>` / `after:<p>`), from
     /metrics; with the run's request lines also llama.cpp's per-request draft counts (`timings`), beside them."""
     requests = requests or []

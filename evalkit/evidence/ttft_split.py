@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
+from evalkit.evidence.request_lines import RequestLineJson, ServerTimings
 from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 
 if TYPE_CHECKING:
@@ -54,18 +55,6 @@ class TtftSplitJson(TypedDict):
     in_slot_s: float | None
     draft_n: int | None
     draft_n_accepted: int | None
-
-
-class ServerTimings(TypedDict, total=False):
-    """The llama.cpp `timings` of a request line (`server_timings`) that the split reads."""
-
-    prompt_ms: float
-    prompt_n: int
-    cache_n: int
-    predicted_ms: float
-    predicted_n: int
-    draft_n: int
-    draft_n_accepted: int
 
 
 class _Extra(TypedDict, total=False):
@@ -123,16 +112,16 @@ class TtftSplit:
         }
 
 
-def _timings(r: dict[str, Any]) -> ServerTimings | None:
+def _timings(r: RequestLineJson) -> ServerTimings | None:
     t = r.get("server_timings")
-    return cast(ServerTimings, t) if isinstance(t, dict) and isinstance(t.get("prompt_ms"), (int, float)) else None
+    return t if isinstance(t, dict) and isinstance(t.get("prompt_ms"), (int, float)) else None
 
 
-def _end(r: dict[str, Any]) -> float | None:
+def _end(r: RequestLineJson) -> float | None:
     return r.get("t_first_token") or r.get("t_done")
 
 
-def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, LogEvent]:
+def _by_release(lines: list[RequestLineJson], ev: ServerEvidence) -> dict[str, LogEvent]:
     """Requests with timings matched to their task through its release line: llama.cpp's `stop processing:
     n_tokens = N` counts cache_n + prompt_n + predicted_n - 1 (the last token never enters the cache), and comes as
     the request ends. This holds where launch times mislead (a silent pause between a launch and its prefill)."""
@@ -143,17 +132,19 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
     used: set[int | None] = set()
     for r in sorted(lines, key=lambda x: x.get("t_sent") or 0.0):
         t = _timings(r)
-        if t is None or r.get("t_done") is None or r.get("status") != "ok":
+        done = r.get("t_done")
+        if t is None or done is None or r.get("status") != "ok":
             continue
         n = (t.get("cache_n") or 0) + (t.get("prompt_n") or 0) + (t.get("predicted_n") or 0) - 1
+        first = r.get("t_first_token") or done
         # Its prefill began at first token - prompt_ms; its launch came before that (a read stamp may be a poll late).
-        start = (r.get("t_first_token") or r["t_done"]) - t["prompt_ms"] / 1000
+        start = first - t["prompt_ms"] / 1000
         cands = [
             e
             for e in stops
             if e.task not in used
             and abs(e.n_tokens - n) <= 2  # type: ignore[operator]  # stops with a token count only
-            and (r.get("t_first_token") or r["t_done"]) - LOG_SLACK_S <= e.t <= r["t_done"] + 0.5
+            and first - LOG_SLACK_S <= e.t <= done + 0.5
             and (r.get("t_sent") or 0.0) - 0.05
             <= launches[e.task].t
             <= start + (IN_SLOT_MIN_S if launches[e.task].stamped else LOG_SLACK_S)
@@ -163,13 +154,13 @@ def _by_release(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, Lo
         if cands:
             # Requests that end in one step end together: then the server's queue order (first sent, first launched)
             # tells them apart.
-            pick = min(cands, key=lambda e: (abs(e.t - r["t_done"]) > 0.05, launches[e.task].t))
+            pick = min(cands, key=lambda e: (abs(e.t - done) > 0.05, launches[e.task].t))
             used.add(pick.task)
             out[r["request_id"]] = launches[pick.task]
     return out
 
 
-def match_launches(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str, LogEvent]:
+def match_launches(lines: list[RequestLineJson], ev: ServerEvidence) -> dict[str, LogEvent]:
     """Each request's `processing task` log line: through its release line when it has timings, else inside its
     window, nearest to where timings put its start."""
     out = _by_release(lines, ev)
@@ -177,14 +168,16 @@ def match_launches(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str,
     free = [e for e in ev.events("launch") if e.task not in taken]
     for r in sorted(lines, key=lambda x: x.get("t_sent") or 0.0):
         end = _end(r)
-        if r["request_id"] in out or r.get("t_sent") is None or end is None:
+        sent = r.get("t_sent")
+        if r["request_id"] in out or sent is None or end is None:
             continue
-        cands = [e for e in free if r["t_sent"] - 0.02 <= e.t <= end + LOG_SLACK_S]
+        cands = [e for e in free if sent - 0.02 <= e.t <= end + LOG_SLACK_S]
         if not cands:
             continue
         t = _timings(r)
-        if t is not None and r.get("t_first_token") is not None:
-            expected = r["t_first_token"] - t["prompt_ms"] / 1000
+        ff = r.get("t_first_token")
+        if t is not None and ff is not None:
+            expected = ff - t["prompt_ms"] / 1000
             pick = min(cands, key=lambda e: abs(e.t - expected))
         else:
             pick = cands[0]
@@ -193,28 +186,30 @@ def match_launches(lines: list[dict[str, Any]], ev: ServerEvidence) -> dict[str,
     return out
 
 
-def _uncounted(o: dict[str, Any]) -> bool:
+def _uncounted(o: RequestLineJson) -> bool:
     """A request vLLM never counts in its request histograms: cancelled before any first token reached the client
     (the front end drops an aborted request before its output, so no TTFT, and it never finishes)."""
     return o.get("status") == "cancelled" and o.get("t_first_token") is None
 
 
 def _metrics_window(
-    r: dict[str, Any], lines: list[dict[str, Any]], ev: ServerEvidence
+    r: RequestLineJson, lines: list[RequestLineJson], ev: ServerEvidence
 ) -> tuple[ScrapeLine, ScrapeLine] | None:
     """The scrapes just before the request was sent and just after it ended, when it alone was in flight between
     them (besides requests the server never counts, `_uncounted`); None otherwise."""
-    if not ev.scrapes or r.get("t_sent") is None or r.get("t_done") is None:
+    sent, done = r.get("t_sent"), r.get("t_done")
+    if not ev.scrapes or sent is None or done is None:
         return None
-    before = [s for s in ev.scrapes if s["t"] <= r["t_sent"]]
-    after = [s for s in ev.scrapes if s["t"] >= r["t_done"]]
+    before = [s for s in ev.scrapes if s["t"] <= sent]
+    after = [s for s in ev.scrapes if s["t"] >= done]
     if not before or not after:
         return None
     s0, s1 = before[-1], after[0]
     for o in lines:
-        if o is r or o.get("t_sent") is None or _uncounted(o):
+        o_sent = o.get("t_sent")
+        if o is r or o_sent is None or _uncounted(o):
             continue
-        if o["t_sent"] < s1["t"] and (o.get("t_done") or float("inf")) > s0["t"]:
+        if o_sent < s1["t"] and (o.get("t_done") or float("inf")) > s0["t"]:
             return None  # another request shared the window: the change is not this one's alone
     return s0, s1
 
@@ -235,7 +230,9 @@ def _metrics_part(window: tuple[ScrapeLine, ScrapeLine], suffix: str) -> float |
     return v1 - v0  # type: ignore[operator]  # none is None here
 
 
-def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, Any]], ev: ServerEvidence) -> TtftSplit:
+def split_one(
+    r: RequestLineJson, launch: LogEvent | None, lines: list[RequestLineJson], ev: ServerEvidence
+) -> TtftSplit:
     """The split of one request from the best evidence there is for it."""
     ttft = r.get("ttft_s")
     ff = r.get("t_first_token")
@@ -264,7 +261,7 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
             return TtftSplit(
                 r["request_id"],
                 ttft,
-                max(0.0, launched - sent),
+                max(0.0, launched - r["t_sent"]),  # what `sent` holds: timings come with a send time
                 timed,
                 None,
                 start,
@@ -296,6 +293,6 @@ def split_one(r: dict[str, Any], launch: LogEvent | None, lines: list[dict[str, 
 
 def split_all(lines: Iterable[dict[str, Any]], ev: ServerEvidence) -> dict[str, TtftSplit]:
     """The split of every request line, by request id."""
-    lines = [r for r in lines if r.get("request_id")]
-    launches = match_launches(lines, ev)
-    return {r["request_id"]: split_one(r, launches.get(r["request_id"]), lines, ev) for r in lines}
+    typed = [cast(RequestLineJson, r) for r in lines if r.get("request_id")]
+    launches = match_launches(typed, ev)
+    return {r["request_id"]: split_one(r, launches.get(r["request_id"]), typed, ev) for r in typed}

@@ -11,7 +11,7 @@ log shows and what would tell.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
 from evalkit.evidence.ttft_split import TtftSplit
@@ -51,6 +51,29 @@ SILENT_WOULD_TELL = (
 )
 
 
+class IdleSlotJson(TypedDict):
+    """An `IdleSlot` as summary.json holds it."""
+
+    slot: int
+    n_tokens: int | None
+
+
+class _SilentGapBase(TypedDict):
+    request_id: str
+    scenario: str | None
+    role: str | None
+    gap_s: float
+    after: str
+    cause: str
+    idle_slots_at_launch: list[IdleSlotJson]
+
+
+class SilentGapJson(_SilentGapBase, total=False):
+    """A `SilentGap` as summary.json holds it, in the order written; `would_tell` only where something would."""
+
+    would_tell: str
+
+
 @dataclass(frozen=True)
 class IdleSlot:
     """A slot idle at a moment and the prompt tokens it held (from the log)."""
@@ -58,7 +81,7 @@ class IdleSlot:
     slot: int
     n_tokens: int | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> IdleSlotJson:
         """The record as summary.json holds it."""
         return {"slot": self.slot, "n_tokens": self.n_tokens}
 
@@ -76,9 +99,9 @@ class SilentGap:
     after: str = "its launch (log: processing task)"
     would_tell: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SilentGapJson:
         """The record as summary.json holds it."""
-        out: dict[str, Any] = {
+        out: SilentGapJson = {
             "request_id": self.request_id,
             "scenario": self.scenario,
             "role": self.role,
