@@ -132,3 +132,12 @@ def test_tokenize_and_ground_truth_endpoints(sim) -> None:
     assert len(s.events()) == 1
     s.reset()
     assert s.events() == []
+
+
+def test_sim_event_names_the_trace_fields_in_order() -> None:
+    """`SimEvent` (what /sim/events lists) and `RequestTrace` (what it lists) keep the same fields."""
+    from dataclasses import fields
+
+    from evalkit.sim.trace import RequestTrace, SimEvent
+
+    assert list(SimEvent.__annotations__) == [f.name for f in fields(RequestTrace)]

@@ -22,6 +22,7 @@ from typing import Any
 
 from evalkit.addresses import server_root
 from evalkit.clock import ANCHOR_ENV, Clock
+from evalkit.sim.trace import SimEvent
 
 LISTEN_PREFIX = "evalkit sim listening on "
 
@@ -54,16 +55,16 @@ class SimProcess:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
 
-    def events(self, wait_s: float = 10.0) -> list[dict[str, Any]]:
+    def events(self, wait_s: float = 10.0) -> list[SimEvent]:
         """The sim's events; waits up to `wait_s` for every request to end (status no longer `running`)."""
         deadline = time.monotonic() + wait_s
         while True:
-            evs: list[dict[str, Any]] = self._get("/sim/events")["events"]
+            evs: list[SimEvent] = self._get("/sim/events")["events"]
             if all(e["status"] != "running" for e in evs) or time.monotonic() > deadline:
                 return evs
             time.sleep(0.02)
 
-    def event(self, request_id: str, wait_s: float = 10.0) -> dict[str, Any]:
+    def event(self, request_id: str, wait_s: float = 10.0) -> SimEvent:
         """The event of one request id (raises KeyError when the sim never saw it)."""
         for e in self.events(wait_s):
             if e["request_id"] == request_id:

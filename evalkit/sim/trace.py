@@ -7,7 +7,7 @@ the request's life; `/sim/events` serves snapshots of it. Times are epoch second
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypedDict, cast
 
 
 @dataclass
@@ -73,6 +73,48 @@ class RequestTrace:
         self.cancelled = status == "cancelled"
         return True
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SimEvent:
         """The event as `/sim/events` lists it."""
-        return asdict(self)
+        return cast(SimEvent, asdict(self))
+
+
+class SimEvent(TypedDict):
+    """One `/sim/events` entry: a `RequestTrace` as JSON, its fields in their order (tests/test_sim_protocol.py
+    holds the two to the same names)."""
+
+    request_id: str
+    arrival_index: int
+    arrived: float
+    stream: bool
+    prompt_tokens: int
+    max_tokens: int | None
+    kind: str
+    question_id: str | None
+    intended_correct: bool | None
+    thinking: bool
+    fault: str | None
+    engine_intake: float | None
+    prefill_start: float | None
+    prefill_done: float | None
+    first_token: float | None
+    first_answer_token: float | None
+    reasoning_tokens: int
+    done: float | None
+    cancelled: bool
+    status: str
+    completion_tokens: int
+    finish_reason: str | None
+    engine_stopped: float | None
+    stopped_at_tokens: int | None
+    housekeeping_start: float | None
+    housekeeping_end: float | None
+    slot: int | None
+    launched: float | None
+    idle_save_start: float | None
+    idle_save_end: float | None
+    idle_save_tokens: int
+    draft_n: int
+    draft_n_accepted: int
+    cached_tokens: int
+    message_digests: list[str]
+    answer_digest: str | None
