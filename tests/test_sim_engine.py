@@ -160,3 +160,12 @@ async def test_clamped_batch_serves_one_at_a_time_and_logs_once(sim) -> None:
     assert second["prefill_start"] >= first["done"] - 0.010
     assert s.stderr_text().count("explicit-token safety max_batch limited 2 -> 1") == 1
     assert s.config()["effective_max_batch"] == 1
+
+
+def test_sim_config_names_the_settings_fields_in_order() -> None:
+    """`SimConfig` (what /sim/config gives back) names SimSettings' fields, then the effective slot count."""
+    from dataclasses import fields
+
+    from evalkit.sim.settings import SimConfig, SimSettings
+
+    assert list(SimConfig.__annotations__) == [f.name for f in fields(SimSettings)] + ["effective_max_batch"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from evalkit.addresses import server_root
 from evalkit.clock import ANCHOR_ENV, Clock
+from evalkit.sim.settings import SimConfig
 from evalkit.sim.trace import SimEvent
 
 LISTEN_PREFIX = "evalkit sim listening on "
@@ -75,9 +76,9 @@ class SimProcess:
         """Clear the sim's events."""
         self._get("/sim/reset", method="POST")
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> SimConfig:
         """The engine's settings."""
-        settings: dict[str, Any] = self._get("/sim/config")
+        settings: SimConfig = self._get("/sim/config")
         return settings
 
     def stderr_text(self) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 REASONING_FORMATS = ("reasoning_content", "reasoning", "think_tags", "think_close_only")
 
@@ -98,3 +98,66 @@ class SimSettings:
 def field_names() -> list[str]:
     """Names of every setting."""
     return [f.name for f in fields(SimSettings)]
+
+
+class SimConfig(TypedDict):
+    """`/sim/config` as a client reads it back (`SimSettings.to_json` through JSON: its tuples are lists), then the
+    effective slot count (tests/test_sim_engine.py holds the names to SimSettings' fields)."""
+
+    model: str
+    time_scale: float
+    prefill_rate: float
+    prefill_chunk: int
+    decode_rate: float
+    batch_decode_rate: float
+    decode_jitter: float
+    max_batch: int
+    clamp_batch: bool
+    yield_prefill: bool
+    yield_decode_steps: int
+    long_threshold: int
+    cancel_aborts: bool
+    accuracy: float
+    judge_error_rate: float
+    seed: int
+    data_dir: str | None
+    reasoning_format: str
+    default_thinking: str
+    fail_rate: float
+    disconnect_rate: float
+    stall_rate: float
+    stall_s: float
+    wrong_when_batched: bool
+    wrong_when_batched_rate: float
+    default_max_tokens: int
+    filler_tokens: int
+    profile: str | None
+    uuid_request_ids: bool
+    reject_fields: list[str]
+    ignore_fields: list[str]
+    chatty_tokens: int
+    never_stop: bool
+    stream_usage: bool
+    tokenize_endpoint: bool
+    metrics: bool
+    spec_accept: list[float]
+    spec_metric_names: str
+    context_tokens: int
+    server_log: str | None
+    cancel_batch_tokens: int
+    housekeeping_s_per_token: float
+    kill_on_new_request: bool
+    timings: bool
+    strict_fields: bool
+    done_marker: bool
+    usage_in_finish_chunk: bool
+    openai_only: bool
+    pin_model: bool
+    step_tokens: int
+    idle_save_s_per_token: float
+    trace_log: bool
+    log_timestamps: bool
+    prefix_cache_blocks: int
+    prefix_block_tokens: int
+    step_gauges: bool
+    effective_max_batch: int
