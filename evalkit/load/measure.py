@@ -63,21 +63,26 @@ class LoadMeasurement:
 
     @property
     def kind(self) -> Literal["load"]:
+        """The run's kind."""
         return "load"
 
     @property
     def scope(self) -> None:
+        """Nothing to resume into: load runs do not resume."""
         return None
 
     @property
     def manifest(self) -> dict[str, int | LoadSettings]:
+        """The manifest's fields of the run: its seed and the workload's settings (`load`)."""
         return {"seed": self.plan.seed, "load": self.plan.workload.settings()}
 
     @property
     def options(self) -> dict[str, Any]:  # the session's shape: flag -> value, any JSON value
+        """What a run of the same name must match: the seed, then the workload's settings."""
         return {"--seed": self.plan.seed, **self.plan.workload.settings()}
 
     async def measure(self, ctx: RunContext) -> Measured:
+        """Send the workload on the open run; its summary, exit code and failure line."""
         workload = self.plan.workload
         summary = await workload.send(ctx, self.plan.seed)
         measured = [x for x in ctx.rundir.read(REQUESTS) if x.get("phase") == "measured"]
