@@ -28,6 +28,7 @@ from evalkit_stress.verdicts import CANT, NOT_EXERCISED, Diagnosis
 
 if TYPE_CHECKING:
     from evalkit_stress.metrics import StressMetrics
+    from evalkit_stress.verdict_json import DiagnosisJson
 
 __all__ = ["diagnose", "diagnosis_lines", "from_cache"]
 WARM_CACHE = 0.5  # the server's counters say its cache served at least half the run's prompt tokens
@@ -85,7 +86,7 @@ def _f(x: Any) -> str:
     return "-" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
 
 
-def diagnosis_lines(d: dict[str, Any], metrics: StressMetrics) -> list[str]:
+def diagnosis_lines(d: DiagnosisJson, metrics: StressMetrics) -> list[str]:
     """One plain sentence per verdict, for the terminal: the answer, the figures, the evidence."""
     out = []
     conc = d.get("concurrency") or {}

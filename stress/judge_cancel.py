@@ -22,7 +22,8 @@ from evalkit_stress.diagnose_facts import (
     vote,
 )
 from evalkit_stress.next_delay import next_delay
-from evalkit_stress.verdicts import CANT, NO, NOT_EXERCISED, YES, CancelSample, CancelVerdict, Figures
+from evalkit_stress.verdict_json import Figures
+from evalkit_stress.verdicts import CANT, NO, NOT_EXERCISED, YES, CancelSample, CancelVerdict
 
 # What tells a cancel's fate, by server: llama.cpp logs the stop; vLLM logs the abort as its engine takes it in.
 CANCEL_LOG = (

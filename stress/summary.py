@@ -152,7 +152,7 @@ def build_summary(
         unfinished_cycle=_unfinished(split.unfinished),
         ignored_lines={"abandoned_attempts": split.abandoned},
         metrics=metrics,
-        diagnoses=diagnose(metrics, annotate(stress_lines), read_evidence(run_path)).to_json(),
+        diagnoses=dict(diagnose(metrics, annotate(stress_lines), read_evidence(run_path)).to_json()),  # the open block
         not_exercised=exercised_summary(stress_lines),
         failed_by_metric=failed_by_metric(stress_lines),
         error_kinds=kinds,

@@ -392,7 +392,7 @@ def decide_run(
 
     lines, cycles = counted_lines(run_path, up_to)
     metrics = compute_metrics(exercised(lines))
-    diagnoses = diagnose(metrics, annotate(lines), read_evidence(run_path)).to_json()
+    diagnoses = dict(diagnose(metrics, annotate(lines), read_evidence(run_path)).to_json())  # as a reader sees the JSON
     weigh = baseline is not None and weigh_machine
     machine, so_far = machine_difference(run_path, lines, metrics, baseline_path) if weigh else (None, None)
     return decide(lines, diagnoses, cycles, rule, baseline, machine, so_far)

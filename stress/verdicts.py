@@ -12,19 +12,36 @@ from typing import Any
 
 from evalkit.evidence.ttft_split import TtftSplit
 from evalkit.evidence.wait_parts import SilentGap
+from evalkit_stress.verdict_json import (
+    CancelSampleJson,
+    CancelVerdictJson,
+    ConcurrencyFiguresJson,
+    ConcurrencyVerdictJson,
+    DiagnosisJson,
+    Figures,
+    GranularityJson,
+    HeadOfLineCountsJson,
+    HeadOfLineFiguresJson,
+    HeadOfLineSampleJson,
+    HeadOfLineVerdictJson,
+    LongHurtVerdictJson,
+    NextDelayJson,
+    NextJudgedJson,
+    StepsFigures,
+    WhyJson,
+)
 
 YES, NO, CANT = "yes", "no", "can't tell"
 NOT_EXERCISED = "not exercised"  # the situation never happened (stress/exercised.py): nothing to judge
 
-# A figure a verdict rests on: seconds, tokens, a ratio, a log line, or a wait split into parts (seconds by part).
-Figure = float | int | str | None | dict[str, float]
-Figures = dict[str, Figure]
-Json = dict[str, Any]
 
-
-def _with(out: Json, **optional: Any) -> Json:
-    """`out` plus the optional keys that have a value, in the order given."""
-    out.update({k: v for k, v in optional.items() if v is not None})
+def _why(why: str | None, would_tell: str | None) -> WhyJson:
+    """The reason and what would tell, each only where it has a value, in that order."""
+    out: WhyJson = {}
+    if why is not None:
+        out["why"] = why
+    if would_tell is not None:
+        out["would_tell"] = would_tell
     return out
 
 
@@ -41,7 +58,7 @@ class NextDelay:
     ttft_s: float | None = None  # the client's figure, when nothing splits it
     would_tell: str | None = None
 
-    def to_json(self) -> Json:
+    def to_json(self) -> NextDelayJson:
         """The record as summary.json holds it."""
         if self.parts_s is None:
             return {
@@ -50,16 +67,16 @@ class NextDelay:
                 "cause": self.cause,
                 "would_tell": self.would_tell,
             }
-        return _with(
-            {
-                "evidence": self.evidence,
-                "wait_s": self.wait_s,
-                "parts_s": self.parts_s,
-                "cause": self.cause,
-                "prefill_s": self.prefill_s,
-            },
-            would_tell=self.would_tell,
-        )
+        out: NextDelayJson = {
+            "evidence": self.evidence,
+            "wait_s": self.wait_s,
+            "parts_s": self.parts_s,
+            "cause": self.cause,
+            "prefill_s": self.prefill_s,
+        }
+        if self.would_tell is not None:
+            out["would_tell"] = self.would_tell
+        return out
 
 
 @dataclass
@@ -84,27 +101,35 @@ class CancelSample:
         """Set what held the next request (None: there was none)."""
         self.next_judged, self.next_delay = True, delay
 
-    def to_json(self) -> Json:
+    def to_json(self) -> CancelSampleJson:
         """The record as summary.json holds it."""
         if self.verdict == NOT_EXERCISED:
-            return _with(
-                {
-                    "verdict": self.verdict,
-                    "evidence": self.evidence,
-                    "figures": self.figures,
-                    "cycle": self.cycle,
-                    "request_id": self.request_id,
-                },
-                why=self.why,
-                would_tell=self.would_tell,
-            )
-        out = _with({"verdict": self.verdict, "evidence": self.evidence}, granularity=self.granularity)
-        out["figures"] = self.figures
-        _with(out, why=self.why, would_tell=self.would_tell)
+            out: CancelSampleJson = {
+                "verdict": self.verdict,
+                "evidence": self.evidence,
+                "figures": self.figures,
+                "cycle": self.cycle,
+                "request_id": self.request_id,
+            }
+            if self.why is not None:
+                out["why"] = self.why
+            if self.would_tell is not None:
+                out["would_tell"] = self.would_tell
+            return out
+        gran: GranularityJson = {} if self.granularity is None else {"granularity": self.granularity}
+        judged: NextJudgedJson = {}
         if self.next_judged:
-            out["next_delay"] = None if self.next_delay is None else self.next_delay.to_json()
-        out.update(cycle=self.cycle, request_id=self.request_id)
-        return out
+            judged["next_delay"] = None if self.next_delay is None else self.next_delay.to_json()
+        return {
+            "verdict": self.verdict,
+            "evidence": self.evidence,
+            **gran,
+            "figures": self.figures,
+            **_why(self.why, self.would_tell),
+            **judged,
+            "cycle": self.cycle,
+            "request_id": self.request_id,
+        }
 
 
 @dataclass(frozen=True)
@@ -123,7 +148,7 @@ class CancelVerdict:
     why: str | None = None
     would_tell: str | None = None
 
-    def to_json(self) -> Json:
+    def to_json(self) -> CancelVerdictJson:
         """The record as summary.json holds it."""
         if not self.samples:
             return {
@@ -135,21 +160,18 @@ class CancelVerdict:
                 "why": self.why,
                 "would_tell": self.would_tell,
             }
-        return _with(
-            {
-                "verdict": self.verdict,
-                "aborts": self.aborts,
-                "evidence": self.evidence,
-                "granularity": self.granularity,
-                "stop_after_cancel_s_max": self.stop_after_cancel_s_max,
-                "judged_cycles": self.judged_cycles,
-                "not_exercised_cycles": self.not_exercised_cycles,
-                "samples": [s.to_json() for s in self.samples],
-                "next_delay_cause": self.next_delay_cause,
-            },
-            why=self.why,
-            would_tell=self.would_tell,
-        )
+        return {
+            "verdict": self.verdict,
+            "aborts": self.aborts,
+            "evidence": self.evidence,
+            "granularity": self.granularity,
+            "stop_after_cancel_s_max": self.stop_after_cancel_s_max,
+            "judged_cycles": self.judged_cycles,
+            "not_exercised_cycles": self.not_exercised_cycles,
+            "samples": [s.to_json() for s in self.samples],
+            "next_delay_cause": self.next_delay_cause,
+            **_why(self.why, self.would_tell),
+        }
 
 
 @dataclass(frozen=True)
@@ -161,17 +183,20 @@ class HeadOfLineFigures:
     wait_before_start_s: float | None = None
     in_launched_slot_s: float | None = None
     wait_parts_s: dict[str, float] | None = None  # by part identifier (stress/wait_parts.py)
-    steps: dict[str, Any] | None = None  # vLLM's step log: the token counts that settled it, and the record
+    steps: StepsFigures | None = None  # vLLM's step log: the token counts that settled it, and the record
 
-    def to_json(self) -> Json:
+    def to_json(self) -> HeadOfLineFiguresJson:
         """The record as summary.json holds it."""
-        return _with(
-            {"ttft_s": self.ttft_s, "long_prefill_left_s": self.long_prefill_left_s},
-            wait_before_start_s=self.wait_before_start_s,
-            in_launched_slot_s=self.in_launched_slot_s,
-            wait_parts_s=self.wait_parts_s,
-            steps=self.steps,
-        )
+        out: HeadOfLineFiguresJson = {"ttft_s": self.ttft_s, "long_prefill_left_s": self.long_prefill_left_s}
+        if self.wait_before_start_s is not None:
+            out["wait_before_start_s"] = self.wait_before_start_s
+        if self.in_launched_slot_s is not None:
+            out["in_launched_slot_s"] = self.in_launched_slot_s
+        if self.wait_parts_s is not None:
+            out["wait_parts_s"] = self.wait_parts_s
+        if self.steps is not None:
+            out["steps"] = self.steps
+        return out
 
 
 @dataclass(frozen=True)
@@ -184,7 +209,7 @@ class HeadOfLineSample:
     figures: HeadOfLineFigures
     request_id: str
 
-    def to_json(self) -> Json:
+    def to_json(self) -> HeadOfLineSampleJson:
         """The record as summary.json holds it."""
         return {
             "verdict": self.verdict,
@@ -210,15 +235,24 @@ class HeadOfLineVerdict:
     why: str | None = None
     would_tell: str | None = None
 
-    def to_json(self) -> Json:
+    def to_json(self) -> HeadOfLineVerdictJson:
         """The record as summary.json holds it."""
-        out: Json = {"verdict": self.verdict, "detected": self.detected, "evidence": self.evidence}
+        counts: HeadOfLineCountsJson = {}
         if self.samples:
-            out.update(
-                cause=self.cause, blocked=self.blocked, judged=self.judged, wait_fraction_p50=self.wait_fraction_p50
-            )
-        out["samples"] = [s.to_json() for s in self.samples]
-        return _with(out, why=self.why, would_tell=self.would_tell)
+            counts = {
+                "cause": self.cause,
+                "blocked": self.blocked,
+                "judged": self.judged,
+                "wait_fraction_p50": self.wait_fraction_p50,
+            }
+        return {
+            "verdict": self.verdict,
+            "detected": self.detected,
+            "evidence": self.evidence,
+            **counts,
+            "samples": [s.to_json() for s in self.samples],
+            **_why(self.why, self.would_tell),
+        }
 
 
 @dataclass(frozen=True)
@@ -233,19 +267,16 @@ class LongHurtVerdict:
     why: str | None = None
     would_tell: str | None = None
 
-    def to_json(self) -> Json:
+    def to_json(self) -> LongHurtVerdictJson:
         """The record as summary.json holds it."""
-        return _with(
-            {
-                "verdict": self.verdict,
-                "detected": self.detected,
-                "evidence": self.evidence,
-                "ratio_p50": self.ratio_p50,
-                "figures": self.figures,
-            },
-            why=self.why,
-            would_tell=self.would_tell,
-        )
+        return {
+            "verdict": self.verdict,
+            "detected": self.detected,
+            "evidence": self.evidence,
+            "ratio_p50": self.ratio_p50,
+            "figures": self.figures,
+            **_why(self.why, self.would_tell),
+        }
 
 
 @dataclass(frozen=True)
@@ -258,9 +289,15 @@ class ConcurrencyFigures:
     effective_concurrency: float | None
     concurrency_speedup: float | None
 
-    def to_json(self) -> Json:
+    def to_json(self) -> ConcurrencyFiguresJson:
         """The record as summary.json holds it."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {
+            "gen_alone_tok_s": self.gen_alone_tok_s,
+            "concurrent_stream_tok_s": self.concurrent_stream_tok_s,
+            "concurrent_combined_tok_s": self.concurrent_combined_tok_s,
+            "effective_concurrency": self.effective_concurrency,
+            "concurrency_speedup": self.concurrency_speedup,
+        }
 
 
 @dataclass(frozen=True)
@@ -273,13 +310,18 @@ class ConcurrencyVerdict:
     would_tell: str | None = None
     why: str | None = None
 
-    def to_json(self) -> Json:
-        """The record as summary.json holds it."""
-        return _with(
-            {"verdict": self.verdict, "evidence": self.evidence, "figures": self.figures.to_json()},
-            would_tell=self.would_tell,
-            why=self.why,
-        )
+    def to_json(self) -> ConcurrencyVerdictJson:
+        """The record as summary.json holds it (`would_tell` before `why`, as written)."""
+        out: ConcurrencyVerdictJson = {
+            "verdict": self.verdict,
+            "evidence": self.evidence,
+            "figures": self.figures.to_json(),
+        }
+        if self.would_tell is not None:
+            out["would_tell"] = self.would_tell
+        if self.why is not None:
+            out["why"] = self.why
+        return out
 
 
 @dataclass(frozen=True)
@@ -297,7 +339,7 @@ class Diagnosis:
     split_evidence: dict[str, int]  # requests per evidence their split rests on
     ttft_split: list[TtftSplit]
 
-    def to_json(self) -> Json:
+    def to_json(self) -> DiagnosisJson:
         """The record as summary.json holds it (`diagnoses`)."""
         return {
             "effective_concurrency": self.effective_concurrency,

@@ -95,7 +95,8 @@ def compare(run: Path) -> tuple[list[str], int, int]:
     tasks = read_tasks(rows, clock.offset)
     summary = json.loads((run / "summary.json").read_text())
     lines = [r for r in read_jsonl(run / "requests.jsonl") if r.get("scenario") != "calibration"]
-    d = diagnose(summary["metrics"], lines, read_evidence(run)).to_json()
+    # read as the JSON a run file holds (the typed records are evalkit_stress.verdict_json's)
+    d: dict[str, Any] = dict(diagnose(summary["metrics"], lines, read_evidence(run)).to_json())
     split = {s["request_id"]: s for s in d["ttft_split"]}
     by_id = {r["request_id"]: r for r in lines}
     checks = agree = 0
