@@ -31,9 +31,9 @@ from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
 
 GRADED = "graded.jsonl"
 OnePass = Callable[[str, "dict[str, Any] | None"], Awaitable[None]]  # (graded file, request tags) -> pass asked
-# The passes of a run under a background load (evalkit.commands.under_load): given the run and one pass, it asks
-# the idle and the loaded pass and returns summary.json's `under_load`.
-UnderLoad = Callable[[RunContext, OnePass], Awaitable[dict[str, Any]]]
+# The passes of a run under a background load (evalkit.under_load): given the run and one pass, it asks
+# the idle and the loaded pass of the questions asked (their ids) and returns summary.json's `under_load`.
+UnderLoad = Callable[[RunContext, OnePass, set[str]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class CapabilityMeasurement:
                 elif self.under_load is None:
                     await one_pass()
                 else:
-                    under = await self.under_load(ctx, one_pass)
+                    under = await self.under_load(ctx, one_pass, wanted)
         finally:
             grader.close()
             if judge is not None:

@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.bench.length_note import length_note
 from evalkit.bench.measure import BenchMeasurement
@@ -20,6 +20,8 @@ from evalkit.errors import UsageError
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.gate import bisect
 from evalkit.runs.bisect_log import append_step
+from evalkit.runs.evidence_parts import SpecDecode
+from evalkit.runs.schemas import BenchSummary, validate
 from evalkit.session.connect import discover_model
 from evalkit.session.measurement import measure_run, run_measurement
 
@@ -141,62 +143,65 @@ def _rate(v: float | None, failed: int) -> str:
     return text + (f" ({failed} failed)" if failed else "")
 
 
-def _print_table(summary: dict[str, Any]) -> None:
+def bench_record(summary: dict[str, Any]) -> BenchSummary:
+    """A bench summary as its record (a malformed one: one line naming it)."""
+    return cast(BenchSummary, validate(BenchSummary, summary, "summary.json"))
+
+
+def _print_table(raw: dict[str, Any]) -> None:
+    summary = bench_record(raw)
     lines = ["prompt      decode tok/s   request tok/s   runs"]
-    for name, p in summary["prompts"].items():
-        runs = ", ".join(f"{r:.1f}" for r in p["runs"])
-        failed = p.get("failed") or 0
-        dec = _rate(p["tok_s"], failed)
-        req = _rate(p["request_tok_s"], 0)
+    for name, p in summary.prompts.items():
+        runs = ", ".join(f"{r:.1f}" for r in p.runs)
+        dec = _rate(p.tok_s, p.failed or 0)
+        req = _rate(p.request_tok_s, 0)
         lines.append(f"{name:<11} {dec:>12} {req:>15}   [{runs}]")
-    c = summary.get("concurrent")
+    c = summary.concurrent
     if c:
-        per = " / ".join(f"{x:.1f}" for x in c["per_stream_tok_s"] if x is not None)
-        comb = _rate(c["combined_tok_s"], c.get("failed") or 0)
-        lines.append(f"{c['streams']} streams: {comb} tok/s combined ({per or '–'} per stream)")
-    u = summary.get("until_sure")
+        per = " / ".join(f"{x:.1f}" for x in c.per_stream_tok_s if x is not None)
+        comb = _rate(c.combined_tok_s, c.failed or 0)
+        lines.append(f"{c.streams} streams: {comb} tok/s combined ({per or '–'} per stream)")
+    u = summary.until_sure
     if u:
         spans = []
-        for name, p in [*summary["prompts"].items(), *([("concurrent", c)] if c else [])]:
-            s = p.get("until_sure") or {}
-            if s.get("interval"):
-                lo, hi = s["interval"]
-                spans.append(f"{name} [{lo:.1f}, {hi:.1f}] n={s['n']}")
-        state = (
-            "decided" if u["decided"] else f"still undecided after {u['max_runs']} runs: {', '.join(u['undecided'])}"
-        )
-        lines.append(f"until sure (±{u['margin']:.0%} of the median, 95% interval): {state}; " + "; ".join(spans))
-    note = length_note(summary)
+        sures = [(name, p.until_sure) for name, p in summary.prompts.items()]
+        for name, s in [*sures, *([("concurrent", c.until_sure)] if c else [])]:
+            if s is not None and s.interval:
+                lo, hi = s.interval
+                spans.append(f"{name} [{lo:.1f}, {hi:.1f}] n={s.n}")
+        state = "decided" if u.decided else f"still undecided after {u.max_runs} runs: {', '.join(u.undecided)}"
+        lines.append(f"until sure (±{u.margin:.0%} of the median, 95% interval): {state}; " + "; ".join(spans))
+    note = length_note(raw)
     if note:
         lines.append(f"note: {note}")
-    if summary["stopped_early"]:
+    if summary.stopped_early:
         lines.append(
-            f"warning: {len(summary['stopped_early'])} request(s) stopped before --max-tokens "
+            f"warning: {len(summary.stopped_early)} request(s) stopped before --max-tokens "
             "(the server may ignore ignore_eos)"
         )
-    if summary["errors"]:
-        lines.append(f"warning: {summary['errors']} request(s) failed, e.g. {summary['error_samples'][0]['error']}")
-    if (summary.get("client") or {}).get("note"):
-        lines.append(f"warning: {summary['client']['note']}")
-    spec = summary.get("spec_decode") or {}
-    for name, e in (spec.get("per_label") or {}).items():
-        if e.get("per_position"):
-            pos = " / ".join(f"{x:.1%}" for x in e["per_position"])
+    if summary.errors:
+        lines.append(f"warning: {summary.errors} request(s) failed, e.g. {summary.error_samples[0]['error']}")
+    client = summary.client_timing()
+    if client is not None and client.note:
+        lines.append(f"warning: {client.note}")
+    spec = summary.spec_decode_part() or SpecDecode()
+    for name, e in spec.per_label.items():
+        if e.per_position:
+            pos = " / ".join(f"{x:.1%}" for x in e.per_position)
             lines.append(
-                f"{name}: draft acceptance per position {pos}, mean length "
-                f"{e['mean_acceptance_length']:.2f} ({e['source']})"
+                f"{name}: draft acceptance per position {pos}, mean length {e.mean_acceptance_length:.2f} ({e.source})"
             )
-    for name, e in (spec.get("timings_per_label") or {}).items():
-        if e.get("acceptance_rate") is not None:
+    for name, e in spec.timings_per_label.items():
+        if e.acceptance_rate is not None:
             lines.append(
-                f"{name}: {e['accepted_tokens']:,} of {e['draft_tokens']:,} drafted tokens accepted "
-                f"({e['acceptance_rate']:.1%}; {e['source']})"
+                f"{name}: {e.accepted_tokens:,} of {e.draft_tokens:,} drafted tokens accepted "
+                f"({e.acceptance_rate:.1%}; {e.source})"
             )
-    gpu = summary.get("gpu_telemetry") or {}
-    if gpu:
-        lines.append(telemetry_line(gpu) or "")
-        for name, e in (gpu.get("per_label") or {}).items():
-            lines.append(f"  {name:<11} {e['j_per_output_token']:.3g} J/output token, {e['power_w_mean'] or 0:.0f} W")
+    gpu = summary.gpu_telemetry_part()
+    if gpu is not None:
+        lines.append(telemetry_line(raw["gpu_telemetry"]) or "")
+        for name, w in gpu.per_label.items():
+            lines.append(f"  {name:<11} {w.j_per_output_token:.3g} J/output token, {w.power_w_mean or 0:.0f} W")
     # The table on standard output, as every command's; warnings on standard error.
     warned = [ln for ln in lines if ln.startswith("warning:")]
     table = [ln for ln in lines if not ln.startswith("warning:")]
@@ -206,10 +211,12 @@ def _print_table(summary: dict[str, Any]) -> None:
         print("\n".join(warned), file=sys.stderr)
 
 
-def _metric_value(summary: dict[str, Any], metric: str) -> float | None:
+def _metric_value(raw: dict[str, Any], metric: str) -> float | None:
+    summary = bench_record(raw)
     if metric == "concurrent":
-        return (summary.get("concurrent") or {}).get("combined_tok_s")
-    return (summary["prompts"].get(metric) or {}).get("tok_s")
+        return summary.concurrent.combined_tok_s if summary.concurrent is not None else None
+    p = summary.prompts.get(metric)
+    return p.tok_s if p is not None else None
 
 
 def _bisect(args: argparse.Namespace, plan: BenchPlan) -> int:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.commands.baseline_run import baseline_run_dir
@@ -19,19 +17,22 @@ from evalkit.config.profiles import THINKING_MODES, refuse_unsendable_key
 from evalkit.errors import UsageError
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
-from evalkit.session.context import RunContext
+from evalkit.runs.schemas import CapabilitySummary, validate
 from evalkit.session.measurement import finish_run, run_measurement, show_result, started_again
-from evalkit_evals.measure import GRADED, OnePass, open_judge, score_run
+from evalkit_evals.measure import GRADED, open_judge, score_run
+from evalkit_evals.plan import (
+    DEFAULT_MAX_TOKENS,
+    CapabilityPlan,
+    capability_measurement,
+    code_judge,
+    revisions,
+    user_evals,
+)
 from evalkit_evals.repeats_auto import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_REPEATS,
     RepeatsRule,
-    smallest_reachable,
-    unreachable,
 )
-
-# Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
-DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -145,50 +146,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _user_evals(paths: list[Path]) -> tuple[list[str], dict[str, Any]]:
-    """Register each `--eval FILE` for this run; their names, and what the manifest records of them."""
-    from evalkit_evals import registry
-    from evalkit_evals.user_eval import load_user_eval
-
-    names: list[str] = []
-    info: dict[str, Any] = {}
-    for path in paths:
-        ev = load_user_eval(path)
-        if ev.name in info:
-            raise UsageError(f"two --eval files name the eval {ev.name!r} ({info[ev.name]['file']}, {path})")
-        registry.register(ev)
-        names.append(ev.name)
-        info[ev.name] = {"file": str(path), "sha256": ev.sha256}
-    return names, info
-
-
-def _code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[Any, dict[str, Any]]:
-    """The sandbox for HumanEval+ (exit 2 when bubblewrap is missing, unless --unsafe-exec) and what the manifest
-    records of it; (None, ...) when no model-written code will run."""
-    from evalkit_evals import registry
-
-    if not any(registry.get(ds).runs_code for ds in datasets):
-        return None, {"tool": None, "note": "no HumanEval+ item: no model-written code runs"}
-    from evalkit_evals.code_judge import CodeJudge
-    from evalkit_evals.isolation import choose_isolation
-
-    isolation = choose_isolation(unsafe_exec)
-    if not isolation.isolated:
-        sys.stderr.write("warning: --unsafe-exec: HumanEval+ code runs without bubblewrap, with resource limits only\n")
-    return CodeJudge(isolation), isolation.manifest()
-
-
-def _revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any], dict[str, str]]:
-    from evalkit_evals.datasets import revision_info
-
-    full = {ds: revision_info(ds, data_dir) for ds in datasets}
-    short = {}
-    for ds, info in full.items():
-        parts = [v.get("revision") or f"local sha256:{(v.get('sha256') or 'missing')[:16]}" for v in info.values()]
-        short[ds] = ",".join(dict.fromkeys(parts))
-    return full, short
-
-
 def _judge_settings(args: argparse.Namespace) -> Any:
     """`--judge-url`, `--judge-model` and the key from `--judge-api-key-env` (never echoed); `--judge-self`: the
     served model as the extractor; None without a judge."""
@@ -246,44 +203,45 @@ def _judged(judge_settings: Any) -> Any:
     return lambda summary: _print_summary(summary, judge_settings)
 
 
-def _print_summary(summary: dict[str, Any], judge_settings: Any = None) -> None:
+def _print_summary(raw: dict[str, Any], judge_settings: Any = None) -> None:
     """The table and the lines under it, as a run prints them at its end (and again when started finished)."""
     from evalkit_evals.scoreboard import table
 
-    truncated = summary.get("truncated_answers") or 0
-    warning = summary.get("thinking_warning")
-    print(table(summary))
-    p1 = summary["total"].get("pass_at_1")
+    summary = cast(CapabilitySummary, validate(CapabilitySummary, raw, "summary.json"))
+    truncated = summary.truncated_answers or 0
+    warning = summary.thinking_warning
+    print(table(raw))
+    p1 = summary.total.pass_at_1
     if p1:
         print(
-            f"pass@1 {p1['value']:.3f} (95% interval {p1['ci95'][0]:.3f} to {p1['ci95'][1]:.3f}) over "
-            f"{p1['questions']} questions x {p1['repeats']} repeats; repeats agree on {p1['agreement']:.0%}"
+            f"pass@1 {p1.value:.3f} (95% interval {p1.ci95[0]:.3f} to {p1.ci95[1]:.3f}) over "
+            f"{p1.questions} questions x {p1.repeats} repeats; repeats agree on {p1.agreement:.0%}"
         )
     if truncated:
         print(f"{truncated} answer(s) hit max_tokens (finish_reason length)")
-    if judge_settings is not None and not summary.get("judge"):
+    if judge_settings is not None and not summary.judge:
         # --judge-url given, nothing sent: said, so the flag is seen to have been taken (issue #58).
         print(
-            f"judge {judge_settings.model} ({judge_settings.base_url}): asked about 0 of {summary['total']['total']} "
+            f"judge {judge_settings.model} ({judge_settings.base_url}): asked about 0 of {summary.total.total} "
             "lines: no grade was unsure, so nothing was sent to it; the score is the rules'"
         )
-    if summary.get("judge"):
+    if summary.judge:
         from evalkit_evals.model_judge import describe_counts
 
-        print(describe_counts(summary["judge"], summary["total"]["total"]))
-        if summary["judge"]["verdicts"]["error"]:
-            n = summary["judge"]["verdicts"]["error"]
-            sys.stderr.write(f"warning: the judge could not be asked about {n} line(s); their rule grades stand\n")
-    if summary.get("under_load"):
+        print(describe_counts(raw["judge"], summary.total.total))
+        errors = summary.judge.verdicts["error"]
+        if errors:
+            sys.stderr.write(f"warning: the judge could not be asked about {errors} line(s); their rule grades stand\n")
+    if summary.under_load:
         from evalkit.commands.under_load import describe
 
-        print(describe(summary["under_load"]))
+        print(describe(summary.under_load))
     if warning:
         sys.stderr.write(f"warning: {warning}\n")
         print(f"warning: {warning}")
-    note = (summary.get("client") or {}).get("note")
-    if note:
-        sys.stderr.write(f"warning: {note}\n")
+    client = summary.client_timing()
+    if client is not None and client.note:
+        sys.stderr.write(f"warning: {client.note}\n")
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -300,14 +258,14 @@ async def _replay_async(args: argparse.Namespace) -> int:
 
     judge_settings = _judge_settings(args)
     answers = read_replay(args.replay)
-    _, user = _user_evals(args.evals)
+    _, user = user_evals(tuple(args.evals or ()))
     check_replay_datasets(args.replay, answers)
     qset = load_manifest(args.manifest)
     items = items_by_id([a.qid for a in answers], args.data_dir)
     check_replay_ids(args.replay, answers, items)
     datasets = sorted({it.dataset for it in items.values()})
-    code_judge, isolation = _code_judge(datasets, args.unsafe_exec)
-    full, short = _revisions(datasets, args.data_dir)
+    judge_code, isolation = code_judge(datasets, args.unsafe_exec)
+    full, short = revisions(datasets, args.data_dir)
     judge = await open_judge(judge_settings, args.concurrency or 4)
     name = args.name or default_run_name("capability")
     manifest = {
@@ -323,16 +281,17 @@ async def _replay_async(args: argparse.Namespace) -> int:
         **({"user_evals": user} if user else {}),
         **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
     }
+    judged = judge_settings.manifest() if judge_settings is not None else None
     options = {
         "--replay": {"file": str(args.replay), "sha256": manifest["replay_sha256"]},
         "--manifest": {"name": qset.name, "sha256": qset.sha256},
         "--eval": user,
-        "--judge": manifest.get("judge"),
+        "--judge": judged,
         **{f"{ds} revision": rev for ds, rev in short.items()},
     }
     try:
         if not args.fresh:
-            _check_resume(args, {"replay_sha256": manifest["replay_sha256"], "judge": manifest.get("judge")})
+            _check_resume(args, {"replay_sha256": manifest["replay_sha256"], "judge": judged})
         secrets = (judge_settings.api_key,) if judge_settings is not None else ()
         try:
             rundir = RunDir.create(
@@ -346,7 +305,7 @@ async def _replay_async(args: argparse.Namespace) -> int:
             )
         except RunFinished as done:
             return show_result(started_again(done), _judged(judge_settings))
-        grader = Grader(args.data_dir, code_judge)
+        grader = Grader(args.data_dir, judge_code)
         try:
             lines = await run_replay(rundir, answers, items, grader, short, judge)
         finally:
@@ -359,118 +318,38 @@ async def _replay_async(args: argparse.Namespace) -> int:
 
 
 def _live(args: argparse.Namespace) -> int:
-    from evalkit_evals.measure import CapabilityMeasurement
-    from evalkit_evals.prompting import template_hashes
-    from evalkit_evals.question_set import load_manifest, parse_datasets, select_items
-    from evalkit_evals.runner import Sampling
-
     if args.thinking is None:
         raise UsageError("--thinking off|low|medium|high is required (or --replay FILE)")
     judge_settings = _judge_settings(args)
     from evalkit.commands.under_load import check_under_load
+    from evalkit.under_load import under_load_passes
 
     load_spec = check_under_load(args)
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    user_names, user = _user_evals(args.evals)
-    datasets = parse_datasets(args.datasets) if args.datasets or not user_names else []
-    datasets += [n for n in user_names if n not in datasets]
-    qset = load_manifest(args.manifest)
-    items = select_items(qset, datasets, args.limit, args.data_dir)
-    code_judge, isolation = _code_judge(sorted({it.dataset for it in items}), args.unsafe_exec)
-    full, short = _revisions(datasets, args.data_dir)
-    max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS[args.thinking]
     auto = _repeats_auto(args, under_load=load_spec is not None)
-    if auto is not None:
-        sizes: dict[str, int] = {}
-        for it in items:
-            sizes[it.dataset] = sizes.get(it.dataset, 0) + 1
-        refused = unreachable(auto, sizes)  # a margin no run of these questions could reach: said before any round
-        if refused is not None and args.margin is None:
-            # the default margin, out of reach for these datasets: decide at the smallest margin every one of them
-            # reaches in --max-repeats rounds, and say so (an explicit --margin is refused instead)
-            reach = max(smallest_reachable(q, auto.max_repeats) for q in sizes.values() if q > 0)
-            auto = replace(auto, margin=math.ceil(reach * 100) / 100)
-            print(
-                f"note: --repeats auto: the default margin ±{DEFAULT_MARGIN:g} cannot be reached for every dataset "
-                f"in {auto.max_repeats} rounds; deciding at ±{auto.margin:g} (--margin and --max-repeats choose)",
-                file=sys.stderr,
-                flush=True,
-            )
-        elif refused is not None:
-            raise UsageError(refused)
-    if args.repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    temperature = args.temperature if args.temperature is not None else (0.7 if args.repeats > 1 else 0.0)
-    manifest = {
-        "mode": "live",
-        "question_set": {"name": qset.name, "sha256": qset.sha256},
-        "dataset_revisions": full,
-        "seed": qset.raw.get("seed"),
-        "thinking": args.thinking,
-        "datasets": datasets,
-        "limit": args.limit,
-        "max_tokens": max_tokens,
-        "repeats": args.repeats,
-        **({"repeats_auto": auto.to_json()} if auto is not None else {}),
-        "temperature": temperature,
-        "prompt_templates": template_hashes(datasets),
-        "code_isolation": isolation,
-        **({"user_evals": user} if user else {}),
-        **({"under_load": load_spec.to_json()} if load_spec is not None else {}),
-        **({"judge": judge_settings.manifest()} if judge_settings is not None else {}),
-    }
-    if not args.fresh:
-        _check_resume(args, {"judge": manifest.get("judge")})
-    # Which questions are asked (--datasets, --limit) is no condition of the measurement: a resume with a larger
-    # limit asks the new ones alike, and the summary counts the questions asked for. Each dataset's revision is.
-    options = {
-        "--thinking": args.thinking,
-        "--repeats": "auto" if auto is not None else args.repeats,
-        **({"--repeats auto": auto.to_json()} if auto is not None else {}),
-        "--max-tokens": max_tokens,
-        "--temperature": temperature,
-        "--manifest": {"name": qset.name, "sha256": qset.sha256},
-        "--eval": user,
-        **{f"{ds} revision": rev for ds, rev in short.items()},
-        "--under-load": load_spec.to_json() if load_spec is not None else None,
-        "--judge": manifest.get("judge"),
-    }
-    scope = {"datasets": datasets, "limit": args.limit}  # a complete run asked for more questions resumes
-    under_load = None
-    if load_spec is not None:
-        from evalkit.commands.under_load import run_passes
-        from evalkit.load.background import BackgroundLoad
-
-        spec, wanted = load_spec, {it.qid for it in items}
-
-        async def under_load(ctx: RunContext, one_pass: OnePass) -> dict[str, Any]:
-            return await run_passes(
-                ctx.rundir,
-                spec,
-                args.idle_run,
-                one_pass,
-                lambda write: BackgroundLoad(ctx.client, ctx.clock, spec, write),
-                wanted,
-            )
-
-    measurement = CapabilityMeasurement(
-        items=tuple(items),
+    plan = CapabilityPlan(
         thinking=args.thinking,
-        max_tokens=max_tokens,
-        sampling=Sampling(args.repeats, temperature, args.timeout_s),
-        revisions=short,
-        manifest=manifest,
-        options=options,
-        scope=scope,
-        question_set=(qset.name, qset.sha256),
+        datasets=tuple(args.datasets.split(",")) if args.datasets else (),
+        user_evals=tuple(args.evals or ()),
+        limit=args.limit,
+        question_set=args.manifest,
         data_dir=args.data_dir,
-        concurrency=args.concurrency,
-        code_judge=code_judge,
-        judge_settings=judge_settings,
-        under_load=under_load,
+        max_tokens=args.max_tokens,
+        repeats=args.repeats,
         repeats_auto=auto,
+        margin_given=args.margin is not None,
+        temperature=args.temperature,
+        timeout_s=args.timeout_s,
+        concurrency=args.concurrency,
+        unsafe_exec=args.unsafe_exec,
+        judge=judge_settings,
+        under_load=under_load_passes(load_spec, args.idle_run) if load_spec is not None else None,
+        under_load_spec=load_spec.to_json() if load_spec is not None else None,
     )
+    measurement = capability_measurement(plan)
+    if not args.fresh:
+        _check_resume(args, {"judge": judge_settings.manifest() if judge_settings is not None else None})
     return run_measurement(target_from_args(args), run_options_from_args(args), measurement, _judged(judge_settings))
 
 

@@ -31,7 +31,7 @@ import hashlib
 import secrets
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.commands.baseline_run import baseline_run_dir
@@ -41,6 +41,8 @@ from evalkit.errors import UsageError
 from evalkit.evidence.gpu_memory import peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.runs.rundir import read_json_object
+from evalkit.runs.schemas import StressSummary, validate
+from evalkit.runs.summary_parts import Number
 from evalkit.session.measurement import run_measurement
 from evalkit_stress import metric_registry
 from evalkit_stress.diagnose import diagnosis_lines
@@ -257,33 +259,37 @@ def _salt(args: argparse.Namespace) -> str:
     return hashlib.sha256(str(path).encode()).hexdigest()[:8]
 
 
-def _fmt(d: dict[str, Any] | None, digits: int = 3) -> str:
-    if not d or d.get("p50") is None:
+def _fmt(d: dict[str, Number | None] | None, digits: int = 3) -> str:
+    if not d or d["p50"] is None:
         return "-"
     return f"p50 {d['p50']:.{digits}g}  p95 {d['p95']:.{digits}g}  max {d['max']:.{digits}g}  (n={d['n']})"
 
 
-def _print_summary(s: dict[str, Any]) -> None:
+def _print_summary(raw: dict[str, Any]) -> None:
+    s = cast(StressSummary, validate(StressSummary, raw, "summary.json"))
     out = [
-        f"stress seed {s['seed']}: {s['cycles']}/{s['cycles_planned']} cycles, {s['requests']} requests, "
-        f"{s['errors']} errors, {s['wrong_answers']} wrong answers, {s['divergent']} divergent"
-        + (f"  [{s['stopped']}: partial]" if s["partial"] else "")
+        f"stress seed {s.seed}: {s.cycles}/{s.cycles_planned} cycles, {s.requests} requests, "
+        f"{s.errors} errors, {s.wrong_answers} wrong answers, {s.divergent} divergent"
+        + (f"  [{s.stopped}: partial]" if s.partial else "")
     ]
-    if s["attempts"] > 1:
+    if s.attempts is not None and s.attempts > 1:
+        ignored = s.ignored_lines or {}
         out.append(
-            f"  resumed: {s['attempts']} attempts, {s['ignored_lines']['abandoned_attempts']} request lines "
+            f"  resumed: {s.attempts} attempts, {ignored['abandoned_attempts']} request lines "
             "of cut-off attempts ignored"
         )
-    u = s.get("unfinished_cycle")
+    u = s.unfinished_cycle
     if u:
         out.append(
             f"  cycle {u['cycle']} cut off after {u['requests']} requests ({u['errors']} errors, "
             f"{u['wrong_answers']} wrong answers): not counted; run again with the same --name to resume"
         )
-    for name, d in s["metrics"].items():
+    not_exercised = s.not_exercised or {}
+    failed_by_metric = s.failed_by_metric or {}
+    for name, d in s.metrics.items():
         text = _fmt(d)
-        ne = (s.get("not_exercised") or {}).get(metric_registry.same_requests(name))
-        failed = (s.get("failed_by_metric") or {}).get(name)
+        ne = not_exercised.get(metric_registry.same_requests(name))
+        failed = failed_by_metric.get(name)
         if text == "-" and (ne or failed):
             # Never a figure made of nothing: say what left it empty.
             parts = ([f"not exercised: {', '.join(ne['reasons'])} ({ne['count']})"] if ne else []) + (
@@ -291,20 +297,22 @@ def _print_summary(s: dict[str, Any]) -> None:
             )
             text = "– (" + "; ".join(parts) + ")"
         out.append(f"  {name:<28} {text}")
-    out.extend("  " + line for line in diagnosis_lines(s["diagnoses"], s["metrics"]))
-    if s.get("until_sure"):
-        out.append("  " + until_sure_line(s["until_sure"]))
-    for e in s["error_requests"][:10]:
+    out.extend("  " + line for line in diagnosis_lines(raw["diagnoses"], raw["metrics"]))
+    if s.until_sure:
+        out.append("  " + until_sure_line(raw["until_sure"]))
+    for e in (s.error_requests or [])[:10]:
         out.append(f"  error {e['kind']}: {e['request_id']} ({e['scenario']}) {e.get('error') or ''}"[:160])
-    for w in s["wrong_answer_requests"][:10]:
+    for w in (s.wrong_answer_requests or [])[:10]:
         out.append(f"  wrong: {w['request_id']} ({w['scenario']}) expected {w['expected'][:20]} got {w['extracted']}")
-    if s["client"]["distorted"]:
-        out.extend("  client distorted the run: " + r for r in s["client"]["distortion_reasons"])
-    if s["client"].get("note"):
-        out.append(f"  warning: {s['client']['note']}")
-    if s.get("gpu_telemetry"):
-        out.append(f"  {telemetry_line(s['gpu_telemetry'])}")
-    if s.get("gpu_memory_verdict"):
-        out.append(f"  {peaks_line(s['gpu_memory'])}")
-        out.append(f"  GPU memory: {s['gpu_memory_verdict']['verdict']}")
+    client = s.client_timing()
+    if client is not None and client.distorted:
+        out.extend("  client distorted the run: " + r for r in client.distortion_reasons)
+    if client is not None and client.note:
+        out.append(f"  warning: {client.note}")
+    if s.gpu_telemetry_part() is not None:
+        out.append(f"  {telemetry_line(raw['gpu_telemetry'])}")
+    verdict = s.gpu_verdict()
+    if verdict is not None:
+        out.append(f"  {peaks_line(raw['gpu_memory'])}")
+        out.append(f"  GPU memory: {verdict.verdict}")
     print("\n".join(out), flush=True)
