@@ -10,11 +10,11 @@ import hashlib
 import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 from evalkit.errors import UsageError
 
@@ -247,7 +247,7 @@ class _Where:
         raise ScenarioFileError(f"{self.label}: {at}key {key!r}: {why}")
 
 
-def _keys(d: dict[str, Any], allowed: tuple[str, ...], where: _Where, prefix: str = "") -> None:
+def _keys(d: Iterable[str], allowed: tuple[str, ...], where: _Where, prefix: str = "") -> None:
     for k in d:
         if k not in allowed:
             where.fail(prefix + k, f"unknown key (allowed: {', '.join(allowed)})")
@@ -304,7 +304,43 @@ def _time(v: Any, key: str, where: _Where) -> TimeRef:
     return TimeRef(tuple(after), on, _span(v.get("offset", 0.0), f"{key}.offset", where))
 
 
-def _request(r: Any, i: int, where: _Where, context: int | None) -> dict[str, Any]:
+class _Request(TypedDict):
+    """One request as read from the file, before `same_as` fills in its role and prompt (then a RequestSpec)."""
+
+    id: str
+    role: str | None
+    prompt: str | None
+    tokens: Span | None
+    max_tokens: int | None
+    send: TimeRef
+    cancel: TimeRef | None
+    repeat: int
+    text: str | None
+    answer: str | None
+    same_as: str | None
+
+
+def _spec(r: _Request) -> RequestSpec:
+    """The request once `_resolve_same_as` has set its role and its prompt (a request has both by then)."""
+    role, prompt = r["role"], r["prompt"]
+    if role is None or prompt is None:
+        raise AssertionError(f"request {r['id']!r} unresolved")
+    return RequestSpec(
+        r["id"],
+        role,
+        prompt,
+        r["tokens"],
+        r["max_tokens"],
+        r["send"],
+        r["cancel"],
+        r["repeat"],
+        r["text"],
+        r["answer"],
+        r["same_as"],
+    )
+
+
+def _request(r: Any, i: int, where: _Where, context: int | None) -> _Request:
     if not isinstance(r, dict):
         where.fail(f"request[{i}]", "must be a table")
     rid = r.get("id")
@@ -364,7 +400,7 @@ def _scenario(sc: dict[str, Any], where: _Where, context: int | None) -> Scenari
     if not isinstance(raw, list) or not raw:
         where.fail("request", "a scenario needs at least one [[scenario.request]]")
     reqs = [_request(r, i, where, context) for i, r in enumerate(raw)]
-    by_id: dict[str, dict[str, Any]] = {}
+    by_id: dict[str, _Request] = {}
     for r in reqs:
         if r["id"] in by_id:
             where.fail(f"request.{r['id']}.id", "another request of this scenario has this id")
@@ -382,17 +418,17 @@ def _scenario(sc: dict[str, Any], where: _Where, context: int | None) -> Scenari
         if r["id"] in r["send"].after:
             where.fail(f"request.{r['id']}.send.after", "a request cannot be sent after its own event")
     _no_cycles(reqs, where)
-    roles = {r["role"] for r in reqs}
+    specs = tuple(_spec(r) for r in reqs)
+    roles = {s.role for s in specs}
     for r in reqs:
         if r["role"] in DIST_METRICS + COUNT_METRICS:
             where.fail(f"request.{r['id']}.role", "a role cannot be named like a metric")
-    specs = tuple(RequestSpec(**r) for r in reqs)
     report = tuple(_metric(m, "report", where, specs, roles, stat_allowed=False) for m in _strings(sc, "report", where))
     expect = tuple(_expectation(e, where, specs, roles) for e in _strings(sc, "expect", where))
     return ScenarioSpec(name, specs, _int(sc, "rounds", where, minimum=1, maximum=MAX_ROUNDS) or 1, report, expect)
 
 
-def _resolve_same_as(r: dict[str, Any], by_id: dict[str, dict[str, Any]], where: _Where) -> None:
+def _resolve_same_as(r: _Request, by_id: dict[str, _Request], where: _Where) -> None:
     src = r["same_as"]
     if src is None:
         r["role"] = r["role"] or r["id"]
@@ -410,7 +446,7 @@ def _resolve_same_as(r: dict[str, Any], by_id: dict[str, dict[str, Any]], where:
         r["tokens"] = r["tokens"] or t["tokens"]
 
 
-def _no_cycles(reqs: list[dict[str, Any]], where: _Where) -> None:
+def _no_cycles(reqs: list[_Request], where: _Where) -> None:
     # A request waits for the requests its send names, and a cancel waits for its own request's send.
     deps = {r["id"]: set(r["send"].after) for r in reqs}
     state: dict[str, int] = {}
