@@ -55,7 +55,7 @@ class RunOptions:
     kills_streams: bool = False
     # What forces a generation's length on this server (evalkit.client.field_support.length_fields) and how:
     # "ignore_eos", "min_tokens" or "prompt" (nothing forced: the count runs as long as it runs).
-    length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
+    length_body: dict[str, bool | int] = field(default_factory=lambda: {"ignore_eos": True})
     length_mode: str = "ignore_eos"
     # Each count line's `length_forced`, the state length_mode was chosen in (field_support.length_forced_flag of
     # length_state): true where a length is forced, null where ignore_eos was sent and its effect could not be
@@ -167,7 +167,7 @@ class StressRunner:
     # --- sending --------------------------------------------------------------------------------------
     def _request(self, r: PlannedRequest) -> ChatRequest:
         q = r.question
-        body: dict[str, Any] = {}  # over the client's standing body (the profile's extra_body)
+        body: dict[str, bool | int] = {}  # over the client's standing body (the profile's extra_body)
         if isinstance(q, LongSpec):
             text, max_tokens = self.fitted[q].text, self.opts.long_max_tokens
         elif r.prompt == "count":
