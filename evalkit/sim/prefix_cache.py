@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalkit.client.tokens import message_text, tokenize
+from evalkit.sim.chat_message import ChatMessage
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 
-def chat_token_sequence(messages: list[dict[str, Any]]) -> list[str]:
+def chat_token_sequence(messages: list[ChatMessage]) -> list[str]:
     """The prompt's tokens as the sim's template lays them out (its length is `prompt_tokens(messages)`)."""
     out: list[str] = []
     for m in messages:

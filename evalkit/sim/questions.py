@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.client.tokens import message_text
+from evalkit.sim.chat_message import ChatMessage
 
 KEY_LEN = 32
 _SHORT = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\? Reply with only the number\.")
@@ -150,12 +151,12 @@ def judge_question(text: str) -> Question | None:
     return Question("extract", gold=response) if response is not None else None
 
 
-def user_texts(messages: list[dict[str, Any]]) -> list[str]:
+def user_texts(messages: list[ChatMessage]) -> list[str]:
     """User messages' text, the last first (where the question usually is)."""
     return [message_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"]
 
 
-def recognise(messages: list[dict[str, Any]], index: QuestionIndex | None) -> Question:
+def recognise(messages: list[ChatMessage], index: QuestionIndex | None) -> Question:
     """What the chat asks; filler when nothing is recognised."""
     texts = user_texts(messages)
     for t in texts:

@@ -19,13 +19,14 @@ import time
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from aiohttp import web
 
 from evalkit.client.tokens import message_text, prompt_tokens, tokenize
 from evalkit.clock import Clock
 from evalkit.sim.answers import answer_text, filler_tokens
+from evalkit.sim.chat_message import ChatMessage
 from evalkit.sim.compat import refusal
 from evalkit.sim.determinism import unit_draw
 from evalkit.sim.engine import CANCELLED, END, KILLED, PREFILLED, TOKEN, Engine, Job
@@ -197,7 +198,7 @@ class SimServer:
         return _error(400, "expected 'content', 'prompt' or 'messages'")
 
     # -- chat ----------------------------------------------------------------------------------------------
-    async def _recognise(self, messages: list[dict[str, Any]]) -> Question:
+    async def _recognise(self, messages: list[ChatMessage]) -> Question:
         # Stress phrasings need no datasets; only other prompts wait for the (once, lazily loaded) index.
         for t in user_texts(messages):
             q = stress_question(t) or judge_question(t)
@@ -246,6 +247,7 @@ class SimServer:
             trace.end("error", self.clock.now())
             return _error(400, "body must be JSON with a non-empty 'messages' list")
         messages = [m for m in body["messages"] if isinstance(m, dict)]
+        chat = cast(list[ChatMessage], messages)  # the same objects, read as chat messages
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         trace.max_tokens = max_tokens if isinstance(max_tokens, int) else None
         trace.prompt_tokens = prompt_tokens(messages)
@@ -253,7 +255,7 @@ class SimServer:
         thinking = decide(body, self.s.default_thinking == "on")
         trace.thinking = thinking.on
         fault = choose_fault(self.s, header_id or f"#{arrival_index}")
-        question = await self._recognise(messages)
+        question = await self._recognise(chat)
         trace.kind, trace.question_id = question.kind, question.qid
         if fault is not None and fault.kind == "http_500":
             trace.fault = fault.kind
@@ -314,7 +316,7 @@ class SimServer:
             make_output,
             lambda: request.transport is None or request.transport.is_closing(),
             fault,
-            cache_tokens=chat_token_sequence(messages) if self.s.prefix_cache_blocks > 0 else None,
+            cache_tokens=chat_token_sequence(chat) if self.s.prefix_cache_blocks > 0 else None,
         )
         assert self.engine is not None
         self.engine.submit(job)
