@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from evalkit.comparison import LEVEL, Comparison, compare_samples, holm, look_level, shift_interval
 from evalkit.runs.rundir import Line
@@ -35,6 +35,7 @@ from evalkit_stress import metric_registry
 from evalkit_stress.metric_registry import CycleMetric
 from evalkit_stress.metrics import StressMetrics, cycle_samples, cycle_values, metric_samples
 from evalkit_stress.resume import read_counted
+from evalkit_stress.verdict_json import CancelVerdictJson, DiagnosisJson, HeadOfLineVerdictJson
 from evalkit_stress.verdicts import CANT, NO, YES
 
 FILE = "until_sure.jsonl"  # one line per completed cycle: the decision after it
@@ -43,7 +44,7 @@ DEFAULT_MARGIN = 0.10
 MEDIAN_MIN_SAMPLES = 6  # evalkit.stats.median_interval has no 95% interval from fewer
 NOISE_FLOOR = 0.02  # a comparison smaller than this is never called beyond noise (the report's floor)
 FIGURES = ("short_insert_ttft_s", "post_cancel_ttft_s", "concurrent_combined_tok_s", "long_prefill_s")
-SAMPLED_VERDICTS = ("head_of_line_blocking", "cancel_aborts")
+SAMPLED_VERDICTS: Final = ("head_of_line_blocking", "cancel_aborts")
 
 
 class SureRuleJson(TypedDict):
@@ -272,11 +273,13 @@ def comparison_checks(
     return [_judged(m, x, b, c, rule.margin, machine, so_far) for (m, x, b), c in zip(figures, tested, strict=True)]
 
 
-def sampled_verdict_check(name: str, verdict: dict[str, Any] | None, min_n: int) -> Check | None:
+def sampled_verdict_check(
+    name: str, verdict: HeadOfLineVerdictJson | CancelVerdictJson | None, min_n: int
+) -> Check | None:
     """A verdict read from samples: decided when enough settled and the majority's share is sure to be one."""
     if not verdict:
         return None
-    samples = [s for s in verdict.get("samples") or [] if isinstance(s, dict)]
+    samples = verdict.get("samples") or []
     if not samples:
         return None
     settled = [s["verdict"] for s in samples if s.get("verdict") in (YES, NO)]
@@ -329,7 +332,7 @@ def hurt_check(with_inserts: Sequence[float], alone: Sequence[float], threshold:
 
 def decide(
     lines: list[Line],
-    diagnoses: dict[str, Any] | None,
+    diagnoses: DiagnosisJson | None,
     cycles: int,
     rule: SureRule,
     baseline: list[Line] | None = None,
@@ -349,9 +352,8 @@ def decide(
             xs = metric_samples(lines, metric)
             if xs:  # else the scenario file has no such situation, or it never happened: nothing to be sure of
                 checks.append(figure_check(metric, xs, rule.margin))
-    d = diagnoses or {}
     for name in SAMPLED_VERDICTS:
-        c = sampled_verdict_check(name, d.get(name), rule.min_cycles)
+        c = sampled_verdict_check(name, diagnoses[name], rule.min_cycles) if diagnoses else None
         if c is not None:
             checks.append(c)
     spec = metric_registry.get("effective_concurrency")
@@ -392,7 +394,7 @@ def decide_run(
 
     lines, cycles = counted_lines(run_path, up_to)
     metrics = compute_metrics(exercised(lines))
-    diagnoses = dict(diagnose(metrics, annotate(lines), read_evidence(run_path)).to_json())  # as a reader sees the JSON
+    diagnoses = diagnose(metrics, annotate(lines), read_evidence(run_path)).to_json()
     weigh = baseline is not None and weigh_machine
     machine, so_far = machine_difference(run_path, lines, metrics, baseline_path) if weigh else (None, None)
     return decide(lines, diagnoses, cycles, rule, baseline, machine, so_far)
