@@ -1,8 +1,9 @@
 """The records of a stress run's diagnoses (summary.json's `diagnoses`): each verdict, its samples and figures.
 
-stress/diagnose.py builds them; `to_json` turns them into the JSON the run file holds, each key in the order run
-files have always had it (a key a record leaves out is absent, not null, where old runs had it absent), so a report
-renders an old run and a new one alike. Keys are identifiers; the words a reader sees are values (`cause`, `why`).
+stress/judge_*.py build them (stress/diagnose.py gathers them); `to_json` turns them into the JSON the run file holds
+(stress/verdict_json.py), each key in the order run files have always had it (a key a record leaves out is absent,
+not null, where old runs had it absent), so a report renders an old run and a new one alike. Keys are identifiers;
+the words a reader sees are values (`cause`, `why`).
 """
 
 from __future__ import annotations
