@@ -374,7 +374,7 @@ class BenchSummary(KindSummary):
     stopped_early: list[StoppedRequest] = []
     until_sure: BenchUntilSure | None = None  # with --until-sure
     errors: int = 0  # measured requests left failed
-    error_samples: list[dict[str, Any]] = []  # the first failed requests as written: request_id, prompt, error
+    error_samples: list[dict[str, str | None]] = []  # the first failed requests as written: request_id, status, error
 
 
 class _IncompleteSummary(KindSummary):
