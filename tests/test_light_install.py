@@ -103,6 +103,26 @@ def test_light_venv_has_none_of_the_left_out_packages(light_venv: Path, tmp_path
     assert (Path(out[1]).parent / "py.typed").exists()
 
 
+def test_types_hold_without_the_optional_extras(light_venv: Path, tmp_path: Path) -> None:
+    """mypy strict over evalkit, its evals and its stress test against the light venv's packages: no Ray, Hub,
+    HumanEval+, pandas, gguf or NVML, so whatever they would type is unknown there (the CI's lint checks it with
+    them all installed)."""
+    pytest.importorskip("mypy", reason="mypy comes with the lint extra")
+    if not (ROOT / "build" / "typecheck" / "evalkit").exists():
+        pytest.skip("tools/lint.sh makes build/typecheck, the import names mypy reads")
+    code = (
+        "import importlib.util; "
+        "print([m for m in ('ray', 'datasets', 'evalplus', 'pandas', 'gguf', 'pynvml') if importlib.util.find_spec(m)])"
+    )
+    assert subprocess.run([str(light_venv), "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+    args = ["--python-executable", str(light_venv), "--cache-dir", str(tmp_path / "mypy-cache")]
+    packages = ["-p", "evalkit", "-p", "evalkit_evals", "-p", "evalkit_stress"]
+    p = subprocess.run(
+        [sys.executable, "-m", "mypy", *args, *packages], cwd=ROOT, capture_output=True, text=True, timeout=240
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-1000:]
+
+
 def test_light_install_runs_bench_stress_capability_and_report(
     light_venv: Path, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
