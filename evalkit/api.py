@@ -16,14 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from evalkit.bench.measure import BenchMeasurement
 from evalkit.bench.throughput import BenchPlan
 from evalkit.config.profiles import ServerProfile, resolve_profile
 from evalkit.config.target import EvidenceOptions, Target
 from evalkit.load.measure import LoadMeasurement, LoadPlan
-from evalkit.runs.schemas import KindSummary, written_record
+from evalkit.runs.schemas import (
+    BenchSummary,
+    CapabilitySummary,
+    KindSummary,
+    LoadSummary,
+    StressSummary,
+    written_record,
+)
 from evalkit.session.context import RunDirOptions
 from evalkit.session.measurement import Measurement, RunResult, measure_run
 from evalkit_evals.plan import CapabilityPlan, capability_measurement
@@ -76,6 +83,22 @@ def measure(plan: Plan, server: Target, where: RunDirOptions) -> RunResult:
     return measure_run(server, where, measurement_of(plan))
 
 
+@overload
+def run(
+    plan: BenchPlan, server: Target, out: Path | str = ..., name: str | None = ..., fresh: bool = ...
+) -> BenchSummary: ...
+@overload
+def run(
+    plan: StressPlan, server: Target, out: Path | str = ..., name: str | None = ..., fresh: bool = ...
+) -> StressSummary: ...
+@overload
+def run(
+    plan: CapabilityPlan, server: Target, out: Path | str = ..., name: str | None = ..., fresh: bool = ...
+) -> CapabilitySummary: ...
+@overload
+def run(
+    plan: LoadPlan, server: Target, out: Path | str = ..., name: str | None = ..., fresh: bool = ...
+) -> LoadSummary: ...
 def run(
     plan: Plan,
     server: Target,
@@ -83,6 +106,7 @@ def run(
     name: str | None = None,
     fresh: bool = False,
 ) -> KindSummary:
-    """Measure the plan against `server` into `OUT/NAME` (a new name when None) and return its summary record."""
+    """Measure the plan against `server` into `OUT/NAME` (a new name when None) and return its summary record, of
+    the plan's kind (`BenchSummary` for a `BenchPlan` ...)."""
     result = measure(plan, server, RunDirOptions(out=out, name=name, fresh=fresh))
     return written_record(result.summary)
