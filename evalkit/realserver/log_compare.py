@@ -15,8 +15,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from evalkit.evidence.log_lines import LogLine
 from evalkit.evidence.server_evidence import calibrate, read_evidence, server_stamp
 from evalkit.evidence.wait_parts import HOUSEKEEPING, IDLE_SAVE, IN_SLOT_DECODE, IN_SLOT_PREFILL, UNATTRIBUTED, WORDS
 from evalkit.runs.rundir import read_jsonl
@@ -53,7 +54,7 @@ class Task:
         return self.released - self.eval_ms / 1000
 
 
-def read_tasks(rows: list[dict[str, Any]], offset: float) -> dict[int, Task]:
+def read_tasks(rows: list[LogLine], offset: float) -> dict[int, Task]:
     """Every task the log names, from its own lines."""
     tasks: dict[int, Task] = {}
     for r in rows:
@@ -92,7 +93,7 @@ def compare(run: Path) -> tuple[list[str], int, int]:
     if clock is None:
         return out + ["no llama.cpp timestamps in server_log.jsonl: nothing to compare"], 0, 0
     out.append(f"log clock: {clock.lines} stamped lines, on evalkit's clock within {clock.bound_s * 1000:.0f} ms")
-    tasks = read_tasks(rows, clock.offset)
+    tasks = read_tasks(cast(list[LogLine], rows), clock.offset)
     summary = json.loads((run / "summary.json").read_text())
     lines = [r for r in read_jsonl(run / "requests.jsonl") if r.get("scenario") != "calibration"]
     # read as the JSON a run file holds (the typed records are evalkit_stress.verdict_json's)
