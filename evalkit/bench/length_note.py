@@ -12,7 +12,7 @@ effect not shown") is read as the state it was: ignore_eos was sent there (only 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from evalkit.client.field_support import FORCED, NOT_FORCED, NOT_SHOWN, OLD_NOT_SHOWN, UNOBSERVED
 
@@ -20,7 +20,21 @@ from evalkit.client.field_support import FORCED, NOT_FORCED, NOT_SHOWN, OLD_NOT_
 _SENT = (f"ignore_eos {OLD_NOT_SHOWN}", f"ignore_eos {NOT_SHOWN}")
 
 
-def state_of(summary: dict[str, Any]) -> str:
+class LengthFields(TypedDict, total=False):
+    """The fields of a bench summary (of any version: older ones lack `length_state`) that say its output length."""
+
+    length_state: str
+    length_forced: bool | None
+    length_why: str | None
+    length_mode: str
+    ignore_eos: bool
+    max_tokens: int
+    stopped_early: list[dict[str, str | int | None]]
+    measured_requests: int
+    errors: int
+
+
+def state_of(summary: LengthFields) -> str:
     """The run's length state, from `length_state` where written, else from the older fields."""
     state = summary.get("length_state")
     if state in (FORCED, UNOBSERVED, NOT_FORCED):
@@ -36,7 +50,7 @@ def state_of(summary: dict[str, Any]) -> str:
     return NOT_FORCED if forced is False else FORCED
 
 
-def _why(summary: dict[str, Any]) -> str:
+def _why(summary: LengthFields) -> str:
     why = str(summary.get("length_why") or "")
     for old in _SENT:
         if why.startswith(old):
@@ -44,8 +58,9 @@ def _why(summary: dict[str, Any]) -> str:
     return ""
 
 
-def length_note(summary: dict[str, Any]) -> str | None:
+def length_note(written: dict[str, Any]) -> str | None:
     """One sentence on the run's output length where it was not shown forced; None where it was."""
+    summary = cast(LengthFields, written)  # the summary as written, read for its length fields
     state = state_of(summary)
     if state == FORCED:
         return None
