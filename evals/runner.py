@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.config.profiles import ThinkingBody
@@ -149,7 +149,7 @@ async def run_live(
             content=rec.content,
             reasoning=rec.reasoning,
         )
-        rundir.append(graded, _written(line, await _second_opinion(judge, item, rec.content, line, grader)))
+        _write(rundir, graded, line, await _second_opinion(judge, item, rec.content, line, grader))
         progress.add(verdict.correct)
 
     try:
@@ -176,12 +176,14 @@ async def _second_opinion(
     return opinion
 
 
-def _written(line: GradedLine, opinion: JudgeJson | None) -> dict[str, Any]:
-    """The line as `graded.jsonl` holds it: the judge's opinion, where there is one, last."""
+def _write(rundir: RunDir, graded: str, line: GradedLine, opinion: JudgeJson | None) -> GradedLine:
+    """Append the line to `graded` with the judge's opinion, where there is one, last; the line as the file now
+    holds it."""
     out = line.to_json()
     if opinion is not None:
         out["judge"] = opinion
-    return out
+    rundir.append(graded, out)
+    return GradedLine.model_validate(out)
 
 
 @dataclass(frozen=True)
@@ -296,9 +298,7 @@ async def run_replay(
     try:
         for task in tasks:  # graded two at a time, written in input order
             line, opinion = await task
-            written = _written(line, opinion)
-            rundir.append(GRADED, written)
-            lines.append(GradedLine.model_validate(written))  # the line as the file holds it
+            lines.append(_write(rundir, GRADED, line, opinion))
             progress.add(line.correct)
     finally:
         for task in tasks:

@@ -21,10 +21,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit_evals import plain_values
 from evalkit_evals.isolation import Isolation
+
+if TYPE_CHECKING:
+    from evalkit_evals.sandbox_child import ChildInit
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
@@ -130,7 +133,7 @@ class Worker:
                 pass
         self.alive = True
         lim = self.limits
-        init = {
+        init: ChildInit = {
             "code": self.code,
             "entry_point": self.entry_point,
             "uid": self.uid,
