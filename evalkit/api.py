@@ -29,7 +29,6 @@ from evalkit.runs.schemas import (
     KindSummary,
     LoadSummary,
     StressSummary,
-    written_record,
 )
 from evalkit.session.context import RunDirOptions
 from evalkit.session.measurement import Measurement, RunResult, measure_run
@@ -108,5 +107,4 @@ def run(
 ) -> KindSummary:
     """Measure the plan against `server` into `OUT/NAME` (a new name when None) and return its summary record, of
     the plan's kind (`BenchSummary` for a `BenchPlan` ...)."""
-    result = measure(plan, server, RunDirOptions(out=out, name=name, fresh=fresh))
-    return written_record(result.summary)
+    return measure(plan, server, RunDirOptions(out=out, name=name, fresh=fresh)).summary

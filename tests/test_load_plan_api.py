@@ -12,7 +12,7 @@ import evalkit.api
 from evalkit.load.measure import LoadMeasurement, LoadPlan
 from evalkit.load.points import PointsPlan, PointTemplate
 from evalkit.load.summary_records import LoadSummaryJson
-from evalkit.runs.schemas import LoadSummary, written_record
+from evalkit.runs.schemas import LoadSummary
 from evalkit.session.context import RunDirOptions
 from evalkit.sim.launch import start_sim
 
@@ -45,9 +45,9 @@ def test_a_points_plan_runs_through_the_api(tmp_path: Path) -> None:
         result = evalkit.api.measure(_plan(), evalkit.api.target(sim.base_url), RunDirOptions(out=tmp_path, name="x"))
     assert result.exit_code == 0 and result.failure is None
     assert result.path == tmp_path / "x"
-    record = written_record(result.summary)
+    record = result.summary
     assert isinstance(record, LoadSummary) and record.kind == "load"
-    summary = cast(LoadSummaryJson, result.summary)
+    summary = cast(LoadSummaryJson, record.to_json())
     assert summary["mode"] == "concurrency" and summary["seed"] == 7
     assert summary["requests"] == 8 and summary["errors"] == 0 and summary["wrong_answers"] == 0
     (point,) = summary["points"]

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         target_from_args(args),
         run_options_from_args(args),
         LoadMeasurement(plan),
-        lambda s: print(f"pairs: {s['conversation']['sessions']['completed']} users asked twice", flush=True),
+        lambda s: print(f"pairs: {s.to_json()['conversation']['sessions']['completed']} users asked twice", flush=True),
     )
 
 
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         target_from_args(args),
         run_options_from_args(args),
         LoadMeasurement(plan),
-        lambda s: print(f"plain: {s['requests']} requests, {s['errors']} errors", flush=True),
+        lambda s: print(f"plain: {s.to_json()['requests']} requests, {s.to_json()['errors']} errors", flush=True),
     )
 
 

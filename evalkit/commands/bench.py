@@ -7,7 +7,6 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any, cast
 
 from evalkit.bench.length_note import length_note
 from evalkit.bench.measure import BenchMeasurement
@@ -21,7 +20,7 @@ from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.gate import bisect
 from evalkit.runs.bisect_log import append_step
 from evalkit.runs.evidence_parts import SpecDecode
-from evalkit.runs.schemas import BenchSummary, validate
+from evalkit.runs.schemas import BenchSummary, KindSummary, as_kind
 from evalkit.session.connect import discover_model
 from evalkit.session.measurement import measure_run, run_measurement
 
@@ -143,13 +142,9 @@ def _rate(v: float | None, failed: int) -> str:
     return text + (f" ({failed} failed)" if failed else "")
 
 
-def bench_record(summary: dict[str, Any]) -> BenchSummary:
-    """A bench summary as its record (a malformed one: one line naming it)."""
-    return cast(BenchSummary, validate(BenchSummary, summary, "summary.json"))
-
-
-def _print_table(raw: dict[str, Any]) -> None:
-    summary = bench_record(raw)
+def _print_table(record: KindSummary) -> None:
+    summary = as_kind(record, BenchSummary)
+    raw = summary.to_json()
     lines = ["prompt      decode tok/s   request tok/s   runs"]
     for name, p in summary.prompts.items():
         runs = ", ".join(f"{r:.1f}" for r in p.runs)
@@ -211,8 +206,8 @@ def _print_table(raw: dict[str, Any]) -> None:
         print("\n".join(warned), file=sys.stderr)
 
 
-def _metric_value(raw: dict[str, Any], metric: str) -> float | None:
-    summary = bench_record(raw)
+def _metric_value(record: KindSummary, metric: str) -> float | None:
+    summary = as_kind(record, BenchSummary)
     if metric == "concurrent":
         return summary.concurrent.combined_tok_s if summary.concurrent is not None else None
     p = summary.prompts.get(metric)

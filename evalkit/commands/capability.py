@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.commands.baseline_run import baseline_run_dir
@@ -17,7 +17,7 @@ from evalkit.config.profiles import THINKING_MODES, refuse_unsendable_key
 from evalkit.errors import UsageError
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, RunFinished, default_run_name
-from evalkit.runs.schemas import CapabilitySummary, validate
+from evalkit.runs.schemas import CapabilitySummary, KindSummary, as_kind
 from evalkit.session.measurement import finish_run, run_measurement, show_result, started_again
 from evalkit_evals.measure import GRADED, open_judge, score_run
 from evalkit_evals.plan import (
@@ -203,11 +203,12 @@ def _judged(judge_settings: Any) -> Any:
     return lambda summary: _print_summary(summary, judge_settings)
 
 
-def _print_summary(raw: dict[str, Any], judge_settings: Any = None) -> None:
+def _print_summary(record: KindSummary, judge_settings: Any = None) -> None:
     """The table and the lines under it, as a run prints them at its end (and again when started finished)."""
     from evalkit_evals.scoreboard import table
 
-    summary = cast(CapabilitySummary, validate(CapabilitySummary, raw, "summary.json"))
+    summary = as_kind(record, CapabilitySummary)
+    raw = summary.to_json()
     truncated = summary.truncated_answers or 0
     warning = summary.thinking_warning
     print(table(raw))

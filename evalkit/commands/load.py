@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
         target_from_args(args),
         run_options_from_args(args),
         measurement,
-        lambda s: print(points_table(cast(LoadSummaryJson, s)), flush=True),
+        lambda s: print(points_table(cast(LoadSummaryJson, s.to_json())), flush=True),
     )
 
 

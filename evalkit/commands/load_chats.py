@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         target_from_args(args),
         run_options_from_args(args),
         LoadMeasurement(LoadPlan(workload, seed=args.seed)),
-        lambda s: print(session_table(cast(LoadSummaryJson, s)), flush=True),
+        lambda s: print(session_table(cast(LoadSummaryJson, s.to_json())), flush=True),
     )
 
 

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         target_from_args(args),
         run_options_from_args(args),
         LoadMeasurement(LoadPlan(replay, seed=args.seed)),
-        lambda s: print(trace_table(cast(LoadSummaryJson, s)), flush=True),
+        lambda s: print(trace_table(cast(LoadSummaryJson, s.to_json())), flush=True),
     )
 
 

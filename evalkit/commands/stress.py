@@ -31,7 +31,6 @@ import hashlib
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, cast
 
 from evalkit.cli import add_output_options, add_server_options
 from evalkit.commands.baseline_run import baseline_run_dir
@@ -41,7 +40,7 @@ from evalkit.errors import UsageError
 from evalkit.evidence.gpu_memory import peaks_line
 from evalkit.evidence.gpu_telemetry import telemetry_line
 from evalkit.runs.rundir import read_json_object
-from evalkit.runs.schemas import StressSummary, validate
+from evalkit.runs.schemas import KindSummary, StressSummary, as_kind
 from evalkit.runs.summary_parts import Number
 from evalkit.session.measurement import run_measurement
 from evalkit_stress import metric_registry
@@ -219,10 +218,10 @@ def run(args: argparse.Namespace) -> int:
         check_same_scenarios(Path(args.out) / args.name, source)
     measurement = StressMeasurement(plan)
 
-    def show(summary: dict[str, Any]) -> None:
+    def show(summary: KindSummary) -> None:
         _print_summary(summary)
         if not source.builtin:
-            print("\n".join(summary_lines(summary)), flush=True)
+            print("\n".join(summary_lines(summary.to_json())), flush=True)
 
     return run_measurement(target_from_args(args), run_options_from_args(args), measurement, show)
 
@@ -265,8 +264,9 @@ def _fmt(d: dict[str, Number | None] | None, digits: int = 3) -> str:
     return f"p50 {d['p50']:.{digits}g}  p95 {d['p95']:.{digits}g}  max {d['max']:.{digits}g}  (n={d['n']})"
 
 
-def _print_summary(raw: dict[str, Any]) -> None:
-    s = cast(StressSummary, validate(StressSummary, raw, "summary.json"))
+def _print_summary(record: KindSummary) -> None:
+    s = as_kind(record, StressSummary)
+    raw = s.to_json()
     out = [
         f"stress seed {s.seed}: {s.cycles}/{s.cycles_planned} cycles, {s.requests} requests, "
         f"{s.errors} errors, {s.wrong_answers} wrong answers, {s.divergent} divergent"

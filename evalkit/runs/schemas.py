@@ -37,6 +37,7 @@ STATUSES = ("ok", "error", "cancelled", "timeout")
 OUTCOMES = ("correct", "wrong", "unparsed", "truncated", "error")
 JUDGE_VERDICTS = ("correct", "wrong", "unsure", "error")
 _P = TypeVar("_P", bound=BaseModel)
+_K = TypeVar("_K", bound="KindSummary")
 
 
 class ClosedModel(BaseModel):
@@ -409,6 +410,13 @@ def written_record(data: dict[str, Any]) -> KindSummary:
     it (a writer's wrong type fails here, at the end of the run, not in a later report); `to_json()` gives back the
     keys in the order given."""
     return _SUMMARY_BY_KIND_ALL[data["kind"]].model_validate(data)
+
+
+def as_kind(record: KindSummary, model: type[_K]) -> _K:
+    """`record` as its kind's model (a command's table of its own run); another kind is a one-line UsageError."""
+    if not isinstance(record, model):
+        raise UsageError(f"summary.json: a {record.kind} summary, not a {model.__name__}")  # type: ignore[attr-defined]
+    return record
 
 
 def summary_record(data: dict[str, Any], where: Path | str) -> KindSummary:

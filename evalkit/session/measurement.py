@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evalkit.config.target import Target
+from evalkit.redact import scrub
 from evalkit.runs import machine_probe
-from evalkit.runs.rundir import RunDir, RunFinished
-from evalkit.runs.schemas import KindSummary
+from evalkit.runs.rundir import SUMMARY, RunDir, RunFinished
+from evalkit.runs.schemas import KindSummary, summary_record
 from evalkit.session.context import RunContext, RunDirOptions, open_run
 
 
@@ -44,11 +45,14 @@ class RunResult:
     """A run as the command ends it: its summary, directory, exit code and failure line; `again` when it was a
     complete run started again (nothing measured)."""
 
-    summary: dict[str, Any]
+    summary: KindSummary
     path: Path
     exit_code: int
     failure: str | None = None
     again: bool = False
+
+
+Show = Callable[[KindSummary], None]  # a command's table of the run's summary record
 
 
 class Measurement(Protocol):
@@ -70,22 +74,23 @@ class Measurement(Protocol):
 
 
 def finish_run(rundir: RunDir, got: Measured) -> RunResult:
-    """Write the run's `summary.json` and stamp its finish in the manifest (a replay, which has no server, too)."""
-    summary = got.summary.to_json()
-    rundir.write_summary(summary)
+    """Write the run's `summary.json` and stamp its finish in the manifest (a replay, which has no server, too); the
+    failure line is scrubbed of every secret the run directory holds (the API key in each form it may be echoed)."""
+    rundir.write_summary(got.summary.to_json())
     rundir.update_manifest(machine_end=machine_probe.probe())
     closing = {"stopped": got.stopped} if got.stopped is not None else {}
     rundir.finish(exit_code=got.exit_code, complete=got.complete, **closing)
-    return RunResult(summary, rundir.path, got.exit_code, got.failure)
+    failure = scrub(got.failure, rundir.secrets) if got.failure is not None else None
+    return RunResult(got.summary, rundir.path, got.exit_code, failure)
 
 
 def started_again(done: RunFinished) -> RunResult:
     """A complete run started again: said in one line, and returned as it is."""
     done.say()
-    return RunResult(done.summary, done.path, done.exit_code, again=True)
+    return RunResult(summary_record(done.summary, done.path / SUMMARY), done.path, done.exit_code, again=True)
 
 
-def show_result(result: RunResult, show: Callable[[dict[str, Any]], None]) -> int:
+def show_result(result: RunResult, show: Show) -> int:
     """The run's table (`show`), its path as the last line of standard output, the failure line on standard error;
     the exit code."""
     show(result.summary)
@@ -108,8 +113,6 @@ def measure_run(target: Target, where: RunDirOptions, m: Measurement) -> RunResu
         return started_again(done)
 
 
-def run_measurement(
-    target: Target, where: RunDirOptions, m: Measurement, show: Callable[[dict[str, Any]], None]
-) -> int:
+def run_measurement(target: Target, where: RunDirOptions, m: Measurement, show: Show) -> int:
     """`measure_run`, then `show_result`; the exit code."""
     return show_result(measure_run(target, where, m), show)
