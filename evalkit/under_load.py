@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from evalkit.load.background import BACKGROUND, BackgroundLoad, overlap
+from evalkit.load.background import BACKGROUND, BackgroundLoad, Overlap, overlap
 from evalkit.load.load_spec import LoadSpec
 from evalkit.report import noise
 from evalkit.report.capability import paired_verdict
@@ -24,6 +24,55 @@ from evalkit_evals.measure import OnePass, UnderLoad
 from evalkit_evals.question_scores import graded_lines, latest_per_sample, question_scores
 
 IDLE = "graded-idle.jsonl"
+
+
+class Tally(TypedDict):
+    """Correct out of the questions both passes graded."""
+
+    correct: float
+    total: int
+
+
+class Mark(TypedDict):
+    """McNemar's mark between the passes and the figures behind it."""
+
+    mark: str
+    detail: str
+
+
+class Comparison(TypedDict):
+    """The two passes per question (`compare`)."""
+
+    paired: int
+    idle: Tally
+    loaded: Tally
+    lost: list[str]
+    gained: list[str]
+    mcnemar: Mark
+    worse_beyond_noise: bool
+    no_worse_beyond_noise: bool
+    changed_text: int
+    changed_text_share: float | None
+
+
+class BackgroundTally(Overlap):
+    """The background's requests by outcome, and how busy it kept the server beside the loaded pass."""
+
+    requests: int
+    errors: int
+    wrong_answers: int
+    cancelled_at_stop: int
+
+
+class UnderLoadJson(Comparison):
+    """summary.json's `under_load`, in the order written: the load, where the idle pass came from, the comparison,
+    the background."""
+
+    load: dict[str, Any]  # the load spec as given (evalkit.load.load_spec.LoadSpec.to_json), nulls left out
+    idle_source: str
+    background: BackgroundTally
+
+
 RunPass = Callable[[str, dict[str, Any]], Awaitable[None]]  # (graded file, request tags) -> the pass asked
 
 
@@ -31,7 +80,7 @@ def under_load_passes(spec: LoadSpec, idle_run: Path | None) -> UnderLoad:
     """The idle and loaded passes of a capability run under `spec`'s background load (`run_passes`), as the run
     calls them: with its context, one pass and the ids of the questions asked."""
 
-    async def passes(ctx: RunContext, one_pass: OnePass, wanted: set[str]) -> dict[str, Any]:
+    async def passes(ctx: RunContext, one_pass: OnePass, wanted: set[str]) -> UnderLoadJson:
         return await run_passes(
             ctx.rundir,
             spec,
@@ -51,7 +100,7 @@ async def run_passes(
     run_pass: RunPass,
     make_load: Callable[[Callable[[dict[str, Any]], None]], BackgroundLoad],
     wanted: set[str],
-) -> dict[str, Any]:
+) -> UnderLoadJson:
     """The idle pass (unless `idle_run`), the loaded pass under the background load; returns `under_load`."""
     if idle_run is None:
         await run_pass(IDLE, {"pass": "idle"})
@@ -73,7 +122,7 @@ async def run_passes(
     }
 
 
-def _background(lines: list[dict[str, Any]], fg: list[dict[str, Any]]) -> dict[str, Any]:
+def _background(lines: list[dict[str, Any]], fg: list[dict[str, Any]]) -> BackgroundTally:
     return {
         "requests": len(lines),
         "errors": sum(1 for r in lines if r.get("outcome") == "error"),
@@ -83,7 +132,7 @@ def _background(lines: list[dict[str, Any]], fg: list[dict[str, Any]]) -> dict[s
     }
 
 
-def compare(idle: list[dict[str, Any]], loaded: list[dict[str, Any]]) -> dict[str, Any]:
+def compare(idle: list[dict[str, Any]], loaded: list[dict[str, Any]]) -> Comparison:
     """Scores, flips, McNemar and the changed-text share of the questions both passes graded."""
     a, b = question_scores(graded_lines(idle)), question_scores(graded_lines(loaded))
     common = [q for q in a if q in b]

@@ -9,7 +9,7 @@ questions left graded `error`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +33,7 @@ GRADED = "graded.jsonl"
 OnePass = Callable[[str, "dict[str, Any] | None"], Awaitable[None]]  # (graded file, request tags) -> pass asked
 # The passes of a run under a background load (evalkit.under_load): given the run and one pass, it asks
 # the idle and the loaded pass of the questions asked (their ids) and returns summary.json's `under_load`.
-UnderLoad = Callable[[RunContext, OnePass, set[str]], Awaitable[dict[str, Any]]]
+UnderLoad = Callable[[RunContext, OnePass, set[str]], Awaitable[Mapping[str, object]]]  # read by no one here
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class CapabilityMeasurement:
         )
         grader = Grader(self.data_dir, self.code_judge)
         wanted = {it.qid for it in self.items}
-        under: dict[str, Any] = {}
+        under: Mapping[str, object] = {}
         auto: dict[str, Any] = {}
 
         async def one_pass(

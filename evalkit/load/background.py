@@ -14,7 +14,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock
@@ -136,7 +136,15 @@ class BackgroundLoad:
         await asyncio.gather(*running, return_exceptions=True)
 
 
-def overlap(background: list[dict[str, Any]], foreground: list[dict[str, Any]]) -> dict[str, Any]:
+class Overlap(TypedDict):
+    """How busy the server was beside the foreground requests (`overlap`)."""
+
+    mean_in_flight: float | None
+    foreground_overlapped_share: float | None
+    window_s: float | None
+
+
+def overlap(background: list[dict[str, Any]], foreground: list[dict[str, Any]]) -> Overlap:
     """How busy the server was while the foreground requests ran: background requests in flight on average over
     the foreground's window, and the share of foreground requests with a background request in flight beside them."""
     spans = [
