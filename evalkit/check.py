@@ -17,6 +17,7 @@ from evalkit.addresses import server_root
 from evalkit.client import auxiliary
 from evalkit.client.field_support import REFUSED, UNOBSERVED, length_fields, length_state, unforced_words
 from evalkit.client.http_errors import describe
+from evalkit.client.identity_json import ServerIdentity
 from evalkit.client.probe import (
     ALL_COMMANDS,
     CheckResult,
@@ -185,7 +186,7 @@ async def full_check(
     extra_body: dict[str, Any],
     thinking: dict[str, tuple[ThinkingBody, str | None]],
     timeout_s: float = 30.0,
-    identity: dict[str, Any] | None = None,
+    identity: ServerIdentity | None = None,
     ignore_eos: bool = True,
 ) -> CheckResult:
     """Every probe; `thinking` maps a mode (off, low ...) to the (extra body, system prompt) that asks for it.
@@ -225,7 +226,7 @@ async def _probes(
     extra_body: dict[str, Any],
     thinking: dict[str, tuple[ThinkingBody, str | None]],
     timeout_s: float,
-    identity: dict[str, Any] | None,
+    identity: ServerIdentity | None,
     ignore_eos: bool,
 ) -> CheckResult:
     from evalkit.evidence.server_kind import advice

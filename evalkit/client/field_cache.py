@@ -16,9 +16,10 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
 from evalkit.client.field_support import FieldSupport, FieldSupportJson
+from evalkit.client.identity_json import ServerIdentity
 
 MAX_AGE_S = 24 * 3600
 FILE = "field-support.json"
@@ -35,48 +36,57 @@ def cache_file() -> Path | None:
     return Path(base) / FILE
 
 
-def cache_key(base_url: str, identity: dict[str, Any] | None) -> str:
+def cache_key(base_url: str, identity: ServerIdentity | None) -> str:
     """The base URL and the server's identity (without which endpoints answered), hashed."""
     ident = {k: v for k, v in (identity or {}).items() if k != "probed"}
     text = json.dumps({"base_url": base_url.rstrip("/"), "identity": ident}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _read(path: Path) -> dict[str, Any]:
+class CacheEntry(TypedDict):
+    """One server's entry in the cache file, in the order written."""
+
+    at: float
+    base_url: str
+    support: FieldSupportJson
+
+
+def _read(path: Path) -> dict[str, CacheEntry]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    # Only entries with a time of writing: the others are neither used nor kept.
+    return {
+        k: cast(CacheEntry, v) for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("at"), (int, float))
+    }
 
 
-def load(base_url: str, identity: dict[str, Any] | None, now: float | None = None) -> FieldSupport | None:
+def load(base_url: str, identity: ServerIdentity | None, now: float | None = None) -> FieldSupport | None:
     """The cached support for this server, when fresh."""
     path = cache_file()
     if path is None:
         return None
     entry = _read(path).get(cache_key(base_url, identity))
     now = time.time() if now is None else now
-    if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)) or now - entry["at"] > MAX_AGE_S:
+    if entry is None or now - entry["at"] > MAX_AGE_S:
         return None
     when = datetime.fromtimestamp(entry["at"], timezone.utc).isoformat(timespec="seconds")
     try:
-        return FieldSupport.from_json(cast(FieldSupportJson, entry.get("support") or {}), f"cache {path} ({when})")
+        return FieldSupport.from_json(entry.get("support") or cast(FieldSupportJson, {}), f"cache {path} ({when})")
     except TypeError:
         return None
 
 
-def store(base_url: str, identity: dict[str, Any] | None, support: FieldSupport) -> None:
+def store(base_url: str, identity: ServerIdentity | None, support: FieldSupport) -> None:
     """Keep this server's support (an atomic rewrite; stale entries dropped)."""
     path = cache_file()
     if path is None:
         return
     now = time.time()
-    data = {
-        k: v
-        for k, v in _read(path).items()
-        if isinstance(v, dict) and isinstance(v.get("at"), (int, float)) and now - v["at"] <= MAX_AGE_S
-    }
+    data = {k: v for k, v in _read(path).items() if now - v["at"] <= MAX_AGE_S}
     data[cache_key(base_url, identity)] = {"at": now, "base_url": base_url, "support": support.to_json()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 from evalkit.client import auxiliary, field_cache
 from evalkit.client.field_support import FieldSupport, FieldSupportJson, ProbeReply, length_fields, probe_fields
 from evalkit.client.http_errors import describe
+from evalkit.client.identity_json import ServerIdentity
 from evalkit.redact import scrub
 
 PROBE_PROMPT = "Reply with just the word OK."
@@ -405,7 +406,7 @@ async def learn_fields(
     http: auxiliary.ClientSession,
     result: CheckResult,
     extra_body: dict[str, Any],
-    identity: dict[str, Any] | None = None,
+    identity: ServerIdentity | None = None,
     refresh: bool = False,
 ) -> FieldSupport:
     """Each optional field's support (evalkit.client.field_support): from the cache when fresh for this server's
@@ -441,7 +442,7 @@ async def quick_check(
     api_key: str | None,
     extra_body: dict[str, Any],
     timeout_s: float = 60.0,
-    identity: dict[str, Any] | None = None,
+    identity: ServerIdentity | None = None,
 ) -> CheckResult:
     """Evalkit's own request (and, when refused, its variants), then what each optional field gets: what a command
     needs before it starts."""

@@ -13,9 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from evalkit.client import auxiliary
+from evalkit.client.identity_json import PropsIdentity, ServerIdentity
 from evalkit.errors import UsageError
 from evalkit.evidence.server_metrics import metrics_url
 from evalkit.redact import scrub_tree
@@ -87,7 +88,7 @@ async def _get_json(session: auxiliary.ClientSession, url: str, timeout_s: float
         return None, type(e).__name__
 
 
-def _from_props(props: dict[str, Any]) -> dict[str, Any]:
+def _from_props(props: dict[str, Any]) -> PropsIdentity:
     gen = props.get("default_generation_settings")
     gen = gen if isinstance(gen, dict) else {}
     return {
@@ -99,9 +100,9 @@ def _from_props(props: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _from_models(page: Any) -> list[dict[str, Any]]:
+def _from_models(page: Any) -> list[dict[str, JsonValue]]:
     data = page.get("data") if isinstance(page, dict) else None
-    out = []
+    out: list[dict[str, JsonValue]] = []
     for m in data or []:
         if isinstance(m, dict):
             extra = {k: _short(v) for k, v in m.items() if k not in _STANDARD_MODEL_KEYS}
@@ -109,10 +110,10 @@ def _from_models(page: Any) -> list[dict[str, Any]]:
     return out
 
 
-async def identify(base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
+async def identify(base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 5.0) -> ServerIdentity:
     """`server_identity` for manifest.json: what each identity endpoint answered, and the server type it implies."""
     root = _root(base_url)
-    out: dict[str, Any] = {"server_type": None, "probed": {}}
+    out: ServerIdentity = {"server_type": None, "probed": {}}
     # The key these requests carry, scrubbed from every answer before any value of it is cut to `_MAX_TEXT`.
     secrets = [v.split()[-1] for k, v in (headers or {}).items() if k.lower() == "authorization" and v.split()]
     async with auxiliary.session(headers) as session:

@@ -8,8 +8,7 @@ advice for a topic gets the plain fact.
 
 from __future__ import annotations
 
-from typing import Any
-
+from evalkit.client.identity_json import ServerIdentity
 from evalkit.evidence.server_dialects import dialect, dialects, kind_owning
 
 
@@ -23,9 +22,9 @@ def label(kind: str) -> str:
     return dialect(kind).label
 
 
-def server_kind(identity: dict[str, Any] | None) -> str:
+def server_kind(identity: ServerIdentity | None) -> str:
     """One of `kinds()`, from a `server_identity` record."""
-    ident = identity or {}
+    ident: ServerIdentity = identity or {"server_type": None, "probed": {}}
     kind = ident.get("server_type")
     if kind in kinds():
         return str(kind)
@@ -33,9 +32,9 @@ def server_kind(identity: dict[str, Any] | None) -> str:
         owning = kind_owning(str(owner))
         if owning is not None:
             return owning
-    api = ident.get("openapi") or {}
-    title = str(api.get("title") or "")
-    paths = set(api.get("paths") or [])
+    api = ident.get("openapi")
+    title = str((api.get("title") if api else None) or "")
+    paths = set((api.get("paths") if api else None) or [])
     if "llama.cpp" in title or "/extras/tokenize" in paths:
         return "llama-cpp-python"
     # transformers serve's FastAPI app: chat completions beside the Responses API or audio transcription, and none
