@@ -121,7 +121,7 @@ class CapabilityMeasurement:
             **({"under_load": under} if under else {}),
             **({"repeats_auto": auto} if auto else {}),
         }
-        got = score_run(lines, self.thinking, extra, [ctx.profile.api_key])
+        got = score_run(lines, self.thinking, extra)
         if auto and not auto.get("decided"):
             # Ended undecided: exit 1 and a last line that says so, not a table that reads like an answer (#58).
             got = replace(got, exit_code=1, failure=got.failure or undecided_line(auto))
@@ -169,7 +169,6 @@ def score_run(
     lines: Sequence[Graded],
     thinking: str | None,
     extra: dict[str, Any],
-    secrets: list[str | None] = [],  # noqa: B006 - read, never changed
     per_line: bool = False,
 ) -> Measured:
     """The scoreboard of the graded lines, the exit code and the failure line. `per_line` (replay): every line is
@@ -187,11 +186,11 @@ def score_run(
         **extra,
     )
     replay = extra.get("mode") == "replay"
-    failed = failed_line(latest, secrets, replay)
+    failed = failed_line(latest, replay)
     return Measured(written_record(summary), 1 if failed else 0, complete=failed is None or replay, failure=failed)
 
 
-def failed_line(latest: Sequence[GradedLine], secrets: list[str | None], replay: bool) -> str | None:
+def failed_line(latest: Sequence[GradedLine], replay: bool) -> str | None:
     """The exit-1 line when questions are left graded `error` (their latest line: a resume re-asked the rest)."""
     then = (
         "the replay cannot retry them: fix the answers file and grade it under another --name or with --fresh"
@@ -199,4 +198,4 @@ def failed_line(latest: Sequence[GradedLine], secrets: list[str | None], replay:
         else "run the same command again to ask them again"
     )
     errors = (ln.why for ln in latest if ln.outcome == "error")
-    return failure_line("capability", count_failures(errors, len(latest)), secrets, what="questions", then=then)
+    return failure_line("capability", count_failures(errors, len(latest)), what="questions", then=then)

@@ -204,13 +204,13 @@ class StressMeasurement:
                 "stopped_early": stopped == "decided",
                 **final.to_json(),
             }
-        code, failed = exit_code(summary, stopped, [ctx.profile.api_key])
+        code, failed = exit_code(summary, stopped)
         # Errors in completed cycles are the server's answers under stress: a resume re-runs only cut cycles.
         done = stopped in ("completed", "decided")
         return Measured(written_record(summary), code, complete=done, stopped=stopped, failure=failed)
 
 
-def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) -> tuple[int, str | None]:
+def exit_code(summary: dict[str, Any], stopped: str) -> tuple[int, str | None]:
     """The run's exit code, and the line saying how many requests failed (None when none did)."""
     if stopped == "interrupted":
         return 130, None
@@ -224,7 +224,6 @@ def exit_code(summary: dict[str, Any], stopped: str, secrets: list[str | None]) 
             ),
             summary["requests"],
         ),
-        secrets,
         then="listed in summary.json error_requests (a resume re-runs only cycles cut short)",
     )
     if failed is not None:

@@ -102,16 +102,17 @@ class BenchMeasurement:
             written_record(summary),
             code,
             complete=not summary["errors"],
-            failure=failed_line(lines, [ctx.profile.api_key]),
+            failure=failed_line(lines),
         )
 
 
-def failed_line(lines: list[dict[str, Any]], secrets: list[str | None]) -> str | None:
-    """The exit-1 line when measurements are left failed (`left_failed`, as the summary's `errors` counts them)."""
+def failed_line(lines: list[dict[str, Any]]) -> str | None:
+    """The exit-1 line when measurements are left failed (`left_failed`, as the summary's `errors` counts them);
+    the session scrubs it of the run's secrets."""
     measured = [x for x in lines if x.get("bench_key")]
     left = left_failed(measured)
     keys = {(x["bench_key"], x.get("stream", 0)) for x in measured}
-    return failure_line("bench", count_failures((x.get("error") for x in left), len(keys)), secrets)
+    return failure_line("bench", count_failures((x.get("error") for x in left), len(keys)))
 
 
 def with_server_metrics(summary: dict[str, Any], scrapes: list[dict[str, Any]], lines: list[dict[str, Any]]) -> None:

@@ -90,8 +90,7 @@ class LoadMeasurement:
             count_failures(
                 (error_words(x.get("error"), x.get("error_kind")) for x in measured if x.get("outcome") == "error"),
                 len(measured),
-            ),
-            [ctx.profile.api_key],
+            )
         )
         behind = fell_behind_line(summary) if workload.invalid_fails else None
         code = 1 if failed or behind or (workload.errors_fail and summary.get("errors")) else 0
@@ -113,9 +112,9 @@ def fell_behind_line(summary: LoadSummaryJson) -> str | None:
     )
 
 
-def load_failure_line(count: FailureCount, secrets: list[str | None]) -> str | None:
+def load_failure_line(count: FailureCount) -> str | None:
     """The exit-1 line of a load run with failed requests (load runs do not resume)."""
-    return failure_line("load", count, secrets, then="load runs do not resume: add --fresh to measure again")
+    return failure_line("load", count, then="load runs do not resume: add --fresh to measure again")
 
 
 def refuse_existing(out: Path | str, name: str | None, fresh: bool) -> None:
