@@ -25,12 +25,12 @@ from evalkit.session.measurement import Measured
 from evalkit_evals.datasets import DatasetItem
 from evalkit_evals.question_scores import Graded, graded_lines
 from evalkit_evals.repeats_auto import FILE as REPEATS_FILE
-from evalkit_evals.repeats_auto import RepeatsRule, decide_repeats, decision_line
+from evalkit_evals.repeats_auto import RepeatsAutoJson, RepeatsDecision, RepeatsRule, decide_repeats, decision_line
 from evalkit_evals.runner import Sampling, run_live
 from evalkit_evals.scoreboard import latest_per_id, summarize, thinking_warning
 
 GRADED = "graded.jsonl"
-OnePass = Callable[[str, "dict[str, Any] | None"], Awaitable[None]]  # (graded file, request tags) -> pass asked
+OnePass = Callable[[str, "dict[str, str] | None"], Awaitable[None]]  # (graded file, request tags) -> pass asked
 # The passes of a run under a background load (evalkit.under_load): given the run and one pass, it asks
 # the idle and the loaded pass of the questions asked (their ids) and returns summary.json's `under_load`.
 UnderLoad = Callable[[RunContext, OnePass, set[str]], Awaitable[Mapping[str, object]]]  # read by no one here
@@ -75,10 +75,10 @@ class CapabilityMeasurement:
         grader = Grader(self.data_dir, self.code_judge)
         wanted = {it.qid for it in self.items}
         under: Mapping[str, object] = {}
-        auto: dict[str, Any] = {}
+        auto: RepeatsAutoJson | None = None
 
         async def one_pass(
-            graded: str = GRADED, tags: dict[str, Any] | None = None, sampling: Sampling | None = None
+            graded: str = GRADED, tags: dict[str, str] | None = None, sampling: Sampling | None = None
         ) -> None:
             await run_live(
                 ctx.rundir,
@@ -122,36 +122,37 @@ class CapabilityMeasurement:
             **({"repeats_auto": auto} if auto else {}),
         }
         got = score_run(lines, self.thinking, extra)
-        if auto and not auto.get("decided"):
+        if auto and not auto["decided"]:
             # Ended undecided: exit 1 and a last line that says so, not a table that reads like an answer (#58).
             got = replace(got, exit_code=1, failure=got.failure or undecided_line(auto))
         return got
 
     async def _rounds(
         self, ctx: RunContext, one_pass: Callable[..., Awaitable[None]], wanted: set[str]
-    ) -> dict[str, Any]:
+    ) -> RepeatsAutoJson:
         """`--repeats auto`: one more round of every question until each dataset's pass@1 is sure (a round a
         resumed run already has is not asked again); the last decision, for the summary."""
         assert self.repeats_auto is not None
         rule = self.repeats_auto
         baseline = rule.baseline_scores()
-        d: dict[str, Any] = {}
+        d: RepeatsDecision = {"repeats": 0, "decided": False, "undecided": [], "datasets": {}}
         for rounds in range(1, rule.max_repeats + 1):
             await one_pass(GRADED, None, replace(self.sampling, repeats=rounds))
             d = decide_repeats([ln for ln in ctx.rundir.read(GRADED) if ln["id"] in wanted], rule, rounds, baseline)
-            ctx.rundir.append(REPEATS_FILE, d)
+            ctx.rundir.append(REPEATS_FILE, dict(d))
             print(decision_line(d, rule), file=sys.stderr, flush=True)
             if d["decided"]:
                 break
-        return {**rule.to_json(), **d}
+        auto: RepeatsAutoJson = {**rule.to_json(), **d}  # the rule's keys, then the round's
+        return auto
 
 
-def undecided_line(auto: dict[str, Any]) -> str:
+def undecided_line(auto: RepeatsAutoJson) -> str:
     """The exit-1 line of a `--repeats auto` run that ran its rounds and is still undecided."""
-    most = auto.get("max_repeats")
+    most = auto["max_repeats"]
     return (
-        f"capability: --repeats auto ended undecided after {auto.get('repeats')} of at most {most} rounds: "
-        f"{', '.join(auto.get('undecided') or [])} not sure within ±{auto.get('margin')} (see the last "
+        f"capability: --repeats auto ended undecided after {auto['repeats']} of at most {most} rounds: "
+        f"{', '.join(auto['undecided'])} not sure within ±{auto['margin']} (see the last "
         "'repeats auto:' line); the scores above are not decided: raise --max-repeats or --margin"
     )
 

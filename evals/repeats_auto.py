@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from evalkit.runs.rundir import read_jsonl
 from evalkit.stats import clopper_pearson_interval, mcnemar_exact_p, wilson_interval
@@ -78,6 +78,20 @@ class DatasetDecision(_DatasetDecision, total=False):
     sure, and against a baseline the comparison."""
 
     vs_baseline: BaselineComparison
+
+
+class RepeatsDecision(TypedDict):
+    """A round's decision (`decide_repeats`), a line of `FILE`: the rounds so far, whether every dataset is sure,
+    those that are not, and each dataset's entry."""
+
+    repeats: int
+    decided: bool
+    undecided: list[str]
+    datasets: dict[str, DatasetDecision]
+
+
+class RepeatsAutoJson(RuleJson, RepeatsDecision):
+    """A summary's `repeats_auto`: the rule and its last decision, in that order."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +231,7 @@ def baseline_comparison(
 
 def decide_repeats(
     lines: Sequence[Graded], rule: RepeatsRule, rounds: int, baseline: dict[str, QuestionScore] | None = None
-) -> dict[str, Any]:
+) -> RepeatsDecision:
     """After `rounds` rounds: each dataset's pass@1, its sampling interval, and whether every one is sure (against
     a baseline: whether every comparison is decided); a line of `FILE` (`repeats`, `decided`, `undecided`,
     `datasets`: each a `DatasetDecision`)."""
@@ -242,7 +256,7 @@ def decide_repeats(
     return {"repeats": rounds, "decided": not undecided, "undecided": undecided, "datasets": datasets}
 
 
-def decision_line(d: dict[str, Any], rule: RepeatsRule) -> str:
+def decision_line(d: RepeatsDecision, rule: RepeatsRule) -> str:
     """One line for standard error after a round."""
     parts = [
         f"{ds} {x['pass_at_1']:.3f}"
