@@ -28,6 +28,7 @@ from typing import Any, TypedDict
 
 from evalkit.config.config_file import THINKING_STYLES, ConfigFile
 from evalkit.errors import UsageError
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.schemas import validate
 
 if sys.version_info >= (3, 11):
@@ -218,7 +219,7 @@ def thinking_params(profile: ServerProfile, mode: str) -> tuple[ThinkingBody, st
     return body, None
 
 
-def manifest_fields(profile: ServerProfile) -> dict[str, Any]:
+def manifest_fields(profile: ServerProfile) -> dict[str, JsonValue]:
     """What a run records about its server: everything but secrets."""
     build = dict(profile.build)
     return {

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from evalkit.runs.json_value import JsonValue
+
 if TYPE_CHECKING:
     from evalkit.report.lanes import Lane
     from evalkit.report.tables import Table
@@ -145,7 +147,7 @@ class ReportContext(TypedDict):
     memory: MemoryContext | None
     server_says: ServerSaysContext | None
     plots: list[PlotEntry]
-    summaries: dict[str, dict[str, Any]]
+    summaries: dict[str, dict[str, JsonValue]]
     answer: AnswerContext
 
 

@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from evalkit.evidence.server_identity import IdentityRecord
+from evalkit.runs.json_value import JsonValue
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def _id_key(model_id: str) -> str:
 _META_KEYS = ("n_params", "size")
 
 
-def served_model(manifest: dict[str, Any]) -> ServedModel:
+def served_model(manifest: dict[str, JsonValue]) -> ServedModel:
     """The run's model as its manifest records it."""
     raw_id = manifest.get("model")
     model_id = str(raw_id) if raw_id not in (None, "") else None
@@ -118,7 +119,7 @@ def model_groups(models: list[ServedModel]) -> list[int]:
 class ModelNames:
     """The runs' models by the one rule: each run's model name (its group's first name), and how many models."""
 
-    def __init__(self, manifests: list[dict[str, Any]]) -> None:
+    def __init__(self, manifests: list[dict[str, JsonValue]]) -> None:
         self.models = [served_model(m) for m in manifests]
         self.groups = model_groups(self.models)
         first: dict[int, ServedModel] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.schemas import RequestLine
 
 
@@ -86,7 +87,7 @@ class RequestRecord:
         span = self.t_done - self.t_sent
         return self.completion_tokens / span if span > 0 else None
 
-    def to_json(self, with_chunk_times: bool = False) -> dict[str, Any]:
+    def to_json(self, with_chunk_times: bool = False) -> dict[str, JsonValue]:
         """The `requests.jsonl` line (`RequestLine`, in its order): the record's fields (`chunk_times` only when
         asked), its derived figures (`ttft_s` ...), then its labels at the top level so a line reads flat (`cycle`,
         `scenario`, `qid` ...). Built unvalidated: a server's odd value is recorded, not a reason to lose the line."""

@@ -13,7 +13,9 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
+
+from evalkit.runs.json_value import JsonValue
 
 IDENTITY = "server identity"
 URL = "server URL"
@@ -49,7 +51,26 @@ def _show(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str)
 
 
-def server_fingerprint(identity: Mapping[str, Any] | None) -> dict[str, Any]:
+# What names a server's build (as the server reports it), by the words a refused resume shows ("the server's
+# model_path was ...").
+ServerFingerprint = TypedDict(
+    "ServerFingerprint",
+    {
+        "server type": "str | None",
+        "version": "JsonValue",
+        "build_info": "JsonValue",  # as /props says it
+        "total_slots": "JsonValue",  # as /props says it
+        "n_ctx": "JsonValue",  # as /props says it
+        "model_path": "JsonValue",  # as /props says it
+        "server_info": "dict[str, JsonValue] | None",
+        "models listed": "list[str] | None",
+        "model entries": "str | None",
+        "launch options": "str | None",
+    },
+)
+
+
+def server_fingerprint(identity: Mapping[str, Any] | None) -> ServerFingerprint:
     """What in `server_identity` names the server build (not its state: no counters, no probe outcomes)."""
     ident = identity or {}
     props = ident.get("props") or {}
@@ -113,7 +134,7 @@ def _launch_options(options: Any) -> str | None:
 
 def run_defines(
     base_url: str | None, model: str | None, identity: Mapping[str, Any] | None, options: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """`defines` for a manifest: `options` maps each defining flag (as the user types it) to its value."""
     return {
         URL: (base_url or "").rstrip("/") or None,
@@ -128,11 +149,11 @@ def _plain(v: Any) -> Any:
     return json.loads(json.dumps(v, default=str))
 
 
-def recorded_defines(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def recorded_defines(manifest: Mapping[str, Any]) -> dict[str, JsonValue]:
     """The `defines` a manifest recorded, or for an older run the server URL and model it names."""
     if isinstance(manifest.get("defines"), dict):
         return dict(manifest["defines"])
-    out: dict[str, Any] = {}
+    out: dict[str, JsonValue] = {}
     for name, keys in _LEGACY.items():
         v: Any = manifest
         for k in keys:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from evalkit import __version__
 from evalkit.errors import UsageError
 from evalkit.redact import known_forms, scrub_known
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.run_identity import first_difference, recorded_defines
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def read_jsonl(path: Path, schema: Any = None) -> list[dict[str, Any]]:
     return out
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, JsonValue]]]:
     """(line number, object) of each complete JSON line; a torn last line is skipped."""
     if not path.exists():
         return
@@ -244,12 +245,12 @@ class RunDir:
         out: Path | str,
         name: str,
         kind: str,
-        manifest: dict[str, Any],
+        manifest: dict[str, JsonValue],
         secrets: tuple[str | None, ...] = (),
-        defines: dict[str, Any] | None = None,
+        defines: dict[str, JsonValue] | None = None,
         fresh: bool = False,
         server_moved: bool = False,
-        scope: dict[str, Any] | None = None,
+        scope: dict[str, JsonValue] | None = None,
     ) -> RunDir:
         """Create `out/name`, or reopen it to resume an unfinished run of `kind` with the same `defines`
         (`runs.run_identity`; `server_moved`: its URL may differ). Another run there exits 2 naming what differs, a
@@ -274,7 +275,7 @@ class RunDir:
                 if diff is not None:
                     raise UsageError(diff.line(path))
             if old.get("finished") and old.get("complete") and (scope is None or old.get("scope") == _plain(scope)):
-                raise RunFinished(path, old)
+                raise RunFinished(path, int(old.get("exit_code") or 0))
             lock = _take_lock(path)
             rd = cls(path=path, kind=kind, resumed=True, secrets=forms, _lock_fd=lock)
             old.setdefault("resumes", []).append({"at": utc_now_iso(), "command": _command_line()})
@@ -392,7 +393,7 @@ class RunDir:
                 if fd is not None:
                     os.close(fd)
 
-    def rewrite(self, filename: str, records: list[dict[str, Any]]) -> None:
+    def rewrite(self, filename: str, records: list[dict[str, JsonValue]]) -> None:
         """Replace a JSONL file with `records` atomically (compacting superseded lines on resume)."""
         target = self.path / filename
         tmp = target.with_suffix(target.suffix + ".tmp")
@@ -420,7 +421,7 @@ class RunDir:
         allowed = set(where) if where else None
         return {r.get(key) for r in self.read(filename) if allowed is None or r.get("status", "ok") in allowed}
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
+    def write_summary(self, summary: dict[str, JsonValue]) -> None:
         """Write `summary.json` atomically."""
         if self.failed is not None:
             raise RunWriteError(self.failed)
@@ -439,10 +440,10 @@ class RunDir:
 class RunFinished(Exception):
     """The run directory holds this very run, complete: nothing to do but say so (`say`) and exit with its code."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+    def __init__(self, path: Path, exit_code: int) -> None:
         super().__init__(str(path))
         self.path = path
-        self.exit_code = int(manifest.get("exit_code") or 0)
+        self.exit_code = exit_code  # as the finished run's manifest records it
 
     @property
     def summary(self) -> dict[str, Any]:

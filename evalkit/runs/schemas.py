@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalkit.errors import UsageError
 from evalkit.runs.evidence_parts import ServerLog, ServerMetrics, SpecDecode
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.load_parts import Conversation, SharedPrefix
 from evalkit.runs.summary_parts import (
     ClientTiming,
@@ -469,7 +470,7 @@ class RequestLine(_Open):
     request_tok_s: float | None = None
     t_last_token: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JsonValue]:
         """The line as requests.jsonl holds it: the fields given, in this order, then the extras."""
         return self.model_dump(exclude_unset=True, warnings=False)
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, TypedDict
+from typing import TypedDict
+
+# A setting's value as `/sim/config` shows it (a tuple is a JSON array).
+SettingValue = bool | int | float | str | tuple[float, ...] | tuple[str, ...] | None
 
 REASONING_FORMATS = ("reasoning_content", "reasoning", "think_tags", "think_close_only")
 
@@ -88,7 +91,7 @@ class SimSettings:
         """Requests the engine really serves at once."""
         return 1 if self.clamp_batch else max(1, self.max_batch)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, SettingValue]:
         """The settings as `/sim/config` shows them (plus the effective slot count)."""
         d = asdict(self)
         d["effective_max_batch"] = self.slots
