@@ -12,21 +12,11 @@ from typing import Any
 from evalkit.runs.rundir import Line
 from evalkit.stats import distribution, median
 from evalkit_stress import metric_registry
+from evalkit_stress.diagnose_facts import ok_lines
 from evalkit_stress.metric_registry import WHOLE_TIME, CycleMetric, LineMetric
 
 Dist = dict[str, float | int | None]  # evalkit.stats.distribution: `p50`, `p95`, `max`, `n`
 StressMetrics = dict[str, Dist]  # summary.json's `metrics`: each metric's distribution, by name
-
-
-def _ok(lines: Iterable[Line], scenario: str, role: str) -> list[Line]:
-    return [
-        r
-        for r in lines
-        if r.get("scenario") == scenario
-        and r.get("role") == role
-        and r.get("status") == "ok"
-        and r.get("ttft_s") is not None
-    ]
 
 
 def _by_cycle(lines: Iterable[Line]) -> dict[int, list[Line]]:
@@ -65,8 +55,8 @@ def pair_stats(pair: list[Line], solos: list[Line]) -> dict[str, float | None]:
 def compute_metrics(lines: list[Line]) -> StressMetrics:
     """Every registered stress metric's distribution (`p50`, `p95`, `max`, `n`) over all cycles, in registry order
     (stress/metric_registry.py); the reasoning-only ones only when some answer had reasoning tokens."""
-    pairs = _by_cycle(_ok(lines, "concurrent_gen", "gen_pair"))
-    solos = _by_cycle(_ok(lines, "concurrent_gen", "gen_solo"))
+    pairs = _by_cycle(ok_lines(lines, "concurrent_gen", "gen_pair"))
+    solos = _by_cycle(ok_lines(lines, "concurrent_gen", "gen_solo"))
     per_cycle = [pair_stats(p, solos.get(c, [])) for c, p in sorted(pairs.items())]
     reasoned = any(r.get("reasoning_tokens") for r in lines if r.get("status") == "ok")
     out: StressMetrics = {}
@@ -85,7 +75,7 @@ def line_samples(lines: list[Line], metric: LineMetric) -> list[Any]:
     it names no scenario)."""
     if metric.scenarios is None:
         return [r.get(metric.field) for r in lines if r.get("status") == "ok"]
-    return [_field(r, metric.field) for s in metric.scenarios for r in _ok(lines, s, metric.role or "")]
+    return [_field(r, metric.field) for s in metric.scenarios for r in ok_lines(lines, s, metric.role or "")]
 
 
 def _field(r: Line, name: str) -> Any:
@@ -96,8 +86,8 @@ def insert_wait_fractions(lines: list[Line]) -> list[float]:
     """For each inserted short: its TTFT over the long prefill still left when it was sent (1 = waited it all)."""
     out = []
     for scen in ("short_insert", "double_insert"):
-        longs = {r["cycle"]: r for r in _ok(lines, scen, "long")}
-        for s in _ok(lines, scen, "short"):
+        longs = {r["cycle"]: r for r in ok_lines(lines, scen, "long")}
+        for s in ok_lines(lines, scen, "short"):
             long = longs.get(s["cycle"])
             if long is None:
                 continue
@@ -115,7 +105,7 @@ def cancel_samples(lines: list[Line]) -> list[dict[str, float | bool]]:
         if r.get("scenario") == "cancel_then_short" and r.get("role") == "long" and not r.get("interrupted")
     }
     out = []
-    for s in _ok(lines, "cancel_then_short", "short"):
+    for s in ok_lines(lines, "cancel_then_short", "short"):
         c = cancelled.get(s["cycle"])
         if c is None or c.get("t_done") is None:
             continue
