@@ -287,7 +287,11 @@ def _stress(base: LabelledRun, other: LabelledRun) -> list[AnswerLine]:
     va, vb = _verdict(base, "head_of_line_blocking"), _verdict(other, "head_of_line_blocking")
     if a is not None or b is not None or va or vb:
         long_tokens = other.record.options_block().get("long_tokens")
-        during = f"a {long_tokens / 1000:g}K-token prefill" if long_tokens else "a long prefill"
+        during = (
+            f"a {long_tokens / 1000:g}K-token prefill"
+            if isinstance(long_tokens, (int, float)) and long_tokens
+            else "a long prefill"
+        )
         mark = ""
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not flags:
             mark = _stress_mark(base, other, "short_insert_ttft_s")

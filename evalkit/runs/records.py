@@ -51,9 +51,9 @@ class RequestRecord:
     # stamps or without a first token.
     first_token_stamp_bound_s: float | None = None
     # Server-specific timing extras (llama.cpp `timings`), kept verbatim.
-    server_timings: dict[str, Any] | None = None
+    server_timings: dict[str, JsonValue] | None = None
     # Caller-supplied labels: cycle, scenario, question id, run number ...
-    tags: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, JsonValue] = field(default_factory=dict)
 
     @property
     def ttft_s(self) -> float | None:

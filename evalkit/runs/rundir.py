@@ -446,7 +446,7 @@ class RunFinished(Exception):
         self.exit_code = exit_code  # as the finished run's manifest records it
 
     @property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, JsonValue]:
         """The finished run's summary.json."""
         return read_json_object(self.path / SUMMARY)
 

@@ -15,11 +15,10 @@ import math
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from evalkit.errors import UsageError
 from evalkit.runs.evidence_parts import ServerLog, ServerMetrics, SpecDecode
-from evalkit.runs.json_value import JsonValue
 from evalkit.runs.load_parts import Conversation, SharedPrefix
 from evalkit.runs.summary_parts import (
     ClientTiming,
@@ -28,6 +27,7 @@ from evalkit.runs.summary_parts import (
     GpuMemoryVerdict,
     GpuTelemetry,
     NotExercised,
+    NotExercisedJson,
     Number,
     Part,
     StoppedRequest,
@@ -154,7 +154,7 @@ class KindSummary(Part):
         """`server_log`: the server log's flagged lines (None without --server-log)."""
         return self._part("server_log", ServerLog)
 
-    def options_block(self) -> dict[str, Any]:
+    def options_block(self) -> dict[str, JsonValue]:
         """`options`: the flags that define the run, as written (empty when it has none)."""
         raw = getattr(self, "options", None)
         return raw if isinstance(raw, dict) else {}
@@ -268,7 +268,7 @@ class StressSummary(KindSummary):
     ignored_lines: dict[str, int] | None = None
     metrics: dict[str, dict[str, Number | None]]  # distributions (evalkit.stats.distribution) by metric
     diagnoses: dict[str, Any] | None = None
-    not_exercised: dict[str, Any] | None = None
+    not_exercised: dict[str, NotExercisedJson] | None = None
     failed_by_metric: dict[str, int] | None = None
     error_kinds: dict[str, int] | None = None
     error_requests: list[Any] | None = None
@@ -463,7 +463,7 @@ class RequestLine(_Open):
     connection_retries: int | None = None
     read_lag_s: float | None = None
     first_token_stamp_bound_s: float | None = None
-    server_timings: dict[str, Any] | None = None
+    server_timings: dict[str, JsonValue] | None = None  # the server's own figures, as it sent them
     ttft_s: float | None = None
     ttft_answer_s: float | None = None
     decode_tok_s: float | None = None
@@ -517,8 +517,8 @@ class GradedLine(_Open):
     rule: str | None = None
     ambiguous: bool | None = None
     sure: bool | None = None  # issue #55: the strongest readings agree and nothing after contradicts them
-    readings: list[dict[str, Any]] | None = None  # every reader's reading (rule, value, strength, correct)
-    details: dict[str, Any] | None = None
+    readings: list[dict[str, JsonValue]] | None = None  # every reader's reading (rule, value, strength, correct)
+    details: dict[str, JsonValue] | None = None  # what the dataset's grader adds (humanevalplus: base, plus)
     dataset_revision: str | None = None
     row_hash: str | None = None
     request_id: str | None = None

@@ -18,7 +18,9 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     model_serializer,
     model_validator,
+    with_config,
 )
+from typing_extensions import TypedDict  # pydantic reads typing's TypedDict only from Python 3.12
 
 Number = int | float  # as written: an int stays an int (a report shows 3, not 3.0)
 
@@ -69,6 +71,16 @@ class Distribution(Part):
         """The statistic named as summary.json names it (`p95`, `max`, `n` ...); None when absent."""
         v = getattr(self, name, None)
         return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+@with_config(ConfigDict(extra="allow", strict=True))
+class NotExercisedJson(TypedDict):
+    """A stress summary's `not_exercised` entry as summary.json holds it (evalkit_stress.exercised.summary): how many
+    requests, by reason, plus any key a later writer adds; a plain dict, its keys as written (`NotExercised` reads
+    it)."""
+
+    count: int
+    reasons: dict[str, int]
 
 
 class NotExercised(Part):
