@@ -6,8 +6,9 @@ dicts as before (`section.heading` and `section["heading"]` both work) and mypy 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
+from evalkit.runs.evidence_parts import FlaggedLineJson
 from evalkit.runs.json_value import JsonValue
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class FlaggedLog(TypedDict):
     label: str
     kind: str
     path: str | None
-    lines: list[dict[str, Any]]  # as the log capture wrote them (evalkit.evidence.server_log)
+    lines: list[FlaggedLineJson]  # as the log capture wrote them (evalkit.evidence.server_log)
     more: int
 
 

@@ -8,7 +8,8 @@ As `summary_parts`: every field optional, extra keys kept, numbers as written.
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict  # pydantic reads typing's TypedDict only from Python 3.12
 
 from evalkit.runs.summary_parts import Number, Part
 
@@ -58,10 +59,21 @@ class SpecDecode(Part):
     timings_per_label: dict[str, Acceptance] = {}
 
 
+@with_config(ConfigDict(extra="allow", strict=True))
+class FlaggedLineJson(TypedDict, total=False):
+    """One of `server_log.flagged_lines` as summary.json holds it (evalkit.evidence.server_log.summarize_log): its
+    time, the line, its flags, whether it came before the run; a plain dict, its values as written."""
+
+    t: Number
+    line: str
+    flags: list[str]
+    earlier: bool
+
+
 class ServerLog(Part):
     """`server_log`: the log file read, its lines, and the flagged ones (the first kept in full)."""
 
     path: str | None = None
     lines: int | None = None
     flagged: int = 0
-    flagged_lines: list[dict[str, Any]] = []
+    flagged_lines: list[FlaggedLineJson] = []
