@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from evalkit.runs.json_value import JsonValue
 from evalkit.runs.schemas import RequestLine
