@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from evalkit.addresses import server_root
 from evalkit.client import auxiliary
@@ -81,7 +81,7 @@ class TokenCounter:
     intercept: float = 0.0
     tried: list[TokenizeAttempt] = field(default_factory=list)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> CounterDescription:
         """What goes into the manifest (a `CounterDescription`): method, endpoint, overhead and every attempt."""
         return {
             "method": self.method,

@@ -9,18 +9,17 @@ manifest as `token_scale`, so `--dry-run --token-scale F` prints the plan the ru
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from evalkit.client import auxiliary
 from evalkit.client.chat import ChatClient, ChatRequest, new_request_id
 from evalkit.client.prompts import chat_tokens_local
-from evalkit.client.tokenize import messages_for, probe_counter
+from evalkit.client.tokenize import CounterDescription, messages_for, probe_counter
 from evalkit.load.workload import filler_text
 
 SAMPLE_TOKENS = 1000
 
 
-async def measure_token_scale(client: ChatClient) -> tuple[float, dict[str, Any]]:
+async def measure_token_scale(client: ChatClient) -> tuple[float, CounterDescription]:
     """(server tokens per sim-rule token, how they were counted); 1.0 when the server cannot count."""
 
     async def usage_probe(messages: list[dict[str, str]]) -> int | None:
