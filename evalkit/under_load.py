@@ -68,12 +68,14 @@ class UnderLoadJson(Comparison):
     """summary.json's `under_load`, in the order written: the load, where the idle pass came from, the comparison,
     the background."""
 
-    load: dict[str, Any]  # the load spec as given (evalkit.load.load_spec.LoadSpec.to_json), nulls left out
+    load: dict[
+        str, str | int | float | None
+    ]  # the load spec as given (evalkit.load.load_spec.LoadSpec.to_json), nulls left out
     idle_source: str
     background: BackgroundTally
 
 
-RunPass = Callable[[str, dict[str, Any]], Awaitable[None]]  # (graded file, request tags) -> the pass asked
+RunPass = Callable[[str, dict[str, str]], Awaitable[None]]  # (graded file, request tags) -> the pass asked
 
 
 def under_load_passes(spec: LoadSpec, idle_run: Path | None) -> UnderLoad:

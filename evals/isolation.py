@@ -18,7 +18,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from evalkit.errors import UsageError
 
@@ -42,6 +42,17 @@ _ENV = {
 }
 
 
+class IsolationJson(TypedDict, total=False):
+    """The manifest's `code_isolation`: which sandbox ran model-written code, and how (or why none did)."""
+
+    tool: str | None
+    version: str | None
+    unsafe_exec: bool
+    uid: str
+    namespaces: list[str]
+    note: str
+
+
 @dataclass(frozen=True)
 class Isolation:
     """The isolation model-written code runs under: `bubblewrap` (with its binary) or `none`."""
@@ -55,7 +66,7 @@ class Isolation:
         """Whether a real sandbox is in use."""
         return self.tool == "bubblewrap"
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> IsolationJson:
         """What the manifest records as `code_isolation`."""
         if not self.isolated:
             return {

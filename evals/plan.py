@@ -9,14 +9,19 @@ import math
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalkit.errors import UsageError
+from evalkit_evals.datasets import SourceRevision
+from evalkit_evals.isolation import IsolationJson
 from evalkit_evals.measure import CapabilityMeasurement, UnderLoad
 from evalkit_evals.model_judge import JudgeSettings
 from evalkit_evals.question_set import DEFAULT_MANIFEST, load_manifest, parse_datasets, select_items
 from evalkit_evals.repeats_auto import DEFAULT_MARGIN, RepeatsRule, smallest_reachable, unreachable
 from evalkit_evals.runner import Sampling
+
+if TYPE_CHECKING:
+    from evalkit_evals.code_judge import CodeJudge
 
 # Room for the answer alone, or for reasoning and the answer; a truncated answer is counted, never hidden.
 DEFAULT_MAX_TOKENS = {"off": 4096, "low": 8192, "medium": 16384, "high": 32768}
@@ -48,7 +53,7 @@ class CapabilityPlan:
     unsafe_exec: bool = False
     judge: JudgeSettings | None = None
     under_load: UnderLoad | None = None
-    under_load_spec: dict[str, Any] | None = None
+    under_load_spec: dict[str, str | int | float | None] | None = None
 
 
 def user_evals(paths: tuple[Path, ...]) -> tuple[list[str], dict[str, dict[str, str]]]:
@@ -68,7 +73,7 @@ def user_evals(paths: tuple[Path, ...]) -> tuple[list[str], dict[str, dict[str, 
     return names, info
 
 
-def code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[Any, dict[str, Any]]:
+def code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[CodeJudge | None, IsolationJson]:
     """The sandbox for HumanEval+ (exit 2 when bubblewrap is missing, unless --unsafe-exec) and what the manifest
     records of it; (None, ...) when no model-written code will run."""
     from evalkit_evals import registry
@@ -84,7 +89,7 @@ def code_judge(datasets: list[str], unsafe_exec: bool) -> tuple[Any, dict[str, A
     return CodeJudge(isolation), isolation.manifest()
 
 
-def revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+def revisions(datasets: list[str], data_dir: str | None) -> tuple[dict[str, dict[str, SourceRevision]], dict[str, str]]:
     """Each dataset's revision as the manifest records it, and the short form each graded line carries."""
     from evalkit_evals.datasets import revision_info
 

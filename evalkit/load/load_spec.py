@@ -89,9 +89,10 @@ class LoadSpec:
         """The open loop's gap process."""
         return GapProcess(self.arrivals, self.burstiness, self.burst_size)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | int | float | None]:
         """As the manifest and summary record it."""
-        return asdict(self)
+        out: dict[str, str | int | float | None] = asdict(self)
+        return out
 
 
 def _convert(key: str, value: Any, where: str) -> Any:
