@@ -10,9 +10,10 @@ Everything here is a pure function of the run directory's files (requests.jsonl,
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from evalkit.evidence.prefix_cache_counters import hit_rate
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.evidence.server_evidence import ServerEvidence
 from evalkit.evidence.ttft_split import split_all
 from evalkit.evidence.vllm_steps import EVIDENCE as STEPS
@@ -48,7 +49,7 @@ def from_cache(ev: ServerEvidence) -> str | None:
 def diagnose(metrics: StressMetrics, lines: list[Line], evidence: ServerEvidence | None = None) -> Diagnosis:
     """Every verdict with its evidence and figures, plus the per-request TTFT splits they rest on."""
     ev = evidence or ServerEvidence()
-    splits = split_all(lines, ev)
+    splits = split_all(cast(list[RequestLineJson], lines), ev)
     facts = Facts(lines, splits)
     facts.from_cache = from_cache(ev)
     conc = judge_concurrency(metrics)

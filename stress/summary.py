@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from evalkit.evidence.gpu_memory import GPU_FILE, done_times, leak_verdict, summarize_gpu
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.evidence.server_evidence import read_evidence
 from evalkit.runs.rundir import MANIFEST, Line, read_json_object, read_jsonl
 from evalkit.runs.schemas import LongPromptTokens, StressSummary
@@ -135,7 +136,7 @@ def build_summary(
     divergent = divergent_generations(stress_lines)
     gpu = summarize_gpu(
         [s for s in read_jsonl(run_path / GPU_FILE) if int(s.get("cycle") or 0) == 0 or in_counted_cycle(s, completed)],
-        done_times(lines),
+        done_times(cast(list[RequestLineJson], lines)),
     )
     return StressSummary(
         seed=seed,

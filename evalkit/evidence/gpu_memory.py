@@ -20,6 +20,7 @@ from typing import Any, TypedDict, cast
 from evalkit.clock import Clock
 from evalkit.eventloop import stop_task
 from evalkit.evidence.gpu_slopes import MIN_GROWTH_MIB, UNITS, Slope, fit_slope, samples_r2
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.runs.rundir import RunDir
 
 GPU_FILE = "gpu_memory.jsonl"
@@ -320,9 +321,9 @@ def summarize_gpu(samples: list[dict[str, Any]], done_times: Sequence[float] | N
     return out
 
 
-def done_times(lines: list[dict[str, Any]]) -> list[float]:
+def done_times(lines: list[RequestLineJson]) -> list[float]:
     """The t_done of every request line that finished (any outcome: a cancelled request ran on the server too)."""
-    return [float(r["t_done"]) for r in lines if isinstance(r.get("t_done"), (int, float))]
+    return [float(t) for r in lines if isinstance(t := r.get("t_done"), (int, float))]
 
 
 def _num(v: float) -> str:

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import mean
-from typing import Any, Protocol, TypedDict, cast
+from typing import Any, Protocol, TypedDict
 
 from evalkit.clock import Clock
 from evalkit.evidence.request_lines import RequestLineJson
@@ -410,12 +410,12 @@ def _mean(m: MeanMax | None) -> float:
     return (m.get("mean") if m else None) or 0
 
 
-def telemetry_line(summary: dict[str, Any] | None) -> str | None:
+def telemetry_line(summary: TelemetrySummary | None) -> str | None:
     """One line for the terminal: power, J/token, SM utilization and memory per card (`summary` as
     `summarize_telemetry` gives it or summary.json holds it)."""
     if not summary:
         return None
-    t = cast(TelemetrySummary, summary)
+    t = summary
     run = t.get("run")
     cards = "; ".join(
         f"GPU {c['gpu']}: {_mean(c.get('power_w')):.0f} W mean, "

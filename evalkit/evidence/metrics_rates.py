@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.evidence.server_metrics import ScrapeLine, counter_deltas, window_pairs
 from evalkit.stats import median, union_length
 
@@ -48,10 +49,14 @@ COMBINED_SOURCE = (
 )
 
 
-def _shares(group: list[dict[str, Any]], tokens: list[int]) -> list[float]:
+def _shares(group: list[RequestLineJson], tokens: list[int]) -> list[float]:
     """Each stream's share of the streams' decode-time sum: its part of the client's summed decode windows (last
     token - first token), or of the tokens decoded where a window is missing or empty (every token in one read)."""
-    windows = [(x["t_last_token"] - x["t_first_token"]) if x.get("t_first_token") is not None else 0.0 for x in group]
+    # Every stream's t_last_token is set (combined_decode_rate skips a window without one).
+    windows = [
+        (cast(float, x["t_last_token"]) - first) if (first := x.get("t_first_token")) is not None else 0.0
+        for x in group
+    ]
     if all(w > 0 for w in windows):
         return [w / sum(windows) for w in windows]
     steps = sum(tokens) - len(group)
@@ -91,8 +96,9 @@ def combined_decode_rate(scrapes: Iterable[dict[str, Any]], groups: list[list[di
             or any(x.get("t_last_token") is None for x in group)
         ):
             continue
+        shares = _shares(cast(list[RequestLineJson], group), tokens)
         union = union_length(
-            (x["t_last_token"] - total_s * share, x["t_last_token"]) for x, share in zip(group, _shares(group, tokens))
+            (x["t_last_token"] - total_s * share, x["t_last_token"]) for x, share in zip(group, shares)
         )
         if union > 0:
             rates.append((generated - 1) / union)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from evalkit.evidence.log_lines import LogLine
 from evalkit.evidence.vllm_steps import StepLog, read_step_log
@@ -151,7 +151,7 @@ class LogClock:
         return self.offset - self.lo
 
 
-def calibrate(rows: list[dict[str, Any]]) -> LogClock | None:
+def calibrate(rows: list[LogLine]) -> LogClock | None:
     """Fit the server's log stamps to the follower's read times: each line was written in (t_after, t], so the
     offset lies in (max(t_after - stamp), min(t - stamp)]. None without stamps, with stamps that go backwards (a
     restarted server) or when the window is wider than 50 ms (nothing read promptly)."""
@@ -182,7 +182,7 @@ def read_evidence(run_path: Path) -> ServerEvidence:
     """The log events and gauge samples of one run directory (either file may be missing). A llama.cpp log with its
     own timestamps is put on evalkit's clock (`calibrate`), so each event carries when it was written, not read."""
     log = []
-    rows = read_jsonl(run_path / LOG_FILE)
+    rows = cast(list[LogLine], read_jsonl(run_path / LOG_FILE))
     clock = calibrate(rows)
     log_gauges = []
     for r in rows:
@@ -212,5 +212,5 @@ def read_evidence(run_path: Path) -> ServerEvidence:
         tuple(sorted(gauges, key=lambda g: g.t)),
         scrapes,
         clock,
-        read_step_log(cast(list[LogLine], rows)),
+        read_step_log(rows),
     )

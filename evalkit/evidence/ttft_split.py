@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict
 
 from evalkit.evidence.request_lines import RequestLineJson, ServerTimings
 from evalkit.evidence.server_evidence import LogEvent, ServerEvidence
@@ -291,8 +291,8 @@ def split_one(
     return TtftSplit(r["request_id"], ttft, None, None, None, None, "client", **extra)
 
 
-def split_all(lines: Iterable[dict[str, Any]], ev: ServerEvidence) -> dict[str, TtftSplit]:
+def split_all(lines: Iterable[RequestLineJson], ev: ServerEvidence) -> dict[str, TtftSplit]:
     """The split of every request line, by request id."""
-    typed = [cast(RequestLineJson, r) for r in lines if r.get("request_id")]
+    typed = [r for r in lines if r.get("request_id")]
     launches = match_launches(typed, ev)
     return {r["request_id"]: split_one(r, launches.get(r["request_id"]), typed, ev) for r in typed}

@@ -87,13 +87,13 @@ def _stamp(line: str) -> str:
 
 def compare(run: Path) -> tuple[list[str], int, int]:
     """The comparison's lines for one run, and (checks, agreements)."""
-    rows = read_jsonl(run / "server_log.jsonl")
+    rows = cast(list[LogLine], read_jsonl(run / "server_log.jsonl"))
     clock = calibrate(rows)
     out = [f"== {run}"]
     if clock is None:
         return out + ["no llama.cpp timestamps in server_log.jsonl: nothing to compare"], 0, 0
     out.append(f"log clock: {clock.lines} stamped lines, on evalkit's clock within {clock.bound_s * 1000:.0f} ms")
-    tasks = read_tasks(cast(list[LogLine], rows), clock.offset)
+    tasks = read_tasks(rows, clock.offset)
     summary = json.loads((run / "summary.json").read_text())
     lines = [r for r in read_jsonl(run / "requests.jsonl") if r.get("scenario") != "calibration"]
     # read as the JSON a run file holds (the typed records are evalkit_stress.verdict_json's)

@@ -6,8 +6,9 @@ when it started on the request (evalkit.evidence.ttft_split). The PNG timeline a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.evidence.ttft_split import TtftSplit
 from evalkit.report.runs import LabelledRun
 from evalkit.runs.schemas import TaggedRequestLine
@@ -69,7 +70,7 @@ def _splits(run: LabelledRun, cycle: int | None) -> dict[str, TtftSplit]:
         from evalkit.evidence.ttft_split import split_all
 
         lines = sorted((r for r in run.raw_requests() if r.get("cycle") == cycle), key=lambda r: r["t_sent"])
-        return split_all(lines, read_evidence(run.run.path))
+        return split_all(cast(list[RequestLineJson], lines), read_evidence(run.run.path))
     except Exception:  # noqa: BLE001  # the server's windows are extra detail: a run without evidence still draws
         return {}
 

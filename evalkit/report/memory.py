@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from evalkit.evidence.gpu_memory import (
     FLAT_RANGE_SHARE,
@@ -19,6 +20,7 @@ from evalkit.evidence.gpu_memory import (
     leak_verdict,
     summarize_gpu,
 )
+from evalkit.evidence.request_lines import RequestLineJson
 from evalkit.report import noise
 from evalkit.report.context import MemoryContext, MemoryVerdict
 from evalkit.report.runs import LabelledRun
@@ -61,7 +63,9 @@ def run_memory(run: LabelledRun) -> RunMemory | None:
     cards = run.record.gpu_cards()
     verdict = run.record.gpu_verdict()
     if not cards or any("slopes" not in c.model_fields_set for c in cards.values()):
-        judged = summarize_gpu(gpu_samples(run), done_times(read_jsonl(run.run.path / REQUESTS)))
+        judged = summarize_gpu(
+            gpu_samples(run), done_times(cast(list[RequestLineJson], read_jsonl(run.run.path / REQUESTS)))
+        )
         if judged:
             cards = {k: GpuCard.model_validate(c) for k, c in judged.items()}
             verdict = _judged_verdict(judged) if run.kind == "stress" else None
