@@ -172,6 +172,6 @@ def build_summary(
             )
         ),
         gpu_memory=gpu,
-        gpu_memory_verdict=leak_verdict(gpu),
+        gpu_memory_verdict=dict(leak) if (leak := leak_verdict(gpu)) is not None else None,
         options=options,
     )

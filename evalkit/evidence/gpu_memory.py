@@ -395,12 +395,23 @@ def _describe_unsure(c: GpuCardJson) -> str:
     )
 
 
-def leak_verdict(cards: dict[str, Any] | None) -> dict[str, Any] | None:
+class LeakVerdictJson(TypedDict):
+    """A stress summary's `gpu_memory_verdict` (`leak_verdict`), in the order written."""
+
+    leak_suspected_on: list[int]
+    cards_growing: int
+    cards: int
+    cant_tell_on: list[int]
+    verdict: str
+    evidence: str
+
+
+def leak_verdict(cards: dict[str, GpuCardJson] | None) -> LeakVerdictJson | None:
     """Which cards' memory grows beyond noise (a possible leak, named with its figures), which cannot be told, and
     which are flat; None without samples. `cards` as `summarize_gpu` gives them or summary.json holds them."""
     if not cards:
         return None
-    ordered = [cast(GpuCardJson, cards[k]) for k in sorted(cards, key=int)]
+    ordered = [cards[k] for k in sorted(cards, key=int)]
     growing = [c for c in ordered if c.get("verdict") == "growing"]
     unsure = [c for c in ordered if c.get("verdict") in ("cant_tell", "too_few_cycles")]
     parts = []

@@ -16,6 +16,7 @@ from evalkit.evidence.gpu_memory import (
     FLAT_RANGE_SHARE,
     GPU_FILE,
     MIN_GROWTH_MIB,
+    GpuCardJson,
     done_times,
     leak_verdict,
     summarize_gpu,
@@ -74,11 +75,11 @@ def run_memory(run: LabelledRun) -> RunMemory | None:
     if run.kind != "stress":
         verdict = None
     elif verdict is None:
-        verdict = _judged_verdict({k: c.model_dump(exclude_unset=True) for k, c in cards.items()})
+        verdict = _judged_verdict({k: cast(GpuCardJson, c.model_dump(exclude_unset=True)) for k, c in cards.items()})
     return RunMemory(run, cards, verdict)
 
 
-def _judged_verdict(cards: dict[str, dict[str, object]]) -> GpuMemoryVerdict | None:
+def _judged_verdict(cards: dict[str, GpuCardJson]) -> GpuMemoryVerdict | None:
     v = leak_verdict(cards)
     return GpuMemoryVerdict.model_validate(v) if v is not None else None
 
