@@ -11,7 +11,7 @@ import asyncio
 import signal
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from evalkit.client.field_support import length_fields, length_forced_flag, length_state
 from evalkit.client.stream_killing import KILL_ROW, kill_check
@@ -21,6 +21,7 @@ from evalkit.evidence.gpu_memory import nvidia_smi
 from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.runs.failures import count_failures, error_words, failure_line
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.rundir import Line
 from evalkit.runs.schemas import written_record
 from evalkit.session.context import RunContext
@@ -42,7 +43,7 @@ class StressMeasurement:
 
     plan: StressPlan
     kind: str = "stress"
-    scope: dict[str, Any] | None = None
+    scope: dict[str, JsonValue] | None = None
     schedule: Schedule = field(init=False)
     settings: StressSettings = field(init=False)
     baseline: list[Line] | None = field(init=False)
@@ -55,18 +56,18 @@ class StressMeasurement:
         object.__setattr__(self, "baseline", lines)
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        return {"seed": self.plan.seed, "cycles": self.plan.cycles, "stress": self.settings}
+    def manifest(self) -> dict[str, JsonValue]:
+        return {"seed": self.plan.seed, "cycles": self.plan.cycles, "stress": cast(JsonValue, self.settings)}
 
     @property
-    def options(self) -> dict[str, Any]:
+    def options(self) -> dict[str, JsonValue]:
         s, plan = self.settings, self.plan
         return {
             "--seed": plan.seed,
             "--cycles": plan.cycles,
             **{"--" + k.replace("_", "-"): s[k] for k in SCHEDULE_OPTIONS if k in s},  # type: ignore[literal-required]
             "--scenario": {"file": s["scenario_file"], "sha256": s["scenario_sha256"]},
-            **({"--until-sure": plan.until_sure.to_json()} if plan.until_sure is not None else {}),
+            **({"--until-sure": cast(JsonValue, plan.until_sure.to_json())} if plan.until_sure is not None else {}),
             **({"--baseline": str(plan.baseline)} if plan.baseline is not None else {}),
         }
 

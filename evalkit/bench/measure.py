@@ -22,6 +22,7 @@ from evalkit.evidence.prefix_cache_counters import hit_rate
 from evalkit.evidence.server_metrics import METRICS_FILE
 from evalkit.progress import Progress
 from evalkit.runs.failures import count_failures, failure_line
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.rundir import REQUESTS
 from evalkit.runs.schemas import written_record
 from evalkit.session.context import RunContext
@@ -34,10 +35,10 @@ class BenchMeasurement:
 
     plan: BenchPlan
     kind: str = "bench"
-    scope: dict[str, Any] | None = None
+    scope: dict[str, JsonValue] | None = None
 
     @property
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> dict[str, JsonValue]:
         plan = self.plan
         return {
             "bench": {
@@ -50,7 +51,7 @@ class BenchMeasurement:
         }
 
     @property
-    def options(self) -> dict[str, Any]:
+    def options(self) -> dict[str, JsonValue]:
         """The flags that define a bench run: a resume with any of them different would mix two measurements."""
         plan = self.plan
         texts = hashlib.sha256("\0".join(f"{p.name}\0{p.text}" for p in plan.prompts).encode()).hexdigest()[:16]

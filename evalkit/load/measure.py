@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from evalkit.errors import UsageError
 from evalkit.load.records import LoadSettings
 from evalkit.load.summary_records import LoadSummaryJson
 from evalkit.load.tokens import measure_token_scale
 from evalkit.runs.failures import FailureCount, count_failures, error_words, failure_line
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.rundir import MANIFEST, REQUESTS
 from evalkit.runs.schemas import written_record
 from evalkit.session.context import RunContext
@@ -72,14 +73,14 @@ class LoadMeasurement:
         return None
 
     @property
-    def manifest(self) -> dict[str, int | LoadSettings]:
-        """The manifest's fields of the run: its seed and the workload's settings (`load`)."""
-        return {"seed": self.plan.seed, "load": self.plan.workload.settings()}
+    def manifest(self) -> dict[str, JsonValue]:
+        """The manifest's fields of the run: its seed and the workload's settings (`load`, JSON by its type)."""
+        return {"seed": self.plan.seed, "load": cast(JsonValue, self.plan.workload.settings())}
 
     @property
-    def options(self) -> dict[str, Any]:  # the session's shape: flag -> value, any JSON value
+    def options(self) -> dict[str, JsonValue]:
         """What a run of the same name must match: the seed, then the workload's settings."""
-        return {"--seed": self.plan.seed, **self.plan.workload.settings()}
+        return {"--seed": self.plan.seed, **cast(dict[str, JsonValue], self.plan.workload.settings())}
 
     async def measure(self, ctx: RunContext) -> Measured:
         """Send the workload on the open run; its summary, exit code and failure line."""

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evalkit.client.chat import ChatClient
 from evalkit.clock import Clock
@@ -18,6 +17,7 @@ from evalkit.evidence.capture import EvidenceCapture, evidence_capture
 from evalkit.evidence.server_identity import apply_build_args, identify
 from evalkit.redact import scrub_tree
 from evalkit.runs import machine_probe
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.run_identity import run_defines
 from evalkit.runs.rundir import RunDir, default_run_name
 from evalkit.session.connect import open_client
@@ -53,9 +53,9 @@ async def open_run(
     target: Target,
     run: RunDirOptions,
     kind: str,
-    manifest: dict[str, Any],
-    options: dict[str, Any],
-    scope: dict[str, Any] | None = None,
+    manifest: dict[str, JsonValue],
+    options: dict[str, JsonValue],
+    scope: dict[str, JsonValue] | None = None,
 ) -> AsyncIterator[RunContext]:
     """Connect to the server (exit 2 when unreachable), create or resume `OUT/NAME`, close the client at the end.
 

@@ -16,11 +16,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from evalkit.config.target import Target
 from evalkit.redact import scrub
 from evalkit.runs import machine_probe
+from evalkit.runs.json_value import JsonValue
 from evalkit.runs.rundir import SUMMARY, RunDir, RunFinished
 from evalkit.runs.schemas import KindSummary, summary_record
 from evalkit.session.context import RunContext, RunDirOptions, open_run
@@ -62,13 +63,13 @@ class Measurement(Protocol):
     def kind(self) -> str: ...  # bench | capability | stress | load
 
     @property
-    def manifest(self) -> dict[str, Any]: ...  # the kind's fields of manifest.json
+    def manifest(self) -> dict[str, JsonValue]: ...  # the kind's fields of manifest.json
 
     @property
-    def options(self) -> dict[str, Any]: ...  # the flags a resume must match (`runs.run_identity`)
+    def options(self) -> dict[str, JsonValue]: ...  # the flags a resume must match (`runs.run_identity`)
 
     @property
-    def scope(self) -> dict[str, Any] | None: ...  # what is asked; a complete run asked for more resumes
+    def scope(self) -> dict[str, JsonValue] | None: ...  # what is asked; a complete run asked for more resumes
 
     async def measure(self, ctx: RunContext) -> Measured: ...
 
