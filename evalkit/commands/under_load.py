@@ -1,13 +1,6 @@
-"""`evalkit capability --under-load LOAD`: its flags, and its line on the terminal (the passes: evalkit.under_load).
+"""`evalkit capability --under-load LOAD`: its flags, their checks, and its line on the terminal.
 
-The graded questions at idle and again while a background load runs.
-
-The idle pass (`graded-idle.jsonl`, or `--idle-run DIR`'s `graded.jsonl`) comes first, with nothing else at the
-server; then the background load starts (evalkit/load/background.py; its requests in `background.jsonl`), runs
-`warmup_s`, and the same questions are asked again under it (`graded.jsonl`, the run's scores). The comparison pairs
-the two per question: right→wrong and wrong→right flips, McNemar's exact test on them (the capability report's
-marks, evalkit/report/capability.py), and the share of answers whose text changed at all. `no_worse_beyond_noise`
-is what a gate rule holds (`capability.under_load.no_worse_beyond_noise == 1`).
+The two passes (idle, then under the background load) and their comparison are `evalkit.under_load`'s.
 """
 
 from __future__ import annotations
