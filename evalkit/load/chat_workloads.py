@@ -4,7 +4,7 @@ load summary's totals. Each is its own plan and sender (`evalkit.load.measure.Wo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,7 +14,7 @@ from evalkit.load.cache_reset import reset_prefix_cache
 from evalkit.load.measure import run_token_scale
 from evalkit.load.records import LoadSettings, as_json, common_settings
 from evalkit.load.session_summary import SESSIONS, measured_lines, read_sessions, session_totals
-from evalkit.load.summary_records import LoadSummaryJson, SessionRecord, with_evidence
+from evalkit.load.summary_records import CacheResetJson, LoadSummaryJson, SessionRecord, with_evidence
 from evalkit.load.turns import TurnSender
 from evalkit.load.workload import Lengths
 from evalkit.progress import Progress
@@ -72,13 +72,13 @@ class ConversationPlan:
         spec = conversation.ConversationSpec(
             self.users, self.turns, self.think_s, prompt, output, seed, scale, self.chat.max_tokens
         )
-        sender = _sender(ctx, self.chat, self.users * self.turns, "load conversation")
-        try:
-            records = await conversation.run_conversations(spec, sender, ctx.clock)
-            await sender.flush()
-        finally:
-            _close(sender)
-        await _end(ctx, records, "conversation")
+        await _run_turns(
+            ctx,
+            self.chat,
+            self.users * self.turns,
+            "conversation",
+            lambda s: conversation.run_conversations(spec, s, ctx.clock),
+        )
         summary = session_totals(ctx.rundir.path)
         summary["conversation"] = {
             **conversation.summarise(measured_lines(ctx.rundir.path), read_sessions(ctx.rundir.path), spec),
@@ -132,15 +132,13 @@ class SharedPrefixPlan:
             self.chat.max_tokens,
         )
         key = ctx.profile.api_key
-        sender = _sender(ctx, self.chat, total, "load shared_prefix")
-        try:
-            records = await shared_prefix.run_shared_prefix(
-                spec, sender, lambda: reset_prefix_cache(ctx.client.base_url, key)
-            )
-            await sender.flush()
-        finally:
-            _close(sender)
-        await _end(ctx, records, "shared_prefix")
+
+        def reset() -> Awaitable[CacheResetJson]:
+            return reset_prefix_cache(ctx.client.base_url, key)
+
+        await _run_turns(
+            ctx, self.chat, total, "shared_prefix", lambda s: shared_prefix.run_shared_prefix(spec, s, reset)
+        )
         summary = session_totals(ctx.rundir.path)
         summary["shared_prefix"] = {
             **shared_prefix.summarise(measured_lines(ctx.rundir.path), read_sessions(ctx.rundir.path), spec),
@@ -149,20 +147,23 @@ class SharedPrefixPlan:
         return with_evidence(summary, ctx.rundir.path)
 
 
-def _sender(ctx: RunContext, chat: ChatLengths, total: int, label: str) -> TurnSender:
+async def _run_turns(
+    ctx: RunContext,
+    chat: ChatLengths,
+    total: int,
+    kind: str,
+    run: Callable[[TurnSender], Awaitable[list[SessionRecord]]],
+) -> None:
+    """Send a chat workload's turns through one sender (its progress bar `load KIND` of `total` requests), then
+    write its sessions, read the server's counters after them and end the evidence (before the summary)."""
     sender = TurnSender(ctx.rundir, ctx.client, chat.timeout_s)
-    sender.progress = Progress(total, label, "requests")
-    return sender
-
-
-def _close(sender: TurnSender) -> None:
-    if sender.progress is not None:
+    sender.progress = Progress(total, f"load {kind}", "requests")
+    try:
+        records = await run(sender)
+        await sender.flush()
+    finally:
         sender.progress.close()
-    sender.close()
-
-
-async def _end(ctx: RunContext, records: Sequence[SessionRecord], kind: str) -> None:
-    """The sessions written, the server's counters read after them, the evidence ended (before the summary)."""
+        sender.close()
     for rec in records:
         ctx.rundir.append(SESSIONS, as_json(rec))
     await ctx.evidence.snapshot(kind)
