@@ -45,18 +45,12 @@ class GpuReading(TypedDict):
     mem_total_mib: float | None
 
 
-class TelemetryLine(TypedDict):
-    """One line of `gpu_telemetry.jsonl`: when it was read, by which source, and the card's figures."""
+class TelemetryLine(GpuReading):
+    """One line of `gpu_telemetry.jsonl`: when it was read, by which source, and the card's figures (written with `t`
+    and `source` first: a TypedDict's base keys come first only in its type, never in the dict written)."""
 
     t: float
     source: str
-    gpu: int
-    name: str | None
-    power_w: float | None
-    energy_j: float | None
-    sm_util_pct: float | None
-    mem_used_mib: float | None
-    mem_total_mib: float | None
 
 
 class MeanMax(TypedDict):
